@@ -1,0 +1,37 @@
+# ragkv_add_library(<module> SOURCES ... [DEPS ...] [PRIVATE_DEPS ...])
+# Makes library ragkv_<module> with alias ragkv::<module>. The include root is
+# the repository root, so headers are included as "module/header.h".
+set(RAGKV_WARNINGS -Wall -Wextra -Wno-unused-parameter)
+
+function(ragkv_add_library module)
+  cmake_parse_arguments(A "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  set(target ragkv_${module})
+  if(A_SOURCES)
+    add_library(${target} STATIC ${A_SOURCES})
+    target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${RAGKV_WARNINGS}>)
+    target_link_libraries(${target} PUBLIC ${A_DEPS} PRIVATE ${A_PRIVATE_DEPS})
+  else()
+    add_library(${target} INTERFACE)
+    target_include_directories(${target} INTERFACE ${PROJECT_SOURCE_DIR})
+    target_link_libraries(${target} INTERFACE ${A_DEPS})
+  endif()
+  add_library(ragkv::${module} ALIAS ${target})
+endfunction()
+
+# ragkv_add_test(<name> SOURCES ... DEPS ... [LABELS ...])
+# One gtest binary; each TEST is discovered as its own ctest case.
+function(ragkv_add_test name)
+  cmake_parse_arguments(A "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${A_SOURCES})
+  target_compile_options(${name} PRIVATE ${RAGKV_WARNINGS})
+  target_link_libraries(${name} PRIVATE ${A_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  target_compile_definitions(${name} PRIVATE
+    RAGKV_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  set(props)
+  if(A_LABELS)
+    set(props PROPERTIES LABELS "${A_LABELS}")
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR} ${props})
+endfunction()

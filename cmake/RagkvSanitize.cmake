@@ -1,0 +1,10 @@
+# RAGKV_SANITIZE=address|undefined|thread|address,undefined
+if(RAGKV_SANITIZE)
+  string(REPLACE ";" "," _san "${RAGKV_SANITIZE}")
+  if(_san MATCHES "thread" AND _san MATCHES "address")
+    message(FATAL_ERROR "RAGKV_SANITIZE: thread and address cannot be combined")
+  endif()
+  message(STATUS "ragkv: sanitizer ${_san}")
+  add_compile_options(-fsanitize=${_san} -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=${_san})
+endif()

@@ -1,0 +1,28 @@
+// cpu.h: CPU feature dispatch and the explicit OpenMP thread cap.
+//
+// Every kernel that uses OpenMP runs with at most MaxThreads() threads and
+// never nests parallel regions. The cap is process-wide; set it once from
+// main (or a test fixture). Thread-safe (atomics).
+#ifndef RAGKV_KERNELS_CPU_H_
+#define RAGKV_KERNELS_CPU_H_
+
+namespace ragkv::kernels {
+
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+
+// DetectedIsa: best instruction set this CPU supports (AVX2 needs FMA and F16C).
+Isa DetectedIsa();
+// ActiveIsa: the set kernels dispatch to: DetectedIsa() unless lowered by
+// SetIsaOverride (tests use it to cover every path on one machine).
+Isa ActiveIsa();
+// SetIsaOverride: clamp dispatch to at most `isa`. Not for use while kernels run.
+void SetIsaOverride(Isa isa);
+const char* IsaName(Isa isa);
+
+// SetMaxThreads: cap for OpenMP kernels (>= 1). Default: hardware threads.
+void SetMaxThreads(int n);
+int MaxThreads();
+
+}  // namespace ragkv::kernels
+
+#endif  // RAGKV_KERNELS_CPU_H_

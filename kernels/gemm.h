@@ -1,0 +1,21 @@
+// gemm.h: single-precision GEMM through OpenBLAS (cblas_sgemm).
+#ifndef RAGKV_KERNELS_GEMM_H_
+#define RAGKV_KERNELS_GEMM_H_
+
+#include "absl/status/status.h"
+#include "kernels/tensor.h"
+
+namespace ragkv::kernels {
+
+// Gemm: c = alpha * a * op(b) + beta * c, all f32 rank-2 views with unit
+// column stride (row stride = leading dimension, may exceed cols).
+//   a: [m, k]; b: [k, n] (trans_b=false) or [n, k] (trans_b=true, i.e. a
+//   weight matrix stored out x in, as checkpoints do); c: [m, n].
+// Returns InvalidArgument on dtype/shape/stride mismatch or null data.
+// OpenBLAS threads are capped to MaxThreads().
+absl::Status Gemm(TensorView a, TensorView b, bool trans_b, TensorView c, float alpha = 1.0f,
+                  float beta = 0.0f);
+
+}  // namespace ragkv::kernels
+
+#endif  // RAGKV_KERNELS_GEMM_H_
