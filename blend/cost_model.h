@@ -1,0 +1,138 @@
+// cost_model.h: FLOPs, bytes and roofline time of the blend path's stages.
+//
+// One analytical model shared by the LoadingController (which calibrates it
+// with measured CPU figures) and the planner (`ragkv plan`, which feeds it GPU
+// presets). Per layer it counts the FLOPs and bytes of
+//   - a prefill of T new tokens after P cached ones,
+//   - a selective recompute of R rows against a KV of N tokens,
+//   - loading the cached KV of N tokens from a storage tier,
+// and turns them into time with a roofline: t = max(flops / peak_flops,
+// bytes / memory_bw) (+ a fixed per-layer overhead). Pure value type: thread-
+// compatible, no I/O.
+#ifndef RAGKV_BLEND_COST_MODEL_H_
+#define RAGKV_BLEND_COST_MODEL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ragkv::blend {
+
+// ModelShape: the transformer dimensions that drive cost.
+struct ModelShape {
+  std::string name;
+  int layers = 0;
+  int dim = 0;        // hidden size
+  int heads = 0;      // query heads
+  int kv_heads = 0;   // key/value heads
+  int head_dim = 0;   // usually dim / heads
+  int ffn = 0;        // MLP hidden size (SwiGLU: gate, up, down)
+  int vocab = 0;
+  int weight_bytes_per_elem = 2;  // bf16 weights on GPU; 4 for the CPU f32 runtime
+  int kv_bytes_per_elem = 2;      // fp16 KV in the store
+};
+
+// Presets: "llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2-7b", "yi-34b",
+// "llama-7b" (Llama-1/2 7B, the CacheBlend paper's model).
+absl::StatusOr<ModelShape> ModelPreset(const std::string& name);
+std::vector<std::string> ModelPresetNames();
+
+// HardwareSpec: roofline ceilings of one device and its storage paths.
+// All bandwidths in bytes/s, compute in FLOP/s.
+struct HardwareSpec {
+  std::string name;
+  double peak_flops = 0;      // dense bf16 (GPU) or measured sgemm (CPU)
+  double mem_bw = 0;          // HBM / DRAM bandwidth
+  double ram_tier_bw = 0;     // KV from host RAM (PCIe/NVLink-C2C for GPUs, memcpy for CPU)
+  double ssd_tier_bw = 0;     // KV from local NVMe
+  double remote_tier_bw = 0;  // KV from the shared Redis tier (network)
+  double layer_overhead_s = 0;  // fixed cost per layer launch / dispatch
+};
+
+// Presets: "h100-sxm", "h200", "a100-80gb", "l40s", "ascend-910b", "a40".
+absl::StatusOr<HardwareSpec> HardwarePreset(const std::string& name);
+std::vector<std::string> HardwarePresetNames();
+
+enum class Tier { kRam = 0, kSsd = 1, kRemote = 2 };
+const char* TierName(Tier tier);
+
+// StageCost: work of one stage of one layer.
+struct StageCost {
+  double flops = 0;
+  double bytes = 0;  // bytes that must cross the bottleneck memory (weights + KV + activations)
+};
+
+class CostModel {
+ public:
+  CostModel(ModelShape shape, HardwareSpec hw) : shape_(std::move(shape)), hw_(std::move(hw)) {}
+
+  const ModelShape& shape() const { return shape_; }
+  const HardwareSpec& hardware() const { return hw_; }
+
+  // PrefillLayer: one layer over `new_tokens` rows at positions
+  // cached..cached+new_tokens-1 with exact causal attention.
+  StageCost PrefillLayer(int64_t new_tokens, int64_t cached_tokens = 0) const;
+  // SelectiveLayer: `rows` rows recomputed against a KV of `kv_tokens`; each
+  // row attends to half the KV on average (uniformly scattered rows) unless
+  // `visible_keys` (sum over rows of keys each sees) is given (> 0).
+  StageCost SelectiveLayer(int64_t rows, int64_t kv_tokens, double visible_keys = 0) const;
+  // KvBytesPerLayer: K and V of `tokens` tokens in the store's dtype.
+  double KvBytesPerLayer(int64_t tokens) const;
+  // LmHead: final norm + classifier for `rows` rows.
+  StageCost LmHead(int64_t rows) const;
+
+  // Seconds for a stage under the roofline (+ per-layer overhead).
+  double ComputeSeconds(const StageCost& c) const;
+  // Whether a stage is compute-bound (true) or bandwidth-bound (false), and
+  // the ratio of the two bounds (>= 1).
+  bool ComputeBound(const StageCost& c, double* ratio = nullptr) const;
+  double TierBandwidth(Tier tier) const;
+  double LoadSeconds(int64_t tokens, Tier tier) const;
+
+  // Whole-request estimates (seconds to first token) for a context of
+  // `context_tokens` cached chunk tokens followed by `query_tokens` new ones.
+  double FullPrefillSeconds(int64_t context_tokens, int64_t query_tokens) const;
+  // Prefix caching: the first `prefix_tokens` come from `tier`, the rest prefilled.
+  double PrefixReuseSeconds(int64_t context_tokens, int64_t query_tokens, int64_t prefix_tokens,
+                            Tier tier) const;
+  // CacheBlend at ratio r (r=0 is full reuse): layer 0 in full, layers 1..L-1
+  // recompute r*context + query rows, overlapped with loading layer i+1
+  // (per layer max(load, compute)); loading layer 0 is not hidden.
+  double BlendSeconds(int64_t context_tokens, int64_t query_tokens, double ratio, Tier tier) const;
+
+  // RecomputeSecondsPerLayer / LoadSecondsPerLayer at ratio r.
+  double RecomputeSecondsPerLayer(int64_t context_tokens, int64_t query_tokens, double ratio) const;
+
+  // MaxHiddenRatio: the largest r in [0,1] whose per-layer recompute still
+  // hides under loading a layer from `tier` (CacheBlend §5); 0 if even r=0
+  // does not hide.
+  double MaxHiddenRatio(int64_t context_tokens, int64_t query_tokens, Tier tier) const;
+
+ private:
+  ModelShape shape_;
+  HardwareSpec hw_;
+};
+
+// Decision: the loading controller's choice and the reason for it.
+struct Decision {
+  double ratio = 0;  // chosen recompute ratio
+  Tier tier = Tier::kRam;
+  double recompute_s_per_layer = 0;
+  double load_s_per_layer = 0;
+  double predicted_ttft_s = 0;
+  std::string why;
+};
+
+// ChooseRatioAndTier: CacheBlend §5. Among the tiers that hold the chunks
+// (`available`, in any order), pick r = max(r_min, MaxHiddenRatio) capped at
+// r_max, and the cheapest tier (remote < ssd < ram in storage cost) whose
+// loading still hides recompute at r_min; if none hides it, the tier with the
+// lowest predicted TTFT at r_min.
+Decision ChooseRatioAndTier(const CostModel& model, int64_t context_tokens, int64_t query_tokens,
+                            double r_min, double r_max, const std::vector<Tier>& available);
+
+}  // namespace ragkv::blend
+
+#endif  // RAGKV_BLEND_COST_MODEL_H_
