@@ -1,0 +1,203 @@
+// tier.h: the abstract storage tier (RAM, SSD/RocksDB, Redis) behind
+// TieredStore, the pinned read handle, and per-tier statistics.
+//
+// CONTRACT FOR TIER IMPLEMENTERS
+//  * What is stored per key: exactly the blobs of one EncodedChunk
+//    (kv_chunk.h): the header blob and num_layers layer-record blobs. A tier
+//    treats them as opaque bytes and must return them byte-identical. A tier
+//    may keep each blob under its own storage key (remote tiers should: the
+//    Redis tier stores "<prefix>:<keyhex>:h" and "<prefix>:<keyhex>:<layer>"),
+//    or concatenate them; either way GetLayer(key, i) returns record i alone.
+//  * Atomicity: Put must make a chunk visible all-or-nothing to GetHeader:
+//    write the layers first and the header last (the header is the commit
+//    marker), or use an atomic batch. Delete removes the header first.
+//    Re-putting an existing key replaces it (a reader that already read the
+//    old header may then find layers bound to another header; the store
+//    detects this through the header digest and treats it as a miss).
+//  * Checksums: tiers are NOT required to verify anything. TieredStore
+//    verifies every blob it reads from any tier (header checksum, layer
+//    checksum, binding of each layer to the header digest, requested key and
+//    fingerprint) before serving or promoting it. On a failure it calls
+//    ReportCorruption(key, detail) on the tier that returned the bytes and
+//    treats the lookup as a miss; it never serves the bytes. A tier MAY verify
+//    earlier itself (kv_chunk.h DecodeHeader / ParseLayerRecord); if it finds
+//    corruption it calls ReportCorruption and returns std::nullopt.
+//  * Misses are std::nullopt, not errors. An error Status means the tier
+//    failed (Unavailable: unreachable; Internal/DataLoss: I/O failure;
+//    ResourceExhausted: full or value too large even after eviction;
+//    InvalidArgument: malformed request). TieredStore counts a tier error,
+//    degrades it to a miss and keeps serving from the other tiers.
+//  * Stats: implementations count hits/misses on GetHeader (and on
+//    MultiGetHeaders), bytes read on every Get*, bytes written on Put,
+//    evictions, errors, and the wall time spent in reads/writes, through
+//    counters() (atomic; TierCounters below). Stats() snapshots them.
+//  * Thread safety: every method may be called concurrently from many
+//    threads. PinnedBytes handles may outlive any later Delete/eviction/Put of
+//    the same key: they keep their bytes alive until destroyed.
+#ifndef RAGKV_KVSTORE_TIER_H_
+#define RAGKV_KVSTORE_TIER_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "kvstore/chunk_key.h"
+#include "kvstore/kv_chunk.h"
+
+namespace ragkv::kvstore {
+
+// PinnedBytes: a move-only read handle: a view of bytes plus an opaque owner
+// that keeps them alive (a RAM-tier entry, a rocksdb::PinnableSlice, a redis
+// reply, or a std::string). Zero-copy while pinned: the view is valid until
+// the handle is destroyed or moved from, regardless of evictions.
+class PinnedBytes {
+ public:
+  PinnedBytes() = default;
+  // PinnedBytes(view, owner): `owner` must keep `view`'s memory alive.
+  PinnedBytes(std::string_view view, std::shared_ptr<const void> owner)
+      : view_(view), owner_(std::move(owner)) {}
+  // FromString: takes ownership of `s` (one move, no copy of the bytes).
+  static PinnedBytes FromString(std::string s);
+
+  PinnedBytes(PinnedBytes&& other) noexcept
+      : view_(std::exchange(other.view_, {})), owner_(std::move(other.owner_)) {}
+  PinnedBytes& operator=(PinnedBytes&& other) noexcept {
+    view_ = std::exchange(other.view_, {});
+    owner_ = std::move(other.owner_);
+    return *this;
+  }
+  PinnedBytes(const PinnedBytes&) = delete;
+  PinnedBytes& operator=(const PinnedBytes&) = delete;
+
+  std::string_view view() const { return view_; }
+  const char* data() const { return view_.data(); }
+  size_t size() const { return view_.size(); }
+
+ private:
+  std::string_view view_;
+  std::shared_ptr<const void> owner_;
+};
+
+// TierStats: a snapshot of one tier's counters (cumulative since creation).
+struct TierStats {
+  std::string name;
+  uint64_t hits = 0;             // GetHeader found the key
+  uint64_t misses = 0;           // GetHeader did not
+  uint64_t bytes_read = 0;       // header + layer bytes returned by Get*
+  uint64_t bytes_written = 0;    // bytes accepted by Put
+  uint64_t puts = 0;
+  uint64_t deletes = 0;          // keys removed by Delete/DeleteByFingerprint
+  uint64_t evictions = 0;        // chunks evicted to stay within budget
+  uint64_t errors = 0;           // failed operations (tier-side failures)
+  uint64_t corrupt_records = 0;  // checksum/format failures reported
+  double read_seconds = 0;       // wall time inside Get* calls
+  double write_seconds = 0;      // wall time inside Put calls
+  uint64_t bytes_used = 0;       // current occupancy (0 if unknown)
+  uint64_t capacity_bytes = 0;   // byte budget (0 = unbounded / unknown)
+  uint64_t entries = 0;          // current chunk count (0 if unknown)
+
+  double ReadGBps() const { return read_seconds > 0 ? bytes_read / read_seconds / 1e9 : 0; }
+  double WriteGBps() const { return write_seconds > 0 ? bytes_written / write_seconds / 1e9 : 0; }
+  std::string DebugString() const;
+};
+
+// TierCounters: the atomic counters behind TierStats (relaxed ordering).
+struct TierCounters {
+  std::atomic<uint64_t> hits{0}, misses{0}, bytes_read{0}, bytes_written{0}, puts{0},
+      deletes{0}, evictions{0}, errors{0}, corrupt_records{0};
+  std::atomic<uint64_t> read_ns{0}, write_ns{0};
+  // Snapshot: copies the counters into a TierStats (occupancy fields zero).
+  TierStats Snapshot(std::string_view name) const;
+};
+
+// ScopedTimerNs: adds the elapsed wall nanoseconds to `sink` on destruction.
+class ScopedTimerNs {
+ public:
+  explicit ScopedTimerNs(std::atomic<uint64_t>* sink);
+  ~ScopedTimerNs();
+  ScopedTimerNs(const ScopedTimerNs&) = delete;
+  ScopedTimerNs& operator=(const ScopedTimerNs&) = delete;
+
+ private:
+  std::atomic<uint64_t>* sink_;
+  int64_t start_ns_;
+};
+
+// Tier: one storage level. See the contract at the top of this file.
+class Tier {
+ public:
+  using Blob = std::optional<PinnedBytes>;
+
+  virtual ~Tier() = default;
+
+  // Name: short stable name for stats and logs ("ram", "ssd", "redis").
+  virtual std::string_view Name() const = 0;
+
+  // GetHeader: the header blob of `key`, std::nullopt on a miss. Counts a hit
+  // or a miss.
+  virtual absl::StatusOr<Blob> GetHeader(const ChunkKey& key) = 0;
+
+  // GetLayer: the record blob of layer `layer` of `key`; std::nullopt if the
+  // key or that layer is absent. Does not count hits/misses.
+  virtual absl::StatusOr<Blob> GetLayer(const ChunkKey& key, uint32_t layer) = 0;
+
+  // GetLayers: records first_layer .. first_layer+count-1 in order (a tier
+  // may batch them: one RocksDB MultiGet, one Redis pipeline). Element i is
+  // std::nullopt if that layer is absent. Default: loops over GetLayer.
+  virtual absl::StatusOr<std::vector<Blob>> GetLayers(const ChunkKey& key, uint32_t first_layer,
+                                                      uint32_t count);
+
+  // MultiGetHeaders: GetHeader for many keys (result i for keys[i]). Default:
+  // loops over GetHeader.
+  virtual std::vector<absl::StatusOr<Blob>> MultiGetHeaders(absl::Span<const ChunkKey> keys);
+
+  // Contains: whether a header for `key` is present, without reading layer
+  // data (the answer may be stale immediately under concurrency).
+  virtual absl::StatusOr<bool> Contains(const ChunkKey& key) = 0;
+
+  // Put: stores the chunk under `key` (replacing any previous one). The tier
+  // may keep `chunk` (shared, immutable) instead of copying it. Errors:
+  // ResourceExhausted if it cannot fit (the tier's previous content is intact),
+  // InvalidArgument for malformed chunks, Unavailable/Internal on failure.
+  virtual absl::Status Put(const ChunkKey& key, std::shared_ptr<const EncodedChunk> chunk) = 0;
+
+  // Delete: removes `key` (header first). OK if absent.
+  virtual absl::Status Delete(const ChunkKey& key) = 0;
+
+  // DeleteByFingerprint: removes every chunk whose header carries `fp`
+  // (kHeaderFingerprintOffset; by scan or a secondary index). Returns the
+  // number of chunks removed.
+  virtual absl::StatusOr<uint64_t> DeleteByFingerprint(const Fingerprint& fp) = 0;
+
+  // Flush: makes every acknowledged Put durable where the tier is persistent.
+  virtual absl::Status Flush() { return absl::OkStatus(); }
+
+  // ReportCorruption: called (by TieredStore or the tier itself) when bytes
+  // this tier returned for `key` failed verification. Default: counts
+  // corrupt_records, logs a WARNING with `detail`, and deletes the key so it
+  // is not served again.
+  virtual void ReportCorruption(const ChunkKey& key, std::string_view detail);
+
+  // Stats: snapshot of the counters; implementations add occupancy.
+  virtual TierStats Stats() const;
+
+  // counters: the live counters (for implementations and TieredStore).
+  TierCounters& counters() { return counters_; }
+  const TierCounters& counters() const { return counters_; }
+
+ private:
+  TierCounters counters_;
+};
+
+}  // namespace ragkv::kvstore
+
+#endif  // RAGKV_KVSTORE_TIER_H_
