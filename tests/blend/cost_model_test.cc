@@ -132,3 +132,32 @@ TEST(Presets, PaperSetupOrderOfMagnitude) {
 
 }  // namespace
 }  // namespace ragkv::blend
+
+#include <sstream>
+
+#include "blend/planner.h"
+
+namespace ragkv::blend {
+namespace {
+
+TEST(Planner, RowsForEveryStrategyAndTier) {
+  auto shape = ModelPreset("llama-3-8b");
+  auto hw = HardwarePreset("h100-sxm");
+  ASSERT_TRUE(shape.ok() && hw.ok());
+  PlanWorkload w;
+  Plan p = MakePlan(*shape, *hw, w);
+  // full prefill + 3 tiers x (prefix + reuse + 5 ratios) + controller.
+  EXPECT_EQ(p.rows.size(), 1u + 3 * (2 + w.ratios.size()) + 1);
+  EXPECT_DOUBLE_EQ(p.rows[0].speedup, 1.0);
+  // Llama-3-8B: 32 layers x 2 x 8 kv heads x 128 x 2 B = 128 KiB per token.
+  EXPECT_DOUBLE_EQ(p.kv_bytes_per_token, 131072);
+  for (const auto& r : p.rows) EXPECT_GT(r.ttft_s, 0) << r.strategy;
+  std::ostringstream table, json;
+  PrintPlanTable(p, table);
+  PrintPlanJson(p, json);
+  EXPECT_NE(table.str().find("controller"), std::string::npos);
+  EXPECT_EQ(json.str().front(), '{');
+}
+
+}  // namespace
+}  // namespace ragkv::blend

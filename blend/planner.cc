@@ -1,0 +1,127 @@
+#include "blend/planner.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+
+namespace ragkv::blend {
+namespace {
+
+constexpr Tier kTiers[] = {Tier::kRam, Tier::kSsd, Tier::kRemote};
+
+// Bound of the steady-state layer of a strategy: which of recompute (compute
+// or memory roofline) and KV loading dominates, and by how much.
+std::string BoundOf(const CostModel& m, double compute_s, const StageCost& stage, double load_s) {
+  if (load_s > compute_s) {
+    return absl::StrFormat("load x%.1f", compute_s > 0 ? load_s / compute_s : 0.0);
+  }
+  double ratio = 0;
+  const bool cb = m.ComputeBound(stage, &ratio);
+  return absl::StrFormat("%s x%.1f", cb ? "compute" : "memory", ratio);
+}
+
+std::string JsonEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+Plan MakePlan(const ModelShape& shape, const HardwareSpec& hw, const PlanWorkload& w,
+              const StoragePrices& prices) {
+  Plan plan;
+  plan.shape = shape;
+  plan.hardware = hw;
+  plan.workload = w;
+  CostModel m(shape, hw);
+  const int64_t ctx = w.chunks * w.chunk_tokens;
+  const int64_t q = w.query_tokens;
+  const double full = m.FullPrefillSeconds(ctx, q);
+  const StageCost full_stage = m.PrefillLayer(ctx + q, 0);
+  plan.rows.push_back({"full-prefill", "-", full, 1.0,
+                       BoundOf(m, m.ComputeSeconds(full_stage), full_stage, 0)});
+  for (Tier t : kTiers) {
+    const double load = m.LoadSeconds(ctx, t);
+    // Prefix caching reuses the leading chunk only.
+    const double prefix = m.PrefixReuseSeconds(ctx, q, w.chunk_tokens, t);
+    const StageCost prefix_stage = m.PrefillLayer(ctx + q - w.chunk_tokens, w.chunk_tokens);
+    plan.rows.push_back({"prefix", TierName(t), prefix, full / prefix,
+                         BoundOf(m, m.ComputeSeconds(prefix_stage), prefix_stage,
+                                 m.LoadSeconds(w.chunk_tokens, t))});
+    const double reuse = m.BlendSeconds(ctx, q, 0, t);
+    const StageCost reuse_stage = m.SelectiveLayer(q, ctx + q);
+    plan.rows.push_back({"full-reuse", TierName(t), reuse, full / reuse,
+                         BoundOf(m, m.RecomputeSecondsPerLayer(ctx, q, 0), reuse_stage, load)});
+    for (double r : w.ratios) {
+      const double b = m.BlendSeconds(ctx, q, r, t);
+      const int64_t rows = static_cast<int64_t>(r * static_cast<double>(ctx)) + q;
+      const StageCost stage = m.SelectiveLayer(rows, ctx + q);
+      plan.rows.push_back({absl::StrFormat("blend r=%.2f", r), TierName(t), b, full / b,
+                           BoundOf(m, m.RecomputeSecondsPerLayer(ctx, q, r), stage, load)});
+    }
+  }
+  plan.controller = ChooseRatioAndTier(m, ctx, q, w.r_min, w.r_max,
+                                       {Tier::kRam, Tier::kSsd, Tier::kRemote});
+  plan.rows.push_back({absl::StrFormat("controller r=%.2f", plan.controller.ratio),
+                       TierName(plan.controller.tier), plan.controller.predicted_ttft_s,
+                       full / plan.controller.predicted_ttft_s,
+                       plan.controller.load_s_per_layer > plan.controller.recompute_s_per_layer
+                           ? "load"
+                           : "recompute"});
+  plan.kv_bytes_per_token = m.KvBytesPerLayer(1) * shape.layers;
+  plan.kv_gb_per_million_tokens = plan.kv_bytes_per_token * 1e6 / 1e9;
+  plan.usd_per_million_tokens[static_cast<int>(Tier::kRam)] =
+      plan.kv_gb_per_million_tokens * prices.ram_usd_per_gb;
+  plan.usd_per_million_tokens[static_cast<int>(Tier::kSsd)] =
+      plan.kv_gb_per_million_tokens * prices.ssd_usd_per_gb;
+  plan.usd_per_million_tokens[static_cast<int>(Tier::kRemote)] =
+      plan.kv_gb_per_million_tokens * prices.remote_usd_per_gb;
+  return plan;
+}
+
+void PrintPlanTable(const Plan& p, std::ostream& out) {
+  const auto& w = p.workload;
+  out << absl::StrFormat(
+      "model %s (L=%d dim=%d heads=%d kv_heads=%d ffn=%d) on %s: %d chunks x %d tokens + %d "
+      "query tokens\n\n",
+      p.shape.name, p.shape.layers, p.shape.dim, p.shape.heads, p.shape.kv_heads, p.shape.ffn,
+      p.hardware.name, w.chunks, w.chunk_tokens, w.query_tokens);
+  out << "| strategy | tier | TTFT ms | speedup | bound |\n|---|---|---:|---:|---|\n";
+  for (const auto& r : p.rows) {
+    out << absl::StrFormat("| %s | %s | %.2f | %.2fx | %s |\n", r.strategy, r.tier,
+                           r.ttft_s * 1e3, r.speedup, r.bound);
+  }
+  out << absl::StrFormat("\ncontroller: r=%.2f tier=%s (%s)\n", p.controller.ratio,
+                         TierName(p.controller.tier), p.controller.why);
+  out << absl::StrFormat(
+      "KV storage: %.1f KiB/token, %.2f GB per million tokens; capacity $ per million tokens: "
+      "ram %.2f, ssd %.2f, redis %.2f\n",
+      p.kv_bytes_per_token / 1024, p.kv_gb_per_million_tokens, p.usd_per_million_tokens[0],
+      p.usd_per_million_tokens[1], p.usd_per_million_tokens[2]);
+}
+
+void PrintPlanJson(const Plan& p, std::ostream& out) {
+  out << absl::StrFormat(R"({"model":"%s","hardware":"%s","chunks":%d,"chunk_tokens":%d,)"
+                         R"("query_tokens":%d,"rows":[)",
+                         JsonEscape(p.shape.name), JsonEscape(p.hardware.name), p.workload.chunks,
+                         p.workload.chunk_tokens, p.workload.query_tokens);
+  for (size_t i = 0; i < p.rows.size(); ++i) {
+    const auto& r = p.rows[i];
+    out << absl::StrFormat(R"(%s{"strategy":"%s","tier":"%s","ttft_ms":%.6g,"speedup":%.6g,)"
+                           R"("bound":"%s"})",
+                           i ? "," : "", r.strategy, r.tier, r.ttft_s * 1e3, r.speedup, r.bound);
+  }
+  out << absl::StrFormat(
+      R"(],"controller":{"ratio":%.4g,"tier":"%s","why":"%s"},"kv_bytes_per_token":%.6g,)"
+      R"("usd_per_million_tokens":{"ram":%.6g,"ssd":%.6g,"redis":%.6g}})",
+      p.controller.ratio, TierName(p.controller.tier), JsonEscape(p.controller.why),
+      p.kv_bytes_per_token, p.usd_per_million_tokens[0], p.usd_per_million_tokens[1],
+      p.usd_per_million_tokens[2]);
+  out << "\n";
+}
+
+}  // namespace ragkv::blend

@@ -1,0 +1,65 @@
+// planner.h: the roofline planner behind `ragkv plan`.
+//
+// Maps a workload (model shape, context, chunk count, query length, ratio) on
+// a hardware spec to predicted time to first token per strategy and tier,
+// with the bound of each stage, the loading controller's choice, and the KV
+// storage cost per million tokens per tier. It uses the same CostModel as the
+// loading controller. Pure computation; thread-compatible.
+#ifndef RAGKV_BLEND_PLANNER_H_
+#define RAGKV_BLEND_PLANNER_H_
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "blend/cost_model.h"
+
+namespace ragkv::blend {
+
+struct PlanWorkload {
+  int64_t chunks = 6;
+  int64_t chunk_tokens = 512;
+  int64_t query_tokens = 32;
+  std::vector<double> ratios = {0.05, 0.10, 0.15, 0.20, 0.30};
+  double r_min = 0.15;  // quality floor for the controller
+  double r_max = 0.50;
+};
+
+// Capacity prices in USD per GB (hardware purchase cost) for the cost column.
+struct StoragePrices {
+  double ram_usd_per_gb = 3.0;     // server DRAM
+  double ssd_usd_per_gb = 0.08;    // datacenter NVMe
+  double remote_usd_per_gb = 3.0;  // RAM on the Redis nodes
+};
+
+struct PlanRow {
+  std::string strategy;  // "full-prefill", "prefix", "full-reuse", "blend r=0.15", "controller"
+  std::string tier;      // "-", "ram", "ssd", "redis"
+  double ttft_s = 0;
+  double speedup = 0;    // full prefill / this
+  std::string bound;     // e.g. "compute x3.1" or "load x1.4"
+};
+
+struct Plan {
+  ModelShape shape;
+  HardwareSpec hardware;
+  PlanWorkload workload;
+  std::vector<PlanRow> rows;
+  Decision controller;
+  double kv_bytes_per_token = 0;
+  double kv_gb_per_million_tokens = 0;
+  double usd_per_million_tokens[3] = {0, 0, 0};  // indexed by Tier
+};
+
+// MakePlan: all strategies x tiers for one workload on one device.
+Plan MakePlan(const ModelShape& shape, const HardwareSpec& hw, const PlanWorkload& workload,
+              const StoragePrices& prices = {});
+
+// PrintPlanTable: Markdown table + controller choice + storage cost.
+void PrintPlanTable(const Plan& plan, std::ostream& out);
+// PrintPlanJson: the same as one JSON object.
+void PrintPlanJson(const Plan& plan, std::ostream& out);
+
+}  // namespace ragkv::blend
+
+#endif  // RAGKV_BLEND_PLANNER_H_
