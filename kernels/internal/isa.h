@@ -1,0 +1,93 @@
+// isa.h (internal): the per-instruction-set kernel table behind the public
+// entry points. Each of isa_baseline.cc / isa_avx2.cc / isa_avx512.cc compiles
+// isa_impl.inc with its own flags into its own namespace and exports one
+// IsaTable. The functions here do no validation: the public entry points in
+// kernels/*.cc check shapes first. All functions are thread-safe (pure).
+#ifndef RAGKV_KERNELS_INTERNAL_ISA_H_
+#define RAGKV_KERNELS_INTERNAL_ISA_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu.h"
+
+namespace ragkv::kernels::internal {
+
+// Key tile of the attention kernel (a multiple of every ISA's 2*vector width).
+inline constexpr int kAttnKeyTile = 64;
+
+// AttnTask: one (kv head, tile of query rows) unit of SelectiveAttention. The
+// group's query heads of every row in the tile are processed together against
+// one K/V head, so each K tile is packed once for group*nrows query vectors.
+struct AttnTask {
+  const float* q = nullptr;  // q[row * q_row_stride + head * q_head_stride + d]
+  int64_t q_row_stride = 0, q_head_stride = 0;
+  const float* k = nullptr;  // k[kv_head * k_head_stride + t * k_tok_stride + d]
+  int64_t k_head_stride = 0, k_tok_stride = 0;
+  const float* v = nullptr;
+  int64_t v_head_stride = 0, v_tok_stride = 0;
+  float* out = nullptr;  // same indexing as q
+  int64_t out_row_stride = 0, out_head_stride = 0;
+  int group = 1;  // query heads per kv head
+  int head_dim = 0;
+  float scale = 1.0f;
+  int kv_head = 0;
+  // rows[i]: original row index; limits[i]: last visible key (>= 0), sorted
+  // ascending over i.
+  const int32_t* rows = nullptr;
+  const int32_t* limits = nullptr;
+  int nrows = 0;
+  const float* additive_mask = nullptr;  // [row][key], row stride mask_stride
+  int64_t mask_stride = 0;
+  float* workspace = nullptr;  // AttnWorkspaceFloats(group * nrows, head_dim)
+};
+
+// AttnWorkspaceFloats: scratch floats one AttentionTask needs for m query
+// vectors of head_dim (packed Q, O accumulators, K tile, score tile, m/l).
+inline size_t AttnWorkspaceFloats(int64_t m, int64_t head_dim) {
+  return static_cast<size_t>(2 * m * head_dim + head_dim * kAttnKeyTile + m * kAttnKeyTile +
+                             2 * m + 64);
+}
+
+struct IsaTable {
+  Isa isa;
+  void (*attention_task)(const AttnTask& task);
+  void (*f32_to_f16)(const float* src, uint16_t* dst, int64_t n);
+  void (*f16_to_f32)(const uint16_t* src, float* dst, int64_t n);
+  void (*f32_to_bf16)(const float* src, uint16_t* dst, int64_t n);
+  void (*bf16_to_f32)(const uint16_t* src, float* dst, int64_t n);
+  // rope_*: rotate n_vec vectors of head_dim (vector i at x + i * vec_stride)
+  // by the angles whose cos/sin are cos_t/sin_t [head_dim/2].
+  void (*rope_f32)(float* x, int64_t n_vec, int64_t vec_stride, const float* cos_t,
+                   const float* sin_t, int head_dim, bool half_split);
+  void (*rope_f16)(uint16_t* x, int64_t n_vec, int64_t vec_stride, const float* cos_t,
+                   const float* sin_t, int head_dim, bool half_split);
+  void (*rope_bf16)(uint16_t* x, int64_t n_vec, int64_t vec_stride, const float* cos_t,
+                    const float* sin_t, int head_dim, bool half_split);
+  float (*sq_diff_sum)(const float* a, const float* b, int64_t n);
+  void (*rmsnorm_row)(const float* x, const float* w, float eps, float* out, int64_t n);
+  void (*swiglu_row)(const float* gate, const float* up, float* out, int64_t n);
+  void (*softmax_row)(float* x, int64_t n);
+  // absmax_accum: m[i] = max(m[i], |x[i]|).
+  void (*absmax_accum)(const float* x, float* m, int64_t n);
+  // quant_row: q[i] = clamp(round(x[i] / scale[i]), -127, 127).
+  void (*quant_row)(const float* x, const float* scale, int8_t* q, int64_t n);
+  // dequant_row: out[i] = q[i] * scale[i].
+  void (*dequant_row)(const int8_t* q, const float* scale, float* out, int64_t n);
+};
+
+const IsaTable& BaselineTable();
+const IsaTable& Avx2Table();
+const IsaTable& Avx512Table();
+// ActiveTable: the table for ActiveIsa() (cpu.cc).
+const IsaTable& ActiveTable();
+
+// Scalar IEEE conversions (round to nearest even; NaN stays NaN, quieted).
+uint16_t FloatToHalfBits(float f);
+float HalfBitsToFloat(uint16_t h);
+uint16_t FloatToBf16Bits(float f);
+float Bf16BitsToFloat(uint16_t b);
+
+}  // namespace ragkv::kernels::internal
+
+#endif  // RAGKV_KERNELS_INTERNAL_ISA_H_

@@ -1,0 +1,120 @@
+#include "kernels/rope.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "kernels/cpu.h"
+#include "kernels/internal/check.h"
+#include "kernels/internal/isa.h"
+
+namespace ragkv::kernels {
+namespace {
+
+constexpr int kMaxHeadDim = 8192;
+constexpr int64_t kParallelMinElems = 1 << 15;
+
+absl::Status CheckParams(const RopeParams& p) {
+  if (p.head_dim <= 0 || p.head_dim % 2 != 0 || p.head_dim > kMaxHeadDim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RoPE: head_dim must be even and in (0, ", kMaxHeadDim, "], got ", p.head_dim));
+  }
+  if (!(p.theta > 1.0f) || !std::isfinite(p.theta)) {
+    return absl::InvalidArgumentError(absl::StrCat("RoPE: theta must be > 1, got ", p.theta));
+  }
+  if (p.layout != RopeLayout::kInterleaved && p.layout != RopeLayout::kHalfSplit) {
+    return absl::InvalidArgumentError("RoPE: unknown layout");
+  }
+  return absl::OkStatus();
+}
+
+// FillTable: cos/sin of pos * theta^(-2j/head_dim) for j < head_dim/2. Angles
+// and trig in double, rounded once to f32 (the most accurate f32 table; the
+// llama2.c/HF f32 recipes differ from it by ~1 ulp of the angle).
+void FillTable(double pos, const RopeParams& p, float* cos_t, float* sin_t) {
+  const int half = p.head_dim / 2;
+  const double log_theta = std::log(static_cast<double>(p.theta));
+  for (int j = 0; j < half; ++j) {
+    const double inv_freq = std::exp(-log_theta * (2.0 * j) / p.head_dim);
+    const double a = pos * inv_freq;
+    cos_t[j] = static_cast<float>(std::cos(a));
+    sin_t[j] = static_cast<float>(std::sin(a));
+  }
+}
+
+}  // namespace
+
+absl::Status ApplyRope(TensorView x, const int32_t* positions, const RopeParams& params) {
+  RETURN_IF_ERROR(CheckParams(params));
+  RETURN_IF_ERROR(internal::CheckView(x, "ApplyRope x", 3, DType::kF32));
+  RETURN_IF_ERROR(internal::CheckUnitLast(x, "ApplyRope x"));
+  if (x.shape[2] != params.head_dim) {
+    return absl::InvalidArgumentError(absl::StrCat("ApplyRope: x ", x.DebugString(),
+                                                   " last dim != head_dim ", params.head_dim));
+  }
+  const int64_t tokens = x.shape[0], heads = x.shape[1];
+  if (tokens == 0 || heads == 0) return absl::OkStatus();
+  if (positions == nullptr) return absl::InvalidArgumentError("ApplyRope: null positions");
+  const internal::IsaTable& isa = internal::ActiveTable();
+  const bool half_split = params.layout == RopeLayout::kHalfSplit;
+  const int threads = tokens > 1 && x.numel() >= kParallelMinElems ? MaxThreads() : 1;
+  float* base = x.as<float>();
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (int64_t t = 0; t < tokens; ++t) {
+    float cos_t[kMaxHeadDim / 2], sin_t[kMaxHeadDim / 2];
+    FillTable(static_cast<double>(positions[t]), params, cos_t, sin_t);
+    isa.rope_f32(base + t * x.stride[0], heads, x.stride[1], cos_t, sin_t, params.head_dim,
+                 half_split);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RerotateKeys(TensorView k, int64_t delta, const RopeParams& params) {
+  RETURN_IF_ERROR(CheckParams(params));
+  if (k.dtype != DType::kF32 && k.dtype != DType::kF16 && k.dtype != DType::kBF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RerotateKeys: dtype must be f32/f16/bf16, got ", k.DebugString()));
+  }
+  RETURN_IF_ERROR(internal::CheckView(k, "RerotateKeys k", 3, k.dtype));
+  RETURN_IF_ERROR(internal::CheckUnitLast(k, "RerotateKeys k"));
+  if (k.shape[2] != params.head_dim) {
+    return absl::InvalidArgumentError(absl::StrCat("RerotateKeys: k ", k.DebugString(),
+                                                   " last dim != head_dim ", params.head_dim));
+  }
+  const int64_t heads = k.shape[0], tokens = k.shape[1];
+  if (heads == 0 || tokens == 0 || delta == 0) return absl::OkStatus();
+  float cos_t[kMaxHeadDim / 2], sin_t[kMaxHeadDim / 2];
+  FillTable(static_cast<double>(delta), params, cos_t, sin_t);
+  const internal::IsaTable& isa = internal::ActiveTable();
+  const bool half_split = params.layout == RopeLayout::kHalfSplit;
+  // Work items: (head, block of tokens).
+  constexpr int64_t kTokBlock = 256;
+  const int64_t blocks = (tokens + kTokBlock - 1) / kTokBlock;
+  const int64_t items = heads * blocks;
+  const int threads = items > 1 && k.numel() >= kParallelMinElems ? MaxThreads() : 1;
+  const size_t es = DTypeSize(k.dtype);
+  char* base = static_cast<char*>(k.data);
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (int64_t it = 0; it < items; ++it) {
+    const int64_t h = it / blocks, t0 = (it % blocks) * kTokBlock;
+    const int64_t n = tokens - t0 < kTokBlock ? tokens - t0 : kTokBlock;
+    char* p = base + (h * k.stride[0] + t0 * k.stride[1]) * es;
+    switch (k.dtype) {
+      case DType::kF32:
+        isa.rope_f32(reinterpret_cast<float*>(p), n, k.stride[1], cos_t, sin_t, params.head_dim,
+                     half_split);
+        break;
+      case DType::kF16:
+        isa.rope_f16(reinterpret_cast<uint16_t*>(p), n, k.stride[1], cos_t, sin_t,
+                     params.head_dim, half_split);
+        break;
+      default:
+        isa.rope_bf16(reinterpret_cast<uint16_t*>(p), n, k.stride[1], cos_t, sin_t,
+                      params.head_dim, half_split);
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ragkv::kernels
