@@ -1,0 +1,338 @@
+#include "kvstore/internal/redis_client.h"
+
+#include <hiredis/hiredis.h>
+#include <sys/time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace ragkv::kvstore::internal {
+namespace {
+
+timeval TimevalOf(absl::Duration d) {
+  if (d < absl::ZeroDuration()) d = absl::ZeroDuration();
+  timeval tv = absl::ToTimeval(d);
+  if (tv.tv_sec == 0 && tv.tv_usec == 0) tv.tv_usec = 1000;  // 0 = "block forever"
+  return tv;
+}
+
+// TransportStatus: an OS-level failure as UNAVAILABLE, or DEADLINE_EXCEEDED
+// when it was a timeout.
+absl::Status TransportStatus(const RedisEndpoint& ep, std::string_view during,
+                             std::string_view err) {
+  std::string msg = absl::StrCat("redis ", ep.ToString(), ": ", Sv(during), " failed: ", Sv(err));
+  if (absl::StrContains(Sv(err), "timed out") ||
+      absl::StrContains(Sv(err), "temporarily unavailable")) {
+    return absl::DeadlineExceededError(msg);
+  }
+  return absl::UnavailableError(msg);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- endpoint --
+
+absl::StatusOr<RedisEndpoint> RedisEndpoint::Parse(std::string_view s) {
+  RedisEndpoint ep;
+  std::string_view port_str;
+  if (!s.empty() && s.front() == '[') {
+    size_t close = s.find(']');
+    if (close == std::string_view::npos || close + 1 >= s.size() || s[close + 1] != ':') {
+      return absl::InvalidArgumentError(absl::StrCat("bad redis endpoint '", Sv(s), "'"));
+    }
+    ep.host = std::string(s.substr(1, close - 1));
+    port_str = s.substr(close + 2);
+  } else {
+    size_t colon = s.rfind(':');
+    if (colon == std::string_view::npos || colon == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad redis endpoint '", Sv(s), "': expected host:port"));
+    }
+    ep.host = std::string(s.substr(0, colon));
+    port_str = s.substr(colon + 1);
+  }
+  int port = 0;
+  if (ep.host.empty() || !absl::SimpleAtoi(Sv(port_str), &port) || port < 1 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("bad redis endpoint '", Sv(s), "'"));
+  }
+  ep.port = port;
+  return ep;
+}
+
+std::string RedisEndpoint::ToString() const {
+  if (host.find(':') != std::string::npos) return absl::StrCat("[", host, "]:", port);
+  return absl::StrCat(host, ":", port);
+}
+
+// ------------------------------------------------------------------ replies --
+
+ReplyType ReplyView::type() const {
+  if (r_ == nullptr) return ReplyType::kNone;
+  switch (r_->type) {
+    case REDIS_REPLY_STRING: return ReplyType::kString;
+    case REDIS_REPLY_ARRAY: return ReplyType::kArray;
+    case REDIS_REPLY_INTEGER: return ReplyType::kInteger;
+    case REDIS_REPLY_NIL: return ReplyType::kNil;
+    case REDIS_REPLY_STATUS: return ReplyType::kStatus;
+    case REDIS_REPLY_ERROR: return ReplyType::kError;
+    default: return ReplyType::kNone;
+  }
+}
+
+std::string_view ReplyView::str() const {
+  if (r_ == nullptr || r_->str == nullptr) return {};
+  switch (r_->type) {
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+    case REDIS_REPLY_ERROR:
+      return std::string_view(r_->str, r_->len);
+    default:
+      return {};
+  }
+}
+
+int64_t ReplyView::integer() const {
+  return (r_ != nullptr && r_->type == REDIS_REPLY_INTEGER) ? r_->integer : 0;
+}
+
+size_t ReplyView::size() const {
+  return (r_ != nullptr && r_->type == REDIS_REPLY_ARRAY) ? r_->elements : 0;
+}
+
+ReplyView ReplyView::operator[](size_t i) const { return ReplyView(r_->element[i]); }
+
+std::string ReplyView::DebugString() const {
+  auto trunc = [](std::string_view s) {
+    return s.size() <= 64 ? std::string(s) : absl::StrCat(Sv(s.substr(0, 64)), "...");
+  };
+  switch (type()) {
+    case ReplyType::kNone: return "(none)";
+    case ReplyType::kString: return absl::StrCat("\"", trunc(str()), "\"");
+    case ReplyType::kStatus: return absl::StrCat("+", trunc(str()));
+    case ReplyType::kError: return absl::StrCat("-", trunc(str()));
+    case ReplyType::kInteger: return absl::StrCat(":", integer());
+    case ReplyType::kNil: return "(nil)";
+    case ReplyType::kArray: {
+      std::string out = "[";
+      for (size_t i = 0; i < size() && i < 8; ++i) {
+        absl::StrAppend(&out, i ? ", " : "", (*this)[i].DebugString());
+      }
+      absl::StrAppend(&out, size() > 8 ? ", ...]" : "]");
+      return out;
+    }
+  }
+  return "?";
+}
+
+Reply::~Reply() {
+  if (r_ != nullptr) freeReplyObject(r_);
+}
+
+Reply& Reply::operator=(Reply&& o) noexcept {
+  if (this != &o) {
+    if (r_ != nullptr) freeReplyObject(r_);
+    r_ = o.r_;
+    o.r_ = nullptr;
+  }
+  return *this;
+}
+
+absl::Status ReplyToStatus(ReplyView r, std::string_view what) {
+  if (!r.IsError()) return absl::OkStatus();
+  std::string_view e = r.str();
+  std::string msg = absl::StrCat(Sv(what), ": redis error: ", Sv(e));
+  for (const char* transient : {"LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "BUSY"}) {
+    if (absl::StartsWith(Sv(e), transient)) return absl::UnavailableError(msg);
+  }
+  return absl::InternalError(msg);
+}
+
+// --------------------------------------------------------------- connection --
+
+absl::StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Connect(
+    const RedisConnectionOptions& options) {
+  std::unique_ptr<RedisConnection> conn(new RedisConnection(options));
+  const RedisEndpoint& ep = options.endpoint;
+  redisContext* c = redisConnectWithTimeout(ep.host.c_str(), ep.port, TimevalOf(options.connect_timeout));
+  if (c == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("redis ", ep.ToString(), ": cannot allocate a hiredis context"));
+  }
+  if (c->err != 0) {
+    absl::Status s = TransportStatus(ep, "connect", c->errstr);
+    redisFree(c);
+    return s;
+  }
+  conn->ctx_ = c;
+  // AUTH runs under the connect timeout, then commands get their own.
+  if (redisSetTimeout(c, TimevalOf(options.connect_timeout)) != REDIS_OK) {
+    return conn->Fail("set timeout");
+  }
+  redisEnableKeepAlive(c);  // best effort; failure only loses dead-peer detection
+  if (!options.password.empty()) {
+    ASSIGN_OR_RETURN(Reply r, conn->Command({"AUTH", options.password}));
+    if (r.IsError()) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("redis ", ep.ToString(), ": AUTH rejected: ", Sv(r.str())));
+    }
+  }
+  if (redisSetTimeout(c, TimevalOf(options.command_timeout)) != REDIS_OK) {
+    return conn->Fail("set timeout");
+  }
+  return conn;
+}
+
+RedisConnection::~RedisConnection() {
+  if (ctx_ != nullptr) redisFree(ctx_);
+}
+
+absl::Status RedisConnection::Fail(std::string_view during) {
+  std::string err = ctx_ != nullptr && ctx_->err != 0 ? std::string(ctx_->errstr) : "unknown error";
+  if (ctx_ != nullptr && ctx_->err == REDIS_ERR_EOF) err = "connection closed by server";
+  absl::Status s = TransportStatus(options_.endpoint, during, err);
+  if (ctx_ != nullptr) {
+    redisFree(ctx_);
+    ctx_ = nullptr;
+  }
+  return s;
+}
+
+absl::StatusOr<std::vector<Reply>> RedisConnection::Pipeline(absl::Span<const RedisArgv> commands) {
+  if (ctx_ == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("redis ", options_.endpoint.ToString(), ": connection is broken"));
+  }
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  for (const RedisArgv& cmd : commands) {
+    if (cmd.empty()) return absl::InvalidArgumentError("redis: empty command");
+    argv.clear();
+    lens.clear();
+    for (std::string_view a : cmd) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    if (redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()) !=
+        REDIS_OK) {
+      return Fail("append command");
+    }
+  }
+  std::vector<Reply> replies;
+  replies.reserve(commands.size());
+  for (size_t i = 0; i < commands.size(); ++i) {
+    void* raw = nullptr;
+    if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
+      return Fail(absl::StrCat(Sv(commands[i][0]), " (", i + 1, "/", commands.size(), ")"));
+    }
+    replies.emplace_back(static_cast<redisReply*>(raw));
+  }
+  return replies;
+}
+
+absl::StatusOr<Reply> RedisConnection::Command(const RedisArgv& argv) {
+  ASSIGN_OR_RETURN(std::vector<Reply> r, Pipeline(absl::MakeConstSpan(&argv, 1)));
+  return std::move(r[0]);
+}
+
+// --------------------------------------------------------------------- pool --
+
+RedisNodePool::RedisNodePool(RedisNodePoolOptions options) : options_(std::move(options)) {}
+
+RedisNodePool::~RedisNodePool() = default;
+
+int RedisNodePool::open_connections() const {
+  absl::MutexLock l(&mu_);
+  return open_;
+}
+
+absl::StatusOr<std::unique_ptr<RedisConnection>> RedisNodePool::Acquire(bool* fresh) {
+  const int cap = std::max(1, options_.max_connections);
+  mu_.Lock();
+  auto can_proceed = [this, cap]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !idle_.empty() || open_ < cap;
+  };
+  mu_.Await(absl::Condition(&can_proceed));
+  if (!idle_.empty()) {
+    std::unique_ptr<RedisConnection> c = std::move(idle_.back());
+    idle_.pop_back();
+    mu_.Unlock();
+    *fresh = false;
+    return c;
+  }
+  absl::Time now = absl::Now();
+  if (now < next_connect_allowed_) {
+    std::string msg = absl::StrCat("redis ", endpoint().ToString(),
+                                    ": node down, reconnect backoff (last error: ",
+                                    last_connect_error_, ")");
+    mu_.Unlock();
+    return absl::UnavailableError(msg);
+  }
+  ++open_;
+  mu_.Unlock();
+
+  absl::StatusOr<std::unique_ptr<RedisConnection>> c = RedisConnection::Connect(options_.connection);
+
+  absl::MutexLock l(&mu_);
+  if (!c.ok()) {
+    --open_;
+    ++consecutive_connect_failures_;
+    absl::Duration backoff = options_.reconnect_backoff_initial;
+    for (int i = 1; i < consecutive_connect_failures_ && backoff < options_.reconnect_backoff_max;
+         ++i) {
+      backoff *= 2;
+    }
+    backoff = std::min(backoff, options_.reconnect_backoff_max);
+    next_connect_allowed_ = absl::Now() + backoff;
+    last_connect_error_ = std::string(c.status().message());
+    return c.status();
+  }
+  consecutive_connect_failures_ = 0;
+  next_connect_allowed_ = absl::InfinitePast();
+  *fresh = true;
+  return c;
+}
+
+void RedisNodePool::Release(std::unique_ptr<RedisConnection> conn) {
+  absl::MutexLock l(&mu_);
+  if (conn->broken()) {
+    --open_;
+  } else {
+    idle_.push_back(std::move(conn));
+  }
+}
+
+absl::StatusOr<std::vector<Reply>> RedisNodePool::Pipeline(absl::Span<const RedisArgv> commands) {
+  for (int attempt = 0;; ++attempt) {
+    bool fresh = false;
+    ASSIGN_OR_RETURN(std::unique_ptr<RedisConnection> conn, Acquire(&fresh));
+    absl::StatusOr<std::vector<Reply>> r = conn->Pipeline(commands);
+    Release(std::move(conn));
+    if (r.ok() || fresh || attempt > 0 || !absl::IsUnavailable(r.status())) return r;
+    // A reused connection died (server restart, idle kill): the other idle
+    // ones most likely did too. Drop them and retry once on a fresh one.
+    std::vector<std::unique_ptr<RedisConnection>> stale;
+    {
+      absl::MutexLock l(&mu_);
+      stale.swap(idle_);
+      open_ -= static_cast<int>(stale.size());
+    }
+  }
+}
+
+absl::StatusOr<Reply> RedisNodePool::Command(const RedisArgv& argv) {
+  ASSIGN_OR_RETURN(std::vector<Reply> r, Pipeline(absl::MakeConstSpan(&argv, 1)));
+  return std::move(r[0]);
+}
+
+absl::StatusOr<Reply> RedisExecutor::Command(std::string_view routing_key, const RedisArgv& argv) {
+  ASSIGN_OR_RETURN(std::vector<Reply> r, Pipeline(routing_key, absl::MakeConstSpan(&argv, 1)));
+  return std::move(r[0]);
+}
+
+}  // namespace ragkv::kvstore::internal

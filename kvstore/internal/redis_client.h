@@ -1,0 +1,249 @@
+// redis_client.h: a small synchronous Redis client over hiredis (private to
+// kvstore).
+//
+// Pieces, bottom up:
+//   RedisEndpoint     "host:port" value type.
+//   Reply / ReplyView an owned hiredis reply and a non-owning view of it (the
+//                     string payload of a GET is read in place, never copied).
+//   RedisConnection   one blocking TCP connection with connect and command
+//                     timeouts and pipelining. NOT thread-safe.
+//   RedisNodePool     a thread-safe pool of connections to one node, with
+//                     reconnect and exponential backoff while the node is down.
+//   RedisExecutor     what the Redis tier talks to: "run this pipeline on the
+//                     node that owns this key". Implemented by
+//                     RedisSingleNode (below) and RedisCluster
+//                     (redis_cluster.h).
+//
+// Status codes: UNAVAILABLE for a node that cannot be reached (refused,
+// reset, in reconnect backoff), DEADLINE_EXCEEDED for a command or connect
+// timeout, INVALID_ARGUMENT for malformed input. A Redis error reply (-ERR ...)
+// is not a Status: it comes back as a Reply of type kError, so that callers
+// (the cluster router) can read MOVED/ASK redirects.
+//
+// hiredis types are only forward-declared here so that code including this
+// header does not need hiredis' include path.
+#ifndef RAGKV_KVSTORE_INTERNAL_REDIS_CLIENT_H_
+#define RAGKV_KVSTORE_INTERNAL_REDIS_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+
+struct redisContext;
+struct redisReply;
+
+namespace ragkv::kvstore::internal {
+
+// Sv: std::string_view -> absl::string_view. Debian's abseil is built in
+// C++14 mode, so absl::string_view is its own type and absl functions
+// (StrCat, StartsWith, SimpleAtoi, ...) do not accept std::string_view.
+inline absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+// StdSv: the reverse.
+inline std::string_view StdSv(absl::string_view s) { return std::string_view(s.data(), s.size()); }
+
+// RedisEndpoint: a TCP endpoint.
+struct RedisEndpoint {
+  std::string host;
+  int port = 0;
+
+  // Parse: "host:port" or "[v6addr]:port". INVALID_ARGUMENT when malformed or
+  // the port is outside 1..65535.
+  static absl::StatusOr<RedisEndpoint> Parse(std::string_view host_port);
+  // ToString: "host:port" (IPv6 hosts bracketed).
+  std::string ToString() const;
+  friend bool operator==(const RedisEndpoint&, const RedisEndpoint&) = default;
+};
+
+// ReplyType: hiredis' reply kinds (RESP2).
+enum class ReplyType { kNone, kString, kArray, kInteger, kNil, kStatus, kError };
+
+// ReplyView: non-owning view of a reply; valid while the owning Reply lives.
+class ReplyView {
+ public:
+  ReplyView() = default;
+  explicit ReplyView(const redisReply* r) : r_(r) {}
+
+  ReplyType type() const;
+  bool IsError() const { return type() == ReplyType::kError; }
+  bool IsNil() const { return type() == ReplyType::kNil; }
+  bool IsString() const { return type() == ReplyType::kString; }
+  // str: payload of kString / kStatus / kError, empty otherwise.
+  std::string_view str() const;
+  // integer: value of kInteger, 0 otherwise.
+  int64_t integer() const;
+  // size: number of elements of kArray, 0 otherwise.
+  size_t size() const;
+  // operator[]: element i of an array (precondition i < size()).
+  ReplyView operator[](size_t i) const;
+  // DebugString: short human-readable rendering (payloads truncated).
+  std::string DebugString() const;
+
+ private:
+  const redisReply* r_ = nullptr;
+};
+
+// Reply: owns one hiredis reply tree. Move-only.
+class Reply {
+ public:
+  Reply() = default;
+  explicit Reply(redisReply* r) : r_(r) {}
+  ~Reply();
+  Reply(Reply&& o) noexcept : r_(o.r_) { o.r_ = nullptr; }
+  Reply& operator=(Reply&& o) noexcept;
+  Reply(const Reply&) = delete;
+  Reply& operator=(const Reply&) = delete;
+
+  ReplyView view() const { return ReplyView(r_); }
+  ReplyType type() const { return view().type(); }
+  bool IsError() const { return view().IsError(); }
+  bool IsNil() const { return view().IsNil(); }
+  bool IsString() const { return view().IsString(); }
+  std::string_view str() const { return view().str(); }
+  int64_t integer() const { return view().integer(); }
+  size_t size() const { return view().size(); }
+  ReplyView operator[](size_t i) const { return view()[i]; }
+
+ private:
+  redisReply* r_ = nullptr;
+};
+
+// ReplyToStatus: OK unless `r` is an error reply, which becomes INTERNAL
+// "<what>: <redis error text>" (or UNAVAILABLE for -LOADING/-CLUSTERDOWN/
+// -TRYAGAIN/-MASTERDOWN, which are transient).
+absl::Status ReplyToStatus(ReplyView r, std::string_view what);
+
+// RedisArgv: one command as argument views; they must outlive the call.
+using RedisArgv = std::vector<std::string_view>;
+
+// RedisConnectionOptions: how to reach one node.
+struct RedisConnectionOptions {
+  RedisEndpoint endpoint;
+  // connect_timeout: TCP connect (and AUTH) limit. Default 500 ms.
+  absl::Duration connect_timeout = absl::Milliseconds(500);
+  // command_timeout: per socket read/write limit while a command runs; a
+  // pipeline of large values may take several of these. Default 2 s.
+  absl::Duration command_timeout = absl::Seconds(2);
+  // password: sent with AUTH after connecting when non-empty. Never logged.
+  std::string password;
+};
+
+// RedisConnection: one blocking connection. Not thread-safe: one caller at a
+// time (RedisNodePool hands each connection to one caller). After any
+// transport error the connection is broken() and must be discarded.
+class RedisConnection {
+ public:
+  // Connect: opens the connection (and AUTHs). UNAVAILABLE / DEADLINE_EXCEEDED
+  // with the endpoint and the OS error in the message.
+  static absl::StatusOr<std::unique_ptr<RedisConnection>> Connect(
+      const RedisConnectionOptions& options);
+  ~RedisConnection();
+  RedisConnection(const RedisConnection&) = delete;
+  RedisConnection& operator=(const RedisConnection&) = delete;
+
+  // Pipeline: sends all commands, then reads one reply per command, in order.
+  // Error replies are returned as replies. A transport error fails the whole
+  // call and breaks the connection (some commands may have executed).
+  absl::StatusOr<std::vector<Reply>> Pipeline(absl::Span<const RedisArgv> commands);
+  // Command: Pipeline of one.
+  absl::StatusOr<Reply> Command(const RedisArgv& argv);
+
+  bool broken() const { return ctx_ == nullptr; }
+  const RedisEndpoint& endpoint() const { return options_.endpoint; }
+
+ private:
+  explicit RedisConnection(const RedisConnectionOptions& options) : options_(options) {}
+  // Fail: converts the context error into a Status and drops the context.
+  absl::Status Fail(std::string_view during);
+
+  RedisConnectionOptions options_;
+  redisContext* ctx_ = nullptr;
+};
+
+// RedisNodePoolOptions: a pool of connections to one node.
+struct RedisNodePoolOptions {
+  RedisConnectionOptions connection;
+  // max_connections: at most this many open connections; callers beyond it
+  // wait for a free one. Default 4.
+  int max_connections = 4;
+  // reconnect_backoff_initial / _max: after a failed connect the node is
+  // considered down and calls fail fast with UNAVAILABLE until the backoff
+  // (doubling per consecutive failure, capped) has elapsed. Defaults 20 ms / 1 s.
+  absl::Duration reconnect_backoff_initial = absl::Milliseconds(20);
+  absl::Duration reconnect_backoff_max = absl::Seconds(1);
+};
+
+// RedisNodePool: thread-safe connection pool to one node.
+//
+// Retry policy: when a pooled connection that had been idle fails with a
+// transport error (e.g. the server restarted and closed it), the pipeline is
+// retried once on a fresh connection. Commands sent through the pool must
+// therefore be idempotent (GET/SET/DEL/SADD/SREM/EXPIRE are; INCR is not).
+class RedisNodePool {
+ public:
+  explicit RedisNodePool(RedisNodePoolOptions options);
+  ~RedisNodePool();
+
+  absl::StatusOr<std::vector<Reply>> Pipeline(absl::Span<const RedisArgv> commands);
+  absl::StatusOr<Reply> Command(const RedisArgv& argv);
+
+  const RedisEndpoint& endpoint() const { return options_.connection.endpoint; }
+  // open_connections: connections currently open (idle + lent out).
+  int open_connections() const;
+
+ private:
+  // Acquire: an idle connection, or a new one if under the cap (subject to
+  // backoff), else waits for a release. `fresh` says it was just opened.
+  absl::StatusOr<std::unique_ptr<RedisConnection>> Acquire(bool* fresh);
+  void Release(std::unique_ptr<RedisConnection> conn);
+  absl::StatusOr<std::unique_ptr<RedisConnection>> OpenNew();
+
+  const RedisNodePoolOptions options_;
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<RedisConnection>> idle_ ABSL_GUARDED_BY(mu_);
+  int open_ ABSL_GUARDED_BY(mu_) = 0;
+  int consecutive_connect_failures_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time next_connect_allowed_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::string last_connect_error_ ABSL_GUARDED_BY(mu_);
+};
+
+// RedisExecutor: runs pipelines on the node owning a key's slot. All keys in
+// one pipeline must hash to the slot of `routing_key` (use a {hash tag}).
+// Thread-safe. Commands must be idempotent (see RedisNodePool).
+class RedisExecutor {
+ public:
+  virtual ~RedisExecutor() = default;
+  virtual absl::StatusOr<std::vector<Reply>> Pipeline(std::string_view routing_key,
+                                                      absl::Span<const RedisArgv> commands) = 0;
+  absl::StatusOr<Reply> Command(std::string_view routing_key, const RedisArgv& argv);
+  // Describe: e.g. "redis 127.0.0.1:6379" or "redis-cluster(3 masters)".
+  virtual std::string Describe() const = 0;
+};
+
+// RedisSingleNode: RedisExecutor over one standalone server.
+class RedisSingleNode : public RedisExecutor {
+ public:
+  explicit RedisSingleNode(RedisNodePoolOptions options) : pool_(std::move(options)) {}
+  absl::StatusOr<std::vector<Reply>> Pipeline(std::string_view routing_key,
+                                              absl::Span<const RedisArgv> commands) override {
+    return pool_.Pipeline(commands);
+  }
+  std::string Describe() const override { return "redis " + pool_.endpoint().ToString(); }
+  RedisNodePool& pool() { return pool_; }
+
+ private:
+  RedisNodePool pool_;
+};
+
+}  // namespace ragkv::kvstore::internal
+
+#endif  // RAGKV_KVSTORE_INTERNAL_REDIS_CLIENT_H_
