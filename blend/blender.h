@@ -1,0 +1,197 @@
+// blender.h: Blender, the CacheBlend fuser (design.md §4).
+//
+// Fuses independently precomputed chunk KVs into one prompt cache:
+//   1. concatenate the segments (optional system prefix, chunks, query) and
+//      load each cached chunk's KV into the fused cache, re-rotating its keys
+//      from chunk-local positions to its global offset;
+//   2. layer 0: recompute every non-exact row (the rows' hidden states start
+//      flowing; layer-0 KV itself never deviates);
+//   3. at each check layer of the schedule, probe the currently selected
+//      cached rows (Model::ProjectKV), rank them by KV deviation against the
+//      cached, re-rotated K/V, and keep the top fraction (gradual filtering:
+//      r1 > r at the first check layer, shrinking to r);
+//   4. every later layer recomputes only the selected rows (Model::
+//      ForwardLayer over those rows); their fresh K/V is scattered into the
+//      fused cache, every other row keeps its cached K/V and its hidden state
+//      is not carried further;
+//   5. exact causal masking: a row at position i sees keys 0..i.
+// Query rows and rows of missed chunks (no cached KV) are always recomputed.
+// The first segment, when cached, sits at its original offset 0 and so its
+// cached KV is already exact: its rows are never recomputed.
+//
+// Baselines in the same API (BlendOptions::strategy): full prefill, full KV
+// reuse (r = 0: only query and missed rows), prefix-only reuse (first cached
+// segment reused, everything after it prefilled).
+//
+// Ratio semantics: `ratio` is the fraction of the *selectable* rows (rows of
+// cached segments other than an exact first segment) recomputed after the
+// last check layer; the count is round(ratio * selectable). Forced rows come
+// on top.
+//
+// Thread safety: Blender is immutable after Create; Blend is const and may
+// run concurrently from several threads (each call has its own workspace and
+// output), provided no KvSource is shared between concurrent calls.
+#ifndef RAGKV_BLEND_BLENDER_H_
+#define RAGKV_BLEND_BLENDER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "blend/kv_source.h"
+#include "kernels/attention.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+
+namespace ragkv::blend {
+
+enum class SegmentKind { kPrefix = 0, kChunk = 1, kQuery = 2 };
+
+// BlendSegment: one piece of the prompt, in order. `tokens` and `kv` are not
+// owned and must outlive the Blend call. kv == nullptr is a miss (computed
+// fresh, always recomputed); the query never has a cache.
+struct BlendSegment {
+  SegmentKind kind = SegmentKind::kChunk;
+  absl::Span<const int32_t> tokens;
+  KvSource* kv = nullptr;
+};
+
+enum class Strategy {
+  kCacheBlend = 0,    // selective recompute (the default)
+  kFullPrefill = 1,   // every row in every layer: the quality reference
+  kFullReuse = 2,     // cached KV as is (re-rotated); only query/missed rows computed
+  kPrefixReuse = 3,   // the first cached segment reused; all later rows prefilled
+};
+const char* StrategyName(Strategy s);
+
+enum class Deviation {
+  kKey = 0,    // sum of squared differences of K (re-rotated)
+  kValue = 1,  // of V (what the public implementations use)
+  kBoth = 2,   // K and V summed (default)
+};
+
+// CheckLayer: at the start of layer `layer`, keep round(ratio * selectable)
+// of the selectable rows (ranked among those still selected).
+struct CheckLayer {
+  int layer = 1;
+  double ratio = 0;
+};
+
+enum class Filtering {
+  kGradual = 0,      // check layers first_check_layer .. +gradual_steps-1 (default)
+  kSingleCheck = 1,  // one check layer (the public implementations: layer 1)
+};
+
+enum class QueryLogits {
+  kNone = 0,
+  kLast = 1,  // logits of the last query row: [1, vocab]
+  kAll = 2,   // logits of every query row: [query_tokens, vocab]
+};
+
+struct BlendOptions {
+  Strategy strategy = Strategy::kCacheBlend;
+  // Final recompute ratio r in [0, 1] (kCacheBlend). r = 0 is full reuse.
+  double ratio = 0.15;
+  // Schedule of check layers. Empty: derived from `filtering` by MakeSchedule.
+  std::vector<CheckLayer> schedule;
+  Filtering filtering = Filtering::kGradual;
+  int first_check_layer = 1;       // layer 0 is never informative (see docs/blend.md)
+  int gradual_steps = 2;           // number of check layers of kGradual
+  double gradual_first_factor = 2.0;  // r1 = min(1, factor * r), geometric down to r
+  Deviation deviation = Deviation::kBoth;
+  // kExact is correct; kBottomRight reproduces the public implementations'
+  // mask so its error can be measured. Non-default on purpose.
+  kernels::CausalMode causal = kernels::CausalMode::kExact;
+  // At a check layer the probe computes fresh K/V for every still-selected
+  // row; when true those fresh values replace the cached ones in the fused
+  // cache also for the rows that are then dropped (free: already computed).
+  // False reproduces the public implementations (dropped rows keep cache).
+  bool scatter_probe_kv = true;
+  QueryLogits logits = QueryLogits::kLast;
+  // Extra token slots in the fused cache after the prompt (for decoding).
+  int64_t extra_capacity_tokens = 0;
+  // Load layer l+1 on a second thread while layer l is computed, at most
+  // `prefetch_layers` layers ahead. False: load each layer right before use.
+  bool overlap_loading = false;
+  int prefetch_layers = 2;
+};
+
+// MakeSchedule: the check layers for `ratio` on an `n_layers` model under
+// options.filtering / first_check_layer / gradual_steps /
+// gradual_first_factor (ignores options.schedule). Check layers past the
+// last layer are dropped; ratio 0 gives an empty schedule.
+std::vector<CheckLayer> MakeSchedule(const BlendOptions& options, int n_layers);
+
+// StageTimings: wall seconds per stage of one Blend. load/rerotate run on the
+// loader thread when loading overlaps compute; load_wait is the time compute
+// spent waiting for a layer to arrive.
+struct StageTimings {
+  double load_s = 0;       // KvSource::ReadLayer (fetch + convert to f32)
+  double rerotate_s = 0;   // RerotateKeys to global offsets
+  double embed_s = 0;      // token embeddings of the recomputed rows
+  double layer0_s = 0;     // layer 0 forward
+  double selection_s = 0;  // probe (ProjectKV), deviation, top-k
+  double recompute_s = 0;  // layers >= 1 forward over the selected rows
+  double merge_s = 0;      // gathers/scatters/compaction of rows
+  double logits_s = 0;     // final norm + classifier of the query rows
+  double load_wait_s = 0;  // compute blocked on loading
+  double total_s = 0;      // whole Blend call
+  std::vector<double> layer_compute_s;  // per layer: selection + forward
+  std::vector<double> layer_load_s;     // per layer: load + rerotate
+};
+
+// BlendResult: the fused cache and what was done to build it.
+struct BlendResult {
+  explicit BlendResult(model::KVCache c) : cache(std::move(c)) {}
+
+  // Fused KV: every layer holds K/V for tokens 0..total_tokens-1 (prompt
+  // order: prefix, chunks, query); num_tokens() == total_tokens; capacity
+  // total_tokens + extra_capacity_tokens.
+  model::KVCache cache;
+  int64_t total_tokens = 0;
+  int64_t query_begin = 0;  // position of the first query token
+  int64_t query_tokens = 0;
+  // Logits of the query rows per BlendOptions::logits: [logits_rows, vocab].
+  std::vector<float> logits;
+  int64_t logits_rows = 0;
+  // recomputed[l]: sorted absolute positions of the rows whose layer-l block
+  // was computed fresh (query and missed rows included).
+  std::vector<std::vector<int32_t>> recomputed;
+  int64_t selectable_tokens = 0;  // denominator of the ratio
+  std::vector<CheckLayer> schedule;  // the schedule applied
+  StageTimings timings;
+};
+
+class Blender {
+ public:
+  struct Options {
+    const model::Model* model = nullptr;  // required; not owned, must outlive the Blender
+  };
+
+  // Create: InvalidArgument without a model.
+  static absl::StatusOr<std::unique_ptr<Blender>> Create(const Options& options);
+
+  // Blend: fuses `segments` (see file comment). Errors, always before any
+  // output is produced: InvalidArgument for an empty chunk list, empty
+  // segments, bad segment order (prefix first, query last and only once),
+  // ratio or schedule outside [0,1], a cached chunk whose token count, layer
+  // count, head layout or dtype disagrees with the model; FailedPrecondition
+  // for a chunk with another model's fingerprint; OutOfRange when the prompt
+  // exceeds the model's context length. Errors from a KvSource or the model
+  // are returned as is. No partial result is ever returned.
+  absl::StatusOr<BlendResult> Blend(absl::Span<const BlendSegment> segments,
+                                    const BlendOptions& options) const;
+
+  const model::Model& model() const { return *model_; }
+
+ private:
+  explicit Blender(const model::Model* model) : model_(model) {}
+  const model::Model* model_;
+};
+
+}  // namespace ragkv::blend
+
+#endif  // RAGKV_BLEND_BLENDER_H_

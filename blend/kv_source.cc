@@ -1,0 +1,115 @@
+#include "blend/kv_source.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "kernels/convert.h"
+
+namespace ragkv::blend {
+
+using kernels::DType;
+using kernels::TensorView;
+
+namespace {
+
+TensorView LayerView(const ChunkInfo& info, const std::vector<uint8_t>& bytes) {
+  return TensorView::Contiguous(static_cast<const void*>(bytes.data()), info.dtype,
+                                {info.kv_heads, info.num_tokens, info.head_dim});
+}
+
+}  // namespace
+
+TensorView ChunkKV::LayerK(int l) const { return LayerView(info, k[l]); }
+TensorView ChunkKV::LayerV(int l) const { return LayerView(info, v[l]); }
+
+absl::Status CopyHeadsToF32(TensorView src, TensorView dst) {
+  if (src.rank != 3 || dst.rank != 3 || dst.dtype != DType::kF32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CopyHeadsToF32: want rank-3 src and f32 dst, got ", src.DebugString(),
+                     " -> ", dst.DebugString()));
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (src.shape[i] != dst.shape[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "CopyHeadsToF32: shape mismatch ", src.DebugString(), " vs ", dst.DebugString()));
+    }
+  }
+  if (!src.IsContiguous() || (dst.shape[2] > 1 && dst.stride[2] != 1) ||
+      (dst.shape[1] > 1 && dst.stride[1] != dst.shape[2])) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CopyHeadsToF32: need contiguous src and [heads] strided dst with contiguous rows, got ",
+        src.DebugString(), " -> ", dst.DebugString()));
+  }
+  const int64_t heads = src.shape[0], plane = src.shape[1] * src.shape[2];
+  const size_t esize = kernels::DTypeSize(src.dtype);
+  for (int64_t h = 0; h < heads; ++h) {
+    const uint8_t* s = static_cast<const uint8_t*>(src.data) + h * plane * esize;
+    float* d = dst.as<float>() + h * dst.stride[0];
+    if (src.dtype == DType::kF32) {
+      std::memcpy(d, s, plane * sizeof(float));
+    } else {
+      RETURN_IF_ERROR(kernels::Convert(TensorView::Contiguous(static_cast<const void*>(s),
+                                                              src.dtype, {plane}),
+                                       TensorView::Contiguous(static_cast<void*>(d),
+                                                              DType::kF32, {plane})));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status InMemoryKvSource::ReadLayer(int layer, TensorView dst_k, TensorView dst_v) {
+  const ChunkInfo& info = chunk_->info;
+  if (layer < 0 || layer >= info.num_layers || layer >= static_cast<int>(chunk_->k.size()) ||
+      layer >= static_cast<int>(chunk_->v.size())) {
+    return absl::OutOfRangeError(absl::StrCat("InMemoryKvSource: no layer ", layer));
+  }
+  const size_t want = static_cast<size_t>(info.kv_heads) * info.num_tokens * info.head_dim *
+                      kernels::DTypeSize(info.dtype);
+  if (chunk_->k[layer].size() != want || chunk_->v[layer].size() != want) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("InMemoryKvSource: layer ", layer, " holds ", chunk_->k[layer].size(), "/",
+                     chunk_->v[layer].size(), " bytes, want ", want));
+  }
+  RETURN_IF_ERROR(CopyHeadsToF32(chunk_->LayerK(layer), dst_k));
+  return CopyHeadsToF32(chunk_->LayerV(layer), dst_v);
+}
+
+absl::StatusOr<ChunkKV> PrecomputeChunk(const model::Model& model,
+                                        absl::Span<const int32_t> tokens, DType dtype) {
+  if (tokens.empty()) return absl::InvalidArgumentError("PrecomputeChunk: empty chunk");
+  if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PrecomputeChunk: unsupported KV dtype ", kernels::DTypeName(dtype)));
+  }
+  const model::ModelConfig& cfg = model.config();
+  ASSIGN_OR_RETURN(model::KVCache cache, model.NewCache(static_cast<int64_t>(tokens.size())));
+  model::Workspace ws;
+  RETURN_IF_ERROR(model.Prefill(tokens, &cache, &ws, model::LogitsMode::kNone, nullptr));
+  ChunkKV out;
+  out.info.fingerprint = model.fingerprint();
+  out.info.dtype = dtype;
+  out.info.num_layers = cfg.n_layers;
+  out.info.kv_heads = cfg.n_kv_heads;
+  out.info.head_dim = cfg.head_dim;
+  out.info.num_tokens = static_cast<int64_t>(tokens.size());
+  out.tokens.assign(tokens.begin(), tokens.end());
+  const size_t bytes = static_cast<size_t>(cfg.n_kv_heads) * tokens.size() * cfg.head_dim *
+                       kernels::DTypeSize(dtype);
+  out.k.resize(cfg.n_layers);
+  out.v.resize(cfg.n_layers);
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    out.k[l].resize(bytes);
+    out.v[l].resize(bytes);
+    RETURN_IF_ERROR(cache.ExportLayer(l, 0, out.info.num_tokens, dtype, out.k[l].data(),
+                                      out.v[l].data()));
+  }
+  return out;
+}
+
+absl::StatusOr<ChunkKV> PrecomputeChunk(const model::Model& model,
+                                        absl::Span<const int32_t> tokens) {
+  return PrecomputeChunk(model, tokens, model.config().kv_dtype);
+}
+
+}  // namespace ragkv::blend
