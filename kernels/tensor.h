@@ -44,6 +44,11 @@ struct TensorView {
   static TensorView Contiguous(const void* data, DType dtype, std::initializer_list<int64_t> dims) {
     return Contiguous(const_cast<void*>(data), dtype, dims);
   }
+  // Contiguous(nullptr, ...): a view with no data (shape-only; kernels reject
+  // it unless numel is 0). Disambiguates the two overloads above.
+  static TensorView Contiguous(std::nullptr_t, DType dtype, std::initializer_list<int64_t> dims) {
+    return Contiguous(static_cast<void*>(nullptr), dtype, dims);
+  }
 
   int64_t numel() const;
   int64_t dim(int i) const { return shape[i]; }

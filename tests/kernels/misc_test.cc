@@ -1,0 +1,157 @@
+// TensorView, CPU dispatch, KV deviation, top-k and int8 quantization.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu.h"
+#include "kernels/deviation.h"
+#include "kernels/quant.h"
+#include "kernels/tensor.h"
+#include "tests/kernels/test_util.h"
+
+namespace ragkv::kernels {
+namespace {
+
+using testing::IsaScope;
+using testing::Isas;
+using testing::RandomVec;
+
+TEST(TensorViewTest, Basics) {
+  float buf[24];
+  auto v = TensorView::Contiguous(buf, DType::kF32, {2, 3, 4});
+  EXPECT_EQ(v.numel(), 24);
+  EXPECT_EQ(v.stride[0], 12);
+  EXPECT_EQ(v.stride[2], 1);
+  EXPECT_TRUE(v.IsContiguous());
+  EXPECT_EQ(v.DebugString(), "f32[2,3,4]");
+  v.stride[0] = 13;
+  EXPECT_FALSE(v.IsContiguous());
+  EXPECT_EQ(DTypeSize(DType::kBF16), 2u);
+  EXPECT_STREQ(DTypeName(DType::kI8), "i8");
+}
+
+TEST(CpuTest, DispatchAndThreads) {
+  EXPECT_LE(static_cast<int>(ActiveIsa()), static_cast<int>(DetectedIsa()));
+  {
+    IsaScope s(Isa::kScalar);
+    EXPECT_EQ(ActiveIsa(), Isa::kScalar);
+  }
+  EXPECT_EQ(ActiveIsa(), DetectedIsa());
+  EXPECT_STREQ(IsaName(Isa::kAvx2), "avx2");
+  const int before = MaxThreads();
+  EXPECT_GE(before, 1);
+  SetMaxThreads(0);
+  EXPECT_EQ(MaxThreads(), 1);
+  SetMaxThreads(before);
+  EXPECT_EQ(MaxThreads(), before);
+}
+
+TEST(DeviationTest, MatchesNaiveAndAccumulates) {
+  for (Isa isa : Isas()) {
+    IsaScope scope(isa);
+    for (int hd : {1, 8, 64, 67, 128}) {
+      const int heads = 4, tokens = 301;
+      auto a = RandomVec(heads * tokens * hd, hd);
+      auto b = RandomVec(heads * tokens * hd, hd + 100);
+      std::vector<float> out(tokens, 5.0f);
+      auto va = TensorView::Contiguous(a.data(), DType::kF32, {heads, tokens, hd});
+      auto vb = TensorView::Contiguous(b.data(), DType::kF32, {heads, tokens, hd});
+      ASSERT_TRUE(KvDeviation(va, vb, out.data()).ok());
+      std::vector<double> want(tokens, 0.0);
+      for (int h = 0; h < heads; ++h)
+        for (int t = 0; t < tokens; ++t)
+          for (int d = 0; d < hd; ++d) {
+            const double x = a[(h * tokens + t) * hd + d] - b[(h * tokens + t) * hd + d];
+            want[t] += x * x;
+          }
+      for (int t = 0; t < tokens; ++t) ASSERT_NEAR(out[t], want[t], 1e-5 * (1 + want[t]));
+      ASSERT_TRUE(KvDeviation(va, vb, out.data(), /*accumulate=*/true).ok());
+      for (int t = 0; t < tokens; ++t) ASSERT_NEAR(out[t], 2 * want[t], 2e-5 * (1 + want[t]));
+    }
+  }
+  std::vector<float> a(16), out(2);
+  EXPECT_FALSE(KvDeviation(TensorView::Contiguous(a.data(), DType::kF32, {2, 2, 4}),
+                           TensorView::Contiguous(a.data(), DType::kF32, {2, 4, 2}), out.data())
+                   .ok());
+  EXPECT_FALSE(KvDeviation(TensorView::Contiguous(a.data(), DType::kF32, {2, 2, 4}),
+                           TensorView::Contiguous(a.data(), DType::kF32, {2, 2, 4}), nullptr)
+                   .ok());
+}
+
+TEST(TopKTest, MatchesFullSortWithTiesAndNaN) {
+  std::mt19937 rng(4);
+  for (int trial = 0; trial < 50; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 500);
+    std::vector<float> s(n);
+    for (auto& x : s) x = static_cast<float>(rng() % 20);  // many ties
+    for (int i = 0; i < n / 10; ++i) s[rng() % n] = std::numeric_limits<float>::quiet_NaN();
+    if (n > 3) s[1] = INFINITY, s[2] = -INFINITY;
+    std::vector<int32_t> idx(n);
+    std::iota(idx.begin(), idx.end(), 0);
+    std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) {
+      const bool na = std::isnan(s[a]), nb = std::isnan(s[b]);
+      if (na != nb) return nb;
+      if (na) return false;
+      return s[a] > s[b];
+    });
+    for (int k : {0, 1, n / 3, n}) {
+      std::vector<int32_t> got(k);
+      ASSERT_TRUE(TopK(s.data(), n, k, got.data()).ok());
+      for (int i = 0; i < k; ++i) ASSERT_EQ(got[i], idx[i]) << "n=" << n << " k=" << k << " i=" << i;
+    }
+  }
+  float s[3] = {1, 2, 3};
+  int32_t o[4];
+  EXPECT_FALSE(TopK(s, 3, 4, o).ok());
+  EXPECT_FALSE(TopK(s, 3, -1, o).ok());
+  EXPECT_FALSE(TopK(nullptr, 3, 1, o).ok());
+}
+
+TEST(QuantTest, RoundTripWithinHalfScale) {
+  for (Isa isa : Isas()) {
+    IsaScope scope(isa);
+    const int groups = 3, rows = 257, ch = 65;
+    auto x = RandomVec(groups * rows * ch, 17, -5, 5);
+    for (int r = 0; r < rows; ++r) x[(1 * rows + r) * ch + 7] = 0.0f;  // all-zero column
+    x[(2 * rows + 3) * ch + 9] = 1000.0f;                               // outlier column
+    std::vector<int8_t> q(x.size());
+    std::vector<float> scales(groups * ch), back(x.size());
+    auto xv = TensorView::Contiguous(x.data(), DType::kF32, {groups, rows, ch});
+    ASSERT_TRUE(QuantizeInt8PerChannel(xv, q.data(), scales.data()).ok());
+    EXPECT_EQ(scales[1 * ch + 7], 1.0f);
+    for (int g = 0; g < groups; ++g)
+      for (int c = 0; c < ch; ++c) {
+        float mx = 0;
+        for (int r = 0; r < rows; ++r) mx = std::max(mx, std::abs(x[(g * rows + r) * ch + c]));
+        if (mx > 0) {
+          ASSERT_FLOAT_EQ(scales[g * ch + c], mx / 127.0f);
+        }
+      }
+    ASSERT_TRUE(DequantizeInt8PerChannel(
+                    q.data(), scales.data(),
+                    TensorView::Contiguous(back.data(), DType::kF32, {groups, rows, ch}))
+                    .ok());
+    for (int g = 0; g < groups; ++g)
+      for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < ch; ++c) {
+          const size_t i = (static_cast<size_t>(g) * rows + r) * ch + c;
+          const float sc = scales[g * ch + c];
+          ASSERT_GE(q[i], -127);
+          ASSERT_LE(std::abs(back[i] - x[i]), sc * 0.5f * (1 + 1e-5f)) << i;
+          ASSERT_EQ(back[i], q[i] * sc);
+        }
+  }
+  std::vector<float> x(8);
+  int8_t q[8];
+  float sc[4];
+  EXPECT_FALSE(QuantizeInt8PerChannel(TensorView::Contiguous(x.data(), DType::kF32, {2, 4}), q, sc).ok());
+  EXPECT_FALSE(QuantizeInt8PerChannel(TensorView::Contiguous(x.data(), DType::kF32, {1, 2, 4}), q, nullptr).ok());
+  EXPECT_FALSE(DequantizeInt8PerChannel(nullptr, sc, TensorView::Contiguous(x.data(), DType::kF32, {1, 2, 4})).ok());
+}
+
+}  // namespace
+}  // namespace ragkv::kernels
