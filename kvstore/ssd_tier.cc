@@ -1,0 +1,469 @@
+#include "kvstore/ssd_tier.h"
+
+#include <cstring>
+#include <list>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "base/log.h"
+#include "base/status_macros.h"
+#include "kvstore/internal/ssd_tier_internal.h"
+#include "rocksdb/db.h"
+#include "rocksdb/options.h"
+#include "rocksdb/slice.h"
+#include "rocksdb/table.h"
+#include "rocksdb/cache.h"
+#include "rocksdb/write_batch.h"
+
+namespace ragkv::kvstore {
+namespace {
+
+constexpr char kKvFamily[] = "kv";
+constexpr char kMetaFamily[] = "meta";
+constexpr uint8_t kMetaVersion = 1;
+constexpr size_t kMetaBytes = 1 + 8 + 4 + 16 + 8;
+
+// The one place rocksdb::Status is translated (style.md).
+absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
+  if (s.ok()) return absl::OkStatus();
+  std::string msg = absl::StrCat("ssd tier ", std::string(what), ": ", s.ToString());
+  if (s.IsNoSpace()) return absl::ResourceExhaustedError(msg);
+  if (s.IsCorruption()) return absl::DataLossError(msg);
+  if (s.IsInvalidArgument()) return absl::InvalidArgumentError(msg);
+  if (s.IsNotFound()) return absl::NotFoundError(msg);
+  return absl::InternalError(msg);
+}
+
+std::string HeaderKey(const ChunkKey& k) {
+  std::string s(k.AsBytes());
+  s.push_back('H');
+  return s;
+}
+std::string LayerKey(const ChunkKey& k, uint32_t layer) {
+  std::string s(k.AsBytes());
+  s.push_back('L');
+  for (int i = 3; i >= 0; --i) s.push_back(static_cast<char>((layer >> (8 * i)) & 0xff));
+  return s;
+}
+
+struct Meta {
+  uint64_t bytes = 0;
+  uint32_t layers = 0;
+  Fingerprint fingerprint{};
+  uint64_t seq = 0;
+};
+
+std::string EncodeMeta(const Meta& m) {
+  std::string s(kMetaBytes, '\0');
+  char* p = s.data();
+  p[0] = static_cast<char>(kMetaVersion);
+  std::memcpy(p + 1, &m.bytes, 8);
+  std::memcpy(p + 9, &m.layers, 4);
+  std::memcpy(p + 13, m.fingerprint.data(), 16);
+  std::memcpy(p + 29, &m.seq, 8);
+  return s;
+}
+
+bool DecodeMeta(std::string_view s, Meta* m) {
+  if (s.size() != kMetaBytes || static_cast<uint8_t>(s[0]) != kMetaVersion) return false;
+  std::memcpy(&m->bytes, s.data() + 1, 8);
+  std::memcpy(&m->layers, s.data() + 9, 4);
+  std::memcpy(m->fingerprint.data(), s.data() + 13, 16);
+  std::memcpy(&m->seq, s.data() + 29, 8);
+  return m->layers > 0 && m->layers <= kMaxLayers;
+}
+
+class SsdTier final : public Tier {
+ public:
+  SsdTier(const SsdTierOptions& options, std::unique_ptr<rocksdb::DB> db,
+          std::vector<rocksdb::ColumnFamilyHandle*> handles)
+      : options_(options), db_(std::move(db)), handles_(std::move(handles)) {
+    kv_ = handles_[1];
+    meta_ = handles_[2];
+    read_options_.verify_checksums = options.verify_rocksdb_checksums;
+    write_options_.sync = options.sync_writes;
+  }
+
+  ~SsdTier() override {
+    for (rocksdb::ColumnFamilyHandle* h : handles_) {
+      rocksdb::Status s = db_->DestroyColumnFamilyHandle(h);
+      (void)s;  // nothing useful to do on shutdown
+    }
+    rocksdb::Status s = db_->Close();
+    if (!s.ok()) {
+      RAGKV_LOG(WARNING) << "ssd tier close: " << s.ToString();
+    }
+  }
+
+  // LoadIndex: scans the meta family; enforces the budget.
+  absl::Status LoadIndex() {
+    std::vector<std::pair<uint64_t, std::pair<ChunkKey, Meta>>> by_seq;
+    {
+      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read_options_, meta_));
+      for (it->SeekToFirst(); it->Valid(); it->Next()) {
+        absl::StatusOr<ChunkKey> key = ChunkKey::FromBytes(std::string_view(it->key().data(), it->key().size()));
+        Meta m;
+        if (!key.ok() || !DecodeMeta(std::string_view(it->value().data(), it->value().size()), &m)) {
+          RAGKV_LOG(WARNING) << "ssd tier: skipping malformed meta record";
+          counters().corrupt_records.fetch_add(1, std::memory_order_relaxed);
+          continue;
+        }
+        by_seq.push_back({m.seq, {*key, m}});
+      }
+      RETURN_IF_ERROR(FromRocks(it->status(), "index scan"));
+    }
+    std::sort(by_seq.begin(), by_seq.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    absl::MutexLock lock(&mu_);
+    for (auto& [seq, km] : by_seq) {
+      lru_.push_front(km.first);
+      index_[km.first] = Entry{km.second, lru_.begin()};
+      used_ += km.second.bytes;
+      next_seq_ = std::max(next_seq_, seq + 1);
+    }
+    RAGKV_LOG(INFO) << "ssd tier '" << options_.name << "' opened at " << options_.path << ": "
+                    << index_.size() << " chunks, " << used_ << " bytes";
+    // A smaller budget than last time: evict the oldest.
+    if (used_ > options_.capacity_bytes) {
+      std::vector<std::pair<ChunkKey, Meta>> victims;
+      while (used_ > options_.capacity_bytes && !lru_.empty()) victims.push_back(PopLruLocked());
+      rocksdb::WriteBatch batch;
+      for (const auto& [k, m] : victims) AddDeleteLocked(&batch, k, m);
+      RETURN_IF_ERROR(FromRocks(db_->Write(write_options_, &batch), "budget eviction on open"));
+      counters().evictions.fetch_add(victims.size(), std::memory_order_relaxed);
+    }
+    return absl::OkStatus();
+  }
+
+  std::string_view Name() const override { return options_.name; }
+
+  absl::StatusOr<Blob> GetHeader(const ChunkKey& key) override {
+    ScopedTimerNs timer(&counters().read_ns);
+    ASSIGN_OR_RETURN(Blob b, GetOne(key, HeaderKey(key)));
+    if (!b.has_value()) {
+      counters().misses.fetch_add(1, std::memory_order_relaxed);
+      return b;
+    }
+    counters().hits.fetch_add(1, std::memory_order_relaxed);
+    absl::MutexLock lock(&mu_);
+    auto it = index_.find(key);
+    if (it != index_.end()) lru_.splice(lru_.begin(), lru_, it->second.lru);
+    return b;
+  }
+
+  absl::StatusOr<Blob> GetLayer(const ChunkKey& key, uint32_t layer) override {
+    ScopedTimerNs timer(&counters().read_ns);
+    return GetOne(key, LayerKey(key, layer));
+  }
+
+  absl::StatusOr<std::vector<Blob>> GetLayers(const ChunkKey& key, uint32_t first_layer,
+                                              uint32_t count) override {
+    ScopedTimerNs timer(&counters().read_ns);
+    struct Batch {
+      std::vector<std::string> keys;
+      std::vector<rocksdb::Slice> slices;
+      std::vector<rocksdb::PinnableSlice> values;
+      std::vector<rocksdb::Status> statuses;
+    };
+    auto batch = std::make_shared<Batch>();
+    batch->keys.reserve(count);
+    for (uint32_t i = 0; i < count; ++i) batch->keys.push_back(LayerKey(key, first_layer + i));
+    for (const std::string& k : batch->keys) batch->slices.emplace_back(k);
+    batch->values = std::vector<rocksdb::PinnableSlice>(count);
+    batch->statuses.resize(count);
+    db_->MultiGet(read_options_, kv_, count, batch->slices.data(), batch->values.data(),
+                  batch->statuses.data(), /*sorted_input=*/true);
+    std::vector<Blob> out(count);
+    for (uint32_t i = 0; i < count; ++i) {
+      const rocksdb::Status& s = batch->statuses[i];
+      if (s.IsNotFound()) continue;
+      if (s.IsCorruption()) {
+        ReportCorruption(key, s.ToString());
+        return std::vector<Blob>(count);
+      }
+      if (!s.ok()) {
+        counters().errors.fetch_add(1, std::memory_order_relaxed);
+        return FromRocks(s, "multiget");
+      }
+      const rocksdb::PinnableSlice& v = batch->values[i];
+      counters().bytes_read.fetch_add(v.size(), std::memory_order_relaxed);
+      std::shared_ptr<const void> owner(batch, &batch->values[i]);
+      out[i] = PinnedBytes(std::string_view(v.data(), v.size()), std::move(owner));
+    }
+    return out;
+  }
+
+  absl::StatusOr<bool> Contains(const ChunkKey& key) override {
+    absl::MutexLock lock(&mu_);
+    return index_.contains(key);
+  }
+
+  absl::Status Put(const ChunkKey& key, std::shared_ptr<const EncodedChunk> chunk) override {
+    ScopedTimerNs timer(&counters().write_ns);
+    if (chunk == nullptr) return absl::InvalidArgumentError("ssd tier Put: null chunk");
+    absl::StatusOr<Fingerprint> fp = PeekFingerprint(chunk->header);
+    absl::StatusOr<uint32_t> layers = PeekNumLayers(chunk->header);
+    if (!fp.ok() || !layers.ok() || *layers != chunk->layers.size() || *layers == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ssd tier Put: malformed chunk for key ", key.ToHex()));
+    }
+    const uint64_t bytes = chunk->TotalBytes();
+    const uint64_t max_bytes =
+        options_.max_chunk_bytes > 0 ? options_.max_chunk_bytes : options_.capacity_bytes;
+    if (bytes > max_bytes || bytes > options_.capacity_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat("ssd tier Put: chunk of ", bytes,
+                                                       " bytes exceeds the limit of ", max_bytes,
+                                                       " bytes"));
+    }
+    absl::MutexLock write_lock(&write_mu_);
+    if (write_failed_) {
+      // A previous write failed (e.g. disk full); try to clear RocksDB's
+      // background error so writes can succeed again.
+      rocksdb::Status rs = db_->Resume();
+      if (rs.ok()) write_failed_ = false;
+    }
+    rocksdb::WriteBatch batch;
+    std::vector<std::pair<ChunkKey, Meta>> victims;
+    std::optional<Meta> old;
+    Meta meta;
+    meta.bytes = bytes;
+    meta.layers = *layers;
+    meta.fingerprint = *fp;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = index_.find(key);
+      uint64_t freed = 0;
+      if (it != index_.end()) {
+        old = it->second.meta;
+        freed = old->bytes;
+      }
+      // Pick LRU victims (other than `key`) until the new chunk fits.
+      auto lit = lru_.end();
+      uint64_t projected = used_ - freed;
+      while (projected + bytes > options_.capacity_bytes && lit != lru_.begin()) {
+        --lit;
+        if (*lit == key) continue;
+        const Meta& vm = index_.at(*lit).meta;
+        victims.push_back({*lit, vm});
+        projected -= vm.bytes;
+      }
+      meta.seq = next_seq_++;
+    }
+    for (const auto& [k, m] : victims) AddDeleteLocked(&batch, k, m);
+    if (old.has_value()) {
+      for (uint32_t i = meta.layers; i < old->layers; ++i) batch.Delete(kv_, LayerKey(key, i));
+    }
+    for (uint32_t i = 0; i < meta.layers; ++i) {
+      batch.Put(kv_, LayerKey(key, i), rocksdb::Slice(chunk->layers[i]));
+    }
+    batch.Put(kv_, HeaderKey(key), rocksdb::Slice(chunk->header));
+    batch.Put(meta_, rocksdb::Slice(key.AsBytes().data(), 16), EncodeMeta(meta));
+    rocksdb::Status s = db_->Write(write_options_, &batch);
+    if (!s.ok()) {
+      write_failed_ = true;
+      counters().errors.fetch_add(1, std::memory_order_relaxed);
+      absl::Status st = FromRocks(s, absl::StrCat("put ", key.ToHex()));
+      RAGKV_LOG(WARNING) << st;
+      return st;  // the batch is atomic: nothing changed on disk or in the index
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      for (const auto& [k, m] : victims) RemoveIndexLocked(k);
+      RemoveIndexLocked(key);
+      lru_.push_front(key);
+      index_[key] = Entry{meta, lru_.begin()};
+      used_ += bytes;
+    }
+    counters().evictions.fetch_add(victims.size(), std::memory_order_relaxed);
+    counters().puts.fetch_add(1, std::memory_order_relaxed);
+    counters().bytes_written.fetch_add(bytes, std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
+
+  absl::Status Delete(const ChunkKey& key) override {
+    absl::MutexLock write_lock(&write_mu_);
+    std::optional<Meta> m;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = index_.find(key);
+      if (it != index_.end()) m = it->second.meta;
+    }
+    rocksdb::WriteBatch batch;
+    if (m.has_value()) {
+      AddDeleteLocked(&batch, key, *m);
+    } else {
+      // Not indexed (e.g. corrupt meta): still remove the header, which
+      // makes the chunk unreachable.
+      batch.Delete(kv_, HeaderKey(key));
+      batch.Delete(meta_, rocksdb::Slice(key.AsBytes().data(), 16));
+    }
+    rocksdb::Status s = db_->Write(write_options_, &batch);
+    if (!s.ok()) {
+      counters().errors.fetch_add(1, std::memory_order_relaxed);
+      return FromRocks(s, absl::StrCat("delete ", key.ToHex()));
+    }
+    if (m.has_value()) {
+      absl::MutexLock lock(&mu_);
+      RemoveIndexLocked(key);
+      counters().deletes.fetch_add(1, std::memory_order_relaxed);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<uint64_t> DeleteByFingerprint(const Fingerprint& fp) override {
+    absl::MutexLock write_lock(&write_mu_);
+    std::vector<std::pair<ChunkKey, Meta>> doomed;
+    {
+      absl::MutexLock lock(&mu_);
+      for (const auto& [k, e] : index_) {
+        if (e.meta.fingerprint == fp) doomed.push_back({k, e.meta});
+      }
+    }
+    if (doomed.empty()) return 0;
+    rocksdb::WriteBatch batch;
+    for (const auto& [k, m] : doomed) AddDeleteLocked(&batch, k, m);
+    rocksdb::Status s = db_->Write(write_options_, &batch);
+    if (!s.ok()) {
+      counters().errors.fetch_add(1, std::memory_order_relaxed);
+      return FromRocks(s, "delete by fingerprint");
+    }
+    absl::MutexLock lock(&mu_);
+    for (const auto& [k, m] : doomed) RemoveIndexLocked(k);
+    counters().deletes.fetch_add(doomed.size(), std::memory_order_relaxed);
+    return doomed.size();
+  }
+
+  absl::Status Flush() override {
+    return FromRocks(db_->FlushWAL(/*sync=*/true), "flush wal");
+  }
+
+  TierStats Stats() const override {
+    TierStats st = counters().Snapshot(Name());
+    st.capacity_bytes = options_.capacity_bytes;
+    absl::MutexLock lock(&mu_);
+    st.bytes_used = used_;
+    st.entries = index_.size();
+    return st;
+  }
+
+ private:
+  struct Entry {
+    Meta meta;
+    std::list<ChunkKey>::iterator lru;
+  };
+
+  // GetOne: point read of one record; Corruption -> reported miss.
+  absl::StatusOr<Blob> GetOne(const ChunkKey& key, const std::string& db_key) {
+    auto value = std::make_shared<rocksdb::PinnableSlice>();
+    rocksdb::Status s = db_->Get(read_options_, kv_, db_key, value.get());
+    if (s.IsNotFound()) return Blob();
+    if (s.IsCorruption()) {
+      ReportCorruption(key, s.ToString());
+      return Blob();
+    }
+    if (!s.ok()) {
+      counters().errors.fetch_add(1, std::memory_order_relaxed);
+      return FromRocks(s, "get");
+    }
+    counters().bytes_read.fetch_add(value->size(), std::memory_order_relaxed);
+    std::string_view view(value->data(), value->size());
+    return PinnedBytes(view, std::move(value));
+  }
+
+  // AddDeleteLocked: header first, then layers and meta (one atomic batch).
+  void AddDeleteLocked(rocksdb::WriteBatch* batch, const ChunkKey& key, const Meta& m) {
+    batch->Delete(kv_, HeaderKey(key));
+    for (uint32_t i = 0; i < m.layers; ++i) batch->Delete(kv_, LayerKey(key, i));
+    batch->Delete(meta_, rocksdb::Slice(key.AsBytes().data(), 16));
+  }
+
+  std::pair<ChunkKey, Meta> PopLruLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ChunkKey k = lru_.back();
+    Meta m = index_.at(k).meta;
+    RemoveIndexLocked(k);
+    return {k, m};
+  }
+
+  void RemoveIndexLocked(const ChunkKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = index_.find(key);
+    if (it == index_.end()) return;
+    used_ -= it->second.meta.bytes;
+    lru_.erase(it->second.lru);
+    index_.erase(it);
+  }
+
+  const SsdTierOptions options_;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+  rocksdb::ColumnFamilyHandle* kv_ = nullptr;
+  rocksdb::ColumnFamilyHandle* meta_ = nullptr;
+  rocksdb::ReadOptions read_options_;
+  rocksdb::WriteOptions write_options_;
+
+  absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // serializes Put/Delete
+  bool write_failed_ ABSL_GUARDED_BY(write_mu_) = false;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<ChunkKey, Entry> index_ ABSL_GUARDED_BY(mu_);
+  std::list<ChunkKey> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
+  uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+}  // namespace
+
+namespace internal {
+
+absl::StatusOr<std::unique_ptr<Tier>> CreateSsdTierWithEnv(const SsdTierOptions& options,
+                                                           rocksdb::Env* env) {
+  if (options.path.empty()) return absl::InvalidArgumentError("SsdTierOptions.path is required");
+  if (options.capacity_bytes == 0) {
+    return absl::InvalidArgumentError("SsdTierOptions.capacity_bytes must be > 0");
+  }
+  rocksdb::DBOptions db_options;
+  db_options.create_if_missing = true;
+  db_options.create_missing_column_families = true;
+  db_options.max_total_wal_size = uint64_t{512} << 20;
+  db_options.max_background_jobs = 2;
+  if (env != nullptr) db_options.env = env;
+
+  rocksdb::ColumnFamilyOptions kv_options;
+  kv_options.enable_blob_files = true;
+  kv_options.min_blob_size = options.min_blob_size;
+  kv_options.blob_file_size = options.blob_file_size;
+  kv_options.enable_blob_garbage_collection = true;
+  kv_options.blob_compression_type = rocksdb::kNoCompression;  // the codec compresses
+  kv_options.compression = rocksdb::kNoCompression;
+  kv_options.write_buffer_size = 64 << 20;
+  kv_options.max_write_buffer_number = 3;
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
+  kv_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  rocksdb::ColumnFamilyOptions meta_options;
+  meta_options.table_factory = kv_options.table_factory;
+
+  std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+      {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
+      {kKvFamily, kv_options},
+      {kMetaFamily, meta_options},
+  };
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(db_options, options.path, families, &handles, &raw);
+  if (!s.ok()) return FromRocks(s, absl::StrCat("open ", options.path));
+  auto tier = std::make_unique<SsdTier>(options, std::unique_ptr<rocksdb::DB>(raw), std::move(handles));
+  RETURN_IF_ERROR(tier->LoadIndex());
+  return std::unique_ptr<Tier>(std::move(tier));
+}
+
+}  // namespace internal
+
+absl::StatusOr<std::unique_ptr<Tier>> CreateSsdTier(const SsdTierOptions& options) {
+  return internal::CreateSsdTierWithEnv(options, nullptr);
+}
+
+}  // namespace ragkv::kvstore

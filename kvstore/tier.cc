@@ -1,0 +1,86 @@
+#include "kvstore/tier.h"
+
+#include <chrono>
+
+#include "absl/strings/str_format.h"
+#include "base/log.h"
+
+namespace ragkv::kvstore {
+namespace {
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+PinnedBytes PinnedBytes::FromString(std::string s) {
+  auto owner = std::make_shared<const std::string>(std::move(s));
+  std::string_view view(*owner);
+  return PinnedBytes(view, std::move(owner));
+}
+
+std::string TierStats::DebugString() const {
+  return absl::StrFormat(
+      "%s: hits=%d misses=%d read=%dB (%.2f GB/s) written=%dB (%.2f GB/s) puts=%d deletes=%d "
+      "evictions=%d errors=%d corrupt=%d used=%d/%d entries=%d",
+      name, hits, misses, bytes_read, ReadGBps(), bytes_written, WriteGBps(), puts, deletes,
+      evictions, errors, corrupt_records, bytes_used, capacity_bytes, entries);
+}
+
+TierStats TierCounters::Snapshot(std::string_view name) const {
+  TierStats s;
+  s.name = std::string(name);
+  s.hits = hits.load(std::memory_order_relaxed);
+  s.misses = misses.load(std::memory_order_relaxed);
+  s.bytes_read = bytes_read.load(std::memory_order_relaxed);
+  s.bytes_written = bytes_written.load(std::memory_order_relaxed);
+  s.puts = puts.load(std::memory_order_relaxed);
+  s.deletes = deletes.load(std::memory_order_relaxed);
+  s.evictions = evictions.load(std::memory_order_relaxed);
+  s.errors = errors.load(std::memory_order_relaxed);
+  s.corrupt_records = corrupt_records.load(std::memory_order_relaxed);
+  s.read_seconds = read_ns.load(std::memory_order_relaxed) * 1e-9;
+  s.write_seconds = write_ns.load(std::memory_order_relaxed) * 1e-9;
+  return s;
+}
+
+ScopedTimerNs::ScopedTimerNs(std::atomic<uint64_t>* sink) : sink_(sink), start_ns_(NowNs()) {}
+ScopedTimerNs::~ScopedTimerNs() {
+  sink_->fetch_add(static_cast<uint64_t>(NowNs() - start_ns_), std::memory_order_relaxed);
+}
+
+absl::StatusOr<std::vector<Tier::Blob>> Tier::GetLayers(const ChunkKey& key, uint32_t first_layer,
+                                                        uint32_t count) {
+  std::vector<Blob> out;
+  out.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    absl::StatusOr<Blob> b = GetLayer(key, first_layer + i);
+    if (!b.ok()) return b.status();
+    out.push_back(std::move(*b));
+  }
+  return out;
+}
+
+std::vector<absl::StatusOr<Tier::Blob>> Tier::MultiGetHeaders(absl::Span<const ChunkKey> keys) {
+  std::vector<absl::StatusOr<Blob>> out;
+  out.reserve(keys.size());
+  for (const ChunkKey& k : keys) out.push_back(GetHeader(k));
+  return out;
+}
+
+void Tier::ReportCorruption(const ChunkKey& key, std::string_view detail) {
+  counters_.corrupt_records.fetch_add(1, std::memory_order_relaxed);
+  RAGKV_LOG(WARNING) << "kvstore tier '" << Name() << "': corrupt record for key " << key.ToHex()
+                     << " (" << detail << "); treated as a miss and deleted";
+  absl::Status s = Delete(key);
+  if (!s.ok()) {
+    counters_.errors.fetch_add(1, std::memory_order_relaxed);
+    RAGKV_LOG(WARNING) << "kvstore tier '" << Name() << "': could not delete corrupt key "
+                       << key.ToHex() << ": " << s;
+  }
+}
+
+TierStats Tier::Stats() const { return counters_.Snapshot(Name()); }
+
+}  // namespace ragkv::kvstore

@@ -1,0 +1,520 @@
+#include "kvstore/tiered_store.h"
+
+#include <atomic>
+#include <deque>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "base/log.h"
+#include "base/status_macros.h"
+
+namespace ragkv::kvstore {
+
+class TieredStore::Impl {
+ public:
+  Impl(const TieredStoreOptions& options, std::vector<std::shared_ptr<Tier>> tiers)
+      : options_(options), tiers_(std::move(tiers)), hits_by_tier_(tiers_.size()) {
+    if (options_.write_policy == WritePolicy::kWriteBack && tiers_.size() > 1) {
+      writer_ = std::thread([this] { WriteBackLoop(); });
+    }
+  }
+
+  ~Impl() {
+    if (writer_.joinable()) {
+      {
+        absl::MutexLock lock(&mu_);
+        stop_ = true;
+      }
+      writer_.join();
+    }
+  }
+
+  // ---- writes ----
+
+  absl::Status CheckChunk(const ChunkKey& key, const EncodedChunk& chunk) {
+    absl::StatusOr<KvChunkHeader> h = DecodeHeader(chunk.header);
+    if (!h.ok()) {
+      return absl::Status(h.status().code(),
+                          absl::StrCat("Put ", key.ToHex(), ": bad header: ", h.status().message()));
+    }
+    if (h->key != key) {
+      return absl::InvalidArgumentError(absl::StrCat("Put ", key.ToHex(),
+                                                     ": header is for key ", h->key.ToHex()));
+    }
+    if (chunk.layers.size() != h->num_layers) {
+      return absl::InvalidArgumentError(absl::StrCat("Put ", key.ToHex(), ": ", chunk.layers.size(),
+                                                     " layer records, header says ", h->num_layers));
+    }
+    if (options_.verify_on_put) {
+      for (uint32_t i = 0; i < h->num_layers; ++i) {
+        absl::StatusOr<LayerRecordView> r = ParseLayerRecord(*h, chunk.layers[i], i);
+        if (!r.ok()) {
+          return absl::Status(r.status().code(), absl::StrCat("Put ", key.ToHex(), ": layer ", i,
+                                                              ": ", r.status().message()));
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status WriteTiers(size_t first, const ChunkKey& key,
+                          const std::shared_ptr<const EncodedChunk>& chunk) {
+    absl::Status first_error;
+    for (size_t i = first; i < tiers_.size(); ++i) {
+      absl::Status s = tiers_[i]->Put(key, chunk);
+      if (!s.ok()) {
+        RAGKV_LOG(WARNING) << "kvstore: put " << key.ToHex() << " to tier '" << tiers_[i]->Name()
+                           << "' failed: " << s;
+        if (first_error.ok()) {
+          first_error = absl::Status(s.code(), absl::StrCat("tier '", std::string(tiers_[i]->Name()), "': ",
+                                                            s.message()));
+        }
+      }
+    }
+    return first_error;
+  }
+
+  absl::Status Put(const ChunkKey& key, std::shared_ptr<const EncodedChunk> chunk) {
+    if (chunk == nullptr) return absl::InvalidArgumentError("Put: null chunk");
+    RETURN_IF_ERROR(CheckChunk(key, *chunk));
+    if (options_.write_policy == WritePolicy::kWriteThrough || tiers_.size() == 1) {
+      return WriteTiers(0, key, chunk);
+    }
+    absl::Status s0 = tiers_[0]->Put(key, chunk);
+    if (!s0.ok()) {
+      // Never leave a chunk only in the queue: fall back to write-through.
+      RAGKV_LOG(WARNING) << "kvstore: write-back put to tier '" << tiers_[0]->Name()
+                         << "' failed (" << s0 << "); writing lower tiers synchronously";
+      return WriteTiers(1, key, chunk);
+    }
+    Pending p{key, PeekFingerprint(chunk->header).value_or(Fingerprint{}), chunk->TotalBytes(),
+              std::move(chunk)};
+    absl::MutexLock lock(&mu_);
+    auto has_room = [this, &p]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return queue_.size() < options_.write_back_max_chunks &&
+             (queue_.empty() || queued_bytes_ + p.bytes <= options_.write_back_max_bytes);
+    };
+    mu_.Await(absl::Condition(&has_room));
+    queued_bytes_ += p.bytes;
+    queue_.push_back(std::move(p));
+    return absl::OkStatus();
+  }
+
+  void WriteBackLoop() {
+    for (;;) {
+      Pending p;
+      {
+        absl::MutexLock lock(&mu_);
+        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); };
+        mu_.Await(absl::Condition(&ready));
+        if (queue_.empty()) return;  // stop_ and drained
+        p = std::move(queue_.front());
+        queue_.pop_front();
+        queued_bytes_ -= p.bytes;
+        inflight_ = true;
+        inflight_key_ = p.key;
+        inflight_fp_ = p.fingerprint;
+      }
+      absl::Status s = WriteTiers(1, p.key, p.chunk);
+      if (!s.ok()) write_back_failures_.fetch_add(1, std::memory_order_relaxed);
+      absl::MutexLock lock(&mu_);
+      inflight_ = false;
+    }
+  }
+
+  // DropPending: removes queued writes matching `pred` and waits for an
+  // in-flight one to finish.
+  template <typename Pred>
+  void DropPending(Pred pred) {
+    absl::MutexLock lock(&mu_);
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if (pred(it->key, it->fingerprint)) {
+        queued_bytes_ -= it->bytes;
+        it = queue_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    auto idle = [this, &pred]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !inflight_ || !pred(inflight_key_, inflight_fp_);
+    };
+    mu_.Await(absl::Condition(&idle));
+  }
+
+  absl::Status Delete(const ChunkKey& key) {
+    DropPending([&key](const ChunkKey& k, const Fingerprint&) { return k == key; });
+    absl::Status first_error;
+    for (auto& t : tiers_) {
+      absl::Status s = t->Delete(key);
+      if (!s.ok() && first_error.ok()) first_error = s;
+    }
+    return first_error;
+  }
+
+  absl::StatusOr<uint64_t> DeleteByFingerprint(const Fingerprint& fp) {
+    DropPending([&fp](const ChunkKey&, const Fingerprint& f) { return f == fp; });
+    absl::Status first_error;
+    uint64_t n = 0;
+    for (auto& t : tiers_) {
+      absl::StatusOr<uint64_t> r = t->DeleteByFingerprint(fp);
+      if (r.ok()) {
+        n += *r;
+      } else if (first_error.ok()) {
+        first_error = r.status();
+      }
+    }
+    if (!first_error.ok()) return first_error;
+    return n;
+  }
+
+  absl::Status Flush() {
+    {
+      absl::MutexLock lock(&mu_);
+      auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return queue_.empty() && !inflight_;
+      };
+      mu_.Await(absl::Condition(&drained));
+    }
+    absl::Status first_error;
+    for (auto& t : tiers_) {
+      absl::Status s = t->Flush();
+      if (!s.ok() && first_error.ok()) first_error = s;
+    }
+    return first_error;
+  }
+
+  // ---- reads ----
+
+  struct FoundHeader {
+    KvChunkHeader header;
+    PinnedBytes blob;
+  };
+
+  // VerifyHeader: turns tier i's GetHeader result into a verified header or
+  // nullopt, counting errors, corruption and fingerprint mismatches.
+  std::optional<FoundHeader> VerifyHeader(size_t i, const ChunkKey& key, const Fingerprint& fp,
+                                          absl::StatusOr<Tier::Blob> blob) {
+    Tier& t = *tiers_[i];
+    if (!blob.ok()) {
+      NoteTierError(t, key, blob.status());
+      return std::nullopt;
+    }
+    if (!blob->has_value()) return std::nullopt;
+    absl::StatusOr<KvChunkHeader> h = DecodeHeader((*blob)->view());
+    if (!h.ok()) {
+      NoteCorrupt(t, key, absl::StrCat("header: ", h.status().message()));
+      return std::nullopt;
+    }
+    if (h->key != key) {
+      NoteCorrupt(t, key, absl::StrCat("header belongs to key ", h->key.ToHex()));
+      return std::nullopt;
+    }
+    if (h->fingerprint != fp) {
+      fingerprint_mismatches_.fetch_add(1, std::memory_order_relaxed);
+      return std::nullopt;
+    }
+    return FoundHeader{std::move(*h), std::move(**blob)};
+  }
+
+  // VerifyLayer: tier i's layer blob verified against `h`, or nullopt.
+  std::optional<LoadedLayer> VerifyLayer(size_t i, const ChunkKey& key, const KvChunkHeader& h,
+                                         uint32_t layer, Tier::Blob blob) {
+    if (!blob.has_value()) {
+      NoteCorrupt(*tiers_[i], key, absl::StrCat("layer ", layer, " missing"));
+      return std::nullopt;
+    }
+    absl::StatusOr<LayerRecordView> r = ParseLayerRecord(h, blob->view(), layer);
+    if (!r.ok()) {
+      NoteCorrupt(*tiers_[i], key, absl::StrCat("layer ", layer, ": ", r.status().message()));
+      return std::nullopt;
+    }
+    return LoadedLayer{layer, std::move(*blob)};
+  }
+
+  // ReadAllLayers: every layer of `h` from tier i, verified, or nullopt.
+  std::optional<std::vector<LoadedLayer>> ReadAllLayers(size_t i, const ChunkKey& key,
+                                                        const KvChunkHeader& h) {
+    absl::StatusOr<std::vector<Tier::Blob>> blobs = tiers_[i]->GetLayers(key, 0, h.num_layers);
+    if (!blobs.ok()) {
+      NoteTierError(*tiers_[i], key, blobs.status());
+      return std::nullopt;
+    }
+    if (blobs->size() != h.num_layers) {
+      NoteCorrupt(*tiers_[i], key, "tier returned the wrong number of layers");
+      return std::nullopt;
+    }
+    std::vector<LoadedLayer> layers;
+    layers.reserve(h.num_layers);
+    for (uint32_t l = 0; l < h.num_layers; ++l) {
+      std::optional<LoadedLayer> ll = VerifyLayer(i, key, h, l, std::move((*blobs)[l]));
+      if (!ll.has_value()) return std::nullopt;
+      layers.push_back(std::move(*ll));
+    }
+    return layers;
+  }
+
+  // Promote: copies a chunk found in tier i into tiers 0..i-1.
+  void Promote(size_t i, const ChunkKey& key, std::shared_ptr<const EncodedChunk> chunk) {
+    for (size_t j = 0; j < i; ++j) {
+      absl::Status s = tiers_[j]->Put(key, chunk);
+      if (s.ok()) {
+        promotions_.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        RAGKV_LOG(DEBUG) << "kvstore: promotion of " << key.ToHex() << " into '"
+                         << tiers_[j]->Name() << "' failed: " << s;
+      }
+    }
+  }
+
+  static std::shared_ptr<const EncodedChunk> CopyChunk(std::string_view header,
+                                                       const std::vector<LoadedLayer>& layers) {
+    auto c = std::make_shared<EncodedChunk>();
+    c->header = std::string(header);
+    c->layers.reserve(layers.size());
+    for (const LoadedLayer& l : layers) c->layers.emplace_back(l.blob.view());
+    return c;
+  }
+
+  std::optional<ChunkHandle> Finish(size_t i, const ChunkKey& key, FoundHeader fh,
+                                    std::vector<LoadedLayer> layers) {
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    hits_by_tier_[i].fetch_add(1, std::memory_order_relaxed);
+    if (options_.promote_on_hit && i > 0) Promote(i, key, CopyChunk(fh.blob.view(), layers));
+    return ChunkHandle{std::move(fh.header), std::move(layers), i};
+  }
+
+  std::optional<ChunkHandle> Get(const ChunkKey& key, const Fingerprint& fp) {
+    lookups_.fetch_add(1, std::memory_order_relaxed);
+    for (size_t i = 0; i < tiers_.size(); ++i) {
+      std::optional<FoundHeader> fh = VerifyHeader(i, key, fp, tiers_[i]->GetHeader(key));
+      if (!fh.has_value()) continue;
+      std::optional<std::vector<LoadedLayer>> layers = ReadAllLayers(i, key, fh->header);
+      if (!layers.has_value()) continue;
+      return Finish(i, key, std::move(*fh), std::move(*layers));
+    }
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    return std::nullopt;
+  }
+
+  std::vector<std::optional<ChunkHandle>> MultiGet(absl::Span<const ChunkKey> keys,
+                                                   const Fingerprint& fp) {
+    lookups_.fetch_add(keys.size(), std::memory_order_relaxed);
+    std::vector<std::optional<ChunkHandle>> out(keys.size());
+    std::vector<size_t> pending(keys.size());
+    for (size_t k = 0; k < keys.size(); ++k) pending[k] = k;
+    for (size_t i = 0; i < tiers_.size() && !pending.empty(); ++i) {
+      std::vector<ChunkKey> batch;
+      batch.reserve(pending.size());
+      for (size_t k : pending) batch.push_back(keys[k]);
+      std::vector<absl::StatusOr<Tier::Blob>> headers = tiers_[i]->MultiGetHeaders(batch);
+      std::vector<size_t> still;
+      for (size_t b = 0; b < pending.size(); ++b) {
+        const size_t k = pending[b];
+        absl::StatusOr<Tier::Blob> hb =
+            b < headers.size() ? std::move(headers[b])
+                               : absl::StatusOr<Tier::Blob>(absl::InternalError("short batch"));
+        std::optional<FoundHeader> fh = VerifyHeader(i, keys[k], fp, std::move(hb));
+        std::optional<std::vector<LoadedLayer>> layers;
+        if (fh.has_value()) layers = ReadAllLayers(i, keys[k], fh->header);
+        if (!layers.has_value()) {
+          still.push_back(k);
+          continue;
+        }
+        out[k] = Finish(i, keys[k], std::move(*fh), std::move(*layers));
+      }
+      pending = std::move(still);
+    }
+    misses_.fetch_add(pending.size(), std::memory_order_relaxed);
+    return out;
+  }
+
+  absl::StatusOr<StreamResult> StreamLayers(const ChunkKey& key, const Fingerprint& fp,
+                                            const LayerCallback& callback) {
+    lookups_.fetch_add(1, std::memory_order_relaxed);
+    for (size_t i = 0; i < tiers_.size(); ++i) {
+      std::optional<FoundHeader> fh = VerifyHeader(i, key, fp, tiers_[i]->GetHeader(key));
+      if (!fh.has_value()) continue;
+      const KvChunkHeader& h = fh->header;
+      const bool promote = options_.promote_on_hit && i > 0;
+      std::shared_ptr<EncodedChunk> copy;
+      if (promote) {
+        copy = std::make_shared<EncodedChunk>();
+        copy->header = std::string(fh->blob.view());
+        copy->layers.reserve(h.num_layers);
+      }
+      size_t cur = i;
+      uint32_t delivered = 0;
+      while (delivered < h.num_layers) {
+        const uint32_t l = delivered;
+        absl::StatusOr<Tier::Blob> blob = tiers_[cur]->GetLayer(key, l);
+        std::optional<LoadedLayer> ll;
+        if (!blob.ok()) {
+          NoteTierError(*tiers_[cur], key, blob.status());
+        } else {
+          ll = VerifyLayer(cur, key, h, l, std::move(*blob));
+        }
+        if (!ll.has_value()) {
+          if (delivered == 0 && cur == i) break;  // nothing delivered: try the next tier afresh
+          std::optional<size_t> alt = FindSameChunk(cur + 1, key, h);
+          if (!alt.has_value()) {
+            misses_.fetch_add(1, std::memory_order_relaxed);
+            return absl::DataLossError(absl::StrCat(
+                "StreamLayers ", key.ToHex(), ": layer ", l, " unreadable after ", delivered,
+                " layers were delivered, and no other tier holds the same chunk"));
+          }
+          cur = *alt;
+          continue;
+        }
+        if (copy != nullptr) copy->layers.emplace_back(ll->blob.view());
+        RETURN_IF_ERROR(callback(h, std::move(*ll)));
+        ++delivered;
+      }
+      if (delivered < h.num_layers) continue;
+      hits_.fetch_add(1, std::memory_order_relaxed);
+      hits_by_tier_[i].fetch_add(1, std::memory_order_relaxed);
+      if (copy != nullptr) Promote(i, key, std::move(copy));
+      return StreamResult{true, delivered, i};
+    }
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    return StreamResult{};
+  }
+
+  // FindSameChunk: first tier >= from whose header for `key` has h's digest.
+  std::optional<size_t> FindSameChunk(size_t from, const ChunkKey& key, const KvChunkHeader& h) {
+    for (size_t j = from; j < tiers_.size(); ++j) {
+      std::optional<FoundHeader> fh = VerifyHeader(j, key, h.fingerprint, tiers_[j]->GetHeader(key));
+      if (fh.has_value() && fh->header.digest == h.digest) return j;
+    }
+    return std::nullopt;
+  }
+
+  std::optional<size_t> Locate(const ChunkKey& key) {
+    for (size_t i = 0; i < tiers_.size(); ++i) {
+      absl::StatusOr<bool> c = tiers_[i]->Contains(key);
+      if (!c.ok()) {
+        NoteTierError(*tiers_[i], key, c.status());
+        continue;
+      }
+      if (*c) return i;
+    }
+    return std::nullopt;
+  }
+
+  StoreStats Stats() const {
+    StoreStats s;
+    s.lookups = lookups_.load();
+    s.hits = hits_.load();
+    s.misses = misses_.load();
+    s.fingerprint_mismatches = fingerprint_mismatches_.load();
+    s.corrupt_records = corrupt_.load();
+    s.tier_errors = tier_errors_.load();
+    s.promotions = promotions_.load();
+    s.write_back_failures = write_back_failures_.load();
+    {
+      absl::MutexLock lock(&mu_);
+      s.write_back_queued = queue_.size();
+    }
+    for (const auto& h : hits_by_tier_) s.hits_by_tier.push_back(h.load());
+    return s;
+  }
+
+  std::vector<TierStats> TierStatsAll() const {
+    std::vector<TierStats> out;
+    for (const auto& t : tiers_) out.push_back(t->Stats());
+    return out;
+  }
+
+  size_t num_tiers() const { return tiers_.size(); }
+  Tier& tier(size_t i) { return *tiers_.at(i); }
+
+ private:
+  struct Pending {
+    ChunkKey key;
+    Fingerprint fingerprint{};
+    uint64_t bytes = 0;
+    std::shared_ptr<const EncodedChunk> chunk;
+  };
+
+  void NoteTierError(Tier& t, const ChunkKey& key, const absl::Status& s) {
+    tier_errors_.fetch_add(1, std::memory_order_relaxed);
+    t.counters().errors.fetch_add(1, std::memory_order_relaxed);
+    RAGKV_LOG(WARNING) << "kvstore: tier '" << t.Name() << "' failed for " << key.ToHex() << ": "
+                       << s << " (treated as a miss)";
+  }
+
+  void NoteCorrupt(Tier& t, const ChunkKey& key, const std::string& detail) {
+    corrupt_.fetch_add(1, std::memory_order_relaxed);
+    t.ReportCorruption(key, detail);
+  }
+
+  const TieredStoreOptions options_;
+  const std::vector<std::shared_ptr<Tier>> tiers_;
+
+  std::atomic<uint64_t> lookups_{0}, hits_{0}, misses_{0}, fingerprint_mismatches_{0},
+      corrupt_{0}, tier_errors_{0}, promotions_{0}, write_back_failures_{0};
+  std::vector<std::atomic<uint64_t>> hits_by_tier_;
+
+  mutable absl::Mutex mu_;
+  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool inflight_ ABSL_GUARDED_BY(mu_) = false;
+  ChunkKey inflight_key_ ABSL_GUARDED_BY(mu_);
+  Fingerprint inflight_fp_ ABSL_GUARDED_BY(mu_){};
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread writer_;
+};
+
+absl::StatusOr<std::unique_ptr<TieredStore>> TieredStore::Create(
+    const TieredStoreOptions& options, std::vector<std::shared_ptr<Tier>> tiers) {
+  if (tiers.empty()) return absl::InvalidArgumentError("TieredStore: at least one tier required");
+  for (const auto& t : tiers) {
+    if (t == nullptr) return absl::InvalidArgumentError("TieredStore: null tier");
+  }
+  if (options.write_back_max_chunks == 0) {
+    return absl::InvalidArgumentError("TieredStoreOptions.write_back_max_chunks must be > 0");
+  }
+  return std::unique_ptr<TieredStore>(
+      new TieredStore(std::make_unique<Impl>(options, std::move(tiers))));
+}
+
+TieredStore::TieredStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+TieredStore::~TieredStore() {
+  absl::Status s = impl_->Flush();
+  if (!s.ok()) {
+    RAGKV_LOG(WARNING) << "kvstore: flush on shutdown: " << s;
+  }
+}
+
+absl::Status TieredStore::Put(const ChunkKey& key, std::shared_ptr<const EncodedChunk> chunk) {
+  return impl_->Put(key, std::move(chunk));
+}
+absl::StatusOr<std::optional<ChunkHandle>> TieredStore::Get(const ChunkKey& key,
+                                                            const Fingerprint& fp) {
+  return impl_->Get(key, fp);
+}
+std::vector<std::optional<ChunkHandle>> TieredStore::MultiGet(absl::Span<const ChunkKey> keys,
+                                                              const Fingerprint& fp) {
+  return impl_->MultiGet(keys, fp);
+}
+absl::StatusOr<StreamResult> TieredStore::StreamLayers(const ChunkKey& key, const Fingerprint& fp,
+                                                       const LayerCallback& callback) {
+  return impl_->StreamLayers(key, fp, callback);
+}
+bool TieredStore::Contains(const ChunkKey& key) { return impl_->Locate(key).has_value(); }
+std::optional<size_t> TieredStore::Locate(const ChunkKey& key) { return impl_->Locate(key); }
+absl::Status TieredStore::Delete(const ChunkKey& key) { return impl_->Delete(key); }
+absl::StatusOr<uint64_t> TieredStore::DeleteByFingerprint(const Fingerprint& fp) {
+  return impl_->DeleteByFingerprint(fp);
+}
+absl::Status TieredStore::Flush() { return impl_->Flush(); }
+StoreStats TieredStore::Stats() const { return impl_->Stats(); }
+std::vector<TierStats> TieredStore::TierStatsAll() const { return impl_->TierStatsAll(); }
+size_t TieredStore::num_tiers() const { return impl_->num_tiers(); }
+Tier& TieredStore::tier(size_t i) { return impl_->tier(i); }
+
+}  // namespace ragkv::kvstore
