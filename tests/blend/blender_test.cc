@@ -1,0 +1,392 @@
+#include "blend/blender.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "blend_test_util.h"
+
+namespace ragkv::blend {
+namespace {
+
+using kernels::DType;
+using testing::MaxAbsDiff;
+using testing::Prompt;
+using testing::RandomTokens;
+using testing::SmallModel;
+
+class BlenderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = SmallModel();
+    auto b = Blender::Create({model_.get()});
+    ASSERT_TRUE(b.ok()) << b.status();
+    blender_ = std::move(b).value();
+  }
+  // A prompt: 8-token system prefix, `chunks` chunks of `chunk_tokens`, a
+  // 6-token query; chunk `missed` (if >= 0) has no cache.
+  Prompt MakePrompt(uint32_t seed, int chunks = 3, int chunk_tokens = 24, int missed = -1,
+                    bool prefix = true) {
+    std::mt19937 rng(seed);
+    Prompt p;
+    const int vocab = model_->config().vocab_size;
+    if (prefix) p.Add(*model_, SegmentKind::kPrefix, RandomTokens(&rng, 8, vocab), true);
+    for (int c = 0; c < chunks; ++c) {
+      p.Add(*model_, SegmentKind::kChunk, RandomTokens(&rng, chunk_tokens, vocab), c != missed);
+    }
+    p.Add(*model_, SegmentKind::kQuery, RandomTokens(&rng, 6, vocab), false);
+    return p;
+  }
+  // Reference: Model::Prefill of the whole prompt (logits of every row).
+  struct Reference {
+    std::unique_ptr<model::KVCache> cache;
+    std::vector<float> logits;
+  };
+  Reference FullPrefill(const std::vector<int32_t>& tokens) {
+    auto cache = model_->NewCache(static_cast<int64_t>(tokens.size()));
+    EXPECT_TRUE(cache.ok());
+    Reference r;
+    r.cache = std::make_unique<model::KVCache>(std::move(cache).value());
+    r.logits.resize(tokens.size() * model_->config().vocab_size);
+    model::Workspace ws;
+    EXPECT_TRUE(
+        model_->Prefill(tokens, r.cache.get(), &ws, model::LogitsMode::kAll, r.logits.data())
+            .ok());
+    return r;
+  }
+  absl::StatusOr<BlendResult> Run(const Prompt& p, BlendOptions o) {
+    auto segs = p.Segments();
+    return blender_->Blend(segs, o);
+  }
+  // Max |a-b| over every layer's K and V of tokens [0, n).
+  double KvDiff(const model::KVCache& a, const model::KVCache& b, int64_t n, int64_t begin = 0) {
+    const auto& c = model_->config();
+    double m = 0;
+    for (int l = 0; l < c.n_layers; ++l) {
+      auto la = a.Layer(l, n), lb = b.Layer(l, n);
+      for (int h = 0; h < c.n_kv_heads; ++h) {
+        for (auto [x, y] : {std::pair{la.k, lb.k}, std::pair{la.v, lb.v}}) {
+          m = std::max(m, MaxAbsDiff(x.as<float>() + h * x.stride[0] + begin * c.head_dim,
+                                     y.as<float>() + h * y.stride[0] + begin * c.head_dim,
+                                     (n - begin) * c.head_dim));
+        }
+      }
+    }
+    return m;
+  }
+
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<Blender> blender_;
+};
+
+TEST_F(BlenderTest, FullRatioEqualsFullPrefill) {
+  Prompt p = MakePrompt(1);
+  const auto all = p.AllTokens();
+  Reference ref = FullPrefill(all);
+  for (Filtering f : {Filtering::kGradual, Filtering::kSingleCheck}) {
+    BlendOptions o;
+    o.ratio = 1.0;
+    o.filtering = f;
+    o.logits = QueryLogits::kAll;
+    auto r = Run(p, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->total_tokens, static_cast<int64_t>(all.size()));
+    EXPECT_LT(KvDiff(r->cache, *ref.cache, r->total_tokens), 1e-4);
+    const int V = model_->config().vocab_size;
+    ASSERT_EQ(r->logits_rows, 6);
+    EXPECT_LT(MaxAbsDiff(r->logits.data(), ref.logits.data() + r->query_begin * V, 6 * V), 1e-4);
+  }
+}
+
+TEST_F(BlenderTest, FullPrefillAndPrefixReuseBaselinesEqualPrefill) {
+  Prompt p = MakePrompt(2);
+  Reference ref = FullPrefill(p.AllTokens());
+  const int V = model_->config().vocab_size;
+  for (Strategy s : {Strategy::kFullPrefill, Strategy::kPrefixReuse}) {
+    BlendOptions o;
+    o.strategy = s;
+    auto r = Run(p, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_LT(KvDiff(r->cache, *ref.cache, r->total_tokens), 1e-4) << StrategyName(s);
+    EXPECT_LT(MaxAbsDiff(r->logits.data(), ref.logits.data() + (r->total_tokens - 1) * V, V),
+              1e-4)
+        << StrategyName(s);
+  }
+}
+
+TEST_F(BlenderTest, ZeroRatioIsConcatenationWithRerotation) {
+  Prompt p = MakePrompt(3);
+  const auto& c = model_->config();
+  for (Strategy s : {Strategy::kCacheBlend, Strategy::kFullReuse}) {
+    BlendOptions o;
+    o.strategy = s;
+    o.ratio = 0.0;
+    auto r = Run(p, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    // Reference: the cached chunks, re-rotated by a double-precision naive
+    // RoPE, imported into a cache; then the query prefilled on top.
+    auto ref = model_->NewCache(r->total_tokens);
+    ASSERT_TRUE(ref.ok());
+    for (size_t seg = 0; seg + 1 < p.tokens.size(); ++seg) {
+      const ChunkKV& ck = *p.kv[seg];
+      const int64_t off = p.Offset(seg), T = ck.info.num_tokens;
+      for (int l = 0; l < c.n_layers; ++l) {
+        std::vector<float> k(c.n_kv_heads * T * c.head_dim), v(k.size());
+        std::memcpy(k.data(), ck.k[l].data(), k.size() * 4);
+        std::memcpy(v.data(), ck.v[l].data(), v.size() * 4);
+        for (int64_t row = 0; row < c.n_kv_heads * T; ++row) {
+          testing::NaiveRerotate(k.data() + row * c.head_dim, c.head_dim, off, c.rope_theta);
+        }
+        ASSERT_TRUE(ref->ImportLayer(l, off, T, DType::kF32, k.data(), v.data()).ok());
+      }
+    }
+    ASSERT_TRUE(ref->set_num_tokens(r->query_begin).ok());
+    model::Workspace ws;
+    std::vector<float> logits(c.vocab_size);
+    ASSERT_TRUE(model_->Prefill(p.tokens.back(), &*ref, &ws, model::LogitsMode::kLast,
+                                logits.data())
+                    .ok());
+    EXPECT_LT(KvDiff(r->cache, *ref, r->query_begin), 1e-4) << StrategyName(s);
+    EXPECT_LT(KvDiff(r->cache, *ref, r->total_tokens, r->query_begin), 1e-4);
+    EXPECT_LT(MaxAbsDiff(r->logits.data(), logits.data(), c.vocab_size), 1e-4);
+    // Only the query rows were computed.
+    for (int l = 0; l < c.n_layers; ++l) {
+      ASSERT_EQ(r->recomputed[l].size(), 6u);
+      EXPECT_EQ(r->recomputed[l].front(), r->query_begin);
+    }
+  }
+}
+
+TEST_F(BlenderTest, RerotationAtOffsetZeroIsIdentity) {
+  // A chunk placed first (no prefix) keeps its cached KV bit for bit.
+  Prompt p = MakePrompt(4, 2, 20, -1, /*prefix=*/false);
+  BlendOptions o;
+  o.ratio = 0.5;
+  auto r = Run(p, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const auto& c = model_->config();
+  const ChunkKV& ck = *p.kv[0];
+  for (int l = 0; l < c.n_layers; ++l) {
+    auto lv = r->cache.Layer(l);
+    for (int h = 0; h < c.n_kv_heads; ++h) {
+      const float* ek = reinterpret_cast<const float*>(ck.k[l].data()) + h * 20 * c.head_dim;
+      const float* ev = reinterpret_cast<const float*>(ck.v[l].data()) + h * 20 * c.head_dim;
+      EXPECT_EQ(std::memcmp(lv.k.as<float>() + h * lv.k.stride[0], ek, 20 * c.head_dim * 4), 0);
+      EXPECT_EQ(std::memcmp(lv.v.as<float>() + h * lv.v.stride[0], ev, 20 * c.head_dim * 4), 0);
+    }
+    // The exact first chunk is never recomputed.
+    for (int32_t pos : r->recomputed[l]) EXPECT_GE(pos, 20);
+  }
+}
+
+TEST_F(BlenderTest, RecomputeSetAlwaysHoldsQueryAndMissedRows) {
+  Prompt p = MakePrompt(5, 4, 20, /*missed=*/2);
+  const int64_t missed_begin = p.Offset(3), missed_end = missed_begin + 20;
+  for (double ratio : {0.0, 0.05, 0.15, 0.3, 1.0}) {
+    for (Filtering f : {Filtering::kGradual, Filtering::kSingleCheck}) {
+      BlendOptions o;
+      o.ratio = ratio;
+      o.filtering = f;
+      auto r = Run(p, o);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->selectable_tokens, 60);  // 3 cached chunks x 20 (prefix is exact)
+      for (int l = 0; l < model_->config().n_layers; ++l) {
+        std::set<int32_t> s(r->recomputed[l].begin(), r->recomputed[l].end());
+        EXPECT_TRUE(std::is_sorted(r->recomputed[l].begin(), r->recomputed[l].end()));
+        for (int64_t q = r->query_begin; q < r->total_tokens; ++q) EXPECT_TRUE(s.count(q));
+        for (int64_t m = missed_begin; m < missed_end; ++m) EXPECT_TRUE(s.count(m));
+        for (int32_t pos : s) EXPECT_GE(pos, 8);  // exact prefix never recomputed
+      }
+      // After the last check layer: exactly round(r * selectable) cached rows.
+      const size_t forced = 20 + 6;
+      const size_t expect = forced + static_cast<size_t>(std::llround(ratio * 60));
+      EXPECT_EQ(r->recomputed.back().size(), expect) << ratio;
+      // Layer 0 is full when r > 0.
+      EXPECT_EQ(r->recomputed[0].size(), ratio > 0 ? 60 + forced : forced);
+    }
+  }
+}
+
+TEST_F(BlenderTest, GradualScheduleShrinksTowardRatio) {
+  BlendOptions o;
+  o.ratio = 0.1;
+  auto s = MakeSchedule(o, 8);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].layer, 1);
+  EXPECT_DOUBLE_EQ(s[0].ratio, 0.2);
+  EXPECT_EQ(s[1].layer, 2);
+  EXPECT_DOUBLE_EQ(s[1].ratio, 0.1);
+  o.filtering = Filtering::kSingleCheck;
+  s = MakeSchedule(o, 8);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].layer, 1);
+  o.ratio = 0;
+  EXPECT_TRUE(MakeSchedule(o, 8).empty());
+}
+
+// Exact masking: rows recomputed in the middle of the prompt (a missed chunk)
+// must not see anything after them. Changing the chunk that follows must
+// leave their fused K/V bit-identical in every layer; the bottom-right
+// shortcut does not have this property.
+TEST_F(BlenderTest, ExactMaskingNeverAttendsPastPosition) {
+  const auto& c = model_->config();
+  auto run = [&](uint32_t tail_seed, kernels::CausalMode mode) {
+    std::mt19937 rng(11);
+    Prompt p;
+    p.Add(*model_, SegmentKind::kChunk, RandomTokens(&rng, 16, c.vocab_size), true);
+    p.Add(*model_, SegmentKind::kChunk, RandomTokens(&rng, 16, c.vocab_size), false);  // missed
+    std::mt19937 tail(tail_seed);
+    p.Add(*model_, SegmentKind::kChunk, RandomTokens(&tail, 16, c.vocab_size), true);
+    p.Add(*model_, SegmentKind::kQuery, RandomTokens(&tail, 4, c.vocab_size), false);
+    BlendOptions o;
+    o.strategy = Strategy::kFullReuse;
+    o.causal = mode;
+    auto r = Run(p, o);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return std::move(r).value();
+  };
+  auto a = run(100, kernels::CausalMode::kExact);
+  auto b = run(200, kernels::CausalMode::kExact);
+  EXPECT_EQ(KvDiff(a.cache, b.cache, 32), 0.0);
+  auto ba = run(100, kernels::CausalMode::kBottomRight);
+  auto bb = run(200, kernels::CausalMode::kBottomRight);
+  EXPECT_GT(KvDiff(ba.cache, bb.cache, 32), 1e-3) << "bottom-right should leak the future";
+}
+
+TEST_F(BlenderTest, BlendingIsDeterministicAndOverlapMatchesSync) {
+  Prompt p = MakePrompt(6, 4, 24);
+  BlendOptions o;
+  o.ratio = 0.2;
+  o.logits = QueryLogits::kAll;
+  auto a = Run(p, o);
+  auto b = Run(p, o);
+  o.overlap_loading = true;
+  o.prefetch_layers = 1;
+  auto c = Run(p, o);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  for (const BlendResult* r : {&*b, &*c}) {
+    EXPECT_EQ(KvDiff(a->cache, r->cache, a->total_tokens), 0.0);
+    EXPECT_EQ(a->logits, r->logits);
+    EXPECT_EQ(a->recomputed, r->recomputed);
+  }
+  EXPECT_EQ(c->timings.layer_load_s.size(), 4u);
+}
+
+TEST_F(BlenderTest, MoreRecomputeIsCloserToPrefill) {
+  Prompt p = MakePrompt(7, 4, 32);
+  Reference ref = FullPrefill(p.AllTokens());
+  const int V = model_->config().vocab_size;
+  double prev = std::numeric_limits<double>::infinity();
+  for (double ratio : {0.0, 0.5, 1.0}) {
+    BlendOptions o;
+    o.ratio = ratio;
+    o.logits = QueryLogits::kAll;
+    auto r = Run(p, o);
+    ASSERT_TRUE(r.ok());
+    const double d = MaxAbsDiff(r->logits.data(), ref.logits.data() + r->query_begin * V, 6 * V);
+    EXPECT_LE(d, prev + 1e-6) << ratio;
+    prev = d;
+  }
+  EXPECT_LT(prev, 1e-4);
+}
+
+TEST_F(BlenderTest, HalfPrecisionCache) {
+  auto m16 = SmallModel(DType::kF16);
+  auto blender = Blender::Create({m16.get()});
+  ASSERT_TRUE(blender.ok());
+  std::mt19937 rng(9);
+  Prompt p;
+  p.Add(*m16, SegmentKind::kChunk, RandomTokens(&rng, 20, 300), true);
+  p.Add(*m16, SegmentKind::kChunk, RandomTokens(&rng, 20, 300), true);
+  p.Add(*m16, SegmentKind::kQuery, RandomTokens(&rng, 4, 300), false);
+  EXPECT_EQ(p.kv[0]->info.dtype, DType::kF16);
+  BlendOptions o;
+  o.ratio = 1.0;
+  auto segs = p.Segments();
+  auto r = (*blender)->Blend(segs, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto ref_cache = m16->NewCache(44);
+  std::vector<float> logits(300);
+  model::Workspace ws;
+  ASSERT_TRUE(
+      m16->Prefill(p.AllTokens(), &*ref_cache, &ws, model::LogitsMode::kLast, logits.data()).ok());
+  EXPECT_LT(MaxAbsDiff(r->logits.data(), logits.data(), 300), 2e-2);
+}
+
+TEST_F(BlenderTest, BadInputIsRejected) {
+  Prompt p = MakePrompt(8);
+  auto segs = p.Segments();
+  BlendOptions o;
+  // Ratio outside [0, 1].
+  for (double bad : {-0.1, 1.5, std::nan("")}) {
+    o.ratio = bad;
+    EXPECT_EQ(blender_->Blend(segs, o).status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  o.ratio = 0.15;
+  // Empty chunk list.
+  std::vector<BlendSegment> no_chunks = {segs.front(), segs.back()};
+  EXPECT_EQ(blender_->Blend(no_chunks, o).status().code(), absl::StatusCode::kInvalidArgument);
+  // Query not last.
+  std::vector<BlendSegment> bad_order = {segs[0], segs.back(), segs[1]};
+  EXPECT_EQ(blender_->Blend(bad_order, o).status().code(), absl::StatusCode::kInvalidArgument);
+  // Empty segment.
+  std::vector<BlendSegment> empty = segs;
+  empty[1].tokens = {};
+  EXPECT_EQ(blender_->Blend(empty, o).status().code(), absl::StatusCode::kInvalidArgument);
+  // Fingerprint of another model.
+  {
+    ChunkKV other = *p.kv[1];
+    other.info.fingerprint[0] ^= 1;
+    InMemoryKvSource src(&other);
+    std::vector<BlendSegment> s = segs;
+    s[1].kv = &src;
+    EXPECT_EQ(blender_->Blend(s, o).status().code(), absl::StatusCode::kFailedPrecondition);
+  }
+  // Head layout / dtype / token count disagree.
+  for (int what = 0; what < 3; ++what) {
+    ChunkKV other = *p.kv[1];
+    if (what == 0) other.info.kv_heads = 4;
+    if (what == 1) other.info.dtype = DType::kF16;
+    if (what == 2) other.info.num_tokens += 1;
+    InMemoryKvSource src(&other);
+    std::vector<BlendSegment> s = segs;
+    s[1].kv = &src;
+    EXPECT_EQ(blender_->Blend(s, o).status().code(), absl::StatusCode::kInvalidArgument) << what;
+  }
+  // Over the context (512).
+  std::vector<int32_t> big(600, 5);
+  std::vector<BlendSegment> s = {{SegmentKind::kChunk, big, nullptr}, segs.back()};
+  EXPECT_EQ(blender_->Blend(s, o).status().code(), absl::StatusCode::kOutOfRange);
+  // Bad schedule.
+  o.schedule = {{2, 0.3}, {1, 0.15}};
+  EXPECT_EQ(blender_->Blend(segs, o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.schedule = {{1, 1.3}};
+  EXPECT_EQ(blender_->Blend(segs, o).status().code(), absl::StatusCode::kInvalidArgument);
+  // A source that fails mid-way fails the whole blend.
+  class FailingSource : public KvSource {
+   public:
+    explicit FailingSource(ChunkInfo info) : info_(info) {}
+    const ChunkInfo& info() const override { return info_; }
+    absl::Status ReadLayer(int layer, kernels::TensorView, kernels::TensorView) override {
+      return layer >= 2 ? absl::DataLossError("layer record corrupt") : absl::OkStatus();
+    }
+   private:
+    ChunkInfo info_;
+  };
+  FailingSource fail(p.kv[1]->info);
+  std::vector<BlendSegment> f = segs;
+  f[1].kv = &fail;
+  o.schedule.clear();
+  for (bool overlap : {false, true}) {
+    o.overlap_loading = overlap;
+    EXPECT_EQ(blender_->Blend(f, o).status().code(), absl::StatusCode::kDataLoss);
+  }
+}
+
+}  // namespace
+}  // namespace ragkv::blend
