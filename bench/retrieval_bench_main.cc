@@ -1,0 +1,61 @@
+// ragkv_bench_retrieval: standalone runner for the retrieval benchmarks
+// (retrieval/bench_retrieval.h) until `ragkv bench retrieval` wires them.
+//
+//   ragkv_bench_retrieval --corpus PATH [--embedder NAME[,NAME...]]
+//                         [--factory F] [--chunk-tokens N] [--speed]
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "absl/strings/str_split.h"
+#include "retrieval/bench_retrieval.h"
+
+int main(int argc, char** argv) {
+  ragkv::retrieval::RetrievalBenchOptions options;
+  bool speed = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::cerr << arg << " needs a value\n";
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (arg == "--corpus") {
+      options.corpus_path = next();
+    } else if (arg == "--embedder") {
+      options.embedders = absl::StrSplit(next(), ',');
+    } else if (arg == "--factory") {
+      options.factory = next();
+    } else if (arg == "--chunk-tokens") {
+      options.chunk_tokens = std::atoi(next().c_str());
+    } else if (arg == "--speed") {
+      speed = true;
+    } else {
+      std::cerr << "usage: ragkv_bench_retrieval --corpus PATH [--embedder NAME[,NAME...]] "
+                   "[--factory F] [--chunk-tokens N] [--speed]\n"
+                   "  embedders: hashed, hashed16k, hashed-char, bm25, hybrid\n";
+      return 2;
+    }
+  }
+  if (options.corpus_path.empty()) {
+    std::cerr << "--corpus is required\n";
+    return 2;
+  }
+  absl::Status s = ragkv::retrieval::RunRetrievalBench(options, std::cout);
+  if (!s.ok()) {
+    std::cerr << "bench retrieval: " << s << "\n";
+    return 1;
+  }
+  if (speed) {
+    ragkv::retrieval::RetrievalSpeedBenchOptions so;
+    so.corpus_path = options.corpus_path;
+    s = ragkv::retrieval::RunRetrievalSpeedBench(so, std::cout);
+    if (!s.ok()) {
+      std::cerr << "bench retrieval --speed: " << s << "\n";
+      return 1;
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,239 @@
+#include "retrieval/catalogue.h"
+
+#include <cstring>
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "retrieval/internal/codec.h"
+
+namespace ragkv::retrieval {
+namespace {
+
+constexpr uint8_t kRecordVersion = 1;
+constexpr const char* kFamilies[] = {"docs", "chunks", "vectors", "meta"};
+enum Family { kDocs = 0, kChunks = 1, kVectors = 2, kMeta = 3 };
+
+// The one place rocksdb::Status is translated.
+absl::Status FromRocks(const rocksdb::Status& s, absl::string_view what) {
+  if (s.ok()) return absl::OkStatus();
+  const std::string msg = absl::StrCat("catalogue ", what, ": ", s.ToString());
+  if (s.IsCorruption()) return absl::DataLossError(msg);
+  if (s.IsNotFound()) return absl::NotFoundError(msg);
+  if (s.IsInvalidArgument()) return absl::InvalidArgumentError(msg);
+  if (s.IsIOError()) return absl::UnavailableError(msg);
+  return absl::InternalError(msg);
+}
+
+std::string EncodeDocument(const DocumentRecord& d) {
+  internal::Encoder e;
+  e.U8(kRecordVersion);
+  e.Bytes(d.doc_id);
+  e.Bytes(d.title);
+  e.U64(d.text_bytes);
+  e.U64(d.text_hash);
+  e.I64Array(d.chunk_ids);
+  return std::move(e.str());
+}
+
+absl::StatusOr<DocumentRecord> DecodeDocument(std::string_view v) {
+  internal::Decoder d(v);
+  DocumentRecord r;
+  uint8_t version;
+  if (!d.U8(&version) || version != kRecordVersion || !d.Bytes(&r.doc_id) || !d.Bytes(&r.title) ||
+      !d.U64(&r.text_bytes) || !d.U64(&r.text_hash) || !d.I64Array(&r.chunk_ids) || !d.done()) {
+    return absl::DataLossError("catalogue: undecodable document record");
+  }
+  return r;
+}
+
+std::string EncodeChunk(const ChunkRecord& c) {
+  internal::Encoder e;
+  e.U8(kRecordVersion);
+  e.I64(c.chunk_id);
+  e.Bytes(c.doc_id);
+  e.U32(static_cast<uint32_t>(c.ordinal));
+  e.U64(c.byte_begin);
+  e.U64(c.byte_end);
+  e.U64(c.token_begin);
+  e.I32Array(c.token_ids);
+  e.Bytes(c.text);
+  e.Bytes(c.kv_key);
+  return std::move(e.str());
+}
+
+absl::StatusOr<ChunkRecord> DecodeChunk(std::string_view v) {
+  internal::Decoder d(v);
+  ChunkRecord r;
+  uint8_t version;
+  uint32_t ordinal;
+  if (!d.U8(&version) || version != kRecordVersion || !d.I64(&r.chunk_id) || !d.Bytes(&r.doc_id) ||
+      !d.U32(&ordinal) || !d.U64(&r.byte_begin) || !d.U64(&r.byte_end) || !d.U64(&r.token_begin) ||
+      !d.I32Array(&r.token_ids) || !d.Bytes(&r.text) || !d.Bytes(&r.kv_key) || !d.done()) {
+    return absl::DataLossError("catalogue: undecodable chunk record");
+  }
+  r.ordinal = static_cast<int32_t>(ordinal);
+  return r;
+}
+
+std::string EncodeVector(const std::vector<float>& v) {
+  std::string s(1, static_cast<char>(kRecordVersion));
+  s.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  return s;
+}
+
+bool VectorPayload(std::string_view v, absl::Span<const float>* out, std::vector<float>* buf) {
+  if (v.empty() || static_cast<uint8_t>(v[0]) != kRecordVersion || (v.size() - 1) % sizeof(float) != 0) {
+    return false;
+  }
+  buf->resize((v.size() - 1) / sizeof(float));
+  std::memcpy(buf->data(), v.data() + 1, v.size() - 1);
+  *out = absl::MakeConstSpan(*buf);
+  return true;
+}
+
+}  // namespace
+
+struct Catalogue::Impl {
+  CatalogueOptions options;
+  std::unique_ptr<rocksdb::DB> db;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;  // default, docs, chunks, vectors, meta
+  rocksdb::ColumnFamilyHandle* cf(Family f) const { return handles[1 + f]; }
+  ~Impl() {
+    if (db) {
+      for (auto* h : handles) db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+      db->Close().PermitUncheckedError();
+    }
+  }
+};
+
+Catalogue::Catalogue(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Catalogue::~Catalogue() = default;
+
+absl::StatusOr<std::unique_ptr<Catalogue>> Catalogue::Open(CatalogueOptions options) {
+  if (options.path.empty()) return absl::InvalidArgumentError("Catalogue: path is empty");
+  rocksdb::Options db_opts;
+  db_opts.create_if_missing = options.create_if_missing;
+  db_opts.create_missing_column_families = true;
+  db_opts.max_background_jobs = 1;  // small machines; the catalogue is not hot
+  db_opts.paranoid_checks = true;
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+  cfs.emplace_back(rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions());
+  for (const char* name : kFamilies) cfs.emplace_back(name, rocksdb::ColumnFamilyOptions());
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(db_opts, options.path, cfs, &impl->handles, &raw);
+  if (!s.ok()) {
+    if (s.IsInvalidArgument() && !options.create_if_missing) {
+      return absl::NotFoundError(absl::StrCat("catalogue open ", options.path, ": ", s.ToString()));
+    }
+    return FromRocks(s, absl::StrCat("open ", options.path));
+  }
+  impl->db.reset(raw);
+  return std::unique_ptr<Catalogue>(new Catalogue(std::move(impl)));
+}
+
+absl::Status Catalogue::Apply(const CatalogueMutation& m) {
+  rocksdb::WriteBatch batch;
+  auto check = [](const rocksdb::Status& s) { return FromRocks(s, "batch"); };
+  for (const std::string& id : m.delete_documents) RETURN_IF_ERROR(check(batch.Delete(impl_->cf(kDocs), id)));
+  for (int64_t id : m.delete_chunks) {
+    const std::string key = internal::EncodeChunkId(id);
+    RETURN_IF_ERROR(check(batch.Delete(impl_->cf(kChunks), key)));
+    RETURN_IF_ERROR(check(batch.Delete(impl_->cf(kVectors), key)));
+  }
+  for (const DocumentRecord& d : m.put_documents) {
+    RETURN_IF_ERROR(check(batch.Put(impl_->cf(kDocs), d.doc_id, EncodeDocument(d))));
+  }
+  for (const ChunkRecord& c : m.put_chunks) {
+    RETURN_IF_ERROR(check(batch.Put(impl_->cf(kChunks), internal::EncodeChunkId(c.chunk_id), EncodeChunk(c))));
+  }
+  for (const auto& [id, v] : m.put_vectors) {
+    RETURN_IF_ERROR(check(batch.Put(impl_->cf(kVectors), internal::EncodeChunkId(id), EncodeVector(v))));
+  }
+  for (const auto& [k, v] : m.put_meta) RETURN_IF_ERROR(check(batch.Put(impl_->cf(kMeta), k, v)));
+  rocksdb::WriteOptions wo;
+  wo.sync = impl_->options.sync_writes;
+  return FromRocks(impl_->db->Write(wo, &batch), "write");
+}
+
+namespace {
+absl::StatusOr<std::optional<std::string>> GetRaw(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf,
+                                                  const std::string& key) {
+  std::string value;
+  rocksdb::Status s = db->Get(rocksdb::ReadOptions(), cf, key, &value);
+  if (s.IsNotFound()) return std::optional<std::string>();
+  RETURN_IF_ERROR(FromRocks(s, "get"));
+  return std::optional<std::string>(std::move(value));
+}
+}  // namespace
+
+absl::StatusOr<std::optional<DocumentRecord>> Catalogue::GetDocument(const std::string& doc_id) const {
+  ASSIGN_OR_RETURN(auto raw, GetRaw(impl_->db.get(), impl_->cf(kDocs), doc_id));
+  if (!raw) return std::optional<DocumentRecord>();
+  ASSIGN_OR_RETURN(DocumentRecord r, DecodeDocument(*raw));
+  return std::optional<DocumentRecord>(std::move(r));
+}
+
+absl::StatusOr<std::optional<ChunkRecord>> Catalogue::GetChunk(int64_t chunk_id) const {
+  ASSIGN_OR_RETURN(auto raw, GetRaw(impl_->db.get(), impl_->cf(kChunks), internal::EncodeChunkId(chunk_id)));
+  if (!raw) return std::optional<ChunkRecord>();
+  ASSIGN_OR_RETURN(ChunkRecord r, DecodeChunk(*raw));
+  return std::optional<ChunkRecord>(std::move(r));
+}
+
+absl::StatusOr<std::optional<std::vector<float>>> Catalogue::GetVector(int64_t chunk_id) const {
+  ASSIGN_OR_RETURN(auto raw, GetRaw(impl_->db.get(), impl_->cf(kVectors), internal::EncodeChunkId(chunk_id)));
+  if (!raw) return std::optional<std::vector<float>>();
+  std::vector<float> buf;
+  absl::Span<const float> span;
+  if (!VectorPayload(*raw, &span, &buf)) return absl::DataLossError("catalogue: undecodable vector record");
+  return std::optional<std::vector<float>>(std::move(buf));
+}
+
+absl::StatusOr<std::optional<std::string>> Catalogue::GetMeta(const std::string& key) const {
+  return GetRaw(impl_->db.get(), impl_->cf(kMeta), key);
+}
+
+namespace {
+template <typename F>
+absl::Status Scan(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, F&& fn) {
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), cf));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    RETURN_IF_ERROR(fn(it->key(), it->value()));
+  }
+  return FromRocks(it->status(), "scan");
+}
+}  // namespace
+
+absl::Status Catalogue::ForEachDocument(const std::function<absl::Status(const DocumentRecord&)>& fn) const {
+  return Scan(impl_->db.get(), impl_->cf(kDocs), [&](const rocksdb::Slice&, const rocksdb::Slice& v) {
+    ASSIGN_OR_RETURN(DocumentRecord r, DecodeDocument(std::string_view(v.data(), v.size())));
+    return fn(r);
+  });
+}
+
+absl::Status Catalogue::ForEachChunk(const std::function<absl::Status(const ChunkRecord&)>& fn) const {
+  return Scan(impl_->db.get(), impl_->cf(kChunks), [&](const rocksdb::Slice&, const rocksdb::Slice& v) {
+    ASSIGN_OR_RETURN(ChunkRecord r, DecodeChunk(std::string_view(v.data(), v.size())));
+    return fn(r);
+  });
+}
+
+absl::Status Catalogue::ForEachVector(
+    const std::function<absl::Status(int64_t, absl::Span<const float>)>& fn) const {
+  std::vector<float> buf;
+  return Scan(impl_->db.get(), impl_->cf(kVectors), [&](const rocksdb::Slice& k, const rocksdb::Slice& v) {
+    absl::Span<const float> span;
+    if (!VectorPayload(std::string_view(v.data(), v.size()), &span, &buf)) {
+      return absl::DataLossError("catalogue: undecodable vector record");
+    }
+    return fn(internal::DecodeChunkId(std::string_view(k.data(), k.size())), span);
+  });
+}
+
+}  // namespace ragkv::retrieval

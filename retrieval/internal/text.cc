@@ -1,0 +1,131 @@
+#include "retrieval/internal/text.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace ragkv::retrieval::internal {
+
+absl::Status ValidateUtf8(std::string_view text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = s[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    uint32_t cp = 0;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("invalid UTF-8: bad lead byte at offset ", i));
+    }
+    if (i + len > n) {
+      return absl::InvalidArgumentError(absl::StrCat("invalid UTF-8: truncated sequence at offset ", i));
+    }
+    for (size_t j = 1; j < len; ++j) {
+      if ((s[i + j] & 0xC0) != 0x80) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("invalid UTF-8: bad continuation byte at offset ", i + j));
+      }
+      cp = (cp << 6) | (s[i + j] & 0x3F);
+    }
+    const bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+                          (len == 4 && cp < 0x10000);
+    if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid UTF-8: overlong or out-of-range code point at offset ", i));
+    }
+    i += len;
+  }
+  return absl::OkStatus();
+}
+
+bool LooksBinary(std::string_view text) {
+  if (text.find('\0') != std::string_view::npos) return true;
+  const size_t n = std::min<size_t>(text.size(), 64 * 1024);
+  size_t ctrl = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\v') || c == 0x7F) {
+      ++ctrl;
+    }
+  }
+  return n > 0 && ctrl * 10 > n;
+}
+
+std::vector<std::string> AnalyzeWords(std::string_view text) {
+  std::vector<std::string> words;
+  std::string cur;
+  for (char ch : text) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c >= 0x80) {
+      cur.push_back(ch);
+    } else if (c >= 'A' && c <= 'Z') {
+      cur.push_back(static_cast<char>(c - 'A' + 'a'));
+    } else if (!cur.empty()) {
+      words.push_back(std::move(cur));
+      cur.clear();
+    }
+  }
+  if (!cur.empty()) words.push_back(std::move(cur));
+  return words;
+}
+
+namespace {
+bool IsSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+}  // namespace
+
+std::vector<WordSpan> SplitWords(std::string_view text) {
+  std::vector<WordSpan> words;
+  size_t i = 0;
+  const size_t n = text.size();
+  while (i < n) {
+    while (i < n && IsSpace(text[i])) ++i;
+    if (i >= n) break;
+    WordSpan w;
+    w.begin = i;
+    while (i < n && !IsSpace(text[i])) ++i;
+    w.end = i;
+    // Sentence end: last non-quote char is . ! ?
+    size_t e = w.end;
+    while (e > w.begin && (text[e - 1] == '"' || text[e - 1] == '\'' || text[e - 1] == ')')) --e;
+    w.ends_sentence = e > w.begin && (text[e - 1] == '.' || text[e - 1] == '!' || text[e - 1] == '?');
+    // Paragraph end: two newlines before the next word, or end of text.
+    size_t j = i;
+    int newlines = 0;
+    while (j < n && IsSpace(text[j])) {
+      if (text[j] == '\n') ++newlines;
+      ++j;
+    }
+    w.ends_paragraph = (j >= n) || newlines >= 2;
+    words.push_back(w);
+  }
+  return words;
+}
+
+size_t Utf8PrefixLength(std::string_view s, size_t max_bytes) {
+  if (s.size() <= max_bytes) return s.size();
+  size_t len = max_bytes;
+  while (len > 0 && (static_cast<unsigned char>(s[len]) & 0xC0) == 0x80) --len;
+  if (len == 0) {
+    // A single code point longer than max_bytes: take it whole.
+    len = 1;
+    while (len < s.size() && (static_cast<unsigned char>(s[len]) & 0xC0) == 0x80) ++len;
+  }
+  return len;
+}
+
+}  // namespace ragkv::retrieval::internal

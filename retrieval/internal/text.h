@@ -1,0 +1,46 @@
+// internal/text.h: text utilities shared by the chunker, embedders and BM25.
+// Pure functions, thread-safe.
+#ifndef RAGKV_RETRIEVAL_INTERNAL_TEXT_H_
+#define RAGKV_RETRIEVAL_INTERNAL_TEXT_H_
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace ragkv::retrieval::internal {
+
+// ValidateUtf8: OK when `text` is well-formed UTF-8 (no overlongs, no
+// surrogates, <= U+10FFFF); InvalidArgument naming the first bad byte offset.
+absl::Status ValidateUtf8(std::string_view text);
+
+// LooksBinary: true when `text` holds a NUL byte or more than 10% (of the
+// first 64 KiB) control bytes other than \t \n \r \f \v.
+bool LooksBinary(std::string_view text);
+
+// AnalyzeWords: the lowercase ASCII-alphanumeric words of `text` (every other
+// byte is a separator; non-ASCII bytes stay inside words). This is the one
+// word analyzer of BM25 and the hashed embedder, so their terms agree.
+std::vector<std::string> AnalyzeWords(std::string_view text);
+
+// WordSpan: a whitespace-delimited word [begin, end) in bytes, plus flags the
+// chunker uses to prefer good cut points after it.
+struct WordSpan {
+  size_t begin = 0;
+  size_t end = 0;
+  bool ends_sentence = false;   // word ends with . ! ? (optionally quoted)
+  bool ends_paragraph = false;  // followed by a blank line or end of text
+};
+
+// SplitWords: the whitespace-delimited words of `text` in order.
+std::vector<WordSpan> SplitWords(std::string_view text);
+
+// Utf8PrefixLength: the longest prefix of `s` no longer than `max_bytes`
+// that does not end inside a UTF-8 sequence (at least 1 byte when s is non-empty).
+size_t Utf8PrefixLength(std::string_view s, size_t max_bytes);
+
+}  // namespace ragkv::retrieval::internal
+
+#endif  // RAGKV_RETRIEVAL_INTERNAL_TEXT_H_

@@ -1,0 +1,530 @@
+#include "retrieval/retriever.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include <xxhash.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "base/log.h"
+#include "base/status_macros.h"
+
+namespace ragkv::retrieval {
+namespace {
+
+constexpr char kFormatVersion[] = "1";
+constexpr char kMetaFormat[] = "format_version";
+constexpr char kMetaTokenizer[] = "tokenizer";
+constexpr char kMetaEmbedder[] = "embedder";
+constexpr char kMetaChunker[] = "chunker";
+constexpr char kMetaIndex[] = "index";
+constexpr char kMetaNextChunkId[] = "next_chunk_id";
+constexpr char kMetaGeneration[] = "generation";
+constexpr char kMetaIndexGeneration[] = "index_generation";
+
+// The text embedded and BM25-indexed for a chunk: title + chunk text.
+std::string IndexText(const std::string& title, const std::string& chunk_text) {
+  if (title.empty()) return chunk_text;
+  return absl::StrCat(title, "\n", chunk_text);
+}
+
+absl::Status CheckFinite(absl::Span<const float> v, absl::string_view what) {
+  for (float x : v) {
+    if (!std::isfinite(x)) return absl::InvalidArgumentError(absl::StrCat(what, ": NaN/Inf in vector"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+struct Retriever::Prepared {
+  Document doc;
+  std::vector<ChunkSpan> chunks;
+  std::vector<float> vectors;  // chunks * dim
+  std::vector<std::string> index_texts;
+};
+
+Retriever::Retriever(RetrieverOptions options) : options_(std::move(options)), bm25_(options_.bm25) {}
+
+Retriever::~Retriever() {
+  bool dirty;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    dirty = index_ != nullptr && generation_ != saved_generation_;
+  }
+  if (dirty) {
+    absl::Status s = Save();
+    if (!s.ok()) {
+      RAGKV_LOG(WARNING) << "Retriever: saving index on close failed: " << s;
+    }
+  }
+}
+
+std::string Retriever::IndexPath() const { return options_.dir + "/index.rkvidx"; }
+
+absl::StatusOr<std::unique_ptr<Retriever>> Retriever::Create(RetrieverOptions options) {
+  if (options.dir.empty()) return absl::InvalidArgumentError("Retriever: dir is empty");
+  if (options.rrf_k < 1 || options.rrf_depth < 1) {
+    return absl::InvalidArgumentError("Retriever: rrf_k and rrf_depth must be >= 1");
+  }
+  if (!options.tokenizer) options.tokenizer = std::make_shared<ByteTokenizer>();
+  if (!options.embedder) {
+    ASSIGN_OR_RETURN(auto e, HashedEmbedder::Create(HashedEmbedderOptions{}));
+    options.embedder = std::move(e);
+  }
+  if (options.embedder->dim() <= 0) return absl::InvalidArgumentError("Retriever: embedder dim <= 0");
+  options.index.dim = options.embedder->dim();
+  std::error_code ec;
+  std::filesystem::create_directories(options.dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("Retriever: cannot create ", options.dir, ": ", ec.message()));
+  auto r = std::unique_ptr<Retriever>(new Retriever(std::move(options)));
+  RETURN_IF_ERROR(r->Open());
+  return r;
+}
+
+absl::Status Retriever::Open() {
+  ASSIGN_OR_RETURN(chunker_, Chunker::Create(options_.chunker, options_.tokenizer));
+  // Validate the index options early (unknown factory -> InvalidArgument).
+  ASSIGN_OR_RETURN(auto fresh_index, VectorIndex::Create(options_.index));
+  ASSIGN_OR_RETURN(catalogue_, Catalogue::Open(CatalogueOptions{options_.dir + "/catalogue", true,
+                                                                 options_.sync_writes}));
+
+  const std::vector<std::pair<std::string, std::string>> fingerprints = {
+      {kMetaFormat, kFormatVersion},
+      {kMetaTokenizer, options_.tokenizer->Fingerprint()},
+      {kMetaEmbedder, options_.embedder->Fingerprint()},
+      {kMetaChunker, absl::StrCat("target=", options_.chunker.target_tokens,
+                                  ",overlap=", options_.chunker.overlap_tokens)},
+      {kMetaIndex, absl::StrCat(options_.index.factory, ",metric=", static_cast<int>(options_.index.metric))},
+  };
+  CatalogueMutation init;
+  for (const auto& [key, value] : fingerprints) {
+    ASSIGN_OR_RETURN(std::optional<std::string> stored, catalogue_->GetMeta(key));
+    if (!stored) {
+      init.put_meta.emplace_back(key, value);
+    } else if (*stored != value) {
+      return absl::FailedPreconditionError(absl::StrCat("Retriever: ", options_.dir, " was created with ", key,
+                                                        " '", *stored, "', now '", value, "'"));
+    }
+  }
+  if (!init.put_meta.empty()) RETURN_IF_ERROR(catalogue_->Apply(init));
+
+  absl::MutexLock lock(&mu_);
+  auto read_int = [&](const char* key, uint64_t* out) -> absl::Status {
+    ASSIGN_OR_RETURN(std::optional<std::string> v, catalogue_->GetMeta(key));
+    *out = 0;
+    if (v && !absl::SimpleAtoi(*v, out)) return absl::DataLossError(absl::StrCat("catalogue meta ", key, " corrupt"));
+    return absl::OkStatus();
+  };
+  uint64_t next_id = 0, index_gen = 0;
+  RETURN_IF_ERROR(read_int(kMetaNextChunkId, &next_id));
+  RETURN_IF_ERROR(read_int(kMetaGeneration, &generation_));
+  RETURN_IF_ERROR(read_int(kMetaIndexGeneration, &index_gen));
+  next_chunk_id_ = static_cast<int64_t>(next_id);
+
+  // BM25 + counters from the chunk records.
+  RETURN_IF_ERROR(catalogue_->ForEachChunk([&](const ChunkRecord& c) -> absl::Status {
+    ++num_chunks_;
+    return absl::OkStatus();
+  }));
+  RETURN_IF_ERROR(catalogue_->ForEachDocument([&](const DocumentRecord& d) -> absl::Status {
+    ++num_documents_;
+    return absl::OkStatus();
+  }));
+  {
+    // Index text needs the title: scan documents for titles, then chunks.
+    absl::flat_hash_map<std::string, std::string> titles;
+    RETURN_IF_ERROR(catalogue_->ForEachDocument([&](const DocumentRecord& d) -> absl::Status {
+      if (!d.title.empty()) titles[d.doc_id] = d.title;
+      return absl::OkStatus();
+    }));
+    RETURN_IF_ERROR(catalogue_->ForEachChunk([&](const ChunkRecord& c) -> absl::Status {
+      auto it = titles.find(c.doc_id);
+      return bm25_.Add(c.chunk_id, IndexText(it == titles.end() ? "" : it->second, c.text));
+    }));
+  }
+
+  // The saved index if current, else a rebuild from the stored vectors.
+  index_ = std::move(fresh_index);
+  if (num_chunks_ > 0 || std::filesystem::exists(IndexPath())) {
+    bool loaded = false;
+    if (index_gen == generation_ && std::filesystem::exists(IndexPath())) {
+      auto l = VectorIndex::Load(IndexPath(), options_.index);
+      if (l.ok()) {
+        index_ = std::move(*l);
+        loaded = true;
+        saved_generation_ = generation_;
+      } else {
+        RAGKV_LOG(WARNING) << "Retriever: saved index unusable, rebuilding from catalogue: " << l.status();
+      }
+    }
+    if (!loaded) {
+      RETURN_IF_ERROR(RebuildIndexLocked());
+      saved_generation_ = ~generation_;  // differs: save on close
+    }
+  }
+  if (index_->size() != num_chunks_ && index_->is_trained()) {
+    RAGKV_LOG(WARNING) << "Retriever: index holds " << index_->size() << " vectors, catalogue "
+                       << num_chunks_ << " chunks; rebuilding";
+    RETURN_IF_ERROR(RebuildIndexLocked());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Retriever::RebuildIndexLocked() {
+  ASSIGN_OR_RETURN(auto index, VectorIndex::Create(options_.index));
+  std::vector<int64_t> ids;
+  std::vector<float> vectors;
+  const size_t dim = static_cast<size_t>(options_.index.dim);
+  RETURN_IF_ERROR(catalogue_->ForEachVector([&](int64_t id, absl::Span<const float> v) -> absl::Status {
+    if (v.size() != dim) return absl::DataLossError(absl::StrCat("catalogue vector ", id, " has wrong dim"));
+    ids.push_back(id);
+    vectors.insert(vectors.end(), v.begin(), v.end());
+    return absl::OkStatus();
+  }));
+  if (!index->is_trained()) {
+    if (static_cast<int64_t>(ids.size()) < options_.min_train_vectors || ids.empty()) {
+      index_ = std::move(index);  // stays untrained until enough vectors are stored
+      return absl::OkStatus();
+    }
+    absl::Status s = index->Train(vectors);
+    if (!s.ok()) {
+      RAGKV_LOG(WARNING) << "Retriever: training on " << ids.size() << " vectors failed: " << s;
+      index_ = std::move(index);
+      return absl::OkStatus();
+    }
+  }
+  RETURN_IF_ERROR(index->Add(ids, vectors));
+  index_ = std::move(index);
+  return absl::OkStatus();
+}
+
+absl::Status Retriever::MaybeTrainOrCompactLocked() {
+  if (!index_->is_trained()) {
+    if (num_chunks_ >= options_.min_train_vectors) return RebuildIndexLocked();
+    return absl::OkStatus();
+  }
+  const int64_t tomb = index_->tombstones();
+  if (tomb > 0 && static_cast<double>(tomb) >
+                      options_.rebuild_tombstone_fraction * static_cast<double>(index_->size() + tomb)) {
+    return RebuildIndexLocked();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ChunkSpan>> Retriever::ChunkDocument(const Document& doc) const {
+  RETURN_IF_ERROR(ValidateDocument(doc));
+  return chunker_->Chunk(doc.text);
+}
+
+absl::StatusOr<Retriever::Prepared> Retriever::Prepare(const Document& doc,
+                                                       absl::Span<const float> vectors) const {
+  Prepared p;
+  p.doc = doc;
+  ASSIGN_OR_RETURN(p.chunks, ChunkDocument(doc));
+  for (const ChunkSpan& c : p.chunks) p.index_texts.push_back(IndexText(doc.title, c.text));
+  const size_t dim = static_cast<size_t>(options_.embedder->dim());
+  if (!vectors.empty()) {
+    if (vectors.size() != p.chunks.size() * dim) {
+      return absl::InvalidArgumentError(absl::StrCat("document '", doc.id, "' has ", p.chunks.size(),
+                                                     " chunks of dim ", dim, ", got ", vectors.size(),
+                                                     " floats"));
+    }
+    RETURN_IF_ERROR(CheckFinite(vectors, absl::StrCat("document '", doc.id, "'")));
+    p.vectors.assign(vectors.begin(), vectors.end());
+  } else {
+    if (!options_.embedder->embeds_text()) {
+      return absl::FailedPreconditionError(
+          "Retriever: the embedder takes caller-supplied vectors; use IngestWithVectors");
+    }
+    ASSIGN_OR_RETURN(p.vectors, options_.embedder->EmbedDocuments(p.index_texts));
+    if (p.vectors.size() != p.chunks.size() * dim) {
+      return absl::InternalError("Retriever: embedder returned the wrong number of floats");
+    }
+    RETURN_IF_ERROR(CheckFinite(p.vectors, "embedder output"));
+  }
+  return p;
+}
+
+absl::StatusOr<IngestStats> Retriever::Ingest(absl::Span<const Document> docs) {
+  absl::flat_hash_set<std::string_view> ids;
+  for (const Document& d : docs) {
+    if (!ids.insert(d.id).second) {
+      return absl::InvalidArgumentError(absl::StrCat("Ingest: document id '", d.id, "' repeated in batch"));
+    }
+  }
+  std::vector<Prepared> prepared;
+  prepared.reserve(docs.size());
+  for (const Document& d : docs) {
+    ASSIGN_OR_RETURN(Prepared p, Prepare(d, {}));
+    prepared.push_back(std::move(p));
+  }
+  return Commit(std::move(prepared), /*replace=*/false);
+}
+
+absl::StatusOr<IngestStats> Retriever::IngestWithVectors(const Document& doc, absl::Span<const float> vectors) {
+  if (vectors.empty()) return absl::InvalidArgumentError("IngestWithVectors: no vectors");
+  std::vector<Prepared> prepared;
+  ASSIGN_OR_RETURN(Prepared p, Prepare(doc, vectors));
+  prepared.push_back(std::move(p));
+  return Commit(std::move(prepared), /*replace=*/false);
+}
+
+absl::StatusOr<IngestStats> Retriever::Update(const Document& doc, absl::Span<const float> vectors) {
+  std::vector<Prepared> prepared;
+  ASSIGN_OR_RETURN(Prepared p, Prepare(doc, vectors));
+  prepared.push_back(std::move(p));
+  return Commit(std::move(prepared), /*replace=*/true);
+}
+
+absl::StatusOr<IngestStats> Retriever::Commit(std::vector<Prepared> docs, bool replace) {
+  IngestStats stats;
+  if (docs.empty()) return stats;
+  absl::MutexLock lock(&mu_);
+  CatalogueMutation m;
+  std::vector<int64_t> old_chunks;
+  for (const Prepared& p : docs) {
+    ASSIGN_OR_RETURN(std::optional<DocumentRecord> existing, catalogue_->GetDocument(p.doc.id));
+    if (replace && !existing) return absl::NotFoundError(absl::StrCat("Update: no document '", p.doc.id, "'"));
+    if (!replace && existing) {
+      return absl::AlreadyExistsError(absl::StrCat("Ingest: document '", p.doc.id, "' already exists"));
+    }
+    if (existing) {
+      m.delete_documents.push_back(existing->doc_id);
+      for (int64_t id : existing->chunk_ids) {
+        m.delete_chunks.push_back(id);
+        old_chunks.push_back(id);
+      }
+    }
+  }
+  std::vector<int64_t> new_ids;
+  std::vector<float> new_vectors;
+  int64_t next = next_chunk_id_;
+  for (Prepared& p : docs) {
+    DocumentRecord d;
+    d.doc_id = p.doc.id;
+    d.title = p.doc.title;
+    d.text_bytes = p.doc.text.size();
+    d.text_hash = XXH64(p.doc.text.data(), p.doc.text.size(), 0);
+    const size_t dim = static_cast<size_t>(options_.index.dim);
+    for (size_t i = 0; i < p.chunks.size(); ++i) {
+      ChunkSpan& c = p.chunks[i];
+      ChunkRecord r;
+      r.chunk_id = next++;
+      r.doc_id = p.doc.id;
+      r.ordinal = c.ordinal;
+      r.byte_begin = c.byte_begin;
+      r.byte_end = c.byte_end;
+      r.token_begin = c.token_begin;
+      r.token_ids = std::move(c.token_ids);
+      r.text = c.text;
+      d.chunk_ids.push_back(r.chunk_id);
+      new_ids.push_back(r.chunk_id);
+      m.put_vectors.emplace_back(r.chunk_id, std::vector<float>(p.vectors.begin() + i * dim,
+                                                                p.vectors.begin() + (i + 1) * dim));
+      m.put_chunks.push_back(std::move(r));
+    }
+    new_vectors.insert(new_vectors.end(), p.vectors.begin(), p.vectors.end());
+    m.put_documents.push_back(std::move(d));
+    ++stats.documents;
+  }
+  stats.chunks = static_cast<int64_t>(new_ids.size());
+  m.put_meta.emplace_back(kMetaNextChunkId, absl::StrCat(next));
+  m.put_meta.emplace_back(kMetaGeneration, absl::StrCat(generation_ + 1));
+
+  // Index first (validated inputs; rolled back if the catalogue write fails).
+  const bool trained = index_->is_trained();
+  if (trained) RETURN_IF_ERROR(index_->Add(new_ids, new_vectors));
+  absl::Status s = catalogue_->Apply(m);
+  if (!s.ok()) {
+    if (trained) index_->Remove(new_ids).status().IgnoreError();  // best effort; searches check the catalogue
+    return s;
+  }
+  next_chunk_id_ = next;
+  ++generation_;
+  if (!old_chunks.empty()) {
+    auto removed = index_->Remove(old_chunks);
+    if (!removed.ok()) {
+      RAGKV_LOG(WARNING) << "Retriever: index removal failed: " << removed.status();
+    }
+    for (int64_t id : old_chunks) bm25_.Remove(id);
+    num_chunks_ -= static_cast<int64_t>(old_chunks.size());
+    num_documents_ -= static_cast<int64_t>(m.delete_documents.size());
+  }
+  size_t k = 0;
+  for (const Prepared& p : docs) {
+    for (size_t i = 0; i < p.chunks.size(); ++i, ++k) {
+      bm25_.Add(new_ids[k], p.index_texts[i]).IgnoreError();  // ids are fresh: cannot collide
+    }
+  }
+  num_chunks_ += stats.chunks;
+  num_documents_ += stats.documents;
+  RETURN_IF_ERROR(MaybeTrainOrCompactLocked());
+  return stats;
+}
+
+absl::Status Retriever::Delete(const std::string& doc_id) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(std::optional<DocumentRecord> doc, catalogue_->GetDocument(doc_id));
+  if (!doc) return absl::NotFoundError(absl::StrCat("Delete: no document '", doc_id, "'"));
+  CatalogueMutation m;
+  m.delete_documents.push_back(doc_id);
+  m.delete_chunks = doc->chunk_ids;
+  m.put_meta.emplace_back(kMetaGeneration, absl::StrCat(generation_ + 1));
+  RETURN_IF_ERROR(catalogue_->Apply(m));
+  ++generation_;
+  auto removed = index_->Remove(doc->chunk_ids);
+  if (!removed.ok()) {
+      RAGKV_LOG(WARNING) << "Retriever: index removal failed: " << removed.status();
+    }
+  for (int64_t id : doc->chunk_ids) bm25_.Remove(id);
+  num_chunks_ -= static_cast<int64_t>(doc->chunk_ids.size());
+  --num_documents_;
+  return MaybeTrainOrCompactLocked();
+}
+
+absl::StatusOr<std::vector<SearchResult>> Retriever::Search(std::string_view query,
+                                                            const SearchOptions& options) const {
+  SearchMode mode = options.mode;
+  if (mode == SearchMode::kDefault) mode = options_.hybrid ? SearchMode::kHybrid : SearchMode::kDense;
+  std::vector<float> vec;
+  const bool dense = mode == SearchMode::kDense || mode == SearchMode::kHybrid;
+  if (options.k <= 0 || options.k > VectorIndex::kMaxK) {
+    return absl::InvalidArgumentError(absl::StrCat("Search: k must be in [1, ", VectorIndex::kMaxK, "], got ",
+                                                   options.k));
+  }
+  if (dense) {
+    if (!options_.embedder->embeds_text()) {
+      return absl::FailedPreconditionError(
+          "Search: the embedder takes caller-supplied vectors; use SearchByVector or mode kBm25");
+    }
+    ASSIGN_OR_RETURN(vec, options_.embedder->EmbedQuery(query, &bm25_));
+  }
+  absl::ReaderMutexLock lock(&mu_);
+  return SearchLocked(dense ? &vec : nullptr, query, mode, options);
+}
+
+absl::StatusOr<std::vector<SearchResult>> Retriever::SearchByVector(absl::Span<const float> query,
+                                                                    const SearchOptions& options) const {
+  if (query.size() != static_cast<size_t>(options_.index.dim)) {
+    return absl::InvalidArgumentError(absl::StrCat("SearchByVector: vector has ", query.size(),
+                                                   " floats, index dim is ", options_.index.dim));
+  }
+  if (options.k <= 0 || options.k > VectorIndex::kMaxK) {
+    return absl::InvalidArgumentError(absl::StrCat("Search: k must be in [1, ", VectorIndex::kMaxK, "], got ",
+                                                   options.k));
+  }
+  RETURN_IF_ERROR(CheckFinite(query, "SearchByVector"));
+  std::vector<float> vec(query.begin(), query.end());
+  absl::ReaderMutexLock lock(&mu_);
+  return SearchLocked(&vec, "", SearchMode::kDense, options);
+}
+
+absl::StatusOr<std::vector<SearchResult>> Retriever::SearchLocked(const std::vector<float>* vector,
+                                                                  std::string_view text, SearchMode mode,
+                                                                  const SearchOptions& options) const {
+  const int k = options.k;
+  std::optional<absl::flat_hash_set<int64_t>> allowed;
+  if (options.doc_filter != nullptr) {
+    allowed.emplace();
+    for (const std::string& doc_id : *options.doc_filter) {
+      ASSIGN_OR_RETURN(std::optional<DocumentRecord> d, catalogue_->GetDocument(doc_id));
+      if (d) allowed->insert(d->chunk_ids.begin(), d->chunk_ids.end());
+    }
+  }
+  const absl::flat_hash_set<int64_t>* allowed_ptr = allowed ? &*allowed : nullptr;
+  const int depth = mode == SearchMode::kHybrid ? std::max(k, options_.rrf_depth) : k;
+
+  std::vector<SearchHit> dense_hits, bm25_hits;
+  if (vector != nullptr) {
+    if (!index_->is_trained()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "Search: vector index '", options_.index.factory, "' is not trained yet (", num_chunks_, " of ",
+          options_.min_train_vectors, " vectors needed)"));
+    }
+    ASSIGN_OR_RETURN(auto hits, index_->Search(*vector, std::min(depth, VectorIndex::kMaxK), allowed_ptr));
+    dense_hits = std::move(hits[0]);
+  }
+  if (mode == SearchMode::kBm25 || mode == SearchMode::kHybrid) {
+    bm25_hits = bm25_.Search(text, depth, allowed_ptr);
+  }
+  std::vector<SearchHit> fused;
+  if (mode == SearchMode::kHybrid) {
+    absl::flat_hash_map<int64_t, double> rrf;
+    for (const auto* list : {&dense_hits, &bm25_hits}) {
+      for (size_t r = 0; r < list->size(); ++r) rrf[(*list)[r].id] += 1.0 / (options_.rrf_k + r + 1.0);
+    }
+    for (const auto& [id, s] : rrf) fused.push_back(SearchHit{id, static_cast<float>(s)});
+    std::sort(fused.begin(), fused.end(), [](const SearchHit& a, const SearchHit& b) {
+      return a.score != b.score ? a.score > b.score : a.id < b.id;
+    });
+  } else {
+    fused = mode == SearchMode::kBm25 ? std::move(bm25_hits) : std::move(dense_hits);
+  }
+
+  std::vector<SearchResult> results;
+  for (const SearchHit& h : fused) {
+    if (static_cast<int>(results.size()) >= k) break;
+    ASSIGN_OR_RETURN(std::optional<ChunkRecord> c, catalogue_->GetChunk(h.id));
+    if (!c) continue;  // not (or no longer) in the catalogue: never returned
+    SearchResult r;
+    r.chunk_id = h.id;
+    r.doc_id = std::move(c->doc_id);
+    r.ordinal = c->ordinal;
+    r.score = h.score;
+    if (options.with_tokens) r.token_ids = std::move(c->token_ids);
+    if (options.with_text) r.text = std::move(c->text);
+    r.kv_key = std::move(c->kv_key);
+    results.push_back(std::move(r));
+  }
+  return results;
+}
+
+absl::Status Retriever::SetChunkKey(int64_t chunk_id, std::string kv_key) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(std::optional<ChunkRecord> c, catalogue_->GetChunk(chunk_id));
+  if (!c) return absl::NotFoundError(absl::StrCat("SetChunkKey: no chunk ", chunk_id));
+  c->kv_key = std::move(kv_key);
+  CatalogueMutation m;
+  m.put_chunks.push_back(std::move(*c));
+  return catalogue_->Apply(m);
+}
+
+absl::StatusOr<std::optional<ChunkRecord>> Retriever::GetChunk(int64_t chunk_id) const {
+  return catalogue_->GetChunk(chunk_id);
+}
+
+absl::StatusOr<std::optional<DocumentRecord>> Retriever::GetDocument(const std::string& doc_id) const {
+  return catalogue_->GetDocument(doc_id);
+}
+
+absl::Status Retriever::Save() {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(index_->Save(IndexPath()));
+  CatalogueMutation m;
+  m.put_meta.emplace_back(kMetaIndexGeneration, absl::StrCat(generation_));
+  RETURN_IF_ERROR(catalogue_->Apply(m));
+  saved_generation_ = generation_;
+  return absl::OkStatus();
+}
+
+RetrieverStats Retriever::stats() const {
+  absl::ReaderMutexLock lock(&mu_);
+  RetrieverStats s;
+  s.documents = num_documents_;
+  s.chunks = num_chunks_;
+  s.indexed_vectors = index_->size();
+  s.tombstones = index_->tombstones();
+  s.index_trained = index_->is_trained();
+  s.generation = generation_;
+  return s;
+}
+
+const VectorIndex& Retriever::index() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return *index_;
+}
+
+}  // namespace ragkv::retrieval

@@ -1,0 +1,212 @@
+// retriever.h: the retrieval facade. Ingests documents (validate -> chunk ->
+// embed -> FAISS index + RocksDB catalogue), deletes/updates them, and
+// searches by query text or vector, returning the chunks' token ids and text.
+//
+// Persistence: everything lives under options.dir: the catalogue (RocksDB,
+// dir/catalogue) is written on every mutation, atomically per call; the
+// vector index (dir/index.rkvidx) is written by Save() and by the destructor.
+// The catalogue counts mutations (a generation); on open the saved index is
+// used only if it was saved at the catalogue's current generation and loads
+// cleanly, otherwise it is rebuilt from the vectors stored in the catalogue
+// (deterministically, so a restart serves the same results either way).
+// The BM25 index (term statistics for the hashed embedder's IDF and for
+// hybrid search) is rebuilt from the catalogue's chunk texts on open.
+//
+// Atomicity: an Ingest/IngestWithVectors/Update/Delete call either applies
+// completely or not at all (one RocksDB WriteBatch; the vector index is
+// rolled back on failure; search results are always checked against the
+// catalogue, so a chunk absent there is never returned).
+//
+// Thread safety: thread-safe. Searches run concurrently (shared lock);
+// mutations are serialized (exclusive lock held only for the commit; chunking
+// and embedding run before it).
+#ifndef RAGKV_RETRIEVAL_RETRIEVER_H_
+#define RAGKV_RETRIEVAL_RETRIEVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "retrieval/bm25.h"
+#include "retrieval/catalogue.h"
+#include "retrieval/chunker.h"
+#include "retrieval/corpus_reader.h"
+#include "retrieval/embedder.h"
+#include "retrieval/tokenizer.h"
+#include "retrieval/vector_index.h"
+
+namespace ragkv::retrieval {
+
+enum class SearchMode {
+  kDefault,  // RetrieverOptions::hybrid ? kHybrid : kDense
+  kDense,    // vector index only
+  kBm25,     // BM25 only
+  kHybrid,   // reciprocal rank fusion of dense and BM25
+};
+
+struct RetrieverOptions {
+  // Directory for the catalogue and index (created if missing). Required.
+  std::string dir;
+  // Tokenizer for chunk token ids. Default: ByteTokenizer. services/ passes
+  // the model's tokenizer so token ids are what precompute feeds the model.
+  std::shared_ptr<const Tokenizer> tokenizer;
+  // Embedder. Default: HashedEmbedder with default options.
+  std::shared_ptr<const Embedder> embedder;
+  ChunkerOptions chunker;
+  // Index factory, metric, thread cap and search knobs; dim is taken from the
+  // embedder. Default "Flat", inner product, 1 OpenMP thread.
+  VectorIndexOptions index;
+  // Indexes that need training (IVF, PQ) are trained on all stored vectors
+  // once at least this many are stored (default 1000); until then dense
+  // search returns FailedPrecondition (BM25 search works).
+  int64_t min_train_vectors = 1000;
+  // Default search mode is hybrid (dense + BM25 RRF) when true. Default false.
+  bool hybrid = false;
+  // RRF constant: score = sum 1 / (rrf_k + rank), rank from 1. Default 60.
+  int rrf_k = 60;
+  // Depth of each list fused by RRF (at least k). Default 100.
+  int rrf_depth = 100;
+  Bm25Params bm25;
+  // Rebuild the vector index when tombstones exceed this share (HNSW/IVF).
+  double rebuild_tombstone_fraction = 0.25;
+  // fsync each catalogue mutation (default true).
+  bool sync_writes = true;
+};
+
+struct SearchOptions {
+  // Number of results, 1..VectorIndex::kMaxK (default 10).
+  int k = 10;
+  // When non-null, only chunks of these documents (unknown ids are ignored).
+  const absl::flat_hash_set<std::string>* doc_filter = nullptr;
+  SearchMode mode = SearchMode::kDefault;
+  // Fill token_ids / text of results (default true).
+  bool with_tokens = true;
+  bool with_text = true;
+};
+
+struct SearchResult {
+  int64_t chunk_id = -1;
+  std::string doc_id;
+  int32_t ordinal = 0;
+  float score = 0;  // dense: inner product (or -L2); bm25: BM25; hybrid: RRF
+  std::vector<int32_t> token_ids;
+  std::string text;
+  std::string kv_key;  // empty until services/ sets it (SetChunkKey)
+};
+
+struct IngestStats {
+  int64_t documents = 0;
+  int64_t chunks = 0;
+};
+
+struct RetrieverStats {
+  int64_t documents = 0;
+  int64_t chunks = 0;
+  int64_t indexed_vectors = 0;
+  int64_t tombstones = 0;
+  bool index_trained = false;
+  uint64_t generation = 0;
+};
+
+class Retriever {
+ public:
+  // Create: opens (or creates) the retriever under options.dir.
+  // InvalidArgument for bad options; FailedPrecondition when the directory
+  // was created with another tokenizer, embedder, chunker, factory or metric
+  // (their fingerprints are stored); DataLoss/Internal from storage.
+  static absl::StatusOr<std::unique_ptr<Retriever>> Create(RetrieverOptions options);
+
+  // The destructor saves the index when it changed since the last Save
+  // (errors are logged: the catalogue is authoritative).
+  ~Retriever();
+
+  // Ingest: adds new documents, all or nothing. InvalidArgument for invalid
+  // documents (ValidateDocument) or ids repeated in the batch; AlreadyExists
+  // for an id already in the catalogue; FailedPrecondition when the embedder
+  // does not embed text (use IngestWithVectors).
+  absl::StatusOr<IngestStats> Ingest(absl::Span<const Document> docs) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // ChunkDocument: the chunks Ingest would make of `doc` (deterministic), so
+  // that a caller with its own embedder can compute one vector per chunk.
+  absl::StatusOr<std::vector<ChunkSpan>> ChunkDocument(const Document& doc) const;
+
+  // IngestWithVectors: adds `doc` with caller-supplied vectors, one per
+  // chunk of ChunkDocument(doc), row-major (chunks * dim floats).
+  // InvalidArgument for a count/dim mismatch or NaN/Inf; else as Ingest.
+  absl::StatusOr<IngestStats> IngestWithVectors(const Document& doc, absl::Span<const float> vectors)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Update: atomically replaces an existing document (NotFound if absent).
+  // Its chunks get new chunk ids. `vectors` as IngestWithVectors, or empty to
+  // embed with the embedder.
+  absl::StatusOr<IngestStats> Update(const Document& doc, absl::Span<const float> vectors = {})
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Delete: removes a document and its chunks. NotFound if absent.
+  absl::Status Delete(const std::string& doc_id) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Search: top-k chunks for a query text. InvalidArgument for k out of
+  // range; FailedPrecondition for dense modes with a non-text embedder or an
+  // untrained index.
+  absl::StatusOr<std::vector<SearchResult>> Search(std::string_view query,
+                                                   const SearchOptions& options) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // SearchByVector: dense top-k for a query vector (dim floats; mode is
+  // ignored). InvalidArgument for a wrong dim, NaN/Inf, or k out of range.
+  absl::StatusOr<std::vector<SearchResult>> SearchByVector(absl::Span<const float> query,
+                                                           const SearchOptions& options) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // SetChunkKey: records the KV-store key of a chunk (NotFound if absent).
+  absl::Status SetChunkKey(int64_t chunk_id, std::string kv_key) ABSL_LOCKS_EXCLUDED(mu_);
+
+  absl::StatusOr<std::optional<ChunkRecord>> GetChunk(int64_t chunk_id) const;
+  absl::StatusOr<std::optional<DocumentRecord>> GetDocument(const std::string& doc_id) const;
+
+  // Save: writes the vector index and records its generation.
+  absl::Status Save() ABSL_LOCKS_EXCLUDED(mu_);
+
+  RetrieverStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  const Embedder& embedder() const { return *options_.embedder; }
+  // index: the vector index (for benchmarks; do not mutate it directly).
+  const VectorIndex& index() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Prepared;
+  explicit Retriever(RetrieverOptions options);
+  absl::Status Open();
+  absl::StatusOr<Prepared> Prepare(const Document& doc, absl::Span<const float> vectors) const;
+  absl::StatusOr<IngestStats> Commit(std::vector<Prepared> docs, bool replace) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status RebuildIndexLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status MaybeTrainOrCompactLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::vector<SearchResult>> SearchLocked(const std::vector<float>* vector,
+                                                         std::string_view text, SearchMode mode,
+                                                         const SearchOptions& options) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  std::string IndexPath() const;
+
+  RetrieverOptions options_;
+  std::unique_ptr<Chunker> chunker_;
+  std::unique_ptr<Catalogue> catalogue_;
+  Bm25Index bm25_;
+  mutable absl::Mutex mu_;
+  std::unique_ptr<VectorIndex> index_ ABSL_GUARDED_BY(mu_);
+  int64_t next_chunk_id_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t saved_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t num_documents_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t num_chunks_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace ragkv::retrieval
+
+#endif  // RAGKV_RETRIEVAL_RETRIEVER_H_
