@@ -1,0 +1,69 @@
+#include "model/config.h"
+
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+
+namespace ragkv::model {
+namespace {
+absl::Status Bad(const std::string& what) {
+  return absl::InvalidArgumentError("model config: " + what);
+}
+}  // namespace
+
+absl::Status ModelConfig::Validate() {
+  if (arch != "llama" && arch != "mistral" && arch != "qwen2") {
+    return absl::UnimplementedError("model config: unsupported architecture '" + arch +
+                                    "' (supported: llama, mistral, qwen2)");
+  }
+  if (dim <= 0) return Bad(absl::StrFormat("dim must be > 0, got %d", dim));
+  if (hidden_dim <= 0) return Bad(absl::StrFormat("hidden_dim must be > 0, got %d", hidden_dim));
+  if (n_layers <= 0) return Bad(absl::StrFormat("n_layers must be > 0, got %d", n_layers));
+  if (n_heads <= 0) return Bad(absl::StrFormat("n_heads must be > 0, got %d", n_heads));
+  if (n_kv_heads <= 0 || n_kv_heads > n_heads || n_heads % n_kv_heads != 0) {
+    return Bad(absl::StrFormat("n_kv_heads (%d) must divide n_heads (%d)", n_kv_heads, n_heads));
+  }
+  if (head_dim == 0) {
+    if (dim % n_heads != 0) {
+      return Bad(absl::StrFormat("dim (%d) is not a multiple of n_heads (%d)", dim, n_heads));
+    }
+    head_dim = dim / n_heads;
+  }
+  if (head_dim <= 0 || head_dim % 2 != 0) {
+    return Bad(absl::StrFormat("head_dim must be positive and even, got %d", head_dim));
+  }
+  if (vocab_size <= 0) return Bad(absl::StrFormat("vocab_size must be > 0, got %d", vocab_size));
+  if (max_seq_len <= 0) return Bad(absl::StrFormat("max_seq_len must be > 0, got %d", max_seq_len));
+  if (!(std::isfinite(rope_theta) && rope_theta > 0)) {
+    return Bad(absl::StrFormat("rope_theta must be finite and > 0, got %g", rope_theta));
+  }
+  if (!(std::isfinite(norm_eps) && norm_eps > 0)) {
+    return Bad(absl::StrFormat("norm_eps must be finite and > 0, got %g", norm_eps));
+  }
+  if (rope_scaling != "none") {
+    return absl::UnimplementedError("model config: rope scaling '" + rope_scaling +
+                                    "' is not supported");
+  }
+  // Guard the products used for allocation against overflow.
+  const int64_t kMax = int64_t{1} << 40;
+  if (int64_t{vocab_size} * dim > kMax || int64_t{hidden_dim} * dim > kMax ||
+      int64_t{q_dim()} * dim > kMax) {
+    return Bad("dimensions are implausibly large");
+  }
+  if (kv_dtype != kernels::DType::kF32 && kv_dtype != kernels::DType::kF16 &&
+      kv_dtype != kernels::DType::kBF16) {
+    return Bad("kv_dtype must be f32, f16 or bf16");
+  }
+  return absl::OkStatus();
+}
+
+std::string ModelConfig::DebugString() const {
+  return absl::StrFormat(
+      "%s dim=%d hidden=%d layers=%d heads=%d kv_heads=%d head_dim=%d vocab=%d ctx=%d "
+      "theta=%g rope=%s eps=%g shared_cls=%d qkv_bias=%d",
+      arch, dim, hidden_dim, n_layers, n_heads, n_kv_heads, head_dim, vocab_size, max_seq_len,
+      rope_theta, rope_layout == kernels::RopeLayout::kInterleaved ? "interleaved" : "half_split",
+      norm_eps, shared_classifier ? 1 : 0, qkv_bias ? 1 : 0);
+}
+
+}  // namespace ragkv::model

@@ -1,0 +1,59 @@
+// config.h: ModelConfig, the shape and numeric conventions of a Llama-family
+// decoder (Llama / Llama-2, Mistral, Qwen2, llama2.c, synthetic).
+//
+// A plain value type; thread-compatible. Every loader fills one and calls
+// Validate(), so a Model never sees an inconsistent shape.
+#ifndef RAGKV_MODEL_CONFIG_H_
+#define RAGKV_MODEL_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "kernels/rope.h"
+#include "kernels/tensor.h"
+
+namespace ragkv::model {
+
+struct ModelConfig {
+  // Architecture tag: "llama" (also llama2.c and synthetic), "mistral",
+  // "qwen2". All share the same block; it is part of the fingerprint.
+  std::string arch = "llama";
+  int dim = 0;          // hidden size
+  int hidden_dim = 0;   // FFN inner size (SwiGLU)
+  int n_layers = 0;
+  int n_heads = 0;      // query heads
+  int n_kv_heads = 0;   // key/value heads; divides n_heads
+  int head_dim = 0;     // per-head size; 0 in input means dim / n_heads
+  int vocab_size = 0;
+  int max_seq_len = 0;  // context length the runtime accepts
+  float rope_theta = 10000.0f;
+  // Pairing convention of RoPE *as the stored q/k weights expect it*:
+  // kInterleaved for llama2.c and GGUF, kHalfSplit for Hugging Face
+  // checkpoints (whose q/k rows are permuted). The runtime applies RoPE in
+  // this layout, so exported keys are bit-for-bit the layout an engine
+  // running that checkpoint caches (see docs/model.md).
+  kernels::RopeLayout rope_layout = kernels::RopeLayout::kInterleaved;
+  // RoPE scaling: only "none" is implemented (loaders reject others).
+  std::string rope_scaling = "none";
+  float norm_eps = 1e-5f;
+  bool shared_classifier = false;  // lm head == token embedding matrix
+  bool qkv_bias = false;           // q/k/v projections carry a bias (Qwen2)
+  // dtype in which KV is stored/exported for this deployment; part of the
+  // fingerprint (design.md §3). Compute is always f32.
+  kernels::DType kv_dtype = kernels::DType::kF16;
+
+  int q_dim() const { return n_heads * head_dim; }
+  int kv_dim() const { return n_kv_heads * head_dim; }
+
+  // Validate: fills head_dim when 0, then checks every invariant (positive
+  // sizes, n_kv_heads | n_heads, even head_dim, known arch, finite positive
+  // theta/eps, ...). InvalidArgument naming the offending field otherwise.
+  absl::Status Validate();
+  // DebugString: one line, e.g. "llama dim=64 hidden=172 layers=5 ...".
+  std::string DebugString() const;
+};
+
+}  // namespace ragkv::model
+
+#endif  // RAGKV_MODEL_CONFIG_H_

@@ -1,0 +1,54 @@
+// generate.h: text generation (prefill + decode loop) and the logic of the
+// `ragkv generate` command, as library functions (the ragkv binary lives in
+// services/; model/ also builds a standalone `ragkv_generate`).
+// Thread-safe (no shared state); the model is used read-only.
+#ifndef RAGKV_MODEL_GENERATE_H_
+#define RAGKV_MODEL_GENERATE_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "model/model.h"
+#include "model/sampler.h"
+
+namespace ragkv::model {
+
+// Generate: prefills `prompt` (in one batch) and decodes up to `max_new`
+// tokens, stopping early after a token in `stop_ids` (it is included in the
+// result) or when the model context is full. Returns the new ids (prompt
+// excluded). Errors: InvalidArgument (empty prompt, bad id), OutOfRange
+// (prompt longer than the context).
+absl::StatusOr<std::vector<int32_t>> Generate(const Model& model, absl::Span<const int32_t> prompt,
+                                              int max_new, const SamplerOptions& sampler,
+                                              absl::Span<const int32_t> stop_ids = {});
+
+struct GenerateOptions {
+  std::string model_path;      // .bin, .gguf, HF dir/.safetensors, or "synthetic:<spec>"
+  std::string tokenizer_path;  // empty: DefaultTokenizerPath(model_path)
+  std::string prompt;          // text; BOS is prepended (as llama2.c does)
+  std::vector<int32_t> prompt_ids;  // used instead of `prompt` when non-empty
+  int max_new = 256;
+  SamplerOptions sampler;      // temperature 0 = greedy
+  bool print_ids = false;      // print ids "a,b,c" instead of text
+  int max_seq_len = 0;         // > 0 overrides the model's context length
+  // Stop after the tokenizer's EOS, or BOS (llama2.c's sequence delimiter).
+  bool stop_at_eos = true;
+};
+
+// RunGenerate: loads model and tokenizer, generates, and writes to `out`
+// the generated text (or, with print_ids, the generated ids comma-separated)
+// followed by a newline. Without a tokenizer (e.g. a .bin and no
+// tokenizer_path) only print_ids with prompt_ids works. Errors name the
+// file / problem; nothing is written to `out` on error.
+absl::Status RunGenerate(const GenerateOptions& options, std::ostream& out);
+
+// ParseIdList: "1,2,3" -> {1,2,3}; InvalidArgument on a malformed list.
+absl::StatusOr<std::vector<int32_t>> ParseIdList(const std::string& s);
+
+}  // namespace ragkv::model
+
+#endif  // RAGKV_MODEL_GENERATE_H_

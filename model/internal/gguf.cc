@@ -1,0 +1,354 @@
+// GGUF v2/v3 reader (llama architecture, F32/F16/BF16 tensors) and its
+// embedded SentencePiece-style vocabulary.
+#include <map>
+#include <variant>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "base/status_macros.h"
+#include "model/internal/loaders.h"
+
+namespace ragkv::model::internal {
+namespace {
+
+enum GgufType : uint32_t {
+  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
+  kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+};
+
+struct Value {
+  // Scalars are held as double (numbers, bool) or string; arrays as vectors.
+  std::variant<double, std::string, std::vector<double>, std::vector<std::string>> v;
+  bool is_number() const { return v.index() == 0; }
+};
+
+struct TensorInfo {
+  std::vector<int64_t> dims;  // ggml order: dims[0] is the contiguous one
+  uint32_t type = 0;
+  uint64_t offset = 0;  // relative to the data section
+};
+
+struct Gguf {
+  uint32_t version = 0;
+  std::map<std::string, Value> kv;
+  std::map<std::string, TensorInfo> tensors;
+  uint64_t data_offset = 0;
+};
+
+absl::Status ReadString(Reader& r, const MappedFile& f, std::string* out, absl::string_view what) {
+  uint64_t len = 0;
+  RETURN_IF_ERROR(r.Read(&len, what));
+  return r.ReadBytes(len, out, what);
+}
+
+absl::StatusOr<double> ReadNumber(Reader& r, uint32_t type, absl::string_view what) {
+  switch (type) {
+#define RAGKV_GGUF_NUM(code, T) \
+  case code: {                  \
+    T x{};                      \
+    RETURN_IF_ERROR(r.Read(&x, what)); \
+    return static_cast<double>(x); \
+  }
+    RAGKV_GGUF_NUM(kU8, uint8_t)
+    RAGKV_GGUF_NUM(kI8, int8_t)
+    RAGKV_GGUF_NUM(kU16, uint16_t)
+    RAGKV_GGUF_NUM(kI16, int16_t)
+    RAGKV_GGUF_NUM(kU32, uint32_t)
+    RAGKV_GGUF_NUM(kI32, int32_t)
+    RAGKV_GGUF_NUM(kF32, float)
+    RAGKV_GGUF_NUM(kU64, uint64_t)
+    RAGKV_GGUF_NUM(kI64, int64_t)
+    RAGKV_GGUF_NUM(kF64, double)
+#undef RAGKV_GGUF_NUM
+    case kBool: {
+      uint8_t b = 0;
+      RETURN_IF_ERROR(r.Read(&b, what));
+      return b ? 1.0 : 0.0;
+    }
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("unknown GGUF value type ", type, " in ", what));
+  }
+}
+
+absl::StatusOr<Gguf> ParseGguf(const MappedFile& f) {
+  const std::string& path = f.path();
+  Reader r(f);
+  uint32_t magic = 0;
+  RETURN_IF_ERROR(r.Read(&magic, "GGUF magic"));
+  if (std::memcmp(&magic, "GGUF", 4) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": bad magic (not a GGUF file)"));
+  }
+  Gguf g;
+  RETURN_IF_ERROR(r.Read(&g.version, "GGUF version"));
+  if (g.version != 2 && g.version != 3) {
+    return absl::UnimplementedError(
+        absl::StrCat(path, ": GGUF version ", g.version, " is not supported (only 2 and 3)"));
+  }
+  uint64_t n_tensors = 0, n_kv = 0;
+  RETURN_IF_ERROR(r.Read(&n_tensors, "GGUF tensor count"));
+  RETURN_IF_ERROR(r.Read(&n_kv, "GGUF metadata count"));
+  // Each entry takes at least 8+4 (kv) or 8+4+4+8 bytes (tensor).
+  if (n_kv > f.size() / 12 || n_tensors > f.size() / 24) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: GGUF header claims %d metadata entries and %d tensors, more than the %d-byte file "
+        "can hold",
+        path, n_kv, n_tensors, f.size()));
+  }
+  for (uint64_t i = 0; i < n_kv; ++i) {
+    std::string key;
+    RETURN_IF_ERROR(ReadString(r, f, &key, absl::StrCat("metadata key #", i)));
+    uint32_t type = 0;
+    RETURN_IF_ERROR(r.Read(&type, key));
+    Value val;
+    if (type == kString) {
+      std::string s;
+      RETURN_IF_ERROR(ReadString(r, f, &s, key));
+      val.v = std::move(s);
+    } else if (type == kArray) {
+      uint32_t et = 0;
+      uint64_t n = 0;
+      RETURN_IF_ERROR(r.Read(&et, key));
+      RETURN_IF_ERROR(r.Read(&n, key));
+      if (n > f.size() - r.offset()) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("%s: truncated: array %s claims %d elements", path, key, n));
+      }
+      if (et == kString) {
+        std::vector<std::string> arr(n);
+        for (uint64_t j = 0; j < n; ++j) RETURN_IF_ERROR(ReadString(r, f, &arr[j], key));
+        val.v = std::move(arr);
+      } else if (et == kArray) {
+        return absl::UnimplementedError(absl::StrCat(path, ": nested array in ", key));
+      } else {
+        std::vector<double> arr(n);
+        for (uint64_t j = 0; j < n; ++j) {
+          auto x = ReadNumber(r, et, key);
+          if (!x.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", x.status().message()));
+          arr[j] = *x;
+        }
+        val.v = std::move(arr);
+      }
+    } else {
+      auto x = ReadNumber(r, type, key);
+      if (!x.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", x.status().message()));
+      val.v = *x;
+    }
+    g.kv[key] = std::move(val);
+  }
+  for (uint64_t i = 0; i < n_tensors; ++i) {
+    std::string name;
+    RETURN_IF_ERROR(ReadString(r, f, &name, absl::StrCat("tensor info #", i)));
+    TensorInfo t;
+    uint32_t nd = 0;
+    RETURN_IF_ERROR(r.Read(&nd, name));
+    if (nd == 0 || nd > 4) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": tensor ", name, " has ", nd, " dims (expected 1..4)"));
+    }
+    for (uint32_t d = 0; d < nd; ++d) {
+      uint64_t x = 0;
+      RETURN_IF_ERROR(r.Read(&x, name));
+      if (x == 0 || x > (uint64_t{1} << 40)) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": tensor ", name, " has dim ", x));
+      }
+      t.dims.push_back(static_cast<int64_t>(x));
+    }
+    RETURN_IF_ERROR(r.Read(&t.type, name));
+    RETURN_IF_ERROR(r.Read(&t.offset, name));
+    g.tensors[name] = std::move(t);
+  }
+  uint64_t alignment = 32;
+  if (auto it = g.kv.find("general.alignment"); it != g.kv.end() && it->second.is_number()) {
+    alignment = static_cast<uint64_t>(std::get<double>(it->second.v));
+    if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": general.alignment ", alignment, " is not a power of two"));
+    }
+  }
+  g.data_offset = (r.offset() + alignment - 1) / alignment * alignment;
+  return g;
+}
+
+// Typed metadata accessors.
+absl::StatusOr<double> GetNumber(const Gguf& g, const std::string& path, const std::string& key) {
+  auto it = g.kv.find(key);
+  if (it == g.kv.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": missing GGUF metadata ", key));
+  }
+  if (!it->second.is_number()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": GGUF metadata ", key, " is not a number"));
+  }
+  return std::get<double>(it->second.v);
+}
+double GetNumberOr(const Gguf& g, const std::string& key, double def) {
+  auto it = g.kv.find(key);
+  if (it == g.kv.end() || !it->second.is_number()) return def;
+  return std::get<double>(it->second.v);
+}
+std::string GetStringOr(const Gguf& g, const std::string& key, const std::string& def) {
+  auto it = g.kv.find(key);
+  if (it == g.kv.end() || it->second.v.index() != 1) return def;
+  return std::get<std::string>(it->second.v);
+}
+
+}  // namespace
+
+absl::StatusOr<ModelParts> LoadGguf(const std::string& path, const LoadOptions& options) {
+  ASSIGN_OR_RETURN(MappedFile f, MappedFile::Open(path));
+  ASSIGN_OR_RETURN(Gguf g, ParseGguf(f));
+  const std::string arch = GetStringOr(g, "general.architecture", "");
+  if (arch != "llama") {
+    return absl::UnimplementedError(absl::StrCat(
+        path, ": GGUF architecture '", arch, "' is not supported (only 'llama')"));
+  }
+  ModelParts parts;
+  parts.format = ModelFormat::kGguf;
+  ModelConfig& c = parts.config;
+  c.arch = "llama";
+  c.rope_layout = kernels::RopeLayout::kInterleaved;  // llama.cpp's NORM rope
+  c.kv_dtype = options.kv_dtype;
+  auto geti = [&](const std::string& key, int* out) -> absl::Status {
+    ASSIGN_OR_RETURN(double x, GetNumber(g, path, "llama." + key));
+    if (x < 0 || x > (1 << 30)) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": llama.", key, " = ", x, " is out of range"));
+    }
+    *out = static_cast<int>(x);
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(geti("embedding_length", &c.dim));
+  RETURN_IF_ERROR(geti("feed_forward_length", &c.hidden_dim));
+  RETURN_IF_ERROR(geti("block_count", &c.n_layers));
+  RETURN_IF_ERROR(geti("attention.head_count", &c.n_heads));
+  c.n_kv_heads = c.n_heads;
+  if (g.kv.count("llama.attention.head_count_kv")) {
+    RETURN_IF_ERROR(geti("attention.head_count_kv", &c.n_kv_heads));
+  }
+  RETURN_IF_ERROR(geti("context_length", &c.max_seq_len));
+  if (g.kv.count("llama.attention.key_length")) RETURN_IF_ERROR(geti("attention.key_length", &c.head_dim));
+  c.norm_eps = static_cast<float>(GetNumberOr(g, "llama.attention.layer_norm_rms_epsilon", 1e-5));
+  c.rope_theta = static_cast<float>(GetNumberOr(g, "llama.rope.freq_base", 10000.0));
+  const std::string scaling = GetStringOr(g, "llama.rope.scaling.type", "none");
+  if (scaling != "none" ||
+      GetNumberOr(g, "llama.rope.scale_linear", 1.0) != 1.0) {
+    return absl::UnimplementedError(absl::StrCat(path, ": RoPE scaling '", scaling, "' is not supported"));
+  }
+  auto emb = g.tensors.find("token_embd.weight");
+  if (emb == g.tensors.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": missing tensor token_embd.weight"));
+  }
+  if (emb->second.dims.size() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": token_embd.weight is not 2-D"));
+  }
+  c.vocab_size = static_cast<int>(emb->second.dims[1]);
+  c.shared_classifier = g.tensors.count("output.weight") == 0;
+  c.qkv_bias = g.tensors.count("blk.0.attn_q.bias") > 0;
+  absl::Status v = c.Validate();
+  if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", v.message()));
+  const int rope_dims = static_cast<int>(GetNumberOr(g, "llama.rope.dimension_count", c.head_dim));
+  if (rope_dims != c.head_dim) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "%s: partial rotary embedding (rope.dimension_count %d != head_dim %d) is not supported",
+        path, rope_dims, c.head_dim));
+  }
+  if (options.max_seq_len > 0) c.max_seq_len = options.max_seq_len;
+
+  // Reads tensor `name` with ggml dims {in, out} (or {n} for vectors).
+  auto load = [&](const std::string& name, std::vector<int64_t> want,
+                  std::vector<float>* out) -> absl::Status {
+    auto it = g.tensors.find(name);
+    if (it == g.tensors.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": missing tensor ", name));
+    }
+    const TensorInfo& t = it->second;
+    RETURN_IF_ERROR(CheckShape(path, name, t.dims, want));
+    kernels::DType dt;
+    switch (t.type) {
+      case 0: dt = kernels::DType::kF32; break;
+      case 1: dt = kernels::DType::kF16; break;
+      case 30: dt = kernels::DType::kBF16; break;
+      default:
+        return absl::UnimplementedError(absl::StrFormat(
+            "%s: tensor %s has ggml type %d; only F32 (0), F16 (1) and BF16 (30) are supported "
+            "(quantized GGUFs are not)",
+            path, name, t.type));
+    }
+    uint64_t n = 1;
+    for (int64_t d : t.dims) n *= static_cast<uint64_t>(d);
+    if (t.offset > f.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": truncated: tensor ", name, " offset past the end"));
+    }
+    return ReadTensorF32(f, g.data_offset + t.offset, dt, n, name, out);
+  };
+  const int64_t dim = c.dim, ffn = c.hidden_dim, qd = c.q_dim(), kvd = c.kv_dim(),
+                vocab = c.vocab_size;
+  ModelWeights& w = parts.weights;
+  RETURN_IF_ERROR(load("token_embd.weight", {dim, vocab}, &w.tok_embeddings));
+  RETURN_IF_ERROR(load("output_norm.weight", {dim}, &w.final_norm));
+  if (!c.shared_classifier) RETURN_IF_ERROR(load("output.weight", {dim, vocab}, &w.classifier));
+  w.layers.resize(c.n_layers);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = absl::StrCat("blk.", l, ".");
+    LayerWeights& lw = w.layers[l];
+    RETURN_IF_ERROR(load(p + "attn_norm.weight", {dim}, &lw.attn_norm));
+    RETURN_IF_ERROR(load(p + "attn_q.weight", {dim, qd}, &lw.wq));
+    RETURN_IF_ERROR(load(p + "attn_k.weight", {dim, kvd}, &lw.wk));
+    RETURN_IF_ERROR(load(p + "attn_v.weight", {dim, kvd}, &lw.wv));
+    if (c.qkv_bias) {
+      RETURN_IF_ERROR(load(p + "attn_q.bias", {qd}, &lw.bq));
+      RETURN_IF_ERROR(load(p + "attn_k.bias", {kvd}, &lw.bk));
+      RETURN_IF_ERROR(load(p + "attn_v.bias", {kvd}, &lw.bv));
+    }
+    RETURN_IF_ERROR(load(p + "attn_output.weight", {qd, dim}, &lw.wo));
+    RETURN_IF_ERROR(load(p + "ffn_norm.weight", {dim}, &lw.ffn_norm));
+    RETURN_IF_ERROR(load(p + "ffn_gate.weight", {dim, ffn}, &lw.w_gate));
+    RETURN_IF_ERROR(load(p + "ffn_up.weight", {dim, ffn}, &lw.w_up));
+    RETURN_IF_ERROR(load(p + "ffn_down.weight", {ffn, dim}, &lw.w_down));
+  }
+  return parts;
+}
+
+absl::StatusOr<LlamaVocab> LoadGgufVocab(const std::string& path) {
+  ASSIGN_OR_RETURN(MappedFile f, MappedFile::Open(path));
+  ASSIGN_OR_RETURN(Gguf g, ParseGguf(f));
+  const std::string model = GetStringOr(g, "tokenizer.ggml.model", "");
+  if (model != "llama") {
+    return absl::UnimplementedError(absl::StrCat(
+        path, ": embedded tokenizer model '", model,
+        "' is not supported (only 'llama', SentencePiece-style)"));
+  }
+  auto tok = g.kv.find("tokenizer.ggml.tokens");
+  if (tok == g.kv.end() || tok->second.v.index() != 3) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": missing tokenizer.ggml.tokens"));
+  }
+  LlamaVocab v;
+  const auto& toks = std::get<std::vector<std::string>>(tok->second.v);
+  v.pieces.reserve(toks.size());
+  for (const std::string& t : toks) v.pieces.push_back(absl::StrReplaceAll(t, {{"\xE2\x96\x81", " "}}));
+  v.scores.assign(toks.size(), 0.0f);
+  if (auto it = g.kv.find("tokenizer.ggml.scores"); it != g.kv.end() && it->second.v.index() == 2) {
+    const auto& s = std::get<std::vector<double>>(it->second.v);
+    if (s.size() != toks.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": tokenizer.ggml.scores has ", s.size(),
+                                                     " entries for ", toks.size(), " tokens"));
+    }
+    for (size_t i = 0; i < s.size(); ++i) v.scores[i] = static_cast<float>(s[i]);
+  }
+  if (auto it = g.kv.find("tokenizer.ggml.token_type"); it != g.kv.end() && it->second.v.index() == 2) {
+    const auto& s = std::get<std::vector<double>>(it->second.v);
+    if (s.size() == toks.size()) {
+      for (double x : s) v.types.push_back(static_cast<int32_t>(x));
+    }
+  }
+  auto id = [&](const char* key, int32_t def) {
+    double x = GetNumberOr(g, key, def);
+    return (x >= 0 && x < static_cast<double>(toks.size())) ? static_cast<int32_t>(x) : -1;
+  };
+  v.bos_id = id("tokenizer.ggml.bos_token_id", 1);
+  v.eos_id = id("tokenizer.ggml.eos_token_id", 2);
+  v.unk_id = id("tokenizer.ggml.unknown_token_id", 0);
+  return v;
+}
+
+}  // namespace ragkv::model::internal

@@ -1,0 +1,200 @@
+// LlamaTokenizer (llama2.c's encoder over a SentencePiece-style vocabulary),
+// ByteTokenizer, and the default Tokenizer::Decode.
+#include <array>
+#include <cstdio>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "model/tokenizer.h"
+
+namespace ragkv::model {
+
+std::string Tokenizer::Decode(absl::Span<const int32_t> ids) const {
+  std::string out;
+  int32_t prev = bos_id();
+  for (int32_t id : ids) {
+    if (IsControl(id)) {
+      prev = id;
+      continue;
+    }
+    out += DecodePiece(prev, id);
+    prev = id;
+  }
+  return out;
+}
+
+namespace {
+
+// ParseBytePiece: "<0xAB>" -> 0xAB, else -1.
+int ParseBytePiece(const std::string& p) {
+  if (p.size() != 6 || p[0] != '<' || p[1] != '0' || p[2] != 'x' || p[5] != '>') return -1;
+  unsigned v = 0;
+  for (int i = 3; i < 5; ++i) {
+    char c = p[i];
+    v <<= 4;
+    if (c >= '0' && c <= '9') v |= c - '0';
+    else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
+    else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
+    else return -1;
+  }
+  return static_cast<int>(v);
+}
+
+class LlamaTokenizer final : public Tokenizer {
+ public:
+  explicit LlamaTokenizer(LlamaVocab v) : v_(std::move(v)) {
+    const int32_t n = static_cast<int32_t>(v_.pieces.size());
+    byte_id_.fill(-1);
+    control_.assign(n, false);
+    byte_of_.assign(n, -1);
+    for (int32_t i = 0; i < n; ++i) {
+      const int type = v_.types.empty() ? 1 : v_.types[i];
+      const int b = ParseBytePiece(v_.pieces[i]);
+      if (b >= 0 && (type == 6 || v_.types.empty())) {
+        if (byte_id_[b] < 0) byte_id_[b] = i;
+        byte_of_[i] = b;
+        continue;
+      }
+      if (i == v_.bos_id || i == v_.eos_id || i == v_.unk_id || type == 2 || type == 3 ||
+          type == 5) {
+        control_[i] = true;
+        continue;
+      }
+      lookup_.emplace(v_.pieces[i], i);  // first id wins on duplicates
+    }
+    if (auto it = lookup_.find(" "); it != lookup_.end()) dummy_prefix_ = it->second;
+  }
+
+  absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text, bool add_bos,
+                                              bool add_eos) const override {
+    std::vector<int32_t> t;
+    t.reserve(text.size() + 3);
+    if (add_bos && v_.bos_id >= 0) t.push_back(v_.bos_id);
+    const size_t first = t.size();
+    if (!text.empty() && dummy_prefix_ >= 0) t.push_back(dummy_prefix_);
+    // One token per UTF-8 code point, byte fallback otherwise.
+    size_t i = 0;
+    while (i < text.size()) {
+      size_t len = 1;
+      while (len < 4 && i + len < text.size() &&
+             (static_cast<unsigned char>(text[i + len]) & 0xC0) == 0x80) {
+        ++len;
+      }
+      auto it = lookup_.find(std::string(text.substr(i, len)));
+      if (it != lookup_.end()) {
+        t.push_back(it->second);
+      } else {
+        for (size_t j = 0; j < len; ++j) {
+          const unsigned char b = static_cast<unsigned char>(text[i + j]);
+          int32_t id = byte_id_[b] >= 0 ? byte_id_[b] : static_cast<int32_t>(b) + 3;
+          if (id >= static_cast<int32_t>(v_.pieces.size())) {
+            return absl::InternalError(absl::StrFormat("tokenizer: no token for byte 0x%02X", b));
+          }
+          t.push_back(id);
+        }
+      }
+      i += len;
+    }
+    // Greedy merges: repeatedly merge the adjacent pair whose concatenation
+    // is the highest-scoring vocabulary entry (leftmost on ties).
+    std::string buf;
+    while (true) {
+      float best_score = -1e30f;
+      int32_t best_id = -1;
+      size_t best_idx = 0;
+      for (size_t k = first; k + 1 < t.size(); ++k) {
+        buf = PieceText(t[k]);
+        buf += PieceText(t[k + 1]);
+        auto it = lookup_.find(buf);
+        if (it != lookup_.end() && v_.scores[it->second] > best_score) {
+          best_score = v_.scores[it->second];
+          best_id = it->second;
+          best_idx = k;
+        }
+      }
+      if (best_id < 0) break;
+      t[best_idx] = best_id;
+      t.erase(t.begin() + best_idx + 1);
+    }
+    if (add_eos && v_.eos_id >= 0) t.push_back(v_.eos_id);
+    return t;
+  }
+
+  std::string DecodePiece(int32_t prev, int32_t id) const override {
+    if (id < 0 || id >= vocab_size() || control_[id]) return "";
+    if (byte_of_[id] >= 0) return std::string(1, static_cast<char>(byte_of_[id]));
+    const std::string& p = v_.pieces[id];
+    if (prev == v_.bos_id && !p.empty() && p[0] == ' ') return p.substr(1);
+    return p;
+  }
+
+  int32_t vocab_size() const override { return static_cast<int32_t>(v_.pieces.size()); }
+  int32_t bos_id() const override { return v_.bos_id; }
+  int32_t eos_id() const override { return v_.eos_id; }
+  bool IsControl(int32_t id) const override {
+    return id < 0 || id >= vocab_size() || control_[id];
+  }
+  std::string Name() const override { return "llama2c"; }
+
+ private:
+  // The text a token contributes to merge candidates: byte tokens merge as
+  // their "<0xXX>" piece (as llama2.c does), which never forms a word.
+  const std::string& PieceText(int32_t id) const { return v_.pieces[id]; }
+
+  LlamaVocab v_;
+  std::unordered_map<std::string, int32_t> lookup_;
+  std::array<int32_t, 256> byte_id_;
+  std::vector<bool> control_;
+  std::vector<int> byte_of_;
+  int32_t dummy_prefix_ = -1;
+};
+
+class ByteTokenizer final : public Tokenizer {
+ public:
+  explicit ByteTokenizer(int32_t vocab) : vocab_(vocab) {}
+  absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text, bool add_bos,
+                                              bool add_eos) const override {
+    std::vector<int32_t> t;
+    if (add_bos) t.push_back(1);
+    for (unsigned char c : text) t.push_back(3 + c);
+    if (add_eos) t.push_back(2);
+    return t;
+  }
+  std::string DecodePiece(int32_t, int32_t id) const override {
+    if (id < 3 || id >= 259) return "";
+    return std::string(1, static_cast<char>(id - 3));
+  }
+  int32_t vocab_size() const override { return vocab_; }
+  int32_t bos_id() const override { return 1; }
+  int32_t eos_id() const override { return 2; }
+  bool IsControl(int32_t id) const override { return id < 3 || id >= 259; }
+  std::string Name() const override { return "byte"; }
+
+ private:
+  int32_t vocab_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> MakeLlamaTokenizer(LlamaVocab vocab) {
+  if (vocab.pieces.empty()) return absl::InvalidArgumentError("tokenizer: empty vocabulary");
+  if (vocab.scores.size() != vocab.pieces.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("tokenizer: ", vocab.scores.size(),
+                                                   " scores for ", vocab.pieces.size(), " pieces"));
+  }
+  if (!vocab.types.empty() && vocab.types.size() != vocab.pieces.size()) {
+    return absl::InvalidArgumentError("tokenizer: token types and pieces differ in size");
+  }
+  return std::unique_ptr<Tokenizer>(new LlamaTokenizer(std::move(vocab)));
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> MakeByteTokenizer(int32_t vocab_size) {
+  if (vocab_size < 259) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "byte tokenizer needs a vocabulary of at least 259 ids, model has ", vocab_size));
+  }
+  return std::unique_ptr<Tokenizer>(new ByteTokenizer(vocab_size));
+}
+
+}  // namespace ragkv::model

@@ -1,0 +1,448 @@
+#include "model/model.h"
+
+#include <xxhash.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "kernels/elementwise.h"
+#include "kernels/gemm.h"
+#include "kernels/rope.h"
+
+namespace ragkv::model {
+namespace {
+
+using kernels::DType;
+using kernels::TensorView;
+
+// View2D: f32 [rows, cols] with row stride ld.
+TensorView View2D(const float* p, int64_t rows, int64_t cols, int64_t ld) {
+  TensorView v;
+  v.data = const_cast<float*>(p);
+  v.dtype = DType::kF32;
+  v.rank = 2;
+  v.shape[0] = rows;
+  v.shape[1] = cols;
+  v.stride[0] = ld;
+  v.stride[1] = 1;
+  return v;
+}
+// View3D: f32 [a, b, c] with strides (sa, sb, 1).
+TensorView View3D(const float* p, int64_t a, int64_t b, int64_t c, int64_t sa, int64_t sb) {
+  TensorView v;
+  v.data = const_cast<float*>(p);
+  v.dtype = DType::kF32;
+  v.rank = 3;
+  v.shape[0] = a;
+  v.shape[1] = b;
+  v.shape[2] = c;
+  v.stride[0] = sa;
+  v.stride[1] = sb;
+  v.stride[2] = 1;
+  return v;
+}
+
+absl::Status CheckMatrix(const TensorView& v, int64_t cols, const char* what) {
+  if (v.data == nullptr || v.dtype != DType::kF32 || v.rank != 2 || v.shape[1] != cols ||
+      v.stride[1] != 1 || v.shape[0] < 0 || (v.shape[0] > 1 && v.stride[0] < cols)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": expected f32 [rows, ", cols,
+                                                   "] with unit column stride, got ",
+                                                   v.DebugString()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckKV(const TensorView& v, int kv_heads, int head_dim, const char* what) {
+  if (v.data == nullptr || v.dtype != DType::kF32 || v.rank != 3 || v.shape[0] != kv_heads ||
+      v.shape[2] != head_dim || v.stride[2] != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": expected f32 [", kv_heads, ", N, ",
+                                                   head_dim, "] with unit last stride, got ",
+                                                   v.DebugString()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSize(const std::vector<float>& v, size_t want, const std::string& name) {
+  if (v.size() != want) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model weights: tensor %s has %d elements, config implies %d", name, v.size(), want));
+  }
+  return absl::OkStatus();
+}
+
+void HashFloats(XXH3_state_t* st, const std::vector<float>& v) {
+  XXH3_128bits_update(st, v.data(), v.size() * sizeof(float));
+}
+
+}  // namespace
+
+std::string FingerprintHex(const Fingerprint& fp) {
+  std::string s;
+  s.reserve(32);
+  for (uint8_t b : fp) absl::StrAppendFormat(&s, "%02x", b);
+  return s;
+}
+
+size_t Workspace::bytes() const {
+  return (xb_.capacity() + qkv_.capacity() + att_.capacity() + ffn_.capacity() +
+          ffn_out_.capacity() + hidden_.capacity() + logits_norm_.capacity()) *
+             sizeof(float) +
+         positions_.capacity() * sizeof(int32_t);
+}
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Create(ModelConfig config, ModelWeights weights) {
+  RETURN_IF_ERROR(config.Validate());
+  const size_t dim = config.dim, qd = config.q_dim(), kvd = config.kv_dim(),
+               ffn = config.hidden_dim, vocab = config.vocab_size;
+  RETURN_IF_ERROR(CheckSize(weights.tok_embeddings, vocab * dim, "tok_embeddings"));
+  RETURN_IF_ERROR(CheckSize(weights.final_norm, dim, "final_norm"));
+  if (config.shared_classifier) {
+    if (!weights.classifier.empty()) {
+      return absl::InvalidArgumentError("model weights: classifier given but config says shared");
+    }
+  } else {
+    RETURN_IF_ERROR(CheckSize(weights.classifier, vocab * dim, "classifier"));
+  }
+  if (weights.layers.size() != size_t(config.n_layers)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model weights: %d layers, config says %d", weights.layers.size(), config.n_layers));
+  }
+  for (int l = 0; l < config.n_layers; ++l) {
+    const LayerWeights& w = weights.layers[l];
+    const std::string p = absl::StrCat("layers.", l, ".");
+    RETURN_IF_ERROR(CheckSize(w.attn_norm, dim, p + "attn_norm"));
+    RETURN_IF_ERROR(CheckSize(w.wq, qd * dim, p + "wq"));
+    RETURN_IF_ERROR(CheckSize(w.wk, kvd * dim, p + "wk"));
+    RETURN_IF_ERROR(CheckSize(w.wv, kvd * dim, p + "wv"));
+    if (config.qkv_bias) {
+      RETURN_IF_ERROR(CheckSize(w.bq, qd, p + "bq"));
+      RETURN_IF_ERROR(CheckSize(w.bk, kvd, p + "bk"));
+      RETURN_IF_ERROR(CheckSize(w.bv, kvd, p + "bv"));
+    }
+    RETURN_IF_ERROR(CheckSize(w.wo, dim * qd, p + "wo"));
+    RETURN_IF_ERROR(CheckSize(w.ffn_norm, dim, p + "ffn_norm"));
+    RETURN_IF_ERROR(CheckSize(w.w_gate, ffn * dim, p + "w_gate"));
+    RETURN_IF_ERROR(CheckSize(w.w_up, ffn * dim, p + "w_up"));
+    RETURN_IF_ERROR(CheckSize(w.w_down, dim * ffn, p + "w_down"));
+  }
+
+  auto m = std::unique_ptr<Model>(new Model());
+  m->config_ = config;
+
+  // Fingerprint (design.md §3). The canonical text is versioned; changing
+  // anything here changes every fingerprint (and so invalidates stored KV).
+  {
+    XXH3_state_t* st = XXH3_createState();
+    if (st == nullptr) return absl::ResourceExhaustedError("XXH3_createState failed");
+    XXH3_128bits_reset(st);
+    const std::string desc = absl::StrFormat(
+        "ragkv-model-fingerprint-v1\narch=%s\ndim=%d\nhidden_dim=%d\nn_layers=%d\nn_heads=%d\n"
+        "n_kv_heads=%d\nhead_dim=%d\nvocab=%d\nrope_theta=%.9g\nrope_layout=%s\n"
+        "rope_scaling=%s\nnorm_eps=%.9g\nqkv_bias=%d\nkv_dtype=%s\nweights=f32\n",
+        config.arch, config.dim, config.hidden_dim, config.n_layers, config.n_heads,
+        config.n_kv_heads, config.head_dim, config.vocab_size, config.rope_theta,
+        config.rope_layout == kernels::RopeLayout::kInterleaved ? "interleaved" : "half_split",
+        config.rope_scaling, config.norm_eps, config.qkv_bias ? 1 : 0,
+        kernels::DTypeName(config.kv_dtype));
+    XXH3_128bits_update(st, desc.data(), desc.size());
+    HashFloats(st, weights.tok_embeddings);
+    for (const LayerWeights& w : weights.layers) {
+      for (const auto* t : {&w.attn_norm, &w.wq, &w.wk, &w.wv, &w.bq, &w.bk, &w.bv, &w.wo,
+                            &w.ffn_norm, &w.w_gate, &w.w_up, &w.w_down}) {
+        HashFloats(st, *t);
+      }
+    }
+    HashFloats(st, weights.final_norm);
+    HashFloats(st, config.shared_classifier ? weights.tok_embeddings : weights.classifier);
+    XXH128_hash_t h = XXH3_128bits_digest(st);
+    XXH3_freeState(st);
+    XXH128_canonical_t canon;
+    XXH128_canonicalFromHash(&canon, h);
+    std::memcpy(m->fingerprint_.data(), canon.digest, 16);
+  }
+
+  // Fuse q/k/v and gate/up so each is one GEMM.
+  m->wqkv_.resize(config.n_layers);
+  m->bqkv_.resize(config.n_layers);
+  m->wgate_up_.resize(config.n_layers);
+  for (int l = 0; l < config.n_layers; ++l) {
+    LayerWeights& w = weights.layers[l];
+    std::vector<float>& qkv = m->wqkv_[l];
+    qkv.reserve((qd + 2 * kvd) * dim);
+    qkv.insert(qkv.end(), w.wq.begin(), w.wq.end());
+    qkv.insert(qkv.end(), w.wk.begin(), w.wk.end());
+    qkv.insert(qkv.end(), w.wv.begin(), w.wv.end());
+    if (config.qkv_bias) {
+      std::vector<float>& b = m->bqkv_[l];
+      b.insert(b.end(), w.bq.begin(), w.bq.end());
+      b.insert(b.end(), w.bk.begin(), w.bk.end());
+      b.insert(b.end(), w.bv.begin(), w.bv.end());
+    }
+    std::vector<float>& gu = m->wgate_up_[l];
+    gu.reserve(2 * ffn * dim);
+    gu.insert(gu.end(), w.w_gate.begin(), w.w_gate.end());
+    gu.insert(gu.end(), w.w_up.begin(), w.w_up.end());
+    for (auto* t : {&w.wq, &w.wk, &w.wv, &w.bq, &w.bk, &w.bv, &w.w_gate, &w.w_up}) {
+      std::vector<float>().swap(*t);
+    }
+  }
+  m->weights_ = std::move(weights);
+  return m;
+}
+
+absl::StatusOr<KVCache> Model::NewCache(int64_t capacity_tokens) const {
+  return KVCache::Create(config_, capacity_tokens > 0 ? capacity_tokens : config_.max_seq_len);
+}
+
+absl::Status Model::Embed(absl::Span<const int32_t> tokens, TensorView hidden) const {
+  RETURN_IF_ERROR(CheckMatrix(hidden, config_.dim, "Embed: hidden"));
+  if (hidden.shape[0] != static_cast<int64_t>(tokens.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("Embed: hidden has ", hidden.shape[0],
+                                                   " rows for ", tokens.size(), " tokens"));
+  }
+  const float* emb = weights_.tok_embeddings.data();
+  for (size_t r = 0; r < tokens.size(); ++r) {
+    const int32_t t = tokens[r];
+    if (t < 0 || t >= config_.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("token id ", t, " at index ", r,
+                                                     " is outside the vocabulary [0, ",
+                                                     config_.vocab_size, ")"));
+    }
+    std::memcpy(hidden.as<float>() + r * hidden.stride[0], emb + size_t(t) * config_.dim,
+                config_.dim * sizeof(float));
+  }
+  return absl::OkStatus();
+}
+
+// ComputeQKV: ws->qkv_ = RoPE([q | k | v] = RMSNorm(hidden) * Wqkv^T + b),
+// f32 [rows, q_dim + 2*kv_dim].
+absl::Status Model::ComputeQKV(int layer, TensorView hidden, const int32_t* positions,
+                               int64_t rows, Workspace* ws) const {
+  const ModelConfig& c = config_;
+  const int64_t dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), ld = qd + 2 * kvd;
+  float* xb = ws->Get(ws->xb_, rows * dim);
+  float* qkv = ws->Get(ws->qkv_, rows * ld);
+  const LayerWeights& w = weights_.layers[layer];
+  RETURN_IF_ERROR(kernels::RmsNorm(hidden, TensorView::Contiguous(w.attn_norm.data(), DType::kF32, {dim}),
+                                   c.norm_eps, View2D(xb, rows, dim, dim)));
+  RETURN_IF_ERROR(kernels::Gemm(View2D(xb, rows, dim, dim), View2D(wqkv_[layer].data(), ld, dim, dim),
+                                /*trans_b=*/true, View2D(qkv, rows, ld, ld)));
+  if (c.qkv_bias) {
+    const float* b = bqkv_[layer].data();
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = qkv + r * ld;
+      for (int64_t j = 0; j < ld; ++j) row[j] += b[j];
+    }
+  }
+  kernels::RopeParams rp;
+  rp.head_dim = c.head_dim;
+  rp.theta = c.rope_theta;
+  rp.layout = c.rope_layout;
+  RETURN_IF_ERROR(kernels::ApplyRope(View3D(qkv, rows, c.n_heads, c.head_dim, ld, c.head_dim),
+                                     positions, rp));
+  RETURN_IF_ERROR(kernels::ApplyRope(
+      View3D(qkv + qd, rows, c.n_kv_heads, c.head_dim, ld, c.head_dim), positions, rp));
+  return absl::OkStatus();
+}
+
+absl::Status Model::ForwardLayer(int layer, TensorView hidden, const int32_t* positions,
+                                 LayerKVView kv, const LayerOptions& options,
+                                 Workspace* ws) const {
+  const ModelConfig& c = config_;
+  if (layer < 0 || layer >= c.n_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("ForwardLayer: layer ", layer,
+                                                   " outside [0, ", c.n_layers, ")"));
+  }
+  if (ws == nullptr) return absl::InvalidArgumentError("ForwardLayer: null workspace");
+  RETURN_IF_ERROR(CheckMatrix(hidden, c.dim, "ForwardLayer: hidden"));
+  RETURN_IF_ERROR(CheckKV(kv.k, c.n_kv_heads, c.head_dim, "ForwardLayer: kv.k"));
+  RETURN_IF_ERROR(CheckKV(kv.v, c.n_kv_heads, c.head_dim, "ForwardLayer: kv.v"));
+  const int64_t rows = hidden.shape[0];
+  const int64_t n_ctx = kv.k.shape[1];
+  if (kv.v.shape[1] != n_ctx) return absl::InvalidArgumentError("ForwardLayer: K and V lengths differ");
+  if (rows == 0) return absl::OkStatus();
+  if (positions == nullptr) return absl::InvalidArgumentError("ForwardLayer: null positions");
+  for (int64_t r = 0; r < rows; ++r) {
+    if (positions[r] < 0 || positions[r] >= n_ctx) {
+      return absl::InvalidArgumentError(absl::StrCat("ForwardLayer: position ", positions[r],
+                                                     " of row ", r, " outside the KV [0, ",
+                                                     n_ctx, ")"));
+    }
+  }
+  for (const TensorView* f : {&options.fresh_k, &options.fresh_v}) {
+    if (f->data == nullptr) continue;
+    if (f->dtype != DType::kF32 || f->rank != 3 || f->shape[0] != c.n_kv_heads ||
+        f->shape[1] != rows || f->shape[2] != c.head_dim || f->stride[2] != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ForwardLayer: fresh K/V output must be f32 [", c.n_kv_heads, ", ", rows, ", ",
+          c.head_dim, "], got ", f->DebugString()));
+    }
+  }
+  const int64_t dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), ld = qd + 2 * kvd,
+                hd = c.head_dim, ffn = c.hidden_dim;
+  RETURN_IF_ERROR(ComputeQKV(layer, hidden, positions, rows, ws));
+  const float* qkv = ws->qkv_.data();
+
+  // Scatter the rows' fresh K/V into the cache (and the optional outputs).
+  float* kc = kv.k.as<float>();
+  float* vc = kv.v.as<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* kr = qkv + r * ld + qd;
+    const float* vr = kr + kvd;
+    for (int h = 0; h < c.n_kv_heads; ++h) {
+      std::memcpy(kc + h * kv.k.stride[0] + positions[r] * kv.k.stride[1], kr + h * hd, hd * 4);
+      std::memcpy(vc + h * kv.v.stride[0] + positions[r] * kv.v.stride[1], vr + h * hd, hd * 4);
+      if (options.fresh_k.data != nullptr) {
+        std::memcpy(options.fresh_k.as<float>() + h * options.fresh_k.stride[0] +
+                        r * options.fresh_k.stride[1],
+                    kr + h * hd, hd * 4);
+      }
+      if (options.fresh_v.data != nullptr) {
+        std::memcpy(options.fresh_v.as<float>() + h * options.fresh_v.stride[0] +
+                        r * options.fresh_v.stride[1],
+                    vr + h * hd, hd * 4);
+      }
+    }
+  }
+
+  // Attention and output projection (accumulated into the residual).
+  float* att = ws->Get(ws->att_, rows * qd);
+  kernels::AttentionParams ap;
+  ap.num_heads = c.n_heads;
+  ap.num_kv_heads = c.n_kv_heads;
+  ap.head_dim = c.head_dim;
+  ap.causal = options.causal;
+  RETURN_IF_ERROR(kernels::SelectiveAttention(View3D(qkv, rows, c.n_heads, hd, ld, hd), positions,
+                                              kv.k, kv.v, View3D(att, rows, c.n_heads, hd, qd, hd),
+                                              ap));
+  const LayerWeights& w = weights_.layers[layer];
+  RETURN_IF_ERROR(kernels::Gemm(View2D(att, rows, qd, qd), View2D(w.wo.data(), dim, qd, qd),
+                                /*trans_b=*/true, hidden, 1.0f, 1.0f));
+
+  // SwiGLU MLP (accumulated into the residual).
+  float* xb = ws->Get(ws->xb_, rows * dim);
+  RETURN_IF_ERROR(kernels::RmsNorm(hidden, TensorView::Contiguous(w.ffn_norm.data(), DType::kF32, {dim}),
+                                   c.norm_eps, View2D(xb, rows, dim, dim)));
+  float* gu = ws->Get(ws->ffn_, rows * 2 * ffn);
+  RETURN_IF_ERROR(kernels::Gemm(View2D(xb, rows, dim, dim),
+                                View2D(wgate_up_[layer].data(), 2 * ffn, dim, dim),
+                                /*trans_b=*/true, View2D(gu, rows, 2 * ffn, 2 * ffn)));
+  const TensorView gate = View2D(gu, rows, ffn, 2 * ffn);
+  RETURN_IF_ERROR(kernels::SwiGlu(gate, View2D(gu + ffn, rows, ffn, 2 * ffn), gate));
+  RETURN_IF_ERROR(kernels::Gemm(gate, View2D(w.w_down.data(), dim, ffn, ffn), /*trans_b=*/true,
+                                hidden, 1.0f, 1.0f));
+  return absl::OkStatus();
+}
+
+absl::Status Model::ProjectKV(int layer, TensorView hidden, const int32_t* positions,
+                              TensorView k_out, TensorView v_out, Workspace* ws) const {
+  const ModelConfig& c = config_;
+  if (layer < 0 || layer >= c.n_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("ProjectKV: layer ", layer, " out of range"));
+  }
+  if (ws == nullptr || positions == nullptr) {
+    return absl::InvalidArgumentError("ProjectKV: null workspace or positions");
+  }
+  RETURN_IF_ERROR(CheckMatrix(hidden, c.dim, "ProjectKV: hidden"));
+  const int64_t rows = hidden.shape[0];
+  RETURN_IF_ERROR(CheckKV(k_out, c.n_kv_heads, c.head_dim, "ProjectKV: k_out"));
+  RETURN_IF_ERROR(CheckKV(v_out, c.n_kv_heads, c.head_dim, "ProjectKV: v_out"));
+  if (k_out.shape[1] != rows || v_out.shape[1] != rows) {
+    return absl::InvalidArgumentError("ProjectKV: outputs must have one token per row");
+  }
+  if (rows == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(ComputeQKV(layer, hidden, positions, rows, ws));
+  const int64_t qd = c.q_dim(), kvd = c.kv_dim(), ld = qd + 2 * kvd, hd = c.head_dim;
+  const float* qkv = ws->qkv_.data();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int h = 0; h < c.n_kv_heads; ++h) {
+      std::memcpy(k_out.as<float>() + h * k_out.stride[0] + r * k_out.stride[1],
+                  qkv + r * ld + qd + h * hd, hd * 4);
+      std::memcpy(v_out.as<float>() + h * v_out.stride[0] + r * v_out.stride[1],
+                  qkv + r * ld + qd + kvd + h * hd, hd * 4);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Model::FinalNormAndLogits(TensorView hidden, TensorView logits, Workspace* ws) const {
+  const ModelConfig& c = config_;
+  if (ws == nullptr) return absl::InvalidArgumentError("FinalNormAndLogits: null workspace");
+  RETURN_IF_ERROR(CheckMatrix(hidden, c.dim, "FinalNormAndLogits: hidden"));
+  RETURN_IF_ERROR(CheckMatrix(logits, c.vocab_size, "FinalNormAndLogits: logits"));
+  const int64_t rows = hidden.shape[0], dim = c.dim;
+  if (logits.shape[0] != rows) {
+    return absl::InvalidArgumentError("FinalNormAndLogits: logits rows != hidden rows");
+  }
+  if (rows == 0) return absl::OkStatus();
+  float* xb = ws->Get(ws->logits_norm_, rows * dim);
+  RETURN_IF_ERROR(kernels::RmsNorm(
+      hidden, TensorView::Contiguous(weights_.final_norm.data(), DType::kF32, {dim}), c.norm_eps,
+      View2D(xb, rows, dim, dim)));
+  const std::vector<float>& cls =
+      c.shared_classifier ? weights_.tok_embeddings : weights_.classifier;
+  return kernels::Gemm(View2D(xb, rows, dim, dim), View2D(cls.data(), c.vocab_size, dim, dim),
+                       /*trans_b=*/true, logits);
+}
+
+absl::Status Model::Prefill(absl::Span<const int32_t> tokens, KVCache* cache, Workspace* ws,
+                            LogitsMode mode, float* logits) const {
+  const ModelConfig& c = config_;
+  if (cache == nullptr || ws == nullptr) {
+    return absl::InvalidArgumentError("Prefill: null cache or workspace");
+  }
+  if (tokens.empty()) return absl::InvalidArgumentError("Prefill: no tokens");
+  if (mode != LogitsMode::kNone && logits == nullptr) {
+    return absl::InvalidArgumentError("Prefill: null logits buffer");
+  }
+  if (cache->n_layers() != c.n_layers || cache->kv_heads() != c.n_kv_heads ||
+      cache->head_dim() != c.head_dim) {
+    return absl::InvalidArgumentError("Prefill: the KV cache was made for another model shape");
+  }
+  const int64_t t = static_cast<int64_t>(tokens.size());
+  const int64_t p = cache->num_tokens();
+  if (p + t > c.max_seq_len) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "prompt of %d tokens (after %d cached) exceeds the model context of %d tokens", t, p,
+        c.max_seq_len));
+  }
+  if (p + t > cache->capacity_tokens()) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "prompt of %d tokens (after %d cached) exceeds the KV cache capacity of %d tokens", t, p,
+        cache->capacity_tokens()));
+  }
+  const int64_t dim = c.dim;
+  float* hidden = ws->Get(ws->hidden_, t * dim);
+  if (ws->positions_.size() < size_t(t)) ws->positions_.resize(t);
+  int32_t* pos = ws->positions_.data();
+  for (int64_t i = 0; i < t; ++i) pos[i] = static_cast<int32_t>(p + i);
+  const TensorView hv = View2D(hidden, t, dim, dim);
+  RETURN_IF_ERROR(Embed(tokens, hv));
+  for (int l = 0; l < c.n_layers; ++l) {
+    RETURN_IF_ERROR(ForwardLayer(l, hv, pos, cache->Layer(l, p + t), LayerOptions(), ws));
+  }
+  if (mode == LogitsMode::kLast) {
+    RETURN_IF_ERROR(FinalNormAndLogits(View2D(hidden + (t - 1) * dim, 1, dim, dim),
+                                       View2D(logits, 1, c.vocab_size, c.vocab_size), ws));
+  } else if (mode == LogitsMode::kAll) {
+    RETURN_IF_ERROR(FinalNormAndLogits(hv, View2D(logits, t, c.vocab_size, c.vocab_size), ws));
+  }
+  return cache->set_num_tokens(p + t);
+}
+
+double Model::MatmulFlops(int64_t tokens) const {
+  const ModelConfig& c = config_;
+  const double per_layer = double(c.dim) * (c.q_dim() + 2.0 * c.kv_dim()) +
+                           double(c.q_dim()) * c.dim + 3.0 * c.dim * c.hidden_dim;
+  return 2.0 * double(tokens) * c.n_layers * per_layer;
+}
+
+double Model::AttentionFlops(int64_t tokens) const {
+  const ModelConfig& c = config_;
+  const double visible = double(tokens) * (tokens + 1) / 2.0;  // causal (key, query) pairs
+  return 4.0 * c.n_layers * c.n_heads * double(c.head_dim) * visible;
+}
+
+}  // namespace ragkv::model

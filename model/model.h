@@ -1,0 +1,174 @@
+// model.h: Model, the Llama-family decoder runtime on ragkv::kernels.
+//
+// A Model is immutable after Create: it owns f32 weights (q/k/v and gate/up
+// fused for one GEMM each) and its fingerprint. All compute goes through
+// kernels/ (Gemm, RmsNorm, SwiGlu, ApplyRope, SelectiveAttention, Convert).
+//
+// Two levels of API:
+//  * sequence level: Prefill (T tokens at positions p..p+T-1, batched as
+//    GEMMs, appended to a KVCache) and DecodeStep (one token);
+//  * layer level, for blend/: Embed -> ForwardLayer(l) for l = 0..L-1 ->
+//    FinalNormAndLogits. ForwardLayer runs one transformer block for any
+//    subset of rows (hidden states + absolute positions) against a given
+//    per-layer KV, so a layer can be recomputed for 15% of the tokens only.
+//    Prefill is exactly this composition with all rows.
+//
+// Thread safety: all methods are const and may run concurrently, provided
+// each concurrent call has its own Workspace and its own output buffers /
+// KV cache. OpenMP parallelism inside the kernels is capped by
+// kernels::SetMaxThreads.
+#ifndef RAGKV_MODEL_MODEL_H_
+#define RAGKV_MODEL_MODEL_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "kernels/attention.h"
+#include "kernels/tensor.h"
+#include "model/config.h"
+#include "model/kv_cache.h"
+#include "model/weights.h"
+
+namespace ragkv::model {
+
+using Fingerprint = std::array<uint8_t, 16>;
+
+// FingerprintHex: 32 lowercase hex digits.
+std::string FingerprintHex(const Fingerprint& fp);
+
+// Workspace: scratch buffers reused across calls (grow-only), so the hot
+// path allocates only when a call needs more rows than any before it. One
+// per thread; not thread-safe. Opaque to callers.
+class Workspace {
+ public:
+  Workspace() = default;
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+  // bytes: the memory currently held.
+  size_t bytes() const;
+
+ private:
+  friend class Model;
+  float* Get(std::vector<float>& buf, size_t n) {
+    if (buf.size() < n) buf.resize(n);
+    return buf.data();
+  }
+  std::vector<float> xb_, qkv_, att_, ffn_, ffn_out_, hidden_, logits_norm_;
+  std::vector<int32_t> positions_;
+};
+
+struct LayerOptions {
+  // Mask used by attention; kExact (row at position p sees keys 0..p) is
+  // the correct one. kBottomRight exists to measure the shortcut's error.
+  kernels::CausalMode causal = kernels::CausalMode::kExact;
+  // Optional outputs of the rows' fresh (post-RoPE) K and V, each f32
+  // [kv_heads, rows, head_dim] with unit last stride (data == nullptr: not
+  // written). Same values ForwardLayer scatters into the KV view.
+  kernels::TensorView fresh_k;
+  kernels::TensorView fresh_v;
+};
+
+// Where Prefill writes logits.
+enum class LogitsMode {
+  kNone = 0,  // no logits (precompute only needs the KV)
+  kLast = 1,  // logits of the last token: [vocab]
+  kAll = 2,   // logits of every token: [T, vocab]
+};
+
+class Model {
+ public:
+  // Create: validates `config` against the weight sizes (InvalidArgument
+  // naming the tensor on mismatch), takes ownership of the weights and
+  // computes the fingerprint (design.md §3): XXH3-128 over a canonical
+  // description (arch, dims, head layout, RoPE theta/layout/scaling, norm
+  // eps, KV dtype) followed by every weight's f32 bytes in a fixed order,
+  // the effective classifier included (so a tied and an untied copy of the
+  // same weights fingerprint alike).
+  static absl::StatusOr<std::unique_ptr<Model>> Create(ModelConfig config, ModelWeights weights);
+
+  const ModelConfig& config() const { return config_; }
+  const Fingerprint& fingerprint() const { return fingerprint_; }
+  std::string fingerprint_hex() const { return FingerprintHex(fingerprint_); }
+
+  // ---- layer level --------------------------------------------------------
+
+  // Embed: hidden[r, :] = embedding of tokens[r]. hidden: f32 [rows, dim],
+  // unit column stride, rows == tokens.size(). InvalidArgument for an id
+  // outside [0, vocab).
+  absl::Status Embed(absl::Span<const int32_t> tokens, kernels::TensorView hidden) const;
+
+  // ForwardLayer: runs transformer block `layer` for `rows` rows.
+  //   hidden: f32 [rows, dim], unit column stride; in: the block's input,
+  //           out: its output (residual stream), in place.
+  //   positions: [rows] absolute positions, each in [0, kv.num_tokens()).
+  //   kv: this layer's K/V of all N context tokens. The rows' fresh K/V are
+  //       written into it at their positions *before* attention (what was
+  //       there is overwritten: copy it first if you need it); every other
+  //       token's K/V is read as given. Row r attends to keys 0..positions[r]
+  //       (CausalMode::kExact).
+  // Rows may be in any order and need not be contiguous positions; two rows
+  // must not share a position. Computes in f32 with GEMMs over all rows.
+  absl::Status ForwardLayer(int layer, kernels::TensorView hidden, const int32_t* positions,
+                            LayerKVView kv, const LayerOptions& options, Workspace* ws) const;
+
+  // ProjectKV: the post-RoPE K and V block `layer` would produce for rows
+  // whose layer input is `hidden` (f32 [rows, dim]) at `positions`, without
+  // attention or MLP. k_out, v_out: f32 [kv_heads, rows, head_dim], unit last
+  // stride. Cheap deviation probe for blending.
+  absl::Status ProjectKV(int layer, kernels::TensorView hidden, const int32_t* positions,
+                         kernels::TensorView k_out, kernels::TensorView v_out,
+                         Workspace* ws) const;
+
+  // FinalNormAndLogits: logits = classifier(RMSNorm(hidden)). hidden: f32
+  // [rows, dim] (unchanged); logits: f32 [rows, vocab], unit column stride.
+  absl::Status FinalNormAndLogits(kernels::TensorView hidden, kernels::TensorView logits,
+                                  Workspace* ws) const;
+
+  // ---- sequence level -----------------------------------------------------
+
+  // Prefill: runs tokens at positions p..p+T-1, p = cache->num_tokens(),
+  // appending their K/V; afterwards cache->num_tokens() == p+T. logits: see
+  // LogitsMode (may be null for kNone). Errors: InvalidArgument for empty
+  // input or a bad id; OutOfRange when p+T exceeds the cache capacity or the
+  // model's context length (max_seq_len). On error the cache's num_tokens is
+  // unchanged (slots past it may have been written).
+  absl::Status Prefill(absl::Span<const int32_t> tokens, KVCache* cache, Workspace* ws,
+                       LogitsMode mode, float* logits) const;
+
+  // DecodeStep: Prefill of one token with logits [vocab].
+  absl::Status DecodeStep(int32_t token, KVCache* cache, Workspace* ws, float* logits) const {
+    return Prefill(absl::MakeConstSpan(&token, 1), cache, ws, LogitsMode::kLast, logits);
+  }
+
+  // NewCache: a KV cache sized for `capacity_tokens` (default: max_seq_len).
+  absl::StatusOr<KVCache> NewCache(int64_t capacity_tokens = 0) const;
+
+  // MatmulFlops: FLOPs of the weight GEMMs for `tokens` rows of all layers
+  // (2 * rows * params), excluding the classifier; AttentionFlops: QK^T and
+  // PV FLOPs of a causal prefill of `tokens` tokens starting at position 0.
+  double MatmulFlops(int64_t tokens) const;
+  double AttentionFlops(int64_t tokens) const;
+
+ private:
+  Model() = default;
+  absl::Status ComputeQKV(int layer, kernels::TensorView hidden, const int32_t* positions,
+                          int64_t rows, Workspace* ws) const;
+
+  ModelConfig config_;
+  // Weights as loaded, except that per layer wq/wk/wv (and bq/bk/bv) are
+  // moved into wqkv_ and w_gate/w_up into wgate_up_ (then empty here).
+  ModelWeights weights_;
+  // Fused per-layer matrices: [q_dim + 2*kv_dim, dim] and [2*hidden_dim, dim].
+  std::vector<std::vector<float>> wqkv_, bqkv_, wgate_up_;
+  Fingerprint fingerprint_{};
+};
+
+}  // namespace ragkv::model
+
+#endif  // RAGKV_MODEL_MODEL_H_

@@ -1,0 +1,36 @@
+// weights.h: ModelWeights, the f32 tensors of a Llama-family decoder as the
+// loaders produce them and Model::Create consumes them.
+//
+// Every matrix is row-major [out][in] (the layout of llama2.c, GGUF and
+// Hugging Face checkpoints), so y = x * W^T. Loaders convert F16/BF16 to f32.
+// A plain owning value type; thread-compatible.
+#ifndef RAGKV_MODEL_WEIGHTS_H_
+#define RAGKV_MODEL_WEIGHTS_H_
+
+#include <vector>
+
+namespace ragkv::model {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // [dim]
+  std::vector<float> wq;         // [q_dim, dim]
+  std::vector<float> wk;         // [kv_dim, dim]
+  std::vector<float> wv;         // [kv_dim, dim]
+  std::vector<float> bq, bk, bv; // [q_dim], [kv_dim], [kv_dim]; empty unless qkv_bias
+  std::vector<float> wo;         // [dim, q_dim]
+  std::vector<float> ffn_norm;   // [dim]
+  std::vector<float> w_gate;     // [hidden_dim, dim]   (llama2.c w1)
+  std::vector<float> w_up;       // [hidden_dim, dim]   (llama2.c w3)
+  std::vector<float> w_down;     // [dim, hidden_dim]   (llama2.c w2)
+};
+
+struct ModelWeights {
+  std::vector<float> tok_embeddings;  // [vocab, dim]
+  std::vector<LayerWeights> layers;   // n_layers
+  std::vector<float> final_norm;      // [dim]
+  std::vector<float> classifier;      // [vocab, dim]; empty when shared_classifier
+};
+
+}  // namespace ragkv::model
+
+#endif  // RAGKV_MODEL_WEIGHTS_H_
