@@ -10,7 +10,8 @@
 // shared memory, S = Q K^T on tensor cores (WMMA m16n16k16, f32 accumulate),
 // exact per-vector causal limit applied, online softmax in base 2 (f32 row
 // max / row sum in shared memory), P rounded to the input type, O += P V on
-// tensor cores with f32 accumulator fragments held in registers. When a row
+// tensor cores with f32 accumulator fragments held in registers. Tiles are
+// staged with cp.async; V's copy overlaps S = Q K^T and the softmax. When a row
 // max grows, the warp's O fragments make one round trip through shared
 // memory to be rescaled (the fragment layout is opaque in WMMA). Key tiles
 // past the largest causal limit of the tile are skipped.
@@ -62,6 +63,21 @@ struct TcSmem {
   static_assert(size_t{kBM} * kLdO * 4 <= kVOff - kKOff, "scratch must fit in K|S");
 };
 
+// 16-byte global -> shared copy, asynchronous (sm_80+). pred false: the 16
+// bytes are zero-filled and nothing is read from src.
+__device__ __forceinline__ void CpAsync16(void* smem_dst, const void* gmem_src, bool pred) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+  const int src_bytes = pred ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src),
+               "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 // Limit (last visible key, request-local) of query vector `vrow` of tile w.
 template <bool kBottomRight>
 __device__ __forceinline__ int VectorLimit(const AttnLaunch& a, const AttnWorkItem& w, int group,
@@ -106,16 +122,17 @@ __global__ void __launch_bounds__(kThreads) AttnTcKernel(AttnLaunch a) {
   }
   for (int idx = tid; idx < kBM * kChunks; idx += kThreads) {
     const int vrow = idx / kChunks, c = idx % kChunks;
-    uint4 val = make_uint4(0u, 0u, 0u, 0u);
+    const T* src = static_cast<const T*>(a.q);  // any valid address when zero-filling
     if (vrow < w.vec_count) {
       const int vec = w.vec_begin + vrow;
       const int rl = vec / group, g = vec % group;
-      const T* src = static_cast<const T*>(a.q) + static_cast<int64_t>(w.row_begin + rl) * a.q_stride_row +
-                     static_cast<int64_t>(kh * group + g) * a.q_stride_head + c * 8;
-      val = *reinterpret_cast<const uint4*>(src);
+      src += static_cast<int64_t>(w.row_begin + rl) * a.q_stride_row +
+             static_cast<int64_t>(kh * group + g) * a.q_stride_head + c * 8;
     }
-    *reinterpret_cast<uint4*>(sQ + vrow * L::kLdQ + c * 8) = val;
+    CpAsync16(sQ + vrow * L::kLdQ + c * 8, src, vrow < w.vec_count);
   }
+  CpAsyncCommit();
+  CpAsyncWait<0>();
   __syncthreads();
   const int max_limit = *sMaxLimit;
 
@@ -136,18 +153,25 @@ __global__ void __launch_bounds__(kThreads) AttnTcKernel(AttnLaunch a) {
   for (int tile = 0; tile < n_tiles; ++tile) {
     const int kv0 = tile * kBN;
     __syncthreads();  // the previous tile's P V (sV, sP, scratch) is done
+    // K and V tiles by cp.async (all 16-byte copies in flight at once; keys
+    // past kv_len zero-filled), K and V in separate groups so that V keeps
+    // landing while S = Q K^T and the softmax run.
     for (int idx = tid; idx < kBN * kChunks; idx += kThreads) {
       const int j = idx / kChunks, c = idx % kChunks;
-      const int key = kv0 + j;
-      uint4 kval = make_uint4(0u, 0u, 0u, 0u), vval = kval;
-      if (key < w.kv_len) {
-        kval = *reinterpret_cast<const uint4*>(kbase + static_cast<int64_t>(key) * a.k_stride_token + c * 8);
-        vval = *reinterpret_cast<const uint4*>(vbase + static_cast<int64_t>(key) * a.v_stride_token + c * 8);
-      }
-      *reinterpret_cast<uint4*>(sK + j * L::kLdKV + c * 8) = kval;
-      *reinterpret_cast<uint4*>(sV + j * L::kLdKV + c * 8) = vval;
+      const bool in = kv0 + j < w.kv_len;
+      const int64_t off = in ? static_cast<int64_t>(kv0 + j) * a.k_stride_token + c * 8 : 0;
+      CpAsync16(sK + j * L::kLdKV + c * 8, kbase + off, in);
     }
-    __syncthreads();
+    CpAsyncCommit();
+    for (int idx = tid; idx < kBN * kChunks; idx += kThreads) {
+      const int j = idx / kChunks, c = idx % kChunks;
+      const bool in = kv0 + j < w.kv_len;
+      const int64_t off = in ? static_cast<int64_t>(kv0 + j) * a.v_stride_token + c * 8 : 0;
+      CpAsync16(sV + j * L::kLdKV + c * 8, vbase + off, in);
+    }
+    CpAsyncCommit();
+    CpAsyncWait<1>();  // this thread's K copies have landed
+    __syncthreads();   // ... and everyone's
 
     // S[16 rows of this warp][64 keys] = Q K^T.
     {
@@ -199,7 +223,8 @@ __global__ void __launch_bounds__(kThreads) AttnTcKernel(AttnLaunch a) {
       sL[r] = sL[r] * alpha + sum;
       sAlpha[r] = alpha;
     }
-    __syncthreads();  // every warp is done with sK and sS: scratch is free
+    CpAsyncWait<0>();  // this thread's V copies have landed
+    __syncthreads();   // V visible to all; every warp is done with sK and sS: scratch is free
 
     if (rescale) {
       float* scr = sScratch + 16 * warp * L::kLdO;
