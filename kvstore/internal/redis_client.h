@@ -225,6 +225,10 @@ class RedisExecutor {
   virtual absl::StatusOr<std::vector<Reply>> Pipeline(std::string_view routing_key,
                                                       absl::Span<const RedisArgv> commands) = 0;
   absl::StatusOr<Reply> Command(std::string_view routing_key, const RedisArgv& argv);
+  // NodeKeyFor: an identifier of the node currently serving `routing_key`
+  // (callers group keys by it to batch one pipeline per node); "" if unknown
+  // or if there is only one node.
+  virtual std::string NodeKeyFor(std::string_view routing_key) const { return ""; }
   // Describe: e.g. "redis 127.0.0.1:6379" or "redis-cluster(3 masters)".
   virtual std::string Describe() const = 0;
 };

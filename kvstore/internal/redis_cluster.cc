@@ -200,6 +200,11 @@ void RedisCluster::SetSlotOwner(int slot, const RedisEndpoint& node) {
   slot_owner_[slot] = idx;
 }
 
+std::string RedisCluster::NodeKeyFor(std::string_view routing_key) const {
+  std::optional<RedisEndpoint> n = NodeForSlot(KeySlot(routing_key));
+  return n.has_value() ? n->ToString() : std::string();
+}
+
 std::string RedisCluster::Describe() const {
   absl::MutexLock l(&mu_);
   return absl::StrCat("redis-cluster(", nodes_.size(), " masters)");

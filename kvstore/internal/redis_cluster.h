@@ -69,10 +69,13 @@ class RedisCluster : public RedisExecutor {
   // not cluster nodes.
   static absl::StatusOr<std::unique_ptr<RedisCluster>> Create(RedisClusterOptions options);
 
-  // Pipeline: see RedisExecutor. Every command must address keys in the slot
-  // of `routing_key`.
+  // Pipeline: see RedisExecutor. The pipeline goes to the owner of
+  // `routing_key`'s slot; a command whose key lives elsewhere is redirected
+  // on its own (MOVED/ASK name the key's slot), so commands for several slots
+  // of one node (grouped by NodeKeyFor) are fine too.
   absl::StatusOr<std::vector<Reply>> Pipeline(std::string_view routing_key,
                                               absl::Span<const RedisArgv> commands) override;
+  std::string NodeKeyFor(std::string_view routing_key) const override;
   std::string Describe() const override;
 
   // RefreshSlotMap: re-reads CLUSTER SLOTS from a known node (or a seed).

@@ -1,0 +1,146 @@
+// redis_tier.h: L3 -- the remote Redis tier, shared by many sidecars.
+//
+// Stores each chunk's EncodedChunk blobs (kv_chunk.h) in Redis, standalone or
+// Redis Cluster (slot routing, MOVED/ASK redirects, slot map refresh):
+//  * one key per blob: the header under <prefix>:{<keyhex>}:h, layer i under
+//    <prefix>:{<keyhex>}:L<i>. All keys of a chunk carry the hash tag
+//    {<keyhex>}, so they share one cluster slot and every operation on a
+//    chunk is one pipeline to one node.
+//  * a layer record larger than max_value_bytes is split into parts
+//    (<...>:L<i>:p<j>) so that no Redis value exceeds max_value_bytes, and is
+//    reassembled on read.
+//  * every value is framed (48 bytes: kind, layer, part, write id, sizes) and
+//    checksummed (XXH3-64, bound to its Redis key); a value that fails is
+//    reported through ReportCorruption and read as a miss, never served.
+//    Parts of one layer from different Puts (torn overwrite, partial expiry or
+//    eviction) are a miss.
+//  * Put writes the layers first and the header last (the commit marker), in
+//    one ordered pipeline, with an optional TTL; Delete removes the header
+//    first. A per-fingerprint SET (<prefix>:fp:{<fphex>}) indexes chunk keys
+//    for DeleteByFingerprint.
+// Formats and decisions: docs/kvstore.md, "Redis tier".
+//
+// Failures: an unreachable node, a timeout or a Redis error is an error
+// Status (UNAVAILABLE / DEADLINE_EXCEEDED / INTERNAL / RESOURCE_EXHAUSTED for
+// -OOM) and is counted in TierStats::errors; TieredStore degrades it to a
+// miss. A node that is down is retried with exponential backoff (calls fail
+// fast meanwhile), so a dead Redis costs little latency.
+//
+// Thread safety: all methods are thread-safe (a connection pool per node).
+// PinnedBytes returned by Get* own the Redis reply (zero-copy for values
+// that fit one part) and stay valid after any later Delete/Put.
+#ifndef RAGKV_KVSTORE_REDIS_TIER_H_
+#define RAGKV_KVSTORE_REDIS_TIER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "kvstore/tier.h"
+
+namespace ragkv::kvstore {
+
+namespace internal {
+class RedisExecutor;
+}  // namespace internal
+
+enum class RedisMode {
+  kAuto = 0,        // cluster if the first reachable endpoint is a cluster node
+  kStandalone = 1,  // one server (exactly one endpoint)
+  kCluster = 2,     // Redis Cluster; endpoints are discovery seeds
+};
+
+struct RedisTierOptions {
+  // endpoints: "host:port" list. Standalone: exactly one. Cluster: any
+  // number of seed nodes. Required.
+  std::vector<std::string> endpoints;
+  // mode: see RedisMode. Default kAuto.
+  RedisMode mode = RedisMode::kAuto;
+  // connect_timeout: TCP connect limit per attempt. Default 500 ms.
+  absl::Duration connect_timeout = absl::Milliseconds(500);
+  // command_timeout: socket read/write limit while a command runs. Default 2 s.
+  absl::Duration command_timeout = absl::Seconds(2);
+  // max_value_bytes: largest Redis value written (frame included); larger
+  // layer records are split. 4 KiB .. 512 MiB (Redis' proto-max-bulk-len
+  // default). Default 8 MiB.
+  uint64_t max_value_bytes = uint64_t{8} << 20;
+  // max_chunk_bytes: a Put of a larger EncodedChunk is ResourceExhausted.
+  // Default 4 GiB.
+  uint64_t max_chunk_bytes = uint64_t{4} << 30;
+  // max_pipeline_bytes: Put splits its writes (and Get its multi-part reads)
+  // into pipelines of about this many bytes, bounding client buffers.
+  // Default 64 MiB.
+  uint64_t max_pipeline_bytes = uint64_t{64} << 20;
+  // key_prefix: namespace of every key (no '{', '}' or whitespace; not
+  // empty). Sidecars that share chunks must use the same prefix. Default "ragkv".
+  std::string key_prefix = "ragkv";
+  // pool_size: connections per Redis node (>= 1). Default 4.
+  int pool_size = 4;
+  // ttl: expiry of every key written (0 = none). Default none.
+  absl::Duration ttl = absl::ZeroDuration();
+  // password: AUTH password (empty = none). Never logged.
+  std::string password;
+  // reconnect_backoff_initial / _max: while a node is down, calls fail fast
+  // and reconnects are spaced (doubling) between these. Defaults 20 ms / 1 s.
+  absl::Duration reconnect_backoff_initial = absl::Milliseconds(20);
+  absl::Duration reconnect_backoff_max = absl::Seconds(1);
+  // name: reported in stats/logs. Default "redis".
+  std::string name = "redis";
+};
+
+// RedisTier: see the file comment.
+class RedisTier : public Tier {
+ public:
+  // Create: validates options (InvalidArgument), connects and detects the
+  // mode. UNAVAILABLE / DEADLINE_EXCEEDED when no endpoint answers (message
+  // names the endpoints and the OS error); FAILED_PRECONDITION when
+  // kCluster is forced on a standalone server.
+  static absl::StatusOr<std::unique_ptr<RedisTier>> Create(RedisTierOptions options);
+  ~RedisTier() override;
+
+  std::string_view Name() const override { return options_.name; }
+  absl::StatusOr<Blob> GetHeader(const ChunkKey& key) override;
+  absl::StatusOr<Blob> GetLayer(const ChunkKey& key, uint32_t layer) override;
+  // GetLayers: one pipeline for all part-0 values, one more for the other
+  // parts of split layers.
+  absl::StatusOr<std::vector<Blob>> GetLayers(const ChunkKey& key, uint32_t first_layer,
+                                              uint32_t count) override;
+  // MultiGetHeaders: one pipeline per Redis node.
+  std::vector<absl::StatusOr<Blob>> MultiGetHeaders(absl::Span<const ChunkKey> keys) override;
+  absl::StatusOr<bool> Contains(const ChunkKey& key) override;
+  // Put: InvalidArgument if the header blob's layer count differs from
+  // chunk->layers.size(); ResourceExhausted beyond max_chunk_bytes, when the
+  // header value exceeds max_value_bytes, or on Redis -OOM (the previous
+  // content of other keys is intact; a partially overwritten same key reads
+  // as a miss).
+  absl::Status Put(const ChunkKey& key, std::shared_ptr<const EncodedChunk> chunk) override;
+  absl::Status Delete(const ChunkKey& key) override;
+  absl::StatusOr<uint64_t> DeleteByFingerprint(const Fingerprint& fp) override;
+
+  // cluster_mode: whether the tier talks to a Redis Cluster.
+  bool cluster_mode() const { return cluster_mode_; }
+  // Describe: e.g. "redis 127.0.0.1:6379" or "redis-cluster(3 masters)".
+  std::string Describe() const;
+
+ private:
+  RedisTier(RedisTierOptions options, std::unique_ptr<internal::RedisExecutor> exec,
+            bool cluster_mode);
+  // DeleteImpl: removes `key`; *removed says whether a header existed.
+  absl::Status DeleteImpl(const ChunkKey& key, bool* removed);
+  absl::Status CountError(absl::Status s);
+
+  const RedisTierOptions options_;
+  const std::unique_ptr<internal::RedisExecutor> exec_;
+  const bool cluster_mode_;
+};
+
+// CreateRedisTier: RedisTier::Create as a Tier (same errors).
+absl::StatusOr<std::unique_ptr<Tier>> CreateRedisTier(const RedisTierOptions& options);
+
+}  // namespace ragkv::kvstore
+
+#endif  // RAGKV_KVSTORE_REDIS_TIER_H_
