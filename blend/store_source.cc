@@ -1,0 +1,166 @@
+#include "blend/store_source.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "kernels/convert.h"
+
+namespace ragkv::blend {
+
+absl::StatusOr<std::unique_ptr<StoreKvSource>> StoreKvSource::Open(
+    kvstore::TieredStore* store, const kvstore::ChunkKey& key, const kvstore::Fingerprint& fp,
+    int max_buffered_layers) {
+  if (store == nullptr) return absl::InvalidArgumentError("StoreKvSource: null store");
+  if (max_buffered_layers < 1) {
+    return absl::InvalidArgumentError("StoreKvSource: max_buffered_layers must be >= 1");
+  }
+  std::unique_ptr<StoreKvSource> s(new StoreKvSource(max_buffered_layers));
+  StoreKvSource* raw = s.get();
+  s->producer_ = std::thread([raw, store, key, fp] { raw->Produce(store, key, fp); });
+  absl::MutexLock lock(&s->mu_);
+  auto ready = [raw]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(raw->mu_) {
+    return raw->have_header_ || raw->done_;
+  };
+  s->mu_.Await(absl::Condition(&ready));
+  if (s->have_header_) return s;
+  if (!s->stream_status_.ok()) return s->stream_status_;
+  return std::unique_ptr<StoreKvSource>();  // miss (destructor joins the finished thread)
+}
+
+void StoreKvSource::Produce(kvstore::TieredStore* store, kvstore::ChunkKey key,
+                            kvstore::Fingerprint fp) {
+  auto callback = [this](const kvstore::KvChunkHeader& header,
+                         kvstore::LoadedLayer layer) -> absl::Status {
+    absl::MutexLock lock(&mu_);
+    if (!have_header_) {
+      header_ = header;
+      info_.fingerprint = header.fingerprint;
+      info_.dtype = header.dtype;
+      info_.num_layers = static_cast<int>(header.num_layers);
+      info_.kv_heads = static_cast<int>(header.num_kv_heads);
+      info_.head_dim = static_cast<int>(header.head_dim);
+      info_.num_tokens = header.num_tokens();
+      have_header_ = true;
+    }
+    auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return cancelled_ || static_cast<int>(queue_.size()) < max_buffered_;
+    };
+    mu_.Await(absl::Condition(&room));
+    if (cancelled_) return absl::CancelledError("StoreKvSource: consumer gone");
+    bytes_read_ += layer.blob.size();
+    queue_.push_back(std::move(layer));
+    return absl::OkStatus();
+  };
+  absl::StatusOr<kvstore::StreamResult> r = store->StreamLayers(key, fp, callback);
+  absl::MutexLock lock(&mu_);
+  done_ = true;
+  if (!r.ok()) {
+    stream_status_ = r.status();
+  } else {
+    found_ = r->found;
+    tier_index_ = r->tier_index;
+  }
+}
+
+StoreKvSource::~StoreKvSource() {
+  {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    queue_.clear();
+  }
+  if (producer_.joinable()) producer_.join();
+}
+
+size_t StoreKvSource::tier_index() const {
+  absl::MutexLock lock(&mu_);
+  return tier_index_;
+}
+
+uint64_t StoreKvSource::bytes_read() const {
+  absl::MutexLock lock(&mu_);
+  return bytes_read_;
+}
+
+absl::Status StoreKvSource::ReadLayer(int layer, kernels::TensorView dst_k,
+                                      kernels::TensorView dst_v) {
+  if (layer != next_layer_) {
+    return absl::FailedPreconditionError(absl::StrCat("StoreKvSource: layer ", layer,
+                                                      " requested, expected ", next_layer_));
+  }
+  kvstore::LoadedLayer loaded;
+  {
+    absl::MutexLock lock(&mu_);
+    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !queue_.empty() || done_;
+    };
+    mu_.Await(absl::Condition(&ready));
+    if (queue_.empty()) {
+      return stream_status_.ok()
+                 ? absl::DataLossError(absl::StrCat("StoreKvSource: stream ended before layer ",
+                                                    layer))
+                 : stream_status_;
+    }
+    loaded = std::move(queue_.front());
+    queue_.pop_front();
+  }
+  if (static_cast<int>(loaded.layer) != layer) {
+    return absl::DataLossError(
+        absl::StrCat("StoreKvSource: got layer ", loaded.layer, ", expected ", layer));
+  }
+  ++next_layer_;
+  // Raw records are read in place; other codecs are decoded to f32 first.
+  if (header_.codec == kvstore::Codec::kRaw &&
+      header_.compression == kvstore::Compression::kNone) {
+    ASSIGN_OR_RETURN(kvstore::RawLayer raw, loaded.RawViews(header_));
+    RETURN_IF_ERROR(CopyHeadsToF32(raw.k, dst_k));
+    return CopyHeadsToF32(raw.v, dst_v);
+  }
+  const uint64_t n = header_.LayerElements();
+  scratch_k_.resize(n);
+  scratch_v_.resize(n);
+  RETURN_IF_ERROR(loaded.DecodeToF32(header_, scratch_k_.data(), scratch_v_.data()));
+  const int64_t H = info_.kv_heads, T = info_.num_tokens, D = info_.head_dim;
+  RETURN_IF_ERROR(CopyHeadsToF32(
+      kernels::TensorView::Contiguous(scratch_k_.data(), kernels::DType::kF32, {H, T, D}), dst_k));
+  return CopyHeadsToF32(
+      kernels::TensorView::Contiguous(scratch_v_.data(), kernels::DType::kF32, {H, T, D}), dst_v);
+}
+
+absl::StatusOr<StoreChunk> EncodeForStore(const ChunkKV& chunk, kvstore::Codec codec,
+                                          kvstore::Compression compression) {
+  kvstore::KvChunkHeader h;
+  h.fingerprint = chunk.info.fingerprint;
+  h.key = kvstore::ChunkKey::Of(chunk.info.fingerprint, chunk.tokens);
+  h.dtype = chunk.info.dtype;
+  h.codec = codec;
+  h.compression = compression;
+  h.num_layers = static_cast<uint32_t>(chunk.info.num_layers);
+  h.num_kv_heads = static_cast<uint32_t>(chunk.info.kv_heads);
+  h.head_dim = static_cast<uint32_t>(chunk.info.head_dim);
+  h.tokens = chunk.tokens;
+  std::vector<kernels::TensorView> ks, vs;
+  std::vector<std::vector<float>> f32;  // int8 quantizes from f32
+  for (int l = 0; l < chunk.info.num_layers; ++l) {
+    kernels::TensorView k = chunk.LayerK(l), v = chunk.LayerV(l);
+    if (codec == kvstore::Codec::kInt8PerChannel && chunk.info.dtype != kernels::DType::kF32) {
+      for (kernels::TensorView* t : {&k, &v}) {
+        f32.emplace_back(t->numel());
+        RETURN_IF_ERROR(kernels::Convert(
+            *t, kernels::TensorView::Contiguous(f32.back().data(), kernels::DType::kF32,
+                                                {t->shape[0], t->shape[1], t->shape[2]})));
+        *t = kernels::TensorView::Contiguous(f32.back().data(), kernels::DType::kF32,
+                                             {t->shape[0], t->shape[1], t->shape[2]});
+      }
+    }
+    ks.push_back(k);
+    vs.push_back(v);
+  }
+  ASSIGN_OR_RETURN(kvstore::EncodedChunk enc, kvstore::EncodeChunk(&h, ks, vs));
+  StoreChunk out;
+  out.key = h.key;
+  out.chunk = std::make_shared<const kvstore::EncodedChunk>(std::move(enc));
+  return out;
+}
+
+}  // namespace ragkv::blend

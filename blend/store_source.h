@@ -1,0 +1,90 @@
+// store_source.h: StoreKvSource, a KvSource fed by the TieredStore's
+// layer-wise stream.
+//
+// Open() starts TieredStore::StreamLayers for one chunk on a background
+// thread. Verified layers are queued, at most `max_buffered_layers` at a
+// time (the stream blocks while the queue is full: bounded memory, and the
+// pinned blobs are released as soon as the Blender has copied a layer into
+// the fused cache). ReadLayer(l) waits for layer l, decodes it (zero-copy
+// view for raw records, DecodeLayerToF32 for int8/zstd) into the fused
+// cache. Destroying the source cancels the stream and joins the thread.
+//
+// Thread safety: one consumer thread calls ReadLayer (KvSource contract);
+// the producer thread is internal.
+#ifndef RAGKV_BLEND_STORE_SOURCE_H_
+#define RAGKV_BLEND_STORE_SOURCE_H_
+
+#include <deque>
+#include <memory>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "blend/kv_source.h"
+#include "kvstore/tiered_store.h"
+
+namespace ragkv::blend {
+
+class StoreKvSource : public KvSource {
+ public:
+  // Open: starts streaming `key` under fingerprint `fp` from `store` (not
+  // owned; must outlive the source) and waits for its header. Returns
+  // nullptr on a miss (no tier holds a verified chunk). Errors: those of
+  // StreamLayers before the first layer; InvalidArgument for
+  // max_buffered_layers < 1.
+  static absl::StatusOr<std::unique_ptr<StoreKvSource>> Open(kvstore::TieredStore* store,
+                                                             const kvstore::ChunkKey& key,
+                                                             const kvstore::Fingerprint& fp,
+                                                             int max_buffered_layers = 2);
+  ~StoreKvSource() override;
+  StoreKvSource(const StoreKvSource&) = delete;
+  StoreKvSource& operator=(const StoreKvSource&) = delete;
+
+  const ChunkInfo& info() const override { return info_; }
+  // ReadLayer: DataLoss (with the store's message) if the stream broke
+  // before layer `layer` arrived; FailedPrecondition if called out of order.
+  absl::Status ReadLayer(int layer, kernels::TensorView dst_k, kernels::TensorView dst_v) override;
+
+  // tier_index: the tier that served the first layers.
+  size_t tier_index() const;
+  // bytes_read: layer-record bytes consumed so far.
+  uint64_t bytes_read() const;
+
+ private:
+  StoreKvSource(int max_buffered_layers) : max_buffered_(max_buffered_layers) {}
+  void Produce(kvstore::TieredStore* store, kvstore::ChunkKey key, kvstore::Fingerprint fp);
+
+  const int max_buffered_;
+  ChunkInfo info_;
+  kvstore::KvChunkHeader header_;
+  std::thread producer_;
+  int next_layer_ = 0;  // consumer side only
+  std::vector<float> scratch_k_, scratch_v_;  // consumer side only
+
+  mutable absl::Mutex mu_;
+  bool have_header_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;       // producer finished (ok or not)
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;  // consumer gone
+  bool found_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status stream_status_ ABSL_GUARDED_BY(mu_);
+  std::deque<kvstore::LoadedLayer> queue_ ABSL_GUARDED_BY(mu_);
+  size_t tier_index_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t bytes_read_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// StoreChunk / EncodeForStore: a ChunkKV encoded as the store's record
+// (kvstore/kv_chunk.h) under its content key ChunkKey::Of(fingerprint,
+// tokens), ready for TieredStore::Put. kRaw keeps the chunk's dtype;
+// kInt8PerChannel quantizes (from f32).
+struct StoreChunk {
+  kvstore::ChunkKey key;
+  std::shared_ptr<const kvstore::EncodedChunk> chunk;
+};
+absl::StatusOr<StoreChunk> EncodeForStore(
+    const ChunkKV& chunk, kvstore::Codec codec = kvstore::Codec::kRaw,
+    kvstore::Compression compression = kvstore::Compression::kNone);
+
+}  // namespace ragkv::blend
+
+#endif  // RAGKV_BLEND_STORE_SOURCE_H_
