@@ -1,0 +1,245 @@
+// grpc_util.h: the one place absl::Status becomes grpc::Status, bearer-token
+// checks, and the reactor helpers the callback services share.
+// Private to services/.
+#ifndef RAGKV_SERVICES_INTERNAL_GRPC_UTIL_H_
+#define RAGKV_SERVICES_INTERNAL_GRPC_UTIL_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "services/executor.h"
+
+namespace ragkv::services::internal {
+
+// ToGrpc: absl and gRPC share code numbering (both follow google.rpc.Code).
+inline grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+// CheckBearer: OK when `token` is empty (auth off) or the call carries
+// metadata "authorization: Bearer <token>"; else Unauthenticated. The
+// comparison is constant-time in the token length.
+absl::Status CheckBearer(const grpc::ServerContextBase& ctx, const std::string& token);
+
+// FinishUnaryOnExecutor: the standard unary handler body. Checks auth and
+// the deadline, then runs `work` (returning absl::Status, filling the
+// response) on `ex` and finishes the reactor with its status.
+// RESOURCE_EXHAUSTED when the executor queue is full.
+template <typename Work>
+grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* ctx, BoundedExecutor* ex,
+                                   const std::string& token, Work&& work) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::Status auth = CheckBearer(*ctx, token);
+  if (!auth.ok()) {
+    reactor->Finish(ToGrpc(auth));
+    return reactor;
+  }
+  absl::Status submitted =
+      ex->TrySubmit([ctx, reactor, work = std::forward<Work>(work)]() mutable {
+        if (ctx->IsCancelled()) {
+          reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED,
+                                       "call cancelled or deadline exceeded before it ran"));
+          return;
+        }
+        reactor->Finish(ToGrpc(work()));
+      });
+  if (!submitted.ok()) reactor->Finish(ToGrpc(submitted));
+  return reactor;
+}
+
+// StreamWriter<Msg>: a ServerWriteReactor fed by a producer thread.
+//
+// The producer (usually a task on the BoundedExecutor) calls Push() for each
+// message and Close() exactly once. Push blocks while `max_buffered` messages
+// are waiting (backpressure against slow clients) and returns false once the
+// client has gone away (cancel, deadline, disconnect), so the producer stops
+// early. Finish is sent only after every pushed message is written. The
+// reactor deletes itself in OnDone, which gRPC calls only after Finish, i.e.
+// after Close: the producer may use the pointer until it calls Close.
+template <typename Msg>
+class StreamWriter final : public grpc::ServerWriteReactor<Msg> {
+ public:
+  explicit StreamWriter(size_t max_buffered = 4) : max_buffered_(max_buffered) {}
+
+  // Push: queues `msg`; false when the client is gone (msg dropped).
+  bool Push(Msg msg) {
+    mu_.Lock();
+    auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return cancelled_ || queue_.size() < max_buffered_;
+    };
+    mu_.Await(absl::Condition(&room));
+    if (cancelled_) {
+      mu_.Unlock();
+      return false;
+    }
+    queue_.push_back(std::move(msg));
+    Action a = NextActionLocked();
+    mu_.Unlock();
+    Do(a);
+    return true;
+  }
+
+  // Cancelled: the client went away (pushes are being dropped).
+  bool Cancelled() {
+    absl::MutexLock lock(&mu_);
+    return cancelled_;
+  }
+
+  // Close: ends the stream with `status` once queued messages are written.
+  // The producer must not touch this object afterwards.
+  void Close(grpc::Status status) {
+    mu_.Lock();
+    closed_ = true;
+    final_status_ = std::move(status);
+    Action a = NextActionLocked();
+    mu_.Unlock();
+    Do(a);
+  }
+
+  void OnWriteDone(bool ok) override {
+    mu_.Lock();
+    writing_ = false;
+    if (!ok) {
+      cancelled_ = true;
+      queue_.clear();
+    }
+    Action a = NextActionLocked();
+    mu_.Unlock();
+    Do(a);
+  }
+
+  void OnCancel() override {
+    mu_.Lock();
+    cancelled_ = true;
+    queue_.clear();
+    Action a = NextActionLocked();
+    mu_.Unlock();
+    Do(a);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  enum class Action { kNone, kWrite, kFinish };
+
+  Action NextActionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || finished_) return Action::kNone;
+    if (!cancelled_ && !queue_.empty()) {
+      current_ = std::move(queue_.front());
+      queue_.pop_front();
+      writing_ = true;
+      return Action::kWrite;
+    }
+    if (closed_) {
+      finished_ = true;
+      if (cancelled_ && final_status_.ok()) {
+        final_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+      }
+      return Action::kFinish;
+    }
+    return Action::kNone;
+  }
+
+  // Do: runs the action outside mu_ (reactions may run inline). After
+  // kFinish the object may be deleted at any time.
+  void Do(Action a) {
+    if (a == Action::kWrite) {
+      this->StartWrite(&current_);
+    } else if (a == Action::kFinish) {
+      this->Finish(final_status_);
+    }
+  }
+
+  const size_t max_buffered_;
+  absl::Mutex mu_;
+  std::deque<Msg> queue_ ABSL_GUARDED_BY(mu_);
+  Msg current_;  // the message being written (owned until OnWriteDone)
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status final_status_;
+};
+
+// StartStream: creates a StreamWriter, checks auth, and runs
+// `producer(StreamWriter<Msg>*)` -> absl::Status on `ex`; the returned
+// status closes the stream. Returns the reactor for the handler to return.
+template <typename Msg, typename Producer>
+grpc::ServerWriteReactor<Msg>* StartStream(grpc::CallbackServerContext* ctx, BoundedExecutor* ex,
+                                           const std::string& token, Producer&& producer) {
+  auto* w = new StreamWriter<Msg>();
+  absl::Status auth = CheckBearer(*ctx, token);
+  if (!auth.ok()) {
+    w->Close(ToGrpc(auth));
+    return w;
+  }
+  absl::Status submitted =
+      ex->TrySubmit([w, producer = std::forward<Producer>(producer)]() mutable {
+        absl::Status s = producer(w);
+        w->Close(ToGrpc(s));
+      });
+  if (!submitted.ok()) w->Close(ToGrpc(submitted));
+  return w;
+}
+
+// CollectReader<Req>: a ServerReadReactor for client streams. Each message
+// is handed to `on_message(Req&&) -> absl::Status` on the reaction thread
+// (keep it cheap: validate and accumulate); after the client half-closes,
+// `on_end() -> absl::Status` runs on the executor and its status finishes the
+// call. An error from on_message finishes the call at once.
+template <typename Req>
+class CollectReader final : public grpc::ServerReadReactor<Req> {
+ public:
+  using OnMessage = absl::AnyInvocable<absl::Status(Req&&)>;
+  using OnEnd = absl::AnyInvocable<absl::Status() &&>;
+
+  CollectReader(grpc::CallbackServerContext* ctx, BoundedExecutor* ex, const std::string& token,
+                OnMessage on_message, OnEnd on_end)
+      : ex_(ex), on_message_(std::move(on_message)), on_end_(std::move(on_end)) {
+    absl::Status auth = CheckBearer(*ctx, token);
+    if (!auth.ok()) {
+      this->Finish(ToGrpc(auth));
+      return;
+    }
+    this->StartRead(&msg_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // half-close (or the client went away: Finish is then moot)
+      absl::Status s = ex_->TrySubmit([this]() mutable {
+        absl::Status r = std::move(on_end_)();
+        this->Finish(ToGrpc(r));
+      });
+      if (!s.ok()) this->Finish(ToGrpc(s));
+      return;
+    }
+    absl::Status s = on_message_(std::move(msg_));
+    if (!s.ok()) {
+      this->Finish(ToGrpc(s));
+      return;
+    }
+    msg_.Clear();
+    this->StartRead(&msg_);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  BoundedExecutor* ex_;
+  OnMessage on_message_;
+  OnEnd on_end_;
+  Req msg_;
+};
+
+}  // namespace ragkv::services::internal
+
+#endif  // RAGKV_SERVICES_INTERNAL_GRPC_UTIL_H_

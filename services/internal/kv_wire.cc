@@ -1,0 +1,99 @@
+#include "services/internal/kv_wire.h"
+
+#include <xxhash.h>
+
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+
+namespace ragkv::services::internal {
+
+v1::DType ToWire(kernels::DType d) {
+  switch (d) {
+    case kernels::DType::kF32: return v1::DTYPE_F32;
+    case kernels::DType::kF16: return v1::DTYPE_F16;
+    case kernels::DType::kBF16: return v1::DTYPE_BF16;
+    default: return v1::DTYPE_UNSPECIFIED;
+  }
+}
+
+absl::StatusOr<kernels::DType> FromWire(v1::DType d) {
+  switch (d) {
+    case v1::DTYPE_F32: return kernels::DType::kF32;
+    case v1::DTYPE_F16: return kernels::DType::kF16;
+    case v1::DTYPE_BF16: return kernels::DType::kBF16;
+    default: return absl::InvalidArgumentError(absl::StrFormat("unsupported dtype %d", d));
+  }
+}
+
+uint64_t LayerChecksum(std::string_view k, std::string_view v) {
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  XXH3_64bits_update(st, k.data(), k.size());
+  XXH3_64bits_update(st, v.data(), v.size());
+  uint64_t h = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  return h;
+}
+
+std::string FingerprintBytes(const kvstore::Fingerprint& fp) {
+  return std::string(reinterpret_cast<const char*>(fp.data()), fp.size());
+}
+
+absl::StatusOr<kvstore::Fingerprint> FingerprintFromBytes(std::string_view raw) {
+  kvstore::Fingerprint fp{};
+  if (raw.size() != fp.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("model_fingerprint must be %d bytes, got %d", fp.size(), raw.size()));
+  }
+  std::memcpy(fp.data(), raw.data(), fp.size());
+  return fp;
+}
+
+kernels::DType WireDTypeOf(const kvstore::KvChunkHeader& h) {
+  if (h.codec == kvstore::Codec::kRaw && h.compression == kvstore::Compression::kNone) {
+    return h.dtype;
+  }
+  return kernels::DType::kF32;
+}
+
+v1::KVHeader HeaderToWire(const kvstore::KvChunkHeader& h) {
+  v1::KVHeader out;
+  out.set_key(std::string(h.key.AsBytes()));
+  v1::KVLayout* l = out.mutable_layout();
+  l->set_num_layers(h.num_layers);
+  l->set_num_kv_heads(h.num_kv_heads);
+  l->set_head_dim(h.head_dim);
+  l->set_num_tokens(h.num_tokens());
+  l->set_dtype(ToWire(WireDTypeOf(h)));
+  l->set_model_fingerprint(FingerprintBytes(h.fingerprint));
+  out.mutable_token_ids()->Assign(h.tokens.begin(), h.tokens.end());
+  return out;
+}
+
+absl::StatusOr<v1::LayerKV> LayerToWire(const kvstore::KvChunkHeader& h,
+                                        const kvstore::LoadedLayer& layer) {
+  v1::LayerKV out;
+  out.set_layer(layer.layer);
+  const kernels::DType wd = WireDTypeOf(h);
+  const size_t bytes = h.LayerElements() * kernels::DTypeSize(wd);
+  if (wd == h.dtype && h.codec == kvstore::Codec::kRaw &&
+      h.compression == kvstore::Compression::kNone) {
+    ASSIGN_OR_RETURN(kvstore::RawLayer raw, layer.RawViews(h));
+    out.set_k(static_cast<const char*>(raw.k.data), bytes);
+    out.set_v(static_cast<const char*>(raw.v.data), bytes);
+  } else {
+    std::string* k = out.mutable_k();
+    std::string* v = out.mutable_v();
+    k->resize(bytes);
+    v->resize(bytes);
+    RETURN_IF_ERROR(layer.DecodeToF32(h, reinterpret_cast<float*>(k->data()),
+                                      reinterpret_cast<float*>(v->data())));
+  }
+  out.set_checksum(LayerChecksum(out.k(), out.v()));
+  return out;
+}
+
+}  // namespace ragkv::services::internal

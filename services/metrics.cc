@@ -1,0 +1,117 @@
+#include "services/metrics.h"
+
+#include <httplib.h>
+
+#include <thread>
+
+#include "absl/strings/str_format.h"
+
+namespace ragkv::services {
+
+void Metrics::Add(std::string_view name, std::string_view labels, double value) {
+  absl::MutexLock lock(&mu_);
+  auto it = counters_.find(name);
+  if (it == counters_.end()) it = counters_.emplace(std::string(name), std::map<std::string, double>()).first;
+  it->second[std::string(labels)] += value;
+}
+
+void Metrics::Observe(std::string_view name, std::string_view labels, double value) {
+  absl::MutexLock lock(&mu_);
+  auto it = summaries_.find(name);
+  if (it == summaries_.end()) it = summaries_.emplace(std::string(name), std::map<std::string, Summary>()).first;
+  Summary& s = it->second[std::string(labels)];
+  s.count += 1;
+  s.sum += value;
+}
+
+void Metrics::Set(std::string_view name, std::string_view labels, double value) {
+  absl::MutexLock lock(&mu_);
+  auto it = gauges_.find(name);
+  if (it == gauges_.end()) it = gauges_.emplace(std::string(name), std::map<std::string, double>()).first;
+  it->second[std::string(labels)] = value;
+}
+
+void Metrics::AddCollector(Collector c) {
+  absl::MutexLock lock(&mu_);
+  collectors_.push_back(std::move(c));
+}
+
+namespace {
+std::string Series(const std::string& name, const std::string& labels) {
+  return labels.empty() ? name : absl::StrFormat("%s{%s}", name, labels);
+}
+}  // namespace
+
+std::string Metrics::Render() const {
+  std::string out;
+  std::vector<Collector> collectors;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [name, series] : counters_) {
+      absl::StrAppendFormat(&out, "# TYPE %s counter\n", name);
+      for (const auto& [labels, v] : series) {
+        absl::StrAppendFormat(&out, "%s %.17g\n", Series(name, labels), v);
+      }
+    }
+    for (const auto& [name, series] : gauges_) {
+      absl::StrAppendFormat(&out, "# TYPE %s gauge\n", name);
+      for (const auto& [labels, v] : series) {
+        absl::StrAppendFormat(&out, "%s %.17g\n", Series(name, labels), v);
+      }
+    }
+    for (const auto& [name, series] : summaries_) {
+      absl::StrAppendFormat(&out, "# TYPE %s summary\n", name);
+      for (const auto& [labels, s] : series) {
+        absl::StrAppendFormat(&out, "%s %.17g\n", Series(name + "_count", labels), s.count);
+        absl::StrAppendFormat(&out, "%s %.17g\n", Series(name + "_sum", labels), s.sum);
+      }
+    }
+    collectors = collectors_;
+  }
+  for (const auto& c : collectors) c(&out);
+  return out;
+}
+
+struct MetricsServer::Impl {
+  httplib::Server server;
+  std::thread thread;
+};
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(Options options,
+                                                                     const Metrics* metrics) {
+  std::unique_ptr<MetricsServer> ms(new MetricsServer());
+  ms->impl_ = std::make_unique<Impl>();
+  ms->impl_->server.Get("/metrics", [metrics](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics->Render(), "text/plain; version=0.0.4");
+  });
+  ms->impl_->server.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok\n", "text/plain");
+  });
+  int port = 0;
+  if (options.port == 0) {
+    port = ms->impl_->server.bind_to_any_port(options.host);
+  } else if (ms->impl_->server.bind_to_port(options.host, options.port)) {
+    port = options.port;
+  } else {
+    port = -1;
+  }
+  if (port <= 0) {
+    return absl::UnavailableError(
+        absl::StrFormat("metrics: cannot bind %s:%d", options.host, options.port));
+  }
+  ms->port_ = port;
+  Impl* impl = ms->impl_.get();
+  impl->thread = std::thread([impl] { impl->server.listen_after_bind(); });
+  return ms;
+}
+
+MetricsServer::~MetricsServer() { Stop(); }
+
+void MetricsServer::Stop() {
+  if (!impl_) return;
+  impl_->server.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+  impl_.reset();
+}
+
+}  // namespace ragkv::services

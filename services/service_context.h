@@ -1,0 +1,43 @@
+// service_context.h: ServiceContext, what every gRPC service implementation
+// of the sidecar shares: the bounded executor, metrics, the bearer token and
+// non-owning pointers to the libraries it fronts. Owned by Sidecar
+// (sidecar.h), which outlives every service. A null backend pointer means
+// the sidecar runs without it; the services that need it then answer
+// FAILED_PRECONDITION / UNIMPLEMENTED.
+#ifndef RAGKV_SERVICES_SERVICE_CONTEXT_H_
+#define RAGKV_SERVICES_SERVICE_CONTEXT_H_
+
+#include <string>
+
+#include "services/executor.h"
+#include "services/metrics.h"
+
+namespace ragkv::kvstore {
+class TieredStore;
+}
+namespace ragkv::model {
+class Model;
+class Tokenizer;
+}  // namespace ragkv::model
+namespace ragkv::blend {
+class Blender;
+}
+
+namespace ragkv::services {
+
+class Corpus;  // services/corpus.h: retrieval façade used by the services
+
+struct ServiceContext {
+  BoundedExecutor* executor = nullptr;  // required
+  Metrics* metrics = nullptr;           // required
+  std::string auth_token;               // empty = no auth
+  kvstore::TieredStore* store = nullptr;
+  const model::Model* model = nullptr;
+  const model::Tokenizer* tokenizer = nullptr;
+  const blend::Blender* blender = nullptr;
+  Corpus* corpus = nullptr;
+};
+
+}  // namespace ragkv::services
+
+#endif  // RAGKV_SERVICES_SERVICE_CONTEXT_H_

@@ -1,0 +1,97 @@
+// sidecar.h: Sidecar, the `ragkv serve` process: builds the libraries (model,
+// tiered KV store, blender, retrieval corpus), the bounded executor, metrics,
+// and one gRPC server hosting the enabled services, with health checking,
+// reflection, optional TLS and bearer-token auth.
+//
+// Lifecycle: Start() returns a serving sidecar; Shutdown() stops accepting
+// calls, lets in-flight calls finish (up to a grace period, then cancels
+// them), cancels precompute jobs (stored chunks stay stored), drains the
+// executor and flushes the store. The destructor calls Shutdown().
+// Thread safety: Shutdown and the accessors are thread-safe.
+#ifndef RAGKV_SERVICES_SIDECAR_H_
+#define RAGKV_SERVICES_SIDECAR_H_
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace ragkv::services {
+
+struct SidecarOptions {
+  // listen: gRPC address. Default loopback only; port 0 picks a free port
+  // (read it back with Sidecar::port()).
+  std::string listen = "127.0.0.1:50051";
+  // TLS: both PEM files or neither (plaintext).
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // auth_token: when set, every ragkv RPC must carry
+  // "authorization: Bearer <token>" (UNAUTHENTICATED otherwise). The gRPC
+  // health and reflection services stay open for probes.
+  std::string auth_token;
+  // max_message_bytes: gRPC send/receive limit per message. Default 64 MiB.
+  int max_message_bytes = 64 << 20;
+  // Executor: worker threads for heavy work and queue bound (load shedding).
+  int worker_threads = 2;
+  size_t max_queued_tasks = 1024;
+  // metrics_port: Prometheus /metrics on metrics_host; 0 = any free port,
+  // -1 = off.
+  std::string metrics_host = "127.0.0.1";
+  int metrics_port = 0;
+
+  // data_dir: RocksDB (KV store, catalogue) and FAISS files live here.
+  std::string data_dir = "./ragkv-data";
+  // ram_budget_bytes: RAM tier byte budget. Default 1 GiB.
+  uint64_t ram_budget_bytes = uint64_t{1} << 30;
+  // ssd_budget_bytes: SSD tier byte budget. Default 16 GiB.
+  uint64_t ssd_budget_bytes = uint64_t{16} << 30;
+  // redis_url: optional shared Redis tier ("redis://host:port" or host:port).
+  std::string redis_url;
+
+  // model_path: checkpoint (llama2.c .bin, .gguf, HF dir, "synthetic:...").
+  // Empty: no model (precompute/blend/engine answer FAILED_PRECONDITION).
+  std::string model_path;
+  // tokenizer_path: empty = the model's own (model/loader.h).
+  std::string tokenizer_path;
+  // max_seq_len: context override for the model (0 = from the file).
+  int max_seq_len = 0;
+  // chunk_tokens: target chunk size of the retrieval chunker.
+  int chunk_tokens = 128;
+
+  // services: which to host: retrieval, kvstore, precompute, blend, engine.
+  std::set<std::string> services = {"retrieval", "kvstore", "precompute", "blend", "engine"};
+  // engine_upstream: the sidecar the engine calls through the connector;
+  // empty = this process itself.
+  std::string engine_upstream;
+};
+
+class Sidecar {
+ public:
+  // Start: builds everything and starts serving. Errors: InvalidArgument
+  // (bad options), NotFound (model path), Unavailable (address in use),
+  // Internal (store cannot open).
+  static absl::StatusOr<std::unique_ptr<Sidecar>> Start(SidecarOptions options);
+  ~Sidecar();
+
+  int port() const;          // the bound gRPC port
+  int metrics_port() const;  // -1 when off
+  std::string address() const;  // "127.0.0.1:<port>" style, for clients
+
+  // Shutdown: see the file comment. Idempotent.
+  void Shutdown(absl::Duration grace = absl::Seconds(10));
+  // Wait: blocks until Shutdown has completed.
+  void Wait();
+
+  struct Impl;
+
+ private:
+  explicit Sidecar(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ragkv::services
+
+#endif  // RAGKV_SERVICES_SIDECAR_H_
