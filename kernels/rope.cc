@@ -28,17 +28,21 @@ absl::Status CheckParams(const RopeParams& p) {
   return absl::OkStatus();
 }
 
-// FillTable: cos/sin of pos * theta^(-2j/head_dim) for j < head_dim/2. Angles
-// and trig in double, rounded once to f32 (the most accurate f32 table; the
-// llama2.c/HF f32 recipes differ from it by ~1 ulp of the angle).
-void FillTable(double pos, const RopeParams& p, float* cos_t, float* sin_t) {
-  const int half = p.head_dim / 2;
+// InvFreq: theta^(-2j/head_dim) for j < head_dim/2, in double.
+void InvFreq(const RopeParams& p, double* inv_freq) {
   const double log_theta = std::log(static_cast<double>(p.theta));
+  for (int j = 0; j < p.head_dim / 2; ++j) inv_freq[j] = std::exp(-log_theta * (2.0 * j) / p.head_dim);
+}
+
+// FillTable: cos/sin of pos * inv_freq[j] for j < half. Angles and trig in
+// double, rounded once to f32 (the most accurate f32 table; the llama2.c/HF
+// f32 recipes differ from it by ~1 ulp of the angle).
+void FillTable(double pos, const double* inv_freq, int half, float* cos_t, float* sin_t) {
   for (int j = 0; j < half; ++j) {
-    const double inv_freq = std::exp(-log_theta * (2.0 * j) / p.head_dim);
-    const double a = pos * inv_freq;
-    cos_t[j] = static_cast<float>(std::cos(a));
-    sin_t[j] = static_cast<float>(std::sin(a));
+    double s, c;
+    sincos(pos * inv_freq[j], &s, &c);
+    cos_t[j] = static_cast<float>(c);
+    sin_t[j] = static_cast<float>(s);
   }
 }
 
@@ -59,10 +63,12 @@ absl::Status ApplyRope(TensorView x, const int32_t* positions, const RopeParams&
   const bool half_split = params.layout == RopeLayout::kHalfSplit;
   const int threads = tokens > 1 && x.numel() >= kParallelMinElems ? MaxThreads() : 1;
   float* base = x.as<float>();
+  double inv_freq[kMaxHeadDim / 2];
+  InvFreq(params, inv_freq);
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
   for (int64_t t = 0; t < tokens; ++t) {
     float cos_t[kMaxHeadDim / 2], sin_t[kMaxHeadDim / 2];
-    FillTable(static_cast<double>(positions[t]), params, cos_t, sin_t);
+    FillTable(static_cast<double>(positions[t]), inv_freq, params.head_dim / 2, cos_t, sin_t);
     isa.rope_f32(base + t * x.stride[0], heads, x.stride[1], cos_t, sin_t, params.head_dim,
                  half_split);
   }
@@ -84,7 +90,9 @@ absl::Status RerotateKeys(TensorView k, int64_t delta, const RopeParams& params)
   const int64_t heads = k.shape[0], tokens = k.shape[1];
   if (heads == 0 || tokens == 0 || delta == 0) return absl::OkStatus();
   float cos_t[kMaxHeadDim / 2], sin_t[kMaxHeadDim / 2];
-  FillTable(static_cast<double>(delta), params, cos_t, sin_t);
+  double inv_freq[kMaxHeadDim / 2];
+  InvFreq(params, inv_freq);
+  FillTable(static_cast<double>(delta), inv_freq, params.head_dim / 2, cos_t, sin_t);
   const internal::IsaTable& isa = internal::ActiveTable();
   const bool half_split = params.layout == RopeLayout::kHalfSplit;
   // Work items: (head, block of tokens).

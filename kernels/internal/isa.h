@@ -13,7 +13,7 @@
 
 namespace ragkv::kernels::internal {
 
-// Key tile of the attention kernel (a multiple of every ISA's 2*vector width).
+// Key tile of the attention kernel.
 inline constexpr int kAttnKeyTile = 64;
 
 // AttnTask: one (kv head, tile of query rows) unit of SelectiveAttention. The
@@ -42,11 +42,16 @@ struct AttnTask {
   float* workspace = nullptr;  // AttnWorkspaceFloats(group * nrows, head_dim)
 };
 
+// Query vectors of a task are padded to a multiple of this (>= every ISA's
+// 2*vector width).
+inline constexpr int kAttnQPad = 32;
+
 // AttnWorkspaceFloats: scratch floats one AttentionTask needs for m query
-// vectors of head_dim (packed Q, O accumulators, K tile, score tile, m/l).
+// vectors of head_dim (Q^T, O accumulators, S^T tile, m/l/alpha/limits/PV
+// block extents).
 inline size_t AttnWorkspaceFloats(int64_t m, int64_t head_dim) {
-  return static_cast<size_t>(2 * m * head_dim + head_dim * kAttnKeyTile + m * kAttnKeyTile +
-                             2 * m + 64);
+  const int64_t mp = (m + kAttnQPad - 1) / kAttnQPad * kAttnQPad;
+  return static_cast<size_t>(head_dim * mp + m * head_dim + kAttnKeyTile * mp + 5 * mp + 64);
 }
 
 struct IsaTable {
