@@ -149,8 +149,32 @@ absl::Status SelectiveAttention(TensorView q, const int32_t* positions, TensorVi
   const internal::IsaTable& isa = internal::ActiveTable();
   const int32_t* rows_p = sorted_rows.data();
   const int32_t* limits_p = sorted_limits.data();
-  const int nthreads = tasks > 1 ? static_cast<int>(std::min<int64_t>(threads, tasks)) : 1;
   const size_t ws_floats = internal::AttnWorkspaceFloats(static_cast<int64_t>(tile_rows) * g, D);
+
+  // Too few (kv head, row tile) tasks for the threads (decode, short
+  // batches): split each task's keys into chunks and merge the partial
+  // softmax states exactly afterwards (flash-decoding).
+  const int64_t key_count = static_cast<int64_t>(sorted_limits[n - 1]) + 1;
+  int64_t chunks = 1;
+  if (tasks < 2 * static_cast<int64_t>(threads) && threads > 1) {
+    const int64_t want = (2 * threads + tasks - 1) / tasks;
+    const int64_t max_chunks = std::max<int64_t>(1, key_count / (4 * internal::kAttnKeyTile));
+    chunks = std::min(want, max_chunks);
+  }
+  const int64_t chunk_keys =
+      ((key_count + chunks - 1) / chunks + internal::kAttnKeyTile - 1) / internal::kAttnKeyTile *
+      internal::kAttnKeyTile;
+  if (chunks > 1) chunks = (key_count + chunk_keys - 1) / chunk_keys;
+  const int64_t task_vectors = static_cast<int64_t>(tile_rows) * g;
+  const int64_t partial_stride = task_vectors * (D + 2);  // o, m, l of one (task, chunk)
+  thread_local std::vector<float> partial;
+  if (chunks > 1) {
+    const size_t need = static_cast<size_t>(tasks * chunks * partial_stride);
+    if (partial.size() < need) partial.resize(need);
+  }
+  float* partial_p = partial.data();
+  const int64_t work = tasks * chunks;
+  const int nthreads = work > 1 ? static_cast<int>(std::min<int64_t>(threads, work)) : 1;
 
 #pragma omp parallel num_threads(nthreads) if (nthreads > 1)
   {
@@ -158,7 +182,8 @@ absl::Status SelectiveAttention(TensorView q, const int32_t* positions, TensorVi
     if (workspace.size() < ws_floats) workspace.resize(ws_floats);
     // Heaviest tiles (largest limits) first.
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t it = 0; it < tasks; ++it) {
+    for (int64_t w = 0; w < work; ++w) {
+      const int64_t it = w / chunks, c = w % chunks;
       const int tile = tiles - 1 - static_cast<int>(it / kvh);
       internal::AttnTask t = base;
       t.kv_head = static_cast<int>(it % kvh);
@@ -167,7 +192,52 @@ absl::Status SelectiveAttention(TensorView q, const int32_t* positions, TensorVi
       t.limits = limits_p + r0;
       t.nrows = std::min(tile_rows, n - r0);
       t.workspace = workspace.data();
+      if (chunks > 1) {
+        t.key_begin = c * chunk_keys;
+        t.key_end = t.key_begin + chunk_keys;
+        float* pp = partial_p + w * partial_stride;
+        t.partial_o = pp;
+        t.partial_m = pp + task_vectors * D;
+        t.partial_l = t.partial_m + task_vectors;
+      }
       isa.attention_task(t);
+    }
+    if (chunks > 1) {
+      // Merge: m = max_c m_c, out = sum_c e^(m_c - m) o_c / sum_c e^(m_c - m) l_c.
+#pragma omp for schedule(static)
+      for (int64_t it = 0; it < tasks; ++it) {
+        const int tile = tiles - 1 - static_cast<int>(it / kvh);
+        const int kv_head = static_cast<int>(it % kvh);
+        const int r0 = tile * tile_rows;
+        const int nrows = std::min(tile_rows, n - r0);
+        const float* first = partial_p + it * chunks * partial_stride;
+        for (int r = 0; r < nrows; ++r) {
+          const int64_t row = rows_p[r0 + r];
+          for (int h = 0; h < g; ++h) {
+            const int64_t m = static_cast<int64_t>(r) * g + h;
+            float mx = -INFINITY;
+            for (int64_t c = 0; c < chunks; ++c) {
+              mx = std::max(mx, first[c * partial_stride + task_vectors * D + m]);
+            }
+            float* dst = base.out + row * base.out_row_stride +
+                         (static_cast<int64_t>(kv_head) * g + h) * base.out_head_stride;
+            std::fill(dst, dst + D, 0.0f);
+            if (mx == -INFINITY) continue;  // no visible key: zeros
+            float l = 0.0f;
+            for (int64_t c = 0; c < chunks; ++c) {
+              const float* pc = first + c * partial_stride;
+              const float mc = pc[task_vectors * D + m];
+              if (mc == -INFINITY) continue;
+              const float wgt = std::exp(mc - mx);
+              l += wgt * pc[task_vectors * D + task_vectors + m];
+              const float* oc = pc + m * D;
+              for (int d = 0; d < D; ++d) dst[d] += wgt * oc[d];
+            }
+            const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+            for (int d = 0; d < D; ++d) dst[d] *= inv;
+          }
+        }
+      }
     }
   }
   return absl::OkStatus();

@@ -40,6 +40,17 @@ struct AttnTask {
   const float* additive_mask = nullptr;  // [row][key], row stride mask_stride
   int64_t mask_stride = 0;
   float* workspace = nullptr;  // AttnWorkspaceFloats(group * nrows, head_dim)
+  // Key range [key_begin, key_end) of this task (key_begin a multiple of
+  // kAttnKeyTile); the full range unless keys are split across tasks.
+  int64_t key_begin = 0;
+  int64_t key_end = INT64_MAX;
+  // If partial_o is set, the task writes its unnormalized state instead of
+  // `out`: partial_o [M][head_dim] = sum_j e^(s_j - m) v_j, partial_m [M] = m
+  // (running max, -inf if no key was visible), partial_l [M] = sum_j
+  // e^(s_j - m), with M = group * nrows in (row, head) order.
+  float* partial_o = nullptr;
+  float* partial_m = nullptr;
+  float* partial_l = nullptr;
 };
 
 // Query vectors of a task are padded to a multiple of this (>= every ISA's

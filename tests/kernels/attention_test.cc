@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu.h"
 #include "tests/kernels/test_util.h"
 
 namespace ragkv::kernels {
@@ -227,6 +228,43 @@ TEST(SelectiveAttentionTest, ScatteredRowsNeverReadFutureKeys) {
       EXPECT_GT(checked, 1);
     }
   }
+}
+
+TEST(SelectiveAttentionTest, SplitKeysForFewTasksMatchesReference) {
+  // With many threads and few (kv head, row tile) tasks the keys are split
+  // into chunks whose partial softmax states are merged (decode path).
+  const int saved = MaxThreads();
+  SetMaxThreads(8);
+  for (Isa isa : Isas()) {
+    IsaScope scope(isa);
+    struct Case {
+      int heads, kv_heads, head_dim, kv_len;
+      std::vector<int32_t> pos;
+    };
+    const Case cases[] = {{8, 2, 64, 3000, {2999}},
+                          {4, 1, 128, 2049, {5, 1500, 2048}},
+                          {2, 2, 32, 1100, {700, 20}}};
+    uint32_t seed = 300;
+    for (const Case& c : cases) {
+      SCOPED_TRACE(::testing::Message() << IsaName(isa) << " N=" << c.kv_len);
+      Problem p = MakeProblem(c.heads, c.kv_heads, c.head_dim, c.kv_len, c.pos, seed++);
+      std::vector<float> out;
+      ASSERT_TRUE(RunAttn(p, &out).ok());
+      ExpectNear(out, Reference(p, CausalMode::kExact), kTol, "split");
+      // Poisoned keys after the largest position are never read.
+      std::vector<float> k = p.k, v = p.v;
+      const int32_t last = *std::max_element(c.pos.begin(), c.pos.end());
+      for (int h = 0; h < p.kv_heads; ++h)
+        for (int j = last + 1; j < p.kv_len; ++j)
+          for (int d = 0; d < p.head_dim; ++d) {
+            k[(static_cast<size_t>(h) * p.kv_len + j) * p.head_dim + d] = NAN;
+            v[(static_cast<size_t>(h) * p.kv_len + j) * p.head_dim + d] = NAN;
+          }
+      ASSERT_TRUE(RunAttn(p, &out, CausalMode::kExact, nullptr, k.data(), v.data()).ok());
+      ExpectNear(out, Reference(p, CausalMode::kExact), kTol, "split poisoned");
+    }
+  }
+  SetMaxThreads(saved);
 }
 
 TEST(SelectiveAttentionTest, AdditiveMask) {
