@@ -1,6 +1,8 @@
 #include "kvstore/ssd_tier.h"
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <list>
 #include <string>
 #include <utility>
@@ -224,8 +226,18 @@ class SsdTier final : public Tier {
     if (write_failed_) {
       // A previous write failed (e.g. disk full); try to clear RocksDB's
       // background error so writes can succeed again.
+      // RocksDB may be recovering on its own (Busy): give it a moment.
       rocksdb::Status rs = db_->Resume();
-      if (rs.ok()) write_failed_ = false;
+      for (int i = 0; i < 100 && rs.IsBusy(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        rs = db_->Resume();
+      }
+      if (rs.ok()) {
+        write_failed_ = false;
+        RAGKV_LOG(INFO) << "ssd tier '" << options_.name << "': resumed after a write error";
+      } else {
+        RAGKV_LOG(WARNING) << "ssd tier '" << options_.name << "': resume: " << rs.ToString();
+      }
     }
     rocksdb::WriteBatch batch;
     std::vector<std::pair<ChunkKey, Meta>> victims;

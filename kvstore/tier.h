@@ -22,6 +22,10 @@
 //    treats the lookup as a miss; it never serves the bytes. A tier MAY verify
 //    earlier itself (kv_chunk.h DecodeHeader / ParseLayerRecord); if it finds
 //    corruption it calls ReportCorruption and returns std::nullopt.
+//  * A layer that is absent although its header was found is a miss in that
+//    tier (a concurrent eviction/replacement), not corruption. A tier whose
+//    medium can lose layers on its own (e.g. Redis maxmemory eviction)
+//    should delete such orphaned headers itself.
 //  * Misses are std::nullopt, not errors. An error Status means the tier
 //    failed (Unavailable: unreachable; Internal/DataLoss: I/O failure;
 //    ResourceExhausted: full or value too large even after eviction;

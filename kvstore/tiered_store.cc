@@ -223,10 +223,9 @@ class TieredStore::Impl {
   // VerifyLayer: tier i's layer blob verified against `h`, or nullopt.
   std::optional<LoadedLayer> VerifyLayer(size_t i, const ChunkKey& key, const KvChunkHeader& h,
                                          uint32_t layer, Tier::Blob blob) {
-    if (!blob.has_value()) {
-      NoteCorrupt(*tiers_[i], key, absl::StrCat("layer ", layer, " missing"));
-      return std::nullopt;
-    }
+    // A missing layer under a present header is a miss in this tier, not
+    // corruption: the chunk may have been evicted or replaced concurrently.
+    if (!blob.has_value()) return std::nullopt;
     absl::StatusOr<LayerRecordView> r = ParseLayerRecord(h, blob->view(), layer);
     if (!r.ok()) {
       NoteCorrupt(*tiers_[i], key, absl::StrCat("layer ", layer, ": ", r.status().message()));

@@ -1,1 +1,253 @@
-#include <gtest/gtest.h>
+#include "kvstore/kv_chunk.h"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/convert.h"
+#include "tests/kvstore/test_util.h"
+#define XXH_INLINE_ALL
+#include "xxhash.h"
+
+namespace ragkv::kvstore {
+namespace {
+
+using kernels::DType;
+using testing::ChunkSpec;
+using testing::MakeChunk;
+using testing::TestChunk;
+
+// RoundTripRaw: decoding must equal the dtype rounding of the input exactly
+// (f32: bit-exact; f16/bf16: equal to a scalar round-to-nearest-even
+// reference conversion, i.e. |err| <= half an ulp of that dtype).
+float RoundRef(float x, DType d) {
+  switch (d) {
+    case DType::kF16: return kernels::HalfToFloat(kernels::FloatToHalf(x));
+    case DType::kBF16: return kernels::Bf16ToFloat(kernels::FloatToBf16(x));
+    default: return x;
+  }
+}
+
+struct CodecCase {
+  DType dtype;
+  Codec codec;
+  Compression compression;
+};
+
+class CodecRoundTrip : public ::testing::TestWithParam<CodecCase> {};
+
+TEST_P(CodecRoundTrip, DecodesWithinStatedBound) {
+  const CodecCase cc = GetParam();
+  ChunkSpec spec;
+  spec.tokens = 37;
+  spec.layers = 3;
+  spec.kv_heads = 3;
+  spec.head_dim = 16;
+  spec.dtype = cc.dtype;
+  spec.codec = cc.codec;
+  spec.compression = cc.compression;
+  TestChunk c = MakeChunk(spec);
+  ASSERT_EQ(c.encoded->layers.size(), 3u);
+  auto h = DecodeHeader(c.encoded->header);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->key, c.key);
+  EXPECT_EQ(h->fingerprint, c.header.fingerprint);
+  EXPECT_EQ(h->tokens, c.header.tokens);
+  EXPECT_EQ(h->digest, c.header.digest);
+  EXPECT_EQ(h->codec, cc.codec);
+  const size_t n = h->LayerElements();
+  const int64_t H = spec.kv_heads, T = spec.tokens, D = spec.head_dim;
+  std::vector<float> k(n), v(n);
+  for (uint32_t l = 0; l < spec.layers; ++l) {
+    ASSERT_TRUE(DecodeLayerToF32(*h, c.encoded->layers[l], l, k.data(), v.data()).ok());
+    for (int which = 0; which < 2; ++which) {
+      const std::vector<float>& ref = which == 0 ? c.k[l] : c.v[l];
+      const std::vector<float>& got = which == 0 ? k : v;
+      if (cc.codec == Codec::kRaw) {
+        for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], RoundRef(ref[i], cc.dtype)) << i;
+      } else {
+        // Int8 per channel: |err| <= scale/2 with scale = max_t |x[h,t,d]| / 127
+        // (naive reference), plus 1e-6 relative slack for f32 rounding.
+        for (int64_t hh = 0; hh < H; ++hh) {
+          for (int64_t d = 0; d < D; ++d) {
+            float amax = 0;
+            for (int64_t t = 0; t < T; ++t) amax = std::max(amax, std::fabs(ref[(hh * T + t) * D + d]));
+            const float bound = amax / 127.f / 2.f * (1 + 1e-5f) + 1e-7f;
+            for (int64_t t = 0; t < T; ++t) {
+              const size_t i = static_cast<size_t>((hh * T + t) * D + d);
+              ASSERT_LE(std::fabs(got[i] - ref[i]), bound) << "h" << hh << " t" << t << " d" << d;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllCodecs, CodecRoundTrip,
+    ::testing::Values(CodecCase{DType::kF32, Codec::kRaw, Compression::kNone},
+                      CodecCase{DType::kF16, Codec::kRaw, Compression::kNone},
+                      CodecCase{DType::kBF16, Codec::kRaw, Compression::kNone},
+                      CodecCase{DType::kF32, Codec::kRaw, Compression::kZstd},
+                      CodecCase{DType::kF16, Codec::kRaw, Compression::kZstd},
+                      CodecCase{DType::kBF16, Codec::kRaw, Compression::kZstd},
+                      CodecCase{DType::kF16, Codec::kInt8PerChannel, Compression::kNone},
+                      CodecCase{DType::kF32, Codec::kInt8PerChannel, Compression::kZstd}));
+
+TEST(KvChunk, RawViewsAreZeroCopy) {
+  ChunkSpec spec;
+  spec.dtype = DType::kF16;
+  TestChunk c = MakeChunk(spec);
+  const std::string& rec = c.encoded->layers[1];
+  auto views = RawLayerViews(c.header, rec, 1);
+  ASSERT_TRUE(views.ok()) << views.status();
+  EXPECT_EQ(views->k.data, rec.data() + kLayerPrefixBytes);
+  EXPECT_EQ(views->k.dtype, DType::kF16);
+  EXPECT_EQ(views->k.dim(1), spec.tokens);
+  const uint16_t* k16 = static_cast<const uint16_t*>(views->k.data);
+  EXPECT_EQ(kernels::HalfToFloat(k16[5]), RoundRef(c.k[1][5], DType::kF16));
+  spec.codec = Codec::kInt8PerChannel;
+  TestChunk q = MakeChunk(spec);
+  EXPECT_EQ(RawLayerViews(q.header, q.encoded->layers[0], 0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(KvChunk, ZstdShrinksCompressibleData) {
+  KvChunkHeader h;
+  h.tokens = testing::TestTokens(64, 1);
+  h.num_layers = 1;
+  h.num_kv_heads = 2;
+  h.head_dim = 32;
+  h.dtype = DType::kF16;
+  h.compression = Compression::kZstd;
+  ASSERT_TRUE(EncodeHeader(&h).ok());
+  std::vector<float> zeros(h.LayerElements(), 0.5f);
+  auto view = kernels::TensorView::Contiguous(zeros.data(), DType::kF32, {2, 64, 32});
+  auto rec = EncodeLayer(h, 0, view, view);
+  ASSERT_TRUE(rec.ok());
+  EXPECT_LT(rec->size(), h.RawPayloadBytes() / 10);
+  std::vector<float> k(h.LayerElements()), v(h.LayerElements());
+  ASSERT_TRUE(DecodeLayerToF32(h, *rec, 0, k.data(), v.data()).ok());
+  EXPECT_EQ(k[17], 0.5f);
+}
+
+TEST(KvChunk, EveryFlippedByteIsDetected) {
+  ChunkSpec spec;
+  spec.tokens = 4;
+  spec.kv_heads = 1;
+  spec.head_dim = 4;
+  spec.layers = 1;
+  TestChunk c = MakeChunk(spec);
+  std::vector<float> k(c.header.LayerElements()), v(c.header.LayerElements());
+  const std::string& rec = c.encoded->layers[0];
+  for (size_t i = 0; i < rec.size(); ++i) {
+    std::string bad = rec;
+    bad[i] ^= 0x10;
+    absl::Status s = DecodeLayerToF32(c.header, bad, 0, k.data(), v.data());
+    ASSERT_FALSE(s.ok()) << "flip at byte " << i << " not detected";
+  }
+  const std::string& hdr = c.encoded->header;
+  for (size_t i = 0; i < hdr.size(); ++i) {
+    std::string bad = hdr;
+    bad[i] ^= 0x01;
+    ASSERT_FALSE(DecodeHeader(bad).ok()) << "header flip at byte " << i << " not detected";
+  }
+}
+
+TEST(KvChunk, TruncatedAndPaddedInputsAreDataLoss) {
+  TestChunk c = MakeChunk(ChunkSpec{});
+  const std::string& hdr = c.encoded->header;
+  const std::string& rec = c.encoded->layers[0];
+  std::vector<float> k(c.header.LayerElements()), v(c.header.LayerElements());
+  for (size_t cut : {size_t{0}, size_t{10}, size_t{63}, size_t{64}, hdr.size() - 1}) {
+    EXPECT_EQ(DecodeHeader(hdr.substr(0, cut)).status().code(), absl::StatusCode::kDataLoss) << cut;
+  }
+  EXPECT_EQ(DecodeHeader(hdr + "x").status().code(), absl::StatusCode::kDataLoss);
+  for (size_t cut : {size_t{0}, size_t{20}, size_t{64}, rec.size() - 1}) {
+    EXPECT_EQ(DecodeLayerToF32(c.header, rec.substr(0, cut), 0, k.data(), v.data()).code(),
+              absl::StatusCode::kDataLoss)
+        << cut;
+  }
+}
+
+TEST(KvChunk, UnknownVersionAndCodecAreUnimplemented) {
+  TestChunk c = MakeChunk(ChunkSpec{});
+  KvChunkHeader h = c.header;
+  h.version = 2;
+  EXPECT_EQ(EncodeHeader(&h).status().code(), absl::StatusCode::kUnimplemented);
+  h = c.header;
+  h.codec = static_cast<Codec>(9);
+  EXPECT_EQ(EncodeHeader(&h).status().code(), absl::StatusCode::kUnimplemented);
+  h = c.header;
+  h.dtype = DType::kI8;
+  EXPECT_EQ(EncodeHeader(&h).status().code(), absl::StatusCode::kUnimplemented);
+  // A validly checksummed header from a "future" writer: version 2 on disk.
+  h = c.header;
+  std::string blob = *EncodeHeader(&h);
+  blob[4] = 2;
+  EXPECT_EQ(DecodeHeader(blob).status().code(), absl::StatusCode::kDataLoss);  // checksum
+  // Re-checksum as a future writer would: now the version itself is refused.
+  const uint64_t sum = XXH3_64bits(blob.data(), blob.size() - 8);
+  std::memcpy(blob.data() + blob.size() - 8, &sum, 8);
+  EXPECT_EQ(DecodeHeader(blob).status().code(), absl::StatusCode::kUnimplemented);
+  // Same for an unknown codec byte.
+  blob = *EncodeHeader(&h);
+  blob[7] = 9;
+  const uint64_t sum2 = XXH3_64bits(blob.data(), blob.size() - 8);
+  std::memcpy(blob.data() + blob.size() - 8, &sum2, 8);
+  EXPECT_EQ(DecodeHeader(blob).status().code(), absl::StatusCode::kUnimplemented);
+  // Layer record with an unknown version is Unimplemented even if intact
+  // otherwise (version is checked before the checksum).
+  std::string rec = c.encoded->layers[0];
+  rec[4] = 7;
+  EXPECT_EQ(ParseLayerRecord(c.header, rec, 0).status().code(), absl::StatusCode::kUnimplemented);
+}
+
+TEST(KvChunk, RecordsAreBoundToTheirHeaderAndLayer) {
+  ChunkSpec a;
+  TestChunk ca = MakeChunk(a);
+  ChunkSpec b = a;
+  b.codec = Codec::kInt8PerChannel;  // same key, different encoding
+  TestChunk cb = MakeChunk(b);
+  ASSERT_EQ(ca.key, cb.key);
+  ASSERT_NE(ca.header.digest, cb.header.digest);
+  EXPECT_EQ(ParseLayerRecord(ca.header, cb.encoded->layers[0], 0).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(ParseLayerRecord(ca.header, ca.encoded->layers[1], 0).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(ParseLayerRecord(ca.header, ca.encoded->layers[1], 1).ok());
+}
+
+TEST(KvChunk, BadShapesAreRejectedOnEncode) {
+  KvChunkHeader h;
+  h.tokens = {1, 2, 3};
+  h.num_layers = 1;
+  h.num_kv_heads = 1;
+  h.head_dim = 0;
+  EXPECT_EQ(EncodeHeader(&h).status().code(), absl::StatusCode::kInvalidArgument);
+  h.head_dim = 4;
+  h.num_layers = kMaxLayers + 1;
+  EXPECT_EQ(EncodeHeader(&h).status().code(), absl::StatusCode::kInvalidArgument);
+  h.num_layers = 1;
+  ASSERT_TRUE(EncodeHeader(&h).ok());
+  std::vector<float> x(11);
+  auto wrong = kernels::TensorView::Contiguous(x.data(), DType::kF32, {11});
+  EXPECT_EQ(EncodeLayer(h, 0, wrong, wrong).status().code(), absl::StatusCode::kInvalidArgument);
+  std::vector<float> ok(12);
+  auto right = kernels::TensorView::Contiguous(ok.data(), DType::kF32, {1, 3, 4});
+  EXPECT_EQ(EncodeLayer(h, 1, right, right).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(EncodeLayer(h, 0, right, right).ok());
+}
+
+TEST(KvChunk, PeekFieldsAtFixedOffsets) {
+  TestChunk c = MakeChunk(ChunkSpec{});
+  EXPECT_EQ(*PeekFingerprint(c.encoded->header), c.header.fingerprint);
+  EXPECT_EQ(*PeekNumLayers(c.encoded->header), c.header.num_layers);
+  EXPECT_FALSE(PeekFingerprint("RKVX").ok());
+}
+
+}  // namespace
+}  // namespace ragkv::kvstore
