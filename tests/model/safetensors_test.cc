@@ -1,0 +1,283 @@
+// Hugging Face checkpoints: the test writes stories260K's weights as an HF
+// LlamaForCausalLM directory (config.json + safetensors, single or sharded,
+// F32/F16/BF16, q/k rows permuted for half-split RoPE as HF's conversion
+// script does) and checks the loaded model against the .bin and .gguf.
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "kernels/convert.h"
+#include "model/loader.h"
+#include "tests/model/test_util.h"
+
+namespace ragkv::model {
+namespace {
+
+namespace fs = std::filesystem;
+using ::ragkv::model::testing::ModelFile;
+using nlohmann::json;
+
+// HfPermute: HF's convert_llama_weights_to_hf permute(): within each head,
+// row 2j+i (interleaved pair j, element i) moves to row i*hd/2 + j.
+std::vector<float> HfPermute(const std::vector<float>& w, int heads, int hd, int in) {
+  std::vector<float> out(w.size());
+  for (int h = 0; h < heads; ++h)
+    for (int j = 0; j < hd / 2; ++j)
+      for (int i = 0; i < 2; ++i)
+        std::copy_n(w.data() + (size_t(h) * hd + 2 * j + i) * in, in,
+                    out.data() + (size_t(h) * hd + i * hd / 2 + j) * in);
+  return out;
+}
+
+struct Tensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  const std::vector<float>* data;
+};
+
+void WriteSafetensors(const std::string& path, const std::vector<Tensor>& ts, const std::string& dtype) {
+  json h = json::object();
+  std::string blob;
+  for (const Tensor& t : ts) {
+    std::string bytes;
+    if (dtype == "F32") {
+      bytes.assign(reinterpret_cast<const char*>(t.data->data()), t.data->size() * 4);
+    } else {
+      bytes.resize(t.data->size() * 2);
+      for (size_t i = 0; i < t.data->size(); ++i) {
+        uint16_t v = dtype == "F16" ? kernels::FloatToHalf((*t.data)[i]) : kernels::FloatToBf16((*t.data)[i]);
+        std::memcpy(&bytes[i * 2], &v, 2);
+      }
+    }
+    h[t.name] = {{"dtype", dtype}, {"shape", t.shape}, {"data_offsets", {blob.size(), blob.size() + bytes.size()}}};
+    blob += bytes;
+  }
+  h["__metadata__"] = {{"format", "pt"}};
+  std::string hs = h.dump();
+  while (hs.size() % 8) hs += ' ';
+  std::ofstream o(path, std::ios::binary);
+  uint64_t n = hs.size();
+  o.write(reinterpret_cast<const char*>(&n), 8);
+  o << hs << blob;
+}
+
+// WriteHfDir: stories260K as an HF directory; `shards` 1 or 2.
+void WriteHfDir(const std::string& dir, const ModelParts& p, const std::string& dtype, int shards) {
+  fs::create_directories(dir);
+  const ModelConfig& c = p.config;
+  const ModelWeights& w = p.weights;
+  json cfg = {{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"},
+              {"hidden_size", c.dim}, {"intermediate_size", c.hidden_dim},
+              {"num_hidden_layers", c.n_layers}, {"num_attention_heads", c.n_heads},
+              {"num_key_value_heads", c.n_kv_heads}, {"vocab_size", c.vocab_size},
+              {"max_position_embeddings", c.max_seq_len}, {"rms_norm_eps", c.norm_eps},
+              {"rope_theta", c.rope_theta}, {"tie_word_embeddings", c.shared_classifier},
+              {"rope_scaling", nullptr}, {"torch_dtype", "float32"}};
+  std::ofstream(dir + "/config.json") << cfg.dump(2);
+  static std::vector<std::vector<float>> keep;  // permuted copies outlive the writer
+  keep.clear();
+  keep.reserve(4 * c.n_layers);
+  std::vector<Tensor> all;
+  all.push_back({"model.embed_tokens.weight", {c.vocab_size, c.dim}, &w.tok_embeddings});
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& L = w.layers[l];
+    const std::string pre = "model.layers." + std::to_string(l) + ".";
+    keep.push_back(HfPermute(L.wq, c.n_heads, c.head_dim, c.dim));
+    all.push_back({pre + "self_attn.q_proj.weight", {c.q_dim(), c.dim}, &keep.back()});
+    keep.push_back(HfPermute(L.wk, c.n_kv_heads, c.head_dim, c.dim));
+    all.push_back({pre + "self_attn.k_proj.weight", {c.kv_dim(), c.dim}, &keep.back()});
+    all.push_back({pre + "self_attn.v_proj.weight", {c.kv_dim(), c.dim}, &L.wv});
+    all.push_back({pre + "self_attn.o_proj.weight", {c.dim, c.q_dim()}, &L.wo});
+    all.push_back({pre + "input_layernorm.weight", {c.dim}, &L.attn_norm});
+    all.push_back({pre + "post_attention_layernorm.weight", {c.dim}, &L.ffn_norm});
+    all.push_back({pre + "mlp.gate_proj.weight", {c.hidden_dim, c.dim}, &L.w_gate});
+    all.push_back({pre + "mlp.up_proj.weight", {c.hidden_dim, c.dim}, &L.w_up});
+    all.push_back({pre + "mlp.down_proj.weight", {c.dim, c.hidden_dim}, &L.w_down});
+  }
+  all.push_back({"model.norm.weight", {c.dim}, &w.final_norm});
+  if (shards == 1) {
+    WriteSafetensors(dir + "/model.safetensors", all, dtype);
+    return;
+  }
+  json map = json::object();
+  std::vector<Tensor> a(all.begin(), all.begin() + all.size() / 2), b(all.begin() + all.size() / 2, all.end());
+  WriteSafetensors(dir + "/model-00001-of-00002.safetensors", a, dtype);
+  WriteSafetensors(dir + "/model-00002-of-00002.safetensors", b, dtype);
+  for (const auto& t : a) map[t.name] = "model-00001-of-00002.safetensors";
+  for (const auto& t : b) map[t.name] = "model-00002-of-00002.safetensors";
+  std::ofstream(dir + "/model.safetensors.index.json") << json{{"metadata", json::object()}, {"weight_map", map}}.dump();
+}
+
+std::vector<float> AllLogits(const Model& m, const std::vector<int32_t>& toks) {
+  auto kv = m.NewCache(static_cast<int64_t>(toks.size()));
+  Workspace ws;
+  std::vector<float> l(toks.size() * m.config().vocab_size);
+  EXPECT_TRUE(m.Prefill(toks, &*kv, &ws, LogitsMode::kAll, l.data()).ok());
+  return l;
+}
+
+class SafetensorsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RAGKV_REQUIRE_MODEL_FILE("stories260K.bin");
+    auto p = LoadModelParts(ModelFile("stories260K.bin"));
+    ASSERT_TRUE(p.ok()) << p.status();
+    parts_ = *std::move(p);
+    auto m = LoadModel(ModelFile("stories260K.bin"));
+    ASSERT_TRUE(m.ok());
+    bin_ = *std::move(m);
+    tokens_ = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338, 401};
+    root_ = ::testing::TempDir() + "/ragkv_hf_" + std::to_string(::getpid());
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  ModelParts parts_;
+  std::unique_ptr<Model> bin_;
+  std::vector<int32_t> tokens_;
+  std::string root_;
+};
+
+TEST_F(SafetensorsTest, F32SingleAndShardedMatchBinAndGguf) {
+  const auto want = AllLogits(*bin_, tokens_);
+  for (int shards : {1, 2}) {
+    const std::string dir = root_ + "/f32_" + std::to_string(shards);
+    WriteHfDir(dir, parts_, "F32", shards);
+    for (const std::string& path : {dir, dir + "/config.json"}) {
+      auto m = LoadModel(path);
+      ASSERT_TRUE(m.ok()) << m.status();
+      EXPECT_EQ((*m)->config().rope_layout, kernels::RopeLayout::kHalfSplit);
+      EXPECT_TRUE((*m)->config().shared_classifier);
+      const auto got = AllLogits(**m, tokens_);
+      double err = 0;
+      for (size_t i = 0; i < got.size(); ++i) err = std::max(err, double(std::abs(got[i] - want[i])));
+      EXPECT_LT(err, 1e-4) << "shards " << shards;
+      // Different RoPE layout of the stored weights -> different fingerprint.
+      EXPECT_NE((*m)->fingerprint(), bin_->fingerprint());
+    }
+  }
+  if (::ragkv::model::testing::HaveModelFile("stories260K.gguf")) {
+    auto g = LoadModel(ModelFile("stories260K.gguf"));
+    ASSERT_TRUE(g.ok());
+    const auto got = AllLogits(**g, tokens_);
+    double err = 0;
+    for (size_t i = 0; i < got.size(); ++i) err = std::max(err, double(std::abs(got[i] - want[i])));
+    EXPECT_LT(err, 1e-4);
+  }
+}
+
+TEST_F(SafetensorsTest, ExportedKeysAreTheHfLayout) {
+  // An engine running the HF checkpoint caches K in half-split order: each
+  // head's keys are the interleaved keys with the pair elements regrouped.
+  const std::string dir = root_ + "/layout";
+  WriteHfDir(dir, parts_, "F32", 1);
+  auto hf = LoadModel(dir);
+  ASSERT_TRUE(hf.ok());
+  const ModelConfig& c = bin_->config();
+  const int n = static_cast<int>(tokens_.size());
+  auto a = bin_->NewCache(n);
+  auto b = (*hf)->NewCache(n);
+  Workspace ws;
+  ASSERT_TRUE(bin_->Prefill(tokens_, &*a, &ws, LogitsMode::kNone, nullptr).ok());
+  ASSERT_TRUE((*hf)->Prefill(tokens_, &*b, &ws, LogitsMode::kNone, nullptr).ok());
+  const size_t e = size_t(c.n_kv_heads) * n * c.head_dim;
+  for (int l = 0; l < c.n_layers; ++l) {
+    std::vector<float> ka(e), va(e), kb(e), vb(e);
+    ASSERT_TRUE(a->ExportLayer(l, 0, n, kernels::DType::kF32, ka.data(), va.data()).ok());
+    ASSERT_TRUE(b->ExportLayer(l, 0, n, kernels::DType::kF32, kb.data(), vb.data()).ok());
+    const int hd = c.head_dim;
+    for (size_t row = 0; row < size_t(c.n_kv_heads) * n; ++row) {
+      for (int j = 0; j < hd / 2; ++j) {
+        for (int i = 0; i < 2; ++i) {
+          ASSERT_NEAR(kb[row * hd + i * hd / 2 + j], ka[row * hd + 2 * j + i], 1e-4);
+        }
+      }
+      for (int d = 0; d < hd; ++d) ASSERT_NEAR(vb[row * hd + d], va[row * hd + d], 1e-4);
+    }
+  }
+}
+
+TEST_F(SafetensorsTest, HalfPrecisionCheckpointsLoad) {
+  const auto want = AllLogits(*bin_, tokens_);
+  for (const char* dtype : {"F16", "BF16"}) {
+    const std::string dir = root_ + "/" + dtype;
+    WriteHfDir(dir, parts_, dtype, 2);
+    auto m = LoadModel(dir);
+    ASSERT_TRUE(m.ok()) << m.status();
+    const auto got = AllLogits(**m, tokens_);
+    // Rounded weights: logits move by ~1e-2 (f16) / ~1e-1 (bf16); greedy
+    // choices stay.
+    const int v = bin_->config().vocab_size;
+    int agree = 0;
+    for (size_t t = 0; t < tokens_.size(); ++t) {
+      agree += std::max_element(got.begin() + t * v, got.begin() + (t + 1) * v) - got.begin() ==
+               std::max_element(want.begin() + t * v, want.begin() + (t + 1) * v) - want.begin();
+    }
+    EXPECT_GE(agree, int(tokens_.size()) - 1) << dtype;
+    double err = 0;
+    for (size_t i = 0; i < got.size(); ++i) err = std::max(err, double(std::abs(got[i] - want[i])));
+    EXPECT_LT(err, std::string(dtype) == "F16" ? 0.05 : 0.5) << dtype;
+  }
+}
+
+TEST_F(SafetensorsTest, BadCheckpointsFailClearly) {
+  const std::string dir = root_ + "/bad";
+  WriteHfDir(dir, parts_, "F32", 1);
+  // Truncated safetensors.
+  const std::string st = dir + "/model.safetensors";
+  fs::resize_file(st, fs::file_size(st) - 100);
+  auto m = LoadModel(dir);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("truncated"), std::string::npos) << m.status();
+  EXPECT_NE(m.status().message().find("model.safetensors"), std::string::npos) << m.status();
+  // Unsupported architecture.
+  WriteHfDir(dir, parts_, "F32", 1);
+  {
+    json cfg = json::parse(::ragkv::model::testing::ReadFile(dir + "/config.json"));
+    cfg["architectures"] = {"GPT2LMHeadModel"};
+    std::ofstream(dir + "/config.json") << cfg.dump();
+  }
+  m = LoadModel(dir);
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented) << m.status();
+  // Inconsistent dims.
+  WriteHfDir(dir, parts_, "F32", 1);
+  {
+    json cfg = json::parse(::ragkv::model::testing::ReadFile(dir + "/config.json"));
+    cfg["intermediate_size"] = 100;
+    std::ofstream(dir + "/config.json") << cfg.dump();
+  }
+  m = LoadModel(dir);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("mlp.gate_proj.weight"), std::string::npos) << m.status();
+  // Missing tensor (untied config without lm_head is treated as tied, so
+  // drop a layer tensor instead via a bogus layer count).
+  WriteHfDir(dir, parts_, "F32", 1);
+  {
+    json cfg = json::parse(::ragkv::model::testing::ReadFile(dir + "/config.json"));
+    cfg["num_hidden_layers"] = 6;
+    std::ofstream(dir + "/config.json") << cfg.dump();
+  }
+  m = LoadModel(dir);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("missing tensor model.layers.5"), std::string::npos) << m.status();
+  // Unsupported dtype.
+  WriteHfDir(dir, parts_, "F32", 1);
+  {
+    std::string bytes = ::ragkv::model::testing::ReadFile(st);
+    const size_t p = bytes.find("\"F32\"");
+    ASSERT_NE(p, std::string::npos);
+    bytes.replace(p, 5, "\"I32\"");
+    std::ofstream(st, std::ios::binary) << bytes;
+  }
+  m = LoadModel(dir);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented) << m.status();
+  // Garbage header.
+  std::ofstream(st, std::ios::binary) << "garbage garbage garbage";
+  m = LoadModel(dir);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find(st), std::string::npos) << m.status();
+}
+
+}  // namespace
+}  // namespace ragkv::model
