@@ -139,6 +139,12 @@ __global__ void __launch_bounds__(kThreads) AttnTcKernel(AttnLaunch a) {
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> o_frag[HD / 16];
 #pragma unroll
   for (int f = 0; f < HD / 16; ++f) wmma::fill_fragment(o_frag[f], 0.f);
+  // This warp's 16 query vectors stay in registers for the whole key loop.
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> q_frag[HD / 16];
+#pragma unroll
+  for (int k = 0; k < HD / 16; ++k) {
+    wmma::load_matrix_sync(q_frag[k], sQ + 16 * warp * L::kLdQ + 16 * k, L::kLdQ);
+  }
 
   const float scale_log2 = a.scale * kLog2e;
   const int n_tiles = max_limit < 0 ? 0 : max_limit / kBN + 1;
@@ -175,7 +181,6 @@ __global__ void __launch_bounds__(kThreads) AttnTcKernel(AttnLaunch a) {
 
     // S[16 rows of this warp][64 keys] = Q K^T.
     {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> qa;
       wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> kb;
       wmma::fragment<wmma::accumulator, 16, 16, 16, float> sacc;
 #pragma unroll
@@ -183,9 +188,8 @@ __global__ void __launch_bounds__(kThreads) AttnTcKernel(AttnLaunch a) {
         wmma::fill_fragment(sacc, 0.f);
 #pragma unroll
         for (int k = 0; k < HD / 16; ++k) {
-          wmma::load_matrix_sync(qa, sQ + 16 * warp * L::kLdQ + 16 * k, L::kLdQ);
           wmma::load_matrix_sync(kb, sK + 16 * n * L::kLdKV + 16 * k, L::kLdKV);
-          wmma::mma_sync(sacc, qa, kb, sacc);
+          wmma::mma_sync(sacc, q_frag[k], kb, sacc);
         }
         wmma::store_matrix_sync(sS + 16 * warp * L::kLdS + 16 * n, sacc, L::kLdS,
                                 wmma::mem_row_major);

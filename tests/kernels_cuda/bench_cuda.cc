@@ -1,7 +1,9 @@
 // bench_cuda.cc: microbenchmark of the kernels/cuda kernels (not a test).
 //
-//   ragkv_cuda_bench [--quick]
+//   ragkv_cuda_bench [--quick] [--section=all|attention-tc|attention-simt|memory]
 //
+// (scripts/gpu-check runs the sections as separate processes, so that a
+// kernel fault in one does not hide the figures of the others.)
 // Prints, per kernel, the median time of repeated launches (CUDA events,
 // after warm-up) and the achieved rate against the device's ceilings:
 //  - selective attention: TFLOP/s = 4 * head_dim * sum over (row, head) of
@@ -180,7 +182,19 @@ AttnResult BenchAttention(cudaStream_t s, DType t, int kv_len, int rows, int H, 
 }
 
 int Main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  std::string section = "all";
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    else if (std::strncmp(argv[i], "--section=", 10) == 0) section = argv[i] + 10;
+    else {
+      std::fprintf(stderr, "usage: %s [--quick] [--section=all|attention-tc|attention-simt|memory]\n", argv[0]);
+      return 2;
+    }
+  }
+  const bool run_tc = section == "all" || section == "attention-tc";
+  const bool run_simt = section == "all" || section == "attention-simt";
+  const bool run_memory = section == "all" || section == "memory";
   CHECK_OK(CudaAvailable());
   auto info = QueryDevice();
   CHECK_OK(info.status());
@@ -219,9 +233,11 @@ int Main(int argc, char** argv) {
       {DType::kBF16, 8192, 2048, 32, 8, 128, 1, AttentionAlgo::kSimt, false},
   };
   for (const A& a : cases) {
+    const bool simt = a.algo == AttentionAlgo::kSimt;
+    if ((simt && !run_simt) || (!simt && !run_tc)) continue;
     double md = -1;
     AttnResult r = BenchAttention(s, a.t, a.kv, a.rows, a.H, a.KVH, a.D, a.algo, a.batch, rng,
-                                  a.check ? &md : nullptr, a.algo == AttentionAlgo::kSimt ? 3 : reps);
+                                  a.check ? &md : nullptr, simt ? 3 : reps);
     char name[160];
     std::snprintf(name, sizeof(name), "%s kv=%d rows=%d x%d H=%d KVH=%d hd=%d %s", DTypeName(a.t),
                   a.kv, a.rows, a.batch, a.H, a.KVH, a.D,
@@ -238,7 +254,7 @@ int Main(int argc, char** argv) {
     std::printf("%-64s %10.3f %10.0f %7.1f%% %7.1f%%\n", name, ms, gbs, 100 * gbs / kHbmGBs,
                 100 * gbs / copy_gbs);
   };
-  {
+  if (run_memory) {
     const int heads = 8, tokens = 131072, hd = 128, chunks = 32;
     const size_t n = size_t{heads} * tokens * hd;
     for (DType t : {DType::kBF16, DType::kF16}) {
