@@ -1,6 +1,9 @@
 // Tokenizers: llama2.c's encoder over tokenizer.bin and over the GGUF's
 // embedded vocabulary vs libsentencepiece on tokenizer.model (512 and 32k
 // vocabularies), round trips, and the byte tokenizer.
+#include <nlohmann/json.hpp>
+
+#include <fstream>
 #include <iostream>
 
 #include "model/loader.h"
@@ -182,6 +185,86 @@ TEST(TokenizerTest, BadTokenizerFiles) {
   auto s = LoadTokenizer(badsp);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find(badsp), std::string::npos) << s.status();
+}
+
+}  // namespace
+}  // namespace ragkv::model
+
+namespace ragkv::model {
+namespace {
+
+// A tiny GPT-2-style tokenizer.json: 256 byte symbols, a few merges, one
+// special token.
+std::string WriteTinyBpe(bool llama3_split) {
+  // GPT-2 bytes_to_unicode.
+  std::vector<uint32_t> b2u(256);
+  int n = 0;
+  for (int b = 0; b < 256; ++b) {
+    const bool direct = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    b2u[b] = direct ? b : 256 + n++;
+  }
+  auto utf8 = [](uint32_t cp) {
+    std::string s;
+    if (cp < 0x80) s.push_back(char(cp));
+    else { s.push_back(char(0xC0 | (cp >> 6))); s.push_back(char(0x80 | (cp & 0x3F))); }
+    return s;
+  };
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) vocab[utf8(b2u[b])] = b;
+  const std::string G = utf8(b2u[' ']);  // "Ġ"
+  vocab["he"] = 256;
+  vocab[G + "t"] = 257;
+  vocab[G + "the"] = 258;
+  vocab["the"] = 259;
+  nlohmann::json j = {
+      {"model", {{"type", "BPE"}, {"vocab", vocab},
+                 {"merges", {"h e", G + " t", G + "t he", "t he"}}}},
+      {"added_tokens", {{{"id", 260}, {"content", "<|endoftext|>"}, {"special", true}}}},
+  };
+  if (llama3_split) {
+    j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {
+        {{"type", "Split"}, {"pattern", {{"Regex", "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}}}},
+        {{"type", "ByteLevel"}, {"add_prefix_space", false}}}}};
+  } else {
+    j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}};
+  }
+  const std::string path = ::testing::TempDir() + "/ragkv_tiny_tokenizer_" +
+                           (llama3_split ? "l3" : "gpt2") + ".json";
+  std::ofstream(path) << j.dump();
+  return path;
+}
+
+TEST(BpeTokenizerTest, MergesSpecialTokensAndRoundTrip) {
+  for (bool l3 : {false, true}) {
+    auto tok = LoadTokenizer(WriteTinyBpe(l3));
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    EXPECT_EQ((*tok)->Name(), "hf-bpe");
+    EXPECT_EQ((*tok)->eos_id(), 260);
+    auto ids = (*tok)->Encode("the the", false, false);
+    ASSERT_TRUE(ids.ok());
+    EXPECT_EQ(*ids, (std::vector<int32_t>{259, 258}));
+    auto sp = (*tok)->Encode("the<|endoftext|>the", false, true);
+    ASSERT_TRUE(sp.ok());
+    EXPECT_EQ(*sp, (std::vector<int32_t>{259, 260, 259, 260}));
+    EXPECT_EQ((*tok)->Decode(*sp), "thethe");
+    for (const std::string& s : Sentences()) {
+      auto e = (*tok)->Encode(s, false, false);
+      ASSERT_TRUE(e.ok());
+      EXPECT_EQ((*tok)->Decode(*e), s) << s;
+    }
+  }
+}
+
+TEST(BpeTokenizerTest, MalformedJsonFails) {
+  const std::string p = ::testing::TempDir() + "/ragkv_bad_tokenizer.json";
+  std::ofstream(p) << "{\"model\": {\"type\": \"BPE\", \"vocab\": [1,2]}}";
+  auto t = LoadTokenizer(p);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find(p), std::string::npos);
+  std::ofstream(p) << "{not json";
+  EXPECT_FALSE(LoadTokenizer(p).ok());
+  std::ofstream(p) << "{\"model\": {\"type\": \"Unigram\"}}";
+  EXPECT_EQ(LoadTokenizer(p).status().code(), absl::StatusCode::kUnimplemented);
 }
 
 }  // namespace
