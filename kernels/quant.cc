@@ -1,5 +1,8 @@
 #include "kernels/quant.h"
 
+#include <algorithm>
+#include <vector>
+
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -29,15 +32,41 @@ absl::Status QuantizeInt8PerChannel(TensorView x, int8_t* q, float* scales) {
   }
   const internal::IsaTable& isa = internal::ActiveTable();
   const float* px = x.as<const float>();
-  const int threads = groups > 1 && x.numel() >= (1 << 15) ? MaxThreads() : 1;
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (int64_t g = 0; g < groups; ++g) {
-    float* sc = scales + g * ch;
-    for (int64_t c = 0; c < ch; ++c) sc[c] = 0.0f;
-    const float* xg = px + g * rows * ch;
-    for (int64_t r = 0; r < rows; ++r) isa.absmax_accum(xg + r * ch, sc, ch);
-    for (int64_t c = 0; c < ch; ++c) sc[c] = sc[c] > 0.0f ? sc[c] / 127.0f : 1.0f;
-    for (int64_t r = 0; r < rows; ++r) isa.quant_row(xg + r * ch, sc, q + (g * rows + r) * ch, ch);
+  // Work items are (group, block of rows) so every thread has work even with
+  // few groups: pass 1 takes per-block column maxima, a reduction turns them
+  // into scales, pass 2 quantizes.
+  constexpr int64_t kRowBlock = 256;
+  const int64_t blocks = std::max<int64_t>(1, (rows + kRowBlock - 1) / kRowBlock);
+  const int64_t items = groups * blocks;
+  const int threads = items > 1 && x.numel() >= (1 << 15) ? MaxThreads() : 1;
+  thread_local std::vector<float> block_max;
+  block_max.assign(static_cast<size_t>(items * ch), 0.0f);
+  float* bm = block_max.data();
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+#pragma omp for schedule(static)
+    for (int64_t it = 0; it < items; ++it) {
+      const int64_t g = it / blocks, r0 = (it % blocks) * kRowBlock;
+      const int64_t r1 = std::min(rows, r0 + kRowBlock);
+      for (int64_t r = r0; r < r1; ++r) isa.absmax_accum(px + (g * rows + r) * ch, bm + it * ch, ch);
+    }
+#pragma omp for schedule(static)
+    for (int64_t g = 0; g < groups; ++g) {
+      float* sc = scales + g * ch;
+      for (int64_t c = 0; c < ch; ++c) sc[c] = 0.0f;
+      for (int64_t b = 0; b < blocks; ++b) {
+        const float* m = bm + (g * blocks + b) * ch;
+        for (int64_t c = 0; c < ch; ++c) sc[c] = std::max(sc[c], m[c]);
+      }
+      for (int64_t c = 0; c < ch; ++c) sc[c] = sc[c] > 0.0f ? sc[c] / 127.0f : 1.0f;
+    }
+#pragma omp for schedule(static)
+    for (int64_t it = 0; it < items; ++it) {
+      const int64_t g = it / blocks, r0 = (it % blocks) * kRowBlock;
+      const int64_t r1 = std::min(rows, r0 + kRowBlock);
+      for (int64_t r = r0; r < r1; ++r)
+        isa.quant_row(px + (g * rows + r) * ch, scales + g * ch, q + (g * rows + r) * ch, ch);
+    }
   }
   return absl::OkStatus();
 }
