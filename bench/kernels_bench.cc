@@ -11,6 +11,7 @@
 // Flags: --threads=N caps OpenMP/OpenBLAS threads (default: all hardware
 // threads); all Google Benchmark flags work (--benchmark_filter=...).
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -326,6 +327,8 @@ class RooflineReporter : public benchmark::ConsoleReporter {
     std::string name;
     double gflops = 0, gbs = 0, ai = 0;
   };
+  explicit RooflineReporter(bool color)
+      : benchmark::ConsoleReporter(color ? OO_ColorTabular : OO_Tabular) {}
   void ReportRuns(const std::vector<Run>& runs) override {
     benchmark::ConsoleReporter::ReportRuns(runs);
     for (const Run& r : runs) {
@@ -378,11 +381,14 @@ class RooflineReporter : public benchmark::ConsoleReporter {
 
 int main(int argc, char** argv) {
   bool roofline = false;
+  bool color = isatty(fileno(stdout)) != 0;
   int threads = 0;
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     if (std::strcmp(argv[i], "--roofline") == 0) {
       roofline = true;
+    } else if (std::strcmp(argv[i], "--benchmark_color=false") == 0) {
+      color = false;
     } else if (std::strncmp(argv[i], "--threads=", 10) == 0) {
       threads = std::atoi(argv[i] + 10);
     } else {
@@ -394,7 +400,7 @@ int main(int argc, char** argv) {
   int n = static_cast<int>(args.size());
   benchmark::Initialize(&n, args.data());
   if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
-  ragkv::kernels::RooflineReporter reporter;
+  ragkv::kernels::RooflineReporter reporter(color);
   benchmark::RunSpecifiedBenchmarks(&reporter);
   if (roofline) reporter.PrintTable();
   benchmark::Shutdown();
