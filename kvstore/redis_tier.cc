@@ -114,6 +114,8 @@ absl::StatusOr<std::unique_ptr<RedisTier>> RedisTier::Create(RedisTierOptions op
   node.connection.connect_timeout = options.connect_timeout;
   node.connection.command_timeout = options.command_timeout;
   node.connection.password = options.password;
+  // Keep a read buffer of one full value per connection (see the option).
+  node.connection.reader_buffer_keep_bytes = options.max_value_bytes + (64 << 10);
   node.max_connections = options.pool_size;
   node.reconnect_backoff_initial = options.reconnect_backoff_initial;
   node.reconnect_backoff_max = options.reconnect_backoff_max;

@@ -175,6 +175,9 @@ absl::StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Connect(
     return conn->Fail("set timeout");
   }
   redisEnableKeepAlive(c);  // best effort; failure only loses dead-peer detection
+  if (options.reader_buffer_keep_bytes > 0 && c->reader != nullptr) {
+    c->reader->maxbuf = options.reader_buffer_keep_bytes;
+  }
   if (!options.password.empty()) {
     ASSIGN_OR_RETURN(Reply r, conn->Command({"AUTH", options.password}));
     if (r.IsError()) {

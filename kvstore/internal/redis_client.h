@@ -135,6 +135,12 @@ struct RedisConnectionOptions {
   absl::Duration command_timeout = absl::Seconds(2);
   // password: sent with AUTH after connecting when non-empty. Never logged.
   std::string password;
+  // reader_buffer_keep_bytes: hiredis frees its (grown) read buffer after a
+  // reply when more than this much is unused (hiredis default 16 KiB). Values
+  // of several MiB then regrow the buffer from 16 KiB on every reply (a chain
+  // of reallocs and copies); keeping up to this many bytes per connection
+  // avoids that. 0 = hiredis default. Default 0.
+  size_t reader_buffer_keep_bytes = 0;
 };
 
 // RedisConnection: one blocking connection. Not thread-safe: one caller at a

@@ -1,0 +1,219 @@
+#include "kvstore/bench_redis.h"
+
+#include <hiredis/hiredis.h>
+#include <sys/time.h>
+
+#include <algorithm>
+#include <limits>
+#include <memory>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/status_macros.h"
+#include "kvstore/internal/redis_client.h"
+#include "kvstore/internal/redis_record.h"
+#include "kvstore/kv_chunk.h"
+#include "kvstore/redis_tier.h"
+
+namespace ragkv::kvstore {
+namespace {
+
+absl::StatusOr<EncodedChunk> MakeBenchChunk(const KvBenchShape& s) {
+  KvChunkHeader h;
+  for (size_t i = 0; i < h.fingerprint.size(); ++i) h.fingerprint[i] = static_cast<uint8_t>(0xb0 + i);
+  h.tokens.resize(s.tokens);
+  for (uint32_t i = 0; i < s.tokens; ++i) h.tokens[i] = static_cast<int32_t>(i * 7 % 32000);
+  h.key = ChunkKey::Of(h.fingerprint, h.tokens);
+  h.dtype = kernels::DType::kF16;
+  h.codec = Codec::kRaw;
+  h.compression = Compression::kNone;
+  h.num_layers = s.layers;
+  h.num_kv_heads = s.kv_heads;
+  h.head_dim = s.head_dim;
+  EncodedChunk chunk;
+  ASSIGN_OR_RETURN(chunk.header, EncodeHeader(&h));
+  std::vector<float> k(h.LayerElements()), v(h.LayerElements());
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  for (float& x : k) x = dist(rng);
+  for (float& x : v) x = dist(rng);
+  for (uint32_t l = 0; l < s.layers; ++l) {
+    auto kv = kernels::TensorView::Contiguous(k.data(), kernels::DType::kF32,
+                                              {s.kv_heads, s.tokens, s.head_dim});
+    auto vv = kernels::TensorView::Contiguous(v.data(), kernels::DType::kF32,
+                                              {s.kv_heads, s.tokens, s.head_dim});
+    ASSIGN_OR_RETURN(std::string rec, EncodeLayer(h, l, kv, vv));
+    chunk.layers.push_back(std::move(rec));
+  }
+  return chunk;
+}
+
+struct RawContext {
+  redisContext* c = nullptr;
+  ~RawContext() {
+    if (c != nullptr) redisFree(c);
+  }
+};
+
+double Seconds(absl::Time t0) { return absl::ToDoubleSeconds(absl::Now() - t0); }
+
+}  // namespace
+
+absl::StatusOr<std::vector<KvBenchRow>> RedisTierBenchRows(const KvBenchShape& shape,
+                                                           const RedisBenchOptions& options) {
+  ASSIGN_OR_RETURN(EncodedChunk encoded, MakeBenchChunk(shape));
+  auto chunk = std::make_shared<const EncodedChunk>(std::move(encoded));
+  ASSIGN_OR_RETURN(KvChunkHeader header, DecodeHeader(chunk->header));
+  const ChunkKey key = header.key;
+  const double bytes = static_cast<double>(chunk->TotalBytes());
+  const int repeats = std::max(1, options.repeats);
+
+  RedisTierOptions to;
+  to.endpoints = {options.endpoint};
+  to.key_prefix = options.key_prefix;
+  to.max_value_bytes = options.max_value_bytes;
+  to.command_timeout = absl::Seconds(30);
+  ASSIGN_OR_RETURN(std::unique_ptr<RedisTier> tier, RedisTier::Create(to));
+
+  // Put.
+  double put_s = std::numeric_limits<double>::max();
+  for (int r = 0; r < repeats; ++r) {
+    absl::Time t0 = absl::Now();
+    RETURN_IF_ERROR(tier->Put(key, chunk));
+    put_s = std::min(put_s, Seconds(t0));
+  }
+
+  // The Redis keys of this chunk: header + every part of every layer.
+  std::vector<std::string> keys = {internal::RedisHeaderKey(options.key_prefix, key)};
+  for (uint32_t l = 0; l < shape.layers; ++l) {
+    uint32_t parts = internal::PartsFor(chunk->layers[l].size(), options.max_value_bytes);
+    for (uint32_t j = 0; j < parts; ++j) {
+      keys.push_back(internal::RedisLayerKey(options.key_prefix, key, l, j));
+    }
+  }
+
+  // Tier read.
+  double tier_s = std::numeric_limits<double>::max();
+  for (int r = 0; r < repeats; ++r) {
+    absl::Time t0 = absl::Now();
+    absl::StatusOr<Tier::Blob> h = tier->GetHeader(key);
+    absl::StatusOr<std::vector<Tier::Blob>> layers = tier->GetLayers(key, 0, shape.layers);
+    tier_s = std::min(tier_s, Seconds(t0));
+    if (!h.ok()) return h.status();
+    if (!layers.ok()) return layers.status();
+    if (!h->has_value()) return absl::InternalError("redis bench: header miss");
+    for (const Tier::Blob& b : *layers) {
+      if (!b.has_value()) return absl::InternalError("redis bench: layer miss");
+    }
+  }
+
+  // Raw hiredis: one connection, one pipeline of GETs of the same values.
+  ASSIGN_OR_RETURN(internal::RedisEndpoint ep, internal::RedisEndpoint::Parse(options.endpoint));
+  RawContext raw;
+  timeval tv{30, 0};
+  raw.c = redisConnectWithTimeout(ep.host.c_str(), ep.port, tv);
+  if (raw.c == nullptr || raw.c->err != 0) {
+    return absl::UnavailableError(absl::StrCat("redis bench: raw connect to ", options.endpoint,
+                                               " failed"));
+  }
+  redisSetTimeout(raw.c, tv);
+  std::vector<std::string> values(keys.size());
+  double raw_s = std::numeric_limits<double>::max();
+  double raw_hold_s = std::numeric_limits<double>::max();
+  for (int r = 0; r < repeats; ++r) {
+    // Variant "hold": every reply is kept until the whole chunk is in, as a
+    // caller that needs the bytes would (the tier returns all layers).
+    absl::Time t0 = absl::Now();
+    for (const std::string& k : keys) {
+      const char* argv[2] = {"GET", k.data()};
+      size_t lens[2] = {3, k.size()};
+      redisAppendCommandArgv(raw.c, 2, argv, lens);
+    }
+    std::vector<redisReply*> held;
+    bool failed = false;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      void* rep = nullptr;
+      if (redisGetReply(raw.c, &rep) != REDIS_OK || rep == nullptr) {
+        failed = true;
+        break;
+      }
+      held.push_back(static_cast<redisReply*>(rep));
+    }
+    raw_hold_s = std::min(raw_hold_s, Seconds(t0));
+    for (redisReply* h : held) freeReplyObject(h);
+    if (failed) return absl::UnavailableError("redis bench: raw GET failed");
+  }
+  for (int r = 0; r < repeats; ++r) {
+    // Variant "free": each reply is freed before the next is read (the
+    // cheapest possible client; memory is recycled).
+
+    absl::Time t0 = absl::Now();
+    for (const std::string& k : keys) {
+      const char* argv[2] = {"GET", k.data()};
+      size_t lens[2] = {3, k.size()};
+      redisAppendCommandArgv(raw.c, 2, argv, lens);
+    }
+    size_t got = 0;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      void* rep = nullptr;
+      if (redisGetReply(raw.c, &rep) != REDIS_OK || rep == nullptr) {
+        return absl::UnavailableError("redis bench: raw GET failed");
+      }
+      auto* rr = static_cast<redisReply*>(rep);
+      got += rr->type == REDIS_REPLY_STRING ? rr->len : 0;
+      if (r == 0 && rr->type == REDIS_REPLY_STRING) values[i].assign(rr->str, rr->len);
+      freeReplyObject(rr);
+    }
+    raw_s = std::min(raw_s, Seconds(t0));
+    if (got < chunk->TotalBytes()) return absl::InternalError("redis bench: raw GET short");
+  }
+
+  // Raw pipelined SET of the same values (baseline for Put).
+  double raw_set_s = std::numeric_limits<double>::max();
+  for (int r = 0; r < repeats; ++r) {
+    absl::Time t0 = absl::Now();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const char* argv[3] = {"SET", keys[i].data(), values[i].data()};
+      size_t lens[3] = {3, keys[i].size(), values[i].size()};
+      redisAppendCommandArgv(raw.c, 3, argv, lens);
+    }
+    for (size_t i = 0; i < keys.size(); ++i) {
+      void* rep = nullptr;
+      if (redisGetReply(raw.c, &rep) != REDIS_OK || rep == nullptr) {
+        return absl::UnavailableError("redis bench: raw SET failed");
+      }
+      freeReplyObject(rep);
+    }
+    raw_set_s = std::min(raw_set_s, Seconds(t0));
+  }
+  RETURN_IF_ERROR(tier->Delete(key));
+
+  const std::string split = absl::StrCat(keys.size() - 1, " values, max_value ",
+                                         options.max_value_bytes >> 20, " MiB");
+  std::vector<KvBenchRow> rows;
+  KvBenchRow get;
+  get.shape = shape.name;
+  get.what = absl::StrCat("redis tier get (", split, ")");
+  get.unit = "GB/s";
+  get.value = bytes / tier_s / 1e9;
+  get.baseline = bytes / raw_hold_s / 1e9;
+  get.baseline_what = "raw hiredis pipelined GET, replies kept";
+  get.target_ratio = 0.8;
+  rows.push_back(get);
+  KvBenchRow get_free = get;
+  get_free.baseline = bytes / raw_s / 1e9;
+  get_free.baseline_what = "raw hiredis pipelined GET, each reply freed at once";
+  rows.push_back(get_free);
+  KvBenchRow put;
+  put.shape = shape.name;
+  put.what = absl::StrCat("redis tier put (", split, ")");
+  put.unit = "GB/s";
+  put.value = bytes / put_s / 1e9;
+  put.baseline = bytes / raw_set_s / 1e9;
+  put.baseline_what = "raw hiredis pipelined SET";
+  rows.push_back(put);
+  return rows;
+}
+
+}  // namespace ragkv::kvstore
