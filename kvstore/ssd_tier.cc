@@ -87,7 +87,11 @@ class SsdTier final : public Tier {
       : options_(options), db_(std::move(db)), handles_(std::move(handles)) {
     kv_ = handles_[1];
     meta_ = handles_[2];
-    read_options_.verify_checksums = options.verify_rocksdb_checksums;
+    read_options_.verify_checksums = true;
+    // Layer records carry their own XXH3-64 that TieredStore verifies, so
+    // RocksDB's CRC over the same (large) blob is a redundant pass; headers
+    // and the index keep RocksDB verification.
+    layer_read_options_.verify_checksums = options.verify_rocksdb_checksums;
     write_options_.sync = options.sync_writes;
   }
 
@@ -146,7 +150,7 @@ class SsdTier final : public Tier {
 
   absl::StatusOr<Blob> GetHeader(const ChunkKey& key) override {
     ScopedTimerNs timer(&counters().read_ns);
-    ASSIGN_OR_RETURN(Blob b, GetOne(key, HeaderKey(key)));
+    ASSIGN_OR_RETURN(Blob b, GetOne(key, HeaderKey(key), read_options_));
     if (!b.has_value()) {
       counters().misses.fetch_add(1, std::memory_order_relaxed);
       return b;
@@ -160,7 +164,7 @@ class SsdTier final : public Tier {
 
   absl::StatusOr<Blob> GetLayer(const ChunkKey& key, uint32_t layer) override {
     ScopedTimerNs timer(&counters().read_ns);
-    return GetOne(key, LayerKey(key, layer));
+    return GetOne(key, LayerKey(key, layer), layer_read_options_);
   }
 
   absl::StatusOr<std::vector<Blob>> GetLayers(const ChunkKey& key, uint32_t first_layer,
@@ -178,7 +182,7 @@ class SsdTier final : public Tier {
     for (const std::string& k : batch->keys) batch->slices.emplace_back(k);
     batch->values = std::vector<rocksdb::PinnableSlice>(count);
     batch->statuses.resize(count);
-    db_->MultiGet(read_options_, kv_, count, batch->slices.data(), batch->values.data(),
+    db_->MultiGet(layer_read_options_, kv_, count, batch->slices.data(), batch->values.data(),
                   batch->statuses.data(), /*sorted_input=*/true);
     std::vector<Blob> out(count);
     for (uint32_t i = 0; i < count; ++i) {
@@ -370,9 +374,10 @@ class SsdTier final : public Tier {
   };
 
   // GetOne: point read of one record; Corruption -> reported miss.
-  absl::StatusOr<Blob> GetOne(const ChunkKey& key, const std::string& db_key) {
+  absl::StatusOr<Blob> GetOne(const ChunkKey& key, const std::string& db_key,
+                              const rocksdb::ReadOptions& ro) {
     auto value = std::make_shared<rocksdb::PinnableSlice>();
-    rocksdb::Status s = db_->Get(read_options_, kv_, db_key, value.get());
+    rocksdb::Status s = db_->Get(ro, kv_, db_key, value.get());
     if (s.IsNotFound()) return Blob();
     if (s.IsCorruption()) {
       ReportCorruption(key, s.ToString());
@@ -414,7 +419,8 @@ class SsdTier final : public Tier {
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   rocksdb::ColumnFamilyHandle* kv_ = nullptr;
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;
-  rocksdb::ReadOptions read_options_;
+  rocksdb::ReadOptions read_options_;        // headers, index
+  rocksdb::ReadOptions layer_read_options_;  // layer records
   rocksdb::WriteOptions write_options_;
 
   absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // serializes Put/Delete
@@ -430,6 +436,28 @@ class SsdTier final : public Tier {
 
 namespace internal {
 
+void MakeSsdRocksOptions(const SsdTierOptions& options, rocksdb::DBOptions* db_options,
+                         rocksdb::ColumnFamilyOptions* kv_options,
+                         rocksdb::ColumnFamilyOptions* meta_options) {
+  db_options->create_if_missing = true;
+  db_options->create_missing_column_families = true;
+  db_options->max_total_wal_size = uint64_t{512} << 20;
+  db_options->max_background_jobs = 2;
+
+  kv_options->enable_blob_files = true;
+  kv_options->min_blob_size = options.min_blob_size;
+  kv_options->blob_file_size = options.blob_file_size;
+  kv_options->enable_blob_garbage_collection = true;
+  kv_options->blob_compression_type = rocksdb::kNoCompression;  // the codec compresses
+  kv_options->compression = rocksdb::kNoCompression;
+  kv_options->write_buffer_size = 64 << 20;
+  kv_options->max_write_buffer_number = 3;
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
+  kv_options->table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  meta_options->table_factory = kv_options->table_factory;
+}
+
 absl::StatusOr<std::unique_ptr<Tier>> CreateSsdTierWithEnv(const SsdTierOptions& options,
                                                            rocksdb::Env* env) {
   if (options.path.empty()) return absl::InvalidArgumentError("SsdTierOptions.path is required");
@@ -437,26 +465,9 @@ absl::StatusOr<std::unique_ptr<Tier>> CreateSsdTierWithEnv(const SsdTierOptions&
     return absl::InvalidArgumentError("SsdTierOptions.capacity_bytes must be > 0");
   }
   rocksdb::DBOptions db_options;
-  db_options.create_if_missing = true;
-  db_options.create_missing_column_families = true;
-  db_options.max_total_wal_size = uint64_t{512} << 20;
-  db_options.max_background_jobs = 2;
+  rocksdb::ColumnFamilyOptions kv_options, meta_options;
+  MakeSsdRocksOptions(options, &db_options, &kv_options, &meta_options);
   if (env != nullptr) db_options.env = env;
-
-  rocksdb::ColumnFamilyOptions kv_options;
-  kv_options.enable_blob_files = true;
-  kv_options.min_blob_size = options.min_blob_size;
-  kv_options.blob_file_size = options.blob_file_size;
-  kv_options.enable_blob_garbage_collection = true;
-  kv_options.blob_compression_type = rocksdb::kNoCompression;  // the codec compresses
-  kv_options.compression = rocksdb::kNoCompression;
-  kv_options.write_buffer_size = 64 << 20;
-  kv_options.max_write_buffer_number = 3;
-  rocksdb::BlockBasedTableOptions table;
-  table.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
-  kv_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
-  rocksdb::ColumnFamilyOptions meta_options;
-  meta_options.table_factory = kv_options.table_factory;
 
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},

@@ -50,8 +50,11 @@ struct SsdTierOptions {
   uint64_t blob_file_size = uint64_t{256} << 20;
   // Block cache for SST data (headers, metadata). Default 32 MiB.
   uint64_t block_cache_bytes = uint64_t{32} << 20;
-  // Let RocksDB verify its own block/blob checksums on reads. Default true.
-  bool verify_rocksdb_checksums = true;
+  // Let RocksDB verify its own blob CRC when reading layer records. Default
+  // false: each record carries an XXH3-64 that TieredStore verifies anyway,
+  // so RocksDB's CRC is a second pass over the same bytes. Header and index
+  // reads always keep RocksDB verification.
+  bool verify_rocksdb_checksums = false;
   // Name reported in stats. Default "ssd".
   std::string name = "ssd";
 };

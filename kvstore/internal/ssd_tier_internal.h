@@ -7,12 +7,20 @@
 #include "absl/status/statusor.h"
 #include "kvstore/ssd_tier.h"
 #include "rocksdb/env.h"
+#include "rocksdb/options.h"
 
 namespace ragkv::kvstore::internal {
 
 // CreateSsdTierWithEnv: as CreateSsdTier, with a caller-owned rocksdb::Env
 // (e.g. NewCompositeEnv over a fault-injecting FileSystemWrapper). `env`
 // must outlive the tier. nullptr = the default Env.
+// MakeSsdRocksOptions: the RocksDB options the SSD tier opens its database
+// with (DB-wide, the "kv" family, the "meta" family); the benchmark uses them
+// for its raw-RocksDB baseline.
+void MakeSsdRocksOptions(const SsdTierOptions& options, rocksdb::DBOptions* db_options,
+                         rocksdb::ColumnFamilyOptions* kv_options,
+                         rocksdb::ColumnFamilyOptions* meta_options);
+
 absl::StatusOr<std::unique_ptr<Tier>> CreateSsdTierWithEnv(const SsdTierOptions& options,
                                                            rocksdb::Env* env);
 
