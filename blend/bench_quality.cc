@@ -119,7 +119,9 @@ absl::StatusOr<PromptData> MakePrompt(const model::Model& m, const QualityBenchO
   ASSIGN_OR_RETURN(ChunkKV pk, PrecomputeChunk(m, p.prefix));
   p.kv.push_back(std::make_unique<ChunkKV>(std::move(pk)));
   for (const auto& c : p.chunks) {
-    ASSIGN_OR_RETURN(ChunkKV ck, PrecomputeChunk(m, c));
+    ASSIGN_OR_RETURN(ChunkKV ck, o.condition_on_prefix
+                                     ? PrecomputeChunkAfter(m, p.prefix, c, m.config().kv_dtype)
+                                     : PrecomputeChunk(m, c));
     p.kv.push_back(std::make_unique<ChunkKV>(std::move(ck)));
   }
   return p;
@@ -294,9 +296,10 @@ absl::StatusOr<std::vector<StrategyQuality>> RunQualityBench(const QualityBenchO
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   out << absl::StrFormat(
       "# quality: model=%s prompts=%d seed=%d chunks=%d x %d-%d tokens, query=%d, "
-      "continuation=%d, kv=%s, %.1f s\n",
+      "continuation=%d, kv=%s, chunks precomputed %s, %.1f s\n",
       o.model_path, o.prompts, o.seed, o.chunks, o.chunk_tokens_min, o.chunk_tokens_max,
-      o.query_tokens, o.continuation_tokens, kernels::DTypeName(o.kv_dtype), secs);
+      o.query_tokens, o.continuation_tokens, kernels::DTypeName(o.kv_dtype),
+      o.condition_on_prefix ? "after the prefix" : "alone", secs);
   for (size_t s = 0; s < strats.size(); ++s) {
     StrategyQuality q;
     q.name = strats[s].name;

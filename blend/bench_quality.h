@@ -41,6 +41,9 @@ struct QualityBenchOptions {
   float temperature = 1.0f;
   float top_p = 0.9f;
   std::vector<double> ratios = {0.05, 0.10, 0.15, 0.20, 0.30, 0.50};
+  // Precompute each chunk after the system prefix (PrecomputeChunkAfter)
+  // instead of alone at position 0.
+  bool condition_on_prefix = false;
   // KV dtype of the cached chunks (f32 isolates the algorithm's error).
   kernels::DType kv_dtype = kernels::DType::kF32;
   // Template for every CacheBlend strategy (deviation, gradual schedule...);

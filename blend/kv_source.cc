@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "kernels/convert.h"
+#include "kernels/rope.h"
 
 namespace ragkv::blend {
 
@@ -77,14 +78,23 @@ absl::Status InMemoryKvSource::ReadLayer(int layer, TensorView dst_k, TensorView
 
 absl::StatusOr<ChunkKV> PrecomputeChunk(const model::Model& model,
                                         absl::Span<const int32_t> tokens, DType dtype) {
+  return PrecomputeChunkAfter(model, {}, tokens, dtype);
+}
+
+absl::StatusOr<ChunkKV> PrecomputeChunkAfter(const model::Model& model,
+                                             absl::Span<const int32_t> context,
+                                             absl::Span<const int32_t> tokens, DType dtype) {
   if (tokens.empty()) return absl::InvalidArgumentError("PrecomputeChunk: empty chunk");
   if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16) {
     return absl::InvalidArgumentError(
         absl::StrCat("PrecomputeChunk: unsupported KV dtype ", kernels::DTypeName(dtype)));
   }
   const model::ModelConfig& cfg = model.config();
-  ASSIGN_OR_RETURN(model::KVCache cache, model.NewCache(static_cast<int64_t>(tokens.size())));
+  const int64_t P = static_cast<int64_t>(context.size());
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  ASSIGN_OR_RETURN(model::KVCache cache, model.NewCache(P + T));
   model::Workspace ws;
+  if (P > 0) RETURN_IF_ERROR(model.Prefill(context, &cache, &ws, model::LogitsMode::kNone, nullptr));
   RETURN_IF_ERROR(model.Prefill(tokens, &cache, &ws, model::LogitsMode::kNone, nullptr));
   ChunkKV out;
   out.info.fingerprint = model.fingerprint();
@@ -98,11 +108,31 @@ absl::StatusOr<ChunkKV> PrecomputeChunk(const model::Model& model,
                        kernels::DTypeSize(dtype);
   out.k.resize(cfg.n_layers);
   out.v.resize(cfg.n_layers);
+  kernels::RopeParams rope;
+  rope.head_dim = cfg.head_dim;
+  rope.theta = cfg.rope_theta;
+  rope.layout = cfg.rope_layout;
+  std::vector<float> k32, v32;
   for (int l = 0; l < cfg.n_layers; ++l) {
     out.k[l].resize(bytes);
     out.v[l].resize(bytes);
-    RETURN_IF_ERROR(cache.ExportLayer(l, 0, out.info.num_tokens, dtype, out.k[l].data(),
-                                      out.v[l].data()));
+    if (P == 0) {
+      RETURN_IF_ERROR(cache.ExportLayer(l, 0, T, dtype, out.k[l].data(), out.v[l].data()));
+      continue;
+    }
+    // Export f32, move keys from P..P+T-1 back to 0..T-1, then convert.
+    const int64_t n = static_cast<int64_t>(cfg.n_kv_heads) * T * cfg.head_dim;
+    k32.resize(n);
+    v32.resize(n);
+    RETURN_IF_ERROR(cache.ExportLayer(l, P, T, DType::kF32, k32.data(), v32.data()));
+    const TensorView kv32 =
+        TensorView::Contiguous(k32.data(), DType::kF32, {cfg.n_kv_heads, T, cfg.head_dim});
+    RETURN_IF_ERROR(kernels::RerotateKeys(kv32, -P, rope));
+    RETURN_IF_ERROR(kernels::Convert(kv32, TensorView::Contiguous(static_cast<void*>(out.k[l].data()),
+                                                                  dtype, {n})));
+    RETURN_IF_ERROR(kernels::Convert(
+        TensorView::Contiguous(v32.data(), DType::kF32, {n}),
+        TensorView::Contiguous(static_cast<void*>(out.v[l].data()), dtype, {n})));
   }
   return out;
 }

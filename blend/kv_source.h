@@ -81,6 +81,18 @@ absl::StatusOr<ChunkKV> PrecomputeChunk(const model::Model& model,
 absl::StatusOr<ChunkKV> PrecomputeChunk(const model::Model& model,
                                         absl::Span<const int32_t> tokens);
 
+// PrecomputeChunkAfter: like PrecomputeChunk, but the chunk is prefilled
+// after `context` (typically the fixed system prefix every prompt starts
+// with, e.g. BOS), so its cached KV already saw a real attention sink; its
+// keys are then re-rotated back by -context.size() to chunk-local positions
+// 0..T-1, so the record has exactly the layout of design.md §3. The KV now
+// depends on `context`: a store key must commit to it (see docs/blend.md).
+// Empty `context` is PrecomputeChunk.
+absl::StatusOr<ChunkKV> PrecomputeChunkAfter(const model::Model& model,
+                                             absl::Span<const int32_t> context,
+                                             absl::Span<const int32_t> tokens,
+                                             kernels::DType dtype);
+
 // InMemoryKvSource: a KvSource over a ChunkKV that the caller keeps alive
 // (non-owning pointer) or hands over (shared_ptr).
 class InMemoryKvSource : public KvSource {

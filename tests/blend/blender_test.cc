@@ -390,3 +390,49 @@ TEST_F(BlenderTest, BadInputIsRejected) {
 
 }  // namespace
 }  // namespace ragkv::blend
+
+namespace ragkv::blend {
+namespace {
+
+// A chunk precomputed after the system prefix and placed right after it is
+// exact: full reuse then equals full prefill.
+TEST(PrecomputeChunkAfter, ChunkAfterItsContextIsExact) {
+  auto m = testing::SmallModel();
+  std::mt19937 rng(12);
+  const auto prefix = testing::RandomTokens(&rng, 5, 300);
+  const auto chunk = testing::RandomTokens(&rng, 20, 300);
+  const auto query = testing::RandomTokens(&rng, 3, 300);
+  auto pk = PrecomputeChunk(*m, prefix);
+  auto ck = PrecomputeChunkAfter(*m, prefix, chunk, kernels::DType::kF32);
+  ASSERT_TRUE(pk.ok() && ck.ok()) << ck.status();
+  EXPECT_EQ(ck->info.num_tokens, 20);
+  InMemoryKvSource ps(&*pk), cs(&*ck);
+  std::vector<BlendSegment> segs = {{SegmentKind::kPrefix, prefix, &ps},
+                                    {SegmentKind::kChunk, chunk, &cs},
+                                    {SegmentKind::kQuery, query, nullptr}};
+  auto b = Blender::Create({m.get()});
+  BlendOptions o;
+  o.strategy = Strategy::kFullReuse;
+  auto r = (*b)->Blend(segs, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<int32_t> all = prefix;
+  all.insert(all.end(), chunk.begin(), chunk.end());
+  all.insert(all.end(), query.begin(), query.end());
+  auto ref = m->NewCache(28);
+  std::vector<float> logits(300);
+  model::Workspace ws;
+  ASSERT_TRUE(m->Prefill(all, &*ref, &ws, model::LogitsMode::kLast, logits.data()).ok());
+  EXPECT_LT(MaxAbsDiff(r->logits.data(), logits.data(), 300), 1e-4);
+  const auto& c = m->config();
+  for (int l = 0; l < c.n_layers; ++l) {
+    auto a = r->cache.Layer(l, 28), e = ref->Layer(l, 28);
+    for (int h = 0; h < c.n_kv_heads; ++h) {
+      EXPECT_LT(MaxAbsDiff(a.k.as<float>() + h * a.k.stride[0], e.k.as<float>() + h * e.k.stride[0],
+                           28 * c.head_dim),
+                1e-4);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ragkv::blend
