@@ -11,9 +11,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "kvstore/internal/sync.h"
 #include "kvstore/internal/ssd_tier_internal.h"
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
@@ -125,7 +125,7 @@ class SsdTier final : public Tier {
     }
     std::sort(by_seq.begin(), by_seq.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     for (auto& [seq, km] : by_seq) {
       lru_.push_front(km.first);
       index_[km.first] = Entry{km.second, lru_.begin()};
@@ -156,7 +156,7 @@ class SsdTier final : public Tier {
       return b;
     }
     counters().hits.fetch_add(1, std::memory_order_relaxed);
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     auto it = index_.find(key);
     if (it != index_.end()) lru_.splice(lru_.begin(), lru_, it->second.lru);
     return b;
@@ -205,7 +205,7 @@ class SsdTier final : public Tier {
   }
 
   absl::StatusOr<bool> Contains(const ChunkKey& key) override {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     return index_.contains(key);
   }
 
@@ -226,7 +226,7 @@ class SsdTier final : public Tier {
                                                        " bytes exceeds the limit of ", max_bytes,
                                                        " bytes"));
     }
-    absl::MutexLock write_lock(&write_mu_);
+    internal::MutexLock write_lock(&write_mu_);
     if (write_failed_) {
       // A previous write failed (e.g. disk full); try to clear RocksDB's
       // background error so writes can succeed again.
@@ -251,7 +251,7 @@ class SsdTier final : public Tier {
     meta.layers = *layers;
     meta.fingerprint = *fp;
     {
-      absl::MutexLock lock(&mu_);
+      internal::MutexLock lock(&mu_);
       auto it = index_.find(key);
       uint64_t freed = 0;
       if (it != index_.end()) {
@@ -288,7 +288,7 @@ class SsdTier final : public Tier {
       return st;  // the batch is atomic: nothing changed on disk or in the index
     }
     {
-      absl::MutexLock lock(&mu_);
+      internal::MutexLock lock(&mu_);
       for (const auto& [k, m] : victims) RemoveIndexLocked(k);
       RemoveIndexLocked(key);
       lru_.push_front(key);
@@ -302,10 +302,10 @@ class SsdTier final : public Tier {
   }
 
   absl::Status Delete(const ChunkKey& key) override {
-    absl::MutexLock write_lock(&write_mu_);
+    internal::MutexLock write_lock(&write_mu_);
     std::optional<Meta> m;
     {
-      absl::MutexLock lock(&mu_);
+      internal::MutexLock lock(&mu_);
       auto it = index_.find(key);
       if (it != index_.end()) m = it->second.meta;
     }
@@ -324,7 +324,7 @@ class SsdTier final : public Tier {
       return FromRocks(s, absl::StrCat("delete ", key.ToHex()));
     }
     if (m.has_value()) {
-      absl::MutexLock lock(&mu_);
+      internal::MutexLock lock(&mu_);
       RemoveIndexLocked(key);
       counters().deletes.fetch_add(1, std::memory_order_relaxed);
     }
@@ -332,10 +332,10 @@ class SsdTier final : public Tier {
   }
 
   absl::StatusOr<uint64_t> DeleteByFingerprint(const Fingerprint& fp) override {
-    absl::MutexLock write_lock(&write_mu_);
+    internal::MutexLock write_lock(&write_mu_);
     std::vector<std::pair<ChunkKey, Meta>> doomed;
     {
-      absl::MutexLock lock(&mu_);
+      internal::MutexLock lock(&mu_);
       for (const auto& [k, e] : index_) {
         if (e.meta.fingerprint == fp) doomed.push_back({k, e.meta});
       }
@@ -348,7 +348,7 @@ class SsdTier final : public Tier {
       counters().errors.fetch_add(1, std::memory_order_relaxed);
       return FromRocks(s, "delete by fingerprint");
     }
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     for (const auto& [k, m] : doomed) RemoveIndexLocked(k);
     counters().deletes.fetch_add(doomed.size(), std::memory_order_relaxed);
     return doomed.size();
@@ -361,7 +361,7 @@ class SsdTier final : public Tier {
   TierStats Stats() const override {
     TierStats st = counters().Snapshot(Name());
     st.capacity_bytes = options_.capacity_bytes;
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     st.bytes_used = used_;
     st.entries = index_.size();
     return st;
@@ -423,9 +423,9 @@ class SsdTier final : public Tier {
   rocksdb::ReadOptions layer_read_options_;  // layer records
   rocksdb::WriteOptions write_options_;
 
-  absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // serializes Put/Delete
+  internal::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // serializes Put/Delete
   bool write_failed_ ABSL_GUARDED_BY(write_mu_) = false;
-  mutable absl::Mutex mu_;
+  mutable internal::Mutex mu_;
   absl::flat_hash_map<ChunkKey, Entry> index_ ABSL_GUARDED_BY(mu_);
   std::list<ChunkKey> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
   uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;

@@ -8,9 +8,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "kvstore/internal/sync.h"
 
 namespace ragkv::kvstore {
 
@@ -26,8 +26,9 @@ class TieredStore::Impl {
   ~Impl() {
     if (writer_.joinable()) {
       {
-        absl::MutexLock lock(&mu_);
+        internal::MutexLock lock(&mu_);
         stop_ = true;
+        cv_.SignalAll();
       }
       writer_.join();
     }
@@ -93,14 +94,15 @@ class TieredStore::Impl {
     }
     Pending p{key, PeekFingerprint(chunk->header).value_or(Fingerprint{}), chunk->TotalBytes(),
               std::move(chunk)};
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     auto has_room = [this, &p]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return queue_.size() < options_.write_back_max_chunks &&
              (queue_.empty() || queued_bytes_ + p.bytes <= options_.write_back_max_bytes);
     };
-    mu_.Await(absl::Condition(&has_room));
+    cv_.Wait(&mu_, has_room);
     queued_bytes_ += p.bytes;
     queue_.push_back(std::move(p));
+    cv_.SignalAll();
     return absl::OkStatus();
   }
 
@@ -108,12 +110,13 @@ class TieredStore::Impl {
     for (;;) {
       Pending p;
       {
-        absl::MutexLock lock(&mu_);
+        internal::MutexLock lock(&mu_);
         auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); };
-        mu_.Await(absl::Condition(&ready));
+        cv_.Wait(&mu_, ready);
         if (queue_.empty()) return;  // stop_ and drained
         p = std::move(queue_.front());
         queue_.pop_front();
+        cv_.SignalAll();
         queued_bytes_ -= p.bytes;
         inflight_ = true;
         inflight_key_ = p.key;
@@ -121,8 +124,9 @@ class TieredStore::Impl {
       }
       absl::Status s = WriteTiers(1, p.key, p.chunk);
       if (!s.ok()) write_back_failures_.fetch_add(1, std::memory_order_relaxed);
-      absl::MutexLock lock(&mu_);
+      internal::MutexLock lock(&mu_);
       inflight_ = false;
+      cv_.SignalAll();
     }
   }
 
@@ -130,11 +134,12 @@ class TieredStore::Impl {
   // in-flight one to finish.
   template <typename Pred>
   void DropPending(Pred pred) {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     for (auto it = queue_.begin(); it != queue_.end();) {
       if (pred(it->key, it->fingerprint)) {
         queued_bytes_ -= it->bytes;
         it = queue_.erase(it);
+        cv_.SignalAll();
       } else {
         ++it;
       }
@@ -142,7 +147,7 @@ class TieredStore::Impl {
     auto idle = [this, &pred]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return !inflight_ || !pred(inflight_key_, inflight_fp_);
     };
-    mu_.Await(absl::Condition(&idle));
+    cv_.Wait(&mu_, idle);
   }
 
   absl::Status Delete(const ChunkKey& key) {
@@ -173,11 +178,11 @@ class TieredStore::Impl {
 
   absl::Status Flush() {
     {
-      absl::MutexLock lock(&mu_);
+      internal::MutexLock lock(&mu_);
       auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return queue_.empty() && !inflight_;
       };
-      mu_.Await(absl::Condition(&drained));
+      cv_.Wait(&mu_, drained);
     }
     absl::Status first_error;
     for (auto& t : tiers_) {
@@ -414,7 +419,7 @@ class TieredStore::Impl {
     s.promotions = promotions_.load();
     s.write_back_failures = write_back_failures_.load();
     {
-      absl::MutexLock lock(&mu_);
+      internal::MutexLock lock(&mu_);
       s.write_back_queued = queue_.size();
     }
     for (const auto& h : hits_by_tier_) s.hits_by_tier.push_back(h.load());
@@ -457,7 +462,8 @@ class TieredStore::Impl {
       corrupt_{0}, tier_errors_{0}, promotions_{0}, write_back_failures_{0};
   std::vector<std::atomic<uint64_t>> hits_by_tier_;
 
-  mutable absl::Mutex mu_;
+  mutable internal::Mutex mu_;
+  internal::CondVar cv_;
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool inflight_ ABSL_GUARDED_BY(mu_) = false;

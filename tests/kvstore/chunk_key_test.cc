@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu.h"
 #include "tests/kvstore/test_util.h"
 #define XXH_INLINE_ALL
 #include "xxhash.h"
@@ -106,3 +107,13 @@ TEST(ChunkKey, HashableAndOrdered) {
 
 }  // namespace
 }  // namespace ragkv::kvstore
+
+namespace {
+// The kvstore tests run the kernels single-threaded: the machine is shared,
+// and libgomp is not TSan-instrumented (its thread pool shows up as false
+// races under RAGKV_SANITIZE=thread).
+const bool kKernelsSingleThreaded = [] {
+  ragkv::kernels::SetMaxThreads(1);
+  return true;
+}();
+}  // namespace
