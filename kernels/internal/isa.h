@@ -59,10 +59,12 @@ inline constexpr int kAttnQPad = 32;
 
 // AttnWorkspaceFloats: scratch floats one AttentionTask needs for m query
 // vectors of head_dim (Q^T, O accumulators, S^T tile, m/l/alpha/limits/PV
-// block extents).
+// block extents, and a row-major Q for tasks of at most 4 query vectors).
 inline size_t AttnWorkspaceFloats(int64_t m, int64_t head_dim) {
   const int64_t mp = (m + kAttnQPad - 1) / kAttnQPad * kAttnQPad;
-  return static_cast<size_t>(head_dim * mp + m * head_dim + kAttnKeyTile * mp + 5 * mp + 64);
+  return static_cast<size_t>(head_dim * mp + m * head_dim + kAttnKeyTile * mp + 5 * mp + 64 +
+                             // row-major Q copy of the few-vector (decode) path
+                             4 * head_dim);
 }
 
 struct IsaTable {
