@@ -2,6 +2,7 @@
 // unsupported dtype/arch, missing tensors -> a clear error naming the file.
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "model/loader.h"
 #include "tests/model/test_util.h"
@@ -132,6 +133,30 @@ TEST(BadInputTest, GgufCorruptions) {
   Write(p, bad);
   ExpectLoadError(p, absl::StatusCode::kInvalidArgument, "more than");
   fs::remove(p);
+}
+
+TEST(BadInputTest, RandomByteFlipsNeverCrash) {
+  // Flip bytes in the headers/metadata of both formats: every load either
+  // succeeds or returns an error; none crashes or over-allocates.
+  std::mt19937 rng(20261129);
+  for (const char* f : {"stories260K.gguf", "stories260K.bin", "tok512.bin"}) {
+    if (!::ragkv::model::testing::HaveModelFile(f)) continue;
+    const std::string good = ReadFile(ModelFile(f));
+    const std::string p = TempPath(std::string("flip_") + f);
+    const size_t span = std::min<size_t>(good.size(), std::string(f).find(".gguf") != std::string::npos ? 14200 : 64);
+    for (int i = 0; i < 150; ++i) {
+      std::string bad = good;
+      for (int k = 0; k < 3; ++k) bad[rng() % span] ^= static_cast<char>(1 + rng() % 255);
+      Write(p, bad);
+      if (std::string(f) == "tok512.bin") {
+        (void)LoadTokenizer(p);
+      } else {
+        (void)LoadModel(p);
+        if (std::string(f) == "stories260K.gguf") (void)LoadTokenizer(p);
+      }
+    }
+    fs::remove(p);
+  }
 }
 
 TEST(BadInputTest, ModelCreateRejectsMismatchedWeights) {
