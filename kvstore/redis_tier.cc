@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <map>
 #include <random>
 #include <utility>
@@ -321,9 +322,10 @@ absl::StatusOr<std::vector<Tier::Blob>> RedisTier::GetLayers(const ChunkKey& key
       const Split& sp = splits[s];
       const size_t base = next;
       next += sp.frame.count - 1;
-      std::string buf;
-      buf.reserve(sp.frame.total_bytes);
-      buf.append(sp.part0);
+      // Reassembly buffer from the large-buffer pool (warm memory).
+      internal::LargeBuffer lb = internal::AcquireLargeBuffer(sp.frame.total_bytes);
+      size_t filled = sp.part0.size();
+      std::memcpy(lb.get(), sp.part0.data(), filled);
       bool ok = true;
       for (uint32_t j = 1; j < sp.frame.count && ok; ++j) {
         const Reply& pj = (*pr)[base + j - 1];
@@ -349,21 +351,25 @@ absl::StatusOr<std::vector<Tier::Blob>> RedisTier::GetLayers(const ChunkKey& key
         }
         if (f.kind != RedisRecordKind::kLayerPart || f.layer != sp.frame.layer || f.part != j ||
             f.count != sp.frame.count || f.total_bytes != sp.frame.total_bytes ||
-            buf.size() + d->payload.size() > sp.frame.total_bytes) {
+            filled + d->payload.size() > sp.frame.total_bytes) {
           note_corrupt(absl::StrCat("redis value '", pk, "': inconsistent frame"));
           ok = false;
           break;
         }
-        buf.append(d->payload);
+        std::memcpy(lb.get() + filled, d->payload.data(), d->payload.size());
+        filled += d->payload.size();
       }
-      if (ok && buf.size() != sp.frame.total_bytes) {
-        note_corrupt(absl::StrCat("redis layer ", sp.frame.layer, ": parts sum to ", buf.size(),
+      if (ok && filled != sp.frame.total_bytes) {
+        note_corrupt(absl::StrCat("redis layer ", sp.frame.layer, ": parts sum to ", filled,
                                   " bytes, frame says ", sp.frame.total_bytes));
         ok = false;
       }
       if (ok) {
-        bytes += buf.size();
-        out[sp.i] = PinnedBytes::FromString(std::move(buf));
+        bytes += filled;
+        const internal::LargeBufferDeleter deleter = lb.get_deleter();
+        std::shared_ptr<char> owner(lb.release(), deleter);
+        std::string_view view(owner.get(), filled);
+        out[sp.i] = PinnedBytes(view, std::move(owner));
       }
     }
     s0 = s1;

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -34,7 +37,162 @@ absl::Status TransportStatus(const RedisEndpoint& ep, std::string_view during,
   return absl::UnavailableError(msg);
 }
 
+// ------------------------------------------------------------ buffer pool --
+
+class LargeBufferPool {
+ public:
+  static LargeBufferPool& Instance() {
+    static LargeBufferPool* pool = new LargeBufferPool();  // never destroyed
+    return *pool;
+  }
+  // Acquire: an idle buffer of capacity in [n, n + n/4], else a new one of
+  // n rounded up to 64 KiB.
+  char* Acquire(size_t n, size_t* capacity) {
+    {
+      absl::MutexLock l(&mu_);
+      auto it = idle_.lower_bound(n);
+      if (it != idle_.end() && it->first <= n + n / 4) {
+        *capacity = it->first;
+        char* p = it->second;
+        idle_.erase(it);
+        idle_bytes_ -= *capacity;
+        return p;
+      }
+    }
+    *capacity = (n + kPooledReplyBytes - 1) / kPooledReplyBytes * kPooledReplyBytes;
+    return static_cast<char*>(std::malloc(*capacity));
+  }
+  void Release(char* p, size_t capacity) {
+    {
+      absl::MutexLock l(&mu_);
+      if (idle_bytes_ + capacity <= kMaxPooledBytes) {
+        idle_.emplace(capacity, p);
+        idle_bytes_ += capacity;
+        return;
+      }
+    }
+    std::free(p);
+  }
+  size_t idle_bytes() {
+    absl::MutexLock l(&mu_);
+    return idle_bytes_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::multimap<size_t, char*> idle_ ABSL_GUARDED_BY(mu_);
+  size_t idle_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// hiredis reply-object functions (same objects as hiredis' defaults, see
+// hiredis.c), except that large strings live in pooled buffers. A string
+// reply's `integer` field (unused for strings) holds the pooled capacity, or
+// 0 for a plain malloc'ed string.
+redisReply* NewReply(const redisReadTask* task, int type) {
+  auto* r = static_cast<redisReply*>(std::calloc(1, sizeof(redisReply)));
+  if (r == nullptr) return nullptr;
+  r->type = type;
+  if (task->parent != nullptr) {
+    auto* parent = static_cast<redisReply*>(task->parent->obj);
+    parent->element[task->idx] = r;
+  }
+  return r;
+}
+
+void FreeReplyTree(void* obj) {
+  auto* r = static_cast<redisReply*>(obj);
+  if (r == nullptr) return;
+  switch (r->type) {
+    case REDIS_REPLY_ARRAY:
+      if (r->element != nullptr) {
+        for (size_t i = 0; i < r->elements; ++i) FreeReplyTree(r->element[i]);
+        std::free(r->element);
+      }
+      break;
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+    case REDIS_REPLY_ERROR:
+      if (r->str != nullptr) {
+        if (r->integer > 0) {
+          LargeBufferPool::Instance().Release(r->str, static_cast<size_t>(r->integer));
+        } else {
+          std::free(r->str);
+        }
+      }
+      break;
+    default:
+      break;
+  }
+  std::free(r);
+}
+
+void* CreateString(const redisReadTask* task, char* str, size_t len) {
+  char* buf;
+  size_t capacity = 0;
+  if (len + 1 >= kPooledReplyBytes) {
+    buf = LargeBufferPool::Instance().Acquire(len + 1, &capacity);
+  } else {
+    buf = static_cast<char*>(std::malloc(len + 1));
+  }
+  if (buf == nullptr) return nullptr;
+  redisReply* r = NewReply(task, task->type);
+  if (r == nullptr) {
+    if (capacity > 0) {
+      LargeBufferPool::Instance().Release(buf, capacity);
+    } else {
+      std::free(buf);
+    }
+    return nullptr;
+  }
+  std::memcpy(buf, str, len);
+  buf[len] = '\0';
+  r->str = buf;
+  r->len = len;
+  r->integer = static_cast<long long>(capacity);
+  return r;
+}
+
+void* CreateArray(const redisReadTask* task, int elements) {
+  redisReply* r = NewReply(task, REDIS_REPLY_ARRAY);
+  if (r == nullptr) return nullptr;
+  if (elements > 0) {
+    r->element = static_cast<redisReply**>(std::calloc(elements, sizeof(redisReply*)));
+    if (r->element == nullptr) {
+      if (task->parent != nullptr) {
+        static_cast<redisReply*>(task->parent->obj)->element[task->idx] = nullptr;
+      }
+      std::free(r);
+      return nullptr;
+    }
+  }
+  r->elements = elements;
+  return r;
+}
+
+void* CreateInteger(const redisReadTask* task, long long value) {
+  redisReply* r = NewReply(task, REDIS_REPLY_INTEGER);
+  if (r != nullptr) r->integer = value;
+  return r;
+}
+
+void* CreateNil(const redisReadTask* task) { return NewReply(task, REDIS_REPLY_NIL); }
+
+redisReplyObjectFunctions kPooledReplyFunctions = {CreateString, CreateArray, CreateInteger,
+                                                   CreateNil, FreeReplyTree};
+
 }  // namespace
+
+void LargeBufferDeleter::operator()(char* p) const {
+  if (p != nullptr) LargeBufferPool::Instance().Release(p, capacity);
+}
+
+LargeBuffer AcquireLargeBuffer(size_t bytes) {
+  size_t capacity = 0;
+  char* p = LargeBufferPool::Instance().Acquire(std::max<size_t>(bytes, 1), &capacity);
+  return LargeBuffer(p, LargeBufferDeleter{capacity});
+}
+
+size_t PooledBytesIdle() { return LargeBufferPool::Instance().idle_bytes(); }
 
 // ---------------------------------------------------------------- endpoint --
 
@@ -131,12 +289,12 @@ std::string ReplyView::DebugString() const {
 }
 
 Reply::~Reply() {
-  if (r_ != nullptr) freeReplyObject(r_);
+  if (r_ != nullptr) FreeReplyTree(r_);
 }
 
 Reply& Reply::operator=(Reply&& o) noexcept {
   if (this != &o) {
-    if (r_ != nullptr) freeReplyObject(r_);
+    if (r_ != nullptr) FreeReplyTree(r_);
     r_ = o.r_;
     o.r_ = nullptr;
   }
@@ -169,6 +327,9 @@ absl::StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Connect(
     redisFree(c);
     return s;
   }
+  // Our reply objects: same layout as hiredis', large strings pooled. Every
+  // reply of this context is therefore freed by Reply (FreeReplyTree).
+  if (c->reader != nullptr) c->reader->fn = &kPooledReplyFunctions;
   conn->ctx_ = c;
   // AUTH runs under the connect timeout, then commands get their own.
   if (redisSetTimeout(c, TimevalOf(options.connect_timeout)) != REDIS_OK) {

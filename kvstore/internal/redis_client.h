@@ -117,6 +117,24 @@ class Reply {
   redisReply* r_ = nullptr;
 };
 
+// LargeBuffer: a buffer from the process-wide pool of large read buffers.
+// Replies of at least kPooledReplyBytes, and reassembled split values, live
+// in buffers recycled through this pool: steady-state reads of multi-MiB
+// values then reuse memory that is already mapped, instead of fresh pages
+// that the kernel must fault in and zero (glibc returns large freed blocks
+// to the OS). The pool keeps at most kMaxPooledBytes idle. Thread-safe.
+inline constexpr size_t kPooledReplyBytes = size_t{64} << 10;
+inline constexpr size_t kMaxPooledBytes = size_t{256} << 20;
+struct LargeBufferDeleter {
+  size_t capacity = 0;
+  void operator()(char* p) const;
+};
+using LargeBuffer = std::unique_ptr<char[], LargeBufferDeleter>;
+// AcquireLargeBuffer: at least `bytes` bytes (capacity in get_deleter()).
+LargeBuffer AcquireLargeBuffer(size_t bytes);
+// PooledBytesIdle: bytes currently idle in the pool (for tests/metrics).
+size_t PooledBytesIdle();
+
 // ReplyToStatus: OK unless `r` is an error reply, which becomes INTERNAL
 // "<what>: <redis error text>" (or UNAVAILABLE for -LOADING/-CLUSTERDOWN/
 // -TRYAGAIN/-MASTERDOWN, which are transient).

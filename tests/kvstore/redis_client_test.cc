@@ -108,6 +108,24 @@ TEST_F(RedisClientTest, LargeValueRoundTrip) {
   EXPECT_TRUE(r->str() == big);
 }
 
+TEST(RedisLargeBufferPoolTest, ReleasedBuffersAreReused) {
+  const size_t idle_before = PooledBytesIdle();
+  char* first = nullptr;
+  size_t capacity = 0;
+  {
+    LargeBuffer b = AcquireLargeBuffer(3 << 20);
+    ASSERT_NE(b.get(), nullptr);
+    capacity = b.get_deleter().capacity;
+    EXPECT_GE(capacity, size_t{3} << 20);
+    first = b.get();
+    b[(3 << 20) - 1] = 'x';  // writable over its whole size
+  }
+  if (idle_before + capacity > kMaxPooledBytes) GTEST_SKIP() << "pool already full";
+  EXPECT_GE(PooledBytesIdle(), capacity);
+  LargeBuffer again = AcquireLargeBuffer(3 << 20);
+  EXPECT_EQ(again.get(), first);  // warm memory handed out again
+}
+
 TEST_F(RedisClientTest, CommandTimeoutIsDeadlineExceededAndBreaksConnection) {
   RedisConnectionOptions o = Options();
   o.command_timeout = absl::Milliseconds(100);
