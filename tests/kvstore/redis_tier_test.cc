@@ -74,6 +74,14 @@ class RedisTierTest : public ::testing::Test {
     raw_ = std::make_unique<RedisNodePool>(po);
     prefix_ = UniquePrefix();
   }
+  void TearDown() override {
+    // On a shared server (CI's RAGKV_TEST_REDIS), remove this test's keys.
+    if (server_ == nullptr && raw_ != nullptr) {
+      for (const std::string& k : Keys()) {
+        raw_->Command({"UNLINK", k}).status().IgnoreError();  // best-effort cleanup
+      }
+    }
+  }
   virtual bool NeedsOwnServer() const { return false; }
   virtual std::vector<std::string> ServerArgs() const { return {}; }
 
@@ -552,7 +560,9 @@ TEST_F(RedisTierKillTest, DeadServerDegradesToMissAndStoreServesFromRam) {
   // Calls while the node is down fail fast (reconnect backoff), not after a
   // timeout each.
   absl::Time t0 = absl::Now();
-  for (int i = 0; i < 20; ++i) (void)redis->Contains(in_both.key);
+  for (int i = 0; i < 20; ++i) {
+    redis->Contains(in_both.key).status().IgnoreError();  // only the latency matters
+  }
   EXPECT_LT(absl::Now() - t0, absl::Seconds(2));
 }
 
