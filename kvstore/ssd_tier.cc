@@ -82,11 +82,7 @@ bool DecodeMeta(std::string_view s, Meta* m) {
 
 class SsdTier final : public Tier {
  public:
-  SsdTier(const SsdTierOptions& options, std::unique_ptr<rocksdb::DB> db,
-          std::vector<rocksdb::ColumnFamilyHandle*> handles)
-      : options_(options), db_(std::move(db)), handles_(std::move(handles)) {
-    kv_ = handles_[1];
-    meta_ = handles_[2];
+  SsdTier(const SsdTierOptions& options, rocksdb::Env* env) : options_(options), env_(env) {
     read_options_.verify_checksums = true;
     // Layer records carry their own XXH3-64 that TieredStore verifies, so
     // RocksDB's CRC over the same (large) blob is a redundant pass; headers
@@ -96,18 +92,26 @@ class SsdTier final : public Tier {
   }
 
   ~SsdTier() override {
-    for (rocksdb::ColumnFamilyHandle* h : handles_) {
-      rocksdb::Status s = db_->DestroyColumnFamilyHandle(h);
-      (void)s;  // nothing useful to do on shutdown
-    }
-    rocksdb::Status s = db_->Close();
-    if (!s.ok()) {
-      RAGKV_LOG(WARNING) << "ssd tier close: " << s.ToString();
-    }
+    internal::MutexLock lock(&db_mu_);
+    CloseDbLocked();
   }
 
-  // LoadIndex: scans the meta family; enforces the budget.
-  absl::Status LoadIndex() {
+  // Open: opens the database and loads the index.
+  absl::Status Open() {
+    internal::MutexLock lock(&db_mu_);
+    RETURN_IF_ERROR(OpenDbLocked());
+    return LoadIndexLocked();
+  }
+
+  // LoadIndexLocked: (re)builds the index from the meta family; enforces the
+  // budget.
+  absl::Status LoadIndexLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_) {
+    {
+      internal::MutexLock lock(&mu_);
+      index_.clear();
+      lru_.clear();
+      used_ = 0;
+    }
     std::vector<std::pair<uint64_t, std::pair<ChunkKey, Meta>>> by_seq;
     {
       std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read_options_, meta_));
@@ -182,8 +186,15 @@ class SsdTier final : public Tier {
     for (const std::string& k : batch->keys) batch->slices.emplace_back(k);
     batch->values = std::vector<rocksdb::PinnableSlice>(count);
     batch->statuses.resize(count);
-    db_->MultiGet(layer_read_options_, kv_, count, batch->slices.data(), batch->values.data(),
-                  batch->statuses.data(), /*sorted_input=*/true);
+    {
+      internal::ReaderMutexLock db_lock(&db_mu_);
+      if (db_ == nullptr) return Closed();
+      db_->MultiGet(layer_read_options_, kv_, count, batch->slices.data(), batch->values.data(),
+                    batch->statuses.data(), /*sorted_input=*/true);
+      for (uint32_t i = 0; i < count; ++i) {
+        if (batch->statuses[i].ok()) Unpin(&batch->values[i]);
+      }
+    }
     std::vector<Blob> out(count);
     for (uint32_t i = 0; i < count; ++i) {
       const rocksdb::Status& s = batch->statuses[i];
@@ -227,22 +238,9 @@ class SsdTier final : public Tier {
                                                        " bytes"));
     }
     internal::MutexLock write_lock(&write_mu_);
-    if (write_failed_) {
-      // A previous write failed (e.g. disk full); try to clear RocksDB's
-      // background error so writes can succeed again.
-      // RocksDB may be recovering on its own (Busy): give it a moment.
-      rocksdb::Status rs = db_->Resume();
-      for (int i = 0; i < 100 && rs.IsBusy(); ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        rs = db_->Resume();
-      }
-      if (rs.ok()) {
-        write_failed_ = false;
-        RAGKV_LOG(INFO) << "ssd tier '" << options_.name << "': resumed after a write error";
-      } else {
-        RAGKV_LOG(WARNING) << "ssd tier '" << options_.name << "': resume: " << rs.ToString();
-      }
-    }
+    if (write_failed_) RETURN_IF_ERROR(RecoverAfterWriteErrorLocked());
+    internal::ReaderMutexLock db_lock(&db_mu_);
+    if (db_ == nullptr) return Closed();
     rocksdb::WriteBatch batch;
     std::vector<std::pair<ChunkKey, Meta>> victims;
     std::optional<Meta> old;
@@ -303,6 +301,8 @@ class SsdTier final : public Tier {
 
   absl::Status Delete(const ChunkKey& key) override {
     internal::MutexLock write_lock(&write_mu_);
+    internal::ReaderMutexLock db_lock(&db_mu_);
+    if (db_ == nullptr) return Closed();
     std::optional<Meta> m;
     {
       internal::MutexLock lock(&mu_);
@@ -333,6 +333,8 @@ class SsdTier final : public Tier {
 
   absl::StatusOr<uint64_t> DeleteByFingerprint(const Fingerprint& fp) override {
     internal::MutexLock write_lock(&write_mu_);
+    internal::ReaderMutexLock db_lock(&db_mu_);
+    if (db_ == nullptr) return Closed();
     std::vector<std::pair<ChunkKey, Meta>> doomed;
     {
       internal::MutexLock lock(&mu_);
@@ -355,6 +357,8 @@ class SsdTier final : public Tier {
   }
 
   absl::Status Flush() override {
+    internal::ReaderMutexLock db_lock(&db_mu_);
+    if (db_ == nullptr) return Closed();
     return FromRocks(db_->FlushWAL(/*sync=*/true), "flush wal");
   }
 
@@ -373,11 +377,99 @@ class SsdTier final : public Tier {
     std::list<ChunkKey>::iterator lru;
   };
 
+  absl::Status Closed() const {
+    return absl::UnavailableError(absl::StrCat("ssd tier '", options_.name,
+                                               "': database closed after a failed reopen"));
+  }
+
+  // Unpin: makes `v` own its bytes, so no handle outlives (or blocks) a
+  // reopen by pointing into a memtable or block-cache entry. Blob values are
+  // already self-owned; only recent (memtable) and small values are copied.
+  static void Unpin(rocksdb::PinnableSlice* v) {
+    if (!v->IsPinned()) return;
+    std::string copy(v->data(), v->size());
+    v->Reset();
+    v->PinSelf(rocksdb::Slice(copy));
+  }
+
+  absl::Status OpenDbLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_) {
+    rocksdb::DBOptions db_options;
+    rocksdb::ColumnFamilyOptions kv_options, meta_options;
+    internal::MakeSsdRocksOptions(options_, &db_options, &kv_options, &meta_options);
+    if (env_ != nullptr) db_options.env = env_;
+    std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+        {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
+        {kKvFamily, kv_options},
+        {kMetaFamily, meta_options},
+    };
+    rocksdb::DB* raw = nullptr;
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::Status s = rocksdb::DB::Open(db_options, options_.path, families, &handles, &raw);
+    if (!s.ok()) return FromRocks(s, absl::StrCat("open ", options_.path));
+    db_.reset(raw);
+    handles_ = std::move(handles);
+    kv_ = handles_[1];
+    meta_ = handles_[2];
+    return absl::OkStatus();
+  }
+
+  void CloseDbLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_) {
+    if (db_ == nullptr) return;
+    for (rocksdb::ColumnFamilyHandle* h : handles_) {
+      rocksdb::Status s = db_->DestroyColumnFamilyHandle(h);
+      (void)s;  // nothing useful to do on shutdown
+    }
+    handles_.clear();
+    rocksdb::Status s = db_->Close();
+    if (!s.ok()) {
+      RAGKV_LOG(WARNING) << "ssd tier '" << options_.name << "' close: " << s.ToString();
+    }
+    db_.reset();
+  }
+
+  // RecoverAfterWriteErrorLocked: after a failed write (e.g. disk full) asks
+  // RocksDB to resume; if it cannot, closes and reopens the database (the
+  // WAL replay drops the failed batch) and reloads the index.
+  absl::Status RecoverAfterWriteErrorLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) {
+    {
+      internal::ReaderMutexLock db_lock(&db_mu_);
+      if (db_ != nullptr) {
+        rocksdb::Status rs = db_->Resume();
+        for (int i = 0; i < 5 && !rs.ok(); ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          rs = db_->Resume();
+        }
+        if (rs.ok()) {
+          write_failed_ = false;
+          RAGKV_LOG(INFO) << "ssd tier '" << options_.name << "': resumed after a write error";
+          return absl::OkStatus();
+        }
+      }
+    }
+    internal::MutexLock db_lock(&db_mu_);
+    CloseDbLocked();
+    absl::Status s = OpenDbLocked();
+    if (s.ok()) s = LoadIndexLocked();
+    if (!s.ok()) {
+      RAGKV_LOG(WARNING) << "ssd tier '" << options_.name << "': reopen after a write error: " << s;
+      return s;
+    }
+    write_failed_ = false;
+    RAGKV_LOG(INFO) << "ssd tier '" << options_.name << "': reopened after a write error";
+    return absl::OkStatus();
+  }
+
   // GetOne: point read of one record; Corruption -> reported miss.
   absl::StatusOr<Blob> GetOne(const ChunkKey& key, const std::string& db_key,
                               const rocksdb::ReadOptions& ro) {
     auto value = std::make_shared<rocksdb::PinnableSlice>();
-    rocksdb::Status s = db_->Get(ro, kv_, db_key, value.get());
+    rocksdb::Status s;
+    {
+      internal::ReaderMutexLock db_lock(&db_mu_);
+      if (db_ == nullptr) return Closed();
+      s = db_->Get(ro, kv_, db_key, value.get());
+      if (s.ok()) Unpin(value.get());
+    }
     if (s.IsNotFound()) return Blob();
     if (s.IsCorruption()) {
       ReportCorruption(key, s.ToString());
@@ -415,10 +507,15 @@ class SsdTier final : public Tier {
   }
 
   const SsdTierOptions options_;
-  std::unique_ptr<rocksdb::DB> db_;
-  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
-  rocksdb::ColumnFamilyHandle* kv_ = nullptr;
-  rocksdb::ColumnFamilyHandle* meta_ = nullptr;
+  rocksdb::Env* const env_;  // not owned; nullptr = default
+
+  // db_mu_: shared by every operation that uses the database, exclusive to
+  // open/close/reopen it. Order: write_mu_ -> db_mu_ -> mu_.
+  mutable internal::Mutex db_mu_ ABSL_ACQUIRED_AFTER(write_mu_) ABSL_ACQUIRED_BEFORE(mu_);
+  std::unique_ptr<rocksdb::DB> db_ ABSL_GUARDED_BY(db_mu_);
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_ ABSL_GUARDED_BY(db_mu_);
+  rocksdb::ColumnFamilyHandle* kv_ = nullptr;    // set under db_mu_ (exclusive)
+  rocksdb::ColumnFamilyHandle* meta_ = nullptr;  // set under db_mu_ (exclusive)
   rocksdb::ReadOptions read_options_;        // headers, index
   rocksdb::ReadOptions layer_read_options_;  // layer records
   rocksdb::WriteOptions write_options_;
@@ -464,22 +561,8 @@ absl::StatusOr<std::unique_ptr<Tier>> CreateSsdTierWithEnv(const SsdTierOptions&
   if (options.capacity_bytes == 0) {
     return absl::InvalidArgumentError("SsdTierOptions.capacity_bytes must be > 0");
   }
-  rocksdb::DBOptions db_options;
-  rocksdb::ColumnFamilyOptions kv_options, meta_options;
-  MakeSsdRocksOptions(options, &db_options, &kv_options, &meta_options);
-  if (env != nullptr) db_options.env = env;
-
-  std::vector<rocksdb::ColumnFamilyDescriptor> families = {
-      {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
-      {kKvFamily, kv_options},
-      {kMetaFamily, meta_options},
-  };
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(db_options, options.path, families, &handles, &raw);
-  if (!s.ok()) return FromRocks(s, absl::StrCat("open ", options.path));
-  auto tier = std::make_unique<SsdTier>(options, std::unique_ptr<rocksdb::DB>(raw), std::move(handles));
-  RETURN_IF_ERROR(tier->LoadIndex());
+  auto tier = std::make_unique<SsdTier>(options, env);
+  RETURN_IF_ERROR(tier->Open());
   return std::unique_ptr<Tier>(std::move(tier));
 }
 

@@ -294,9 +294,15 @@ TEST(SsdTier, DiskFullIsAClearErrorAndLosesNothing) {
     // Everything stored before is still served intact.
     for (auto& c : before) ExpectIntact(*tier, c);
     fs->full = false;
-    // Writes work again once space is back (the tier resumes the DB).
-    absl::Status again = tier->Put(extra.key, extra.encoded);
+    // Writes work again once space is back: each Put after a failure asks
+    // RocksDB to resume (its own recovery may need a moment, e.g. under TSan).
+    absl::Status again;
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      again = tier->Put(extra.key, extra.encoded);
+      if (again.ok()) break;
+    }
     EXPECT_TRUE(again.ok()) << again;
+    ExpectIntact(*tier, extra);
   }
   // And nothing is lost across a restart.
   auto tier = Open(Opts(dir.path()));
