@@ -387,7 +387,7 @@ absl::StatusOr<BlendResult> Blender::Blend(absl::Span<const BlendSegment> segmen
       tm.embed_s = Seconds(t0);
     }
     result.recomputed.assign(L, {});
-    std::vector<float> probe_h, fk, fv, ck, cv, dev;
+    std::vector<float> probe_h, fk, fv, ck, cv, dev, dev_v;
     std::vector<int32_t> cand_idx, cand_pos, top;
     std::vector<uint8_t> keep;
     size_t next_check = 0;
@@ -427,16 +427,25 @@ absl::StatusOr<BlendResult> Blender::Blend(absl::Span<const BlendSegment> segmen
               l, TensorView::Contiguous(probe_h.data(), DType::kF32, {nc, dim}), cand_pos.data(),
               fkv, fvv, &ws));
           dev.assign(nc, 0.0f);
-          bool acc = false;
           if (options.deviation != Deviation::kValue) {
             RETURN_IF_ERROR(kernels::KvDeviation(
                 fkv, TensorView::Contiguous(ck.data(), DType::kF32, {kvh, nc, hd}), dev.data()));
-            acc = true;
           }
-          if (options.deviation != Deviation::kKey) {
+          if (options.deviation == Deviation::kBoth) {
+            // K and V live on different scales: sum them each normalized by
+            // its mean over the candidates, so neither drowns the other.
+            dev_v.assign(nc, 0.0f);
             RETURN_IF_ERROR(kernels::KvDeviation(
-                fvv, TensorView::Contiguous(cv.data(), DType::kF32, {kvh, nc, hd}), dev.data(),
-                acc));
+                fvv, TensorView::Contiguous(cv.data(), DType::kF32, {kvh, nc, hd}),
+                dev_v.data()));
+            double mk = 0, mv = 0;
+            for (int64_t i = 0; i < nc; ++i) mk += dev[i], mv += dev_v[i];
+            const float sk = mk > 0 ? static_cast<float>(nc / mk) : 1.0f;
+            const float sv = mv > 0 ? static_cast<float>(nc / mv) : 1.0f;
+            for (int64_t i = 0; i < nc; ++i) dev[i] = dev[i] * sk + dev_v[i] * sv;
+          } else if (options.deviation == Deviation::kValue) {
+            RETURN_IF_ERROR(kernels::KvDeviation(
+                fvv, TensorView::Contiguous(cv.data(), DType::kF32, {kvh, nc, hd}), dev.data()));
           }
           top.resize(want);
           RETURN_IF_ERROR(kernels::TopK(dev.data(), nc, want, top.data()));

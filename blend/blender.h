@@ -70,7 +70,7 @@ const char* StrategyName(Strategy s);
 enum class Deviation {
   kKey = 0,    // sum of squared differences of K (re-rotated)
   kValue = 1,  // of V (what the public implementations use)
-  kBoth = 2,   // K and V summed (default)
+  kBoth = 2,   // K and V, each normalized by its mean over the candidates, summed (default)
 };
 
 // CheckLayer: at the start of layer `layer`, keep round(ratio * selectable)
