@@ -31,8 +31,9 @@ int WireDTypeSize(WireDType t);
 struct FusedSpan {
   uint32_t begin = 0;
   uint32_t end = 0;
-  uint64_t chunk_id = 0;   // 0 for non-chunk segments
+  uint64_t chunk_id = 0;   // valid when is_chunk
   bool cache_hit = false;  // its KV came from the store
+  bool is_chunk = false;   // a catalogue chunk (else prefix / fresh / query)
 };
 
 // FusedPromptInfo: what OnHeader receives.

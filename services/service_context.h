@@ -22,10 +22,13 @@ class Tokenizer;
 namespace ragkv::blend {
 class Blender;
 }
+namespace ragkv::retrieval {
+class Retriever;
+}
 
 namespace ragkv::services {
 
-class Corpus;  // services/corpus.h: retrieval façade used by the services
+class JobManager;  // services/precompute_job.h
 
 struct ServiceContext {
   BoundedExecutor* executor = nullptr;  // required
@@ -35,7 +38,8 @@ struct ServiceContext {
   const model::Model* model = nullptr;
   const model::Tokenizer* tokenizer = nullptr;
   const blend::Blender* blender = nullptr;
-  Corpus* corpus = nullptr;
+  retrieval::Retriever* retriever = nullptr;
+  JobManager* jobs = nullptr;
 };
 
 }  // namespace ragkv::services

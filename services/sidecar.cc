@@ -13,14 +13,16 @@
 #include "absl/synchronization/notification.h"
 #include "base/log.h"
 #include "base/status_macros.h"
-#include "kvstore/ram_tier.h"
-#include "kvstore/ssd_tier.h"
 #include "kvstore/tiered_store.h"
-#include "model/loader.h"
-#include "model/model.h"
-#include "model/tokenizer.h"
+#include "services/backends.h"
+#include "services/blend_service.h"
+#include "services/engine.h"
+#include "services/engine_service.h"
 #include "services/executor.h"
 #include "services/kvstore_service.h"
+#include "services/precompute_job.h"
+#include "services/precompute_service.h"
+#include "services/retrieval_service.h"
 #include "services/metrics.h"
 #include "services/service_context.h"
 
@@ -31,9 +33,13 @@ struct Sidecar::Impl {
   std::unique_ptr<BoundedExecutor> executor;
   Metrics metrics;
   std::unique_ptr<MetricsServer> metrics_server;
-  std::unique_ptr<model::Model> model;
-  std::unique_ptr<model::Tokenizer> tokenizer;
-  std::unique_ptr<kvstore::TieredStore> store;
+  std::unique_ptr<Backends> backends;
+  std::unique_ptr<JobManager> jobs;
+  // The engine: its own executor (it calls back into the sidecar) and a
+  // connector client to the upstream sidecar (this process by default).
+  std::unique_ptr<BoundedExecutor> engine_executor;
+  std::unique_ptr<Client> engine_client;
+  std::unique_ptr<ReferenceEngine> engine;
   ServiceContext ctx;
   std::vector<std::unique_ptr<grpc::Service>> services;
   std::unique_ptr<grpc::Server> server;
@@ -90,49 +96,6 @@ void AddStoreCollector(Metrics* metrics, kvstore::TieredStore* store) {
   });
 }
 
-absl::Status BuildBackends(Sidecar::Impl* s) {
-  const SidecarOptions& o = s->options;
-  // Model (optional).
-  if (!o.model_path.empty()) {
-    model::LoadOptions lo;
-    lo.max_seq_len = o.max_seq_len;
-    ASSIGN_OR_RETURN(s->model, model::LoadModel(o.model_path, lo));
-    std::string tok_path = o.tokenizer_path;
-    if (tok_path.empty()) {
-      ASSIGN_OR_RETURN(tok_path, model::DefaultTokenizerPath(o.model_path));
-    }
-    ASSIGN_OR_RETURN(s->tokenizer, model::LoadTokenizer(tok_path));
-    RAGKV_LOG(INFO) << "model " << o.model_path << " fingerprint " << s->model->fingerprint_hex();
-  }
-  // Store: RAM > SSD (> Redis).
-  const bool need_store = o.services.count("kvstore") || o.services.count("precompute") ||
-                          o.services.count("blend");
-  if (need_store) {
-    std::error_code ec;
-    std::filesystem::create_directories(o.data_dir + "/kv", ec);
-    if (ec) return absl::InternalError("cannot create " + o.data_dir + "/kv: " + ec.message());
-    std::vector<std::shared_ptr<kvstore::Tier>> tiers;
-    kvstore::RamTierOptions ram;
-    ram.capacity_bytes = o.ram_budget_bytes;
-    ASSIGN_OR_RETURN(auto ram_tier, kvstore::CreateRamTier(ram));
-    tiers.push_back(std::move(ram_tier));
-    kvstore::SsdTierOptions ssd;
-    ssd.path = o.data_dir + "/kv";
-    ssd.capacity_bytes = o.ssd_budget_bytes;
-    ASSIGN_OR_RETURN(auto ssd_tier, kvstore::CreateSsdTier(ssd));
-    tiers.push_back(std::move(ssd_tier));
-    if (!o.redis_url.empty()) {
-      return absl::UnimplementedError("--redis: the Redis tier is not wired into serve yet");
-    }
-    ASSIGN_OR_RETURN(s->store, kvstore::TieredStore::Create({}, std::move(tiers)));
-    AddStoreCollector(&s->metrics, s->store.get());
-  }
-  s->ctx.store = s->store.get();
-  s->ctx.model = s->model.get();
-  s->ctx.tokenizer = s->tokenizer.get();
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 Sidecar::Sidecar(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -159,10 +122,53 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
   impl->ctx.executor = impl->executor.get();
   impl->ctx.metrics = &impl->metrics;
   impl->ctx.auth_token = o.auth_token;
-  RETURN_IF_ERROR(BuildBackends(impl.get()));
+  BackendOptions bo;
+  bo.data_dir = o.data_dir;
+  bo.ram_budget_bytes = o.ram_budget_bytes;
+  bo.ssd_budget_bytes = o.ssd_budget_bytes;
+  bo.redis_url = o.redis_url;
+  bo.model_path = o.model_path;
+  bo.tokenizer_path = o.tokenizer_path;
+  bo.max_seq_len = o.max_seq_len;
+  bo.chunk_tokens = o.chunk_tokens;
+  bo.want_store = o.services.count("kvstore") || o.services.count("precompute") ||
+                  o.services.count("blend");
+  bo.want_retrieval = o.services.count("retrieval") || o.services.count("precompute") ||
+                      o.services.count("blend");
+  ASSIGN_OR_RETURN(impl->backends, BuildBackends(bo));
+  Backends& b = *impl->backends;
+  impl->ctx.store = b.store.get();
+  impl->ctx.model = b.model.get();
+  impl->ctx.tokenizer = b.tokenizer.get();
+  impl->ctx.blender = b.blender.get();
+  impl->ctx.retriever = b.retriever.get();
+  if (b.store) AddStoreCollector(&impl->metrics, b.store.get());
+  if (o.services.count("precompute")) {
+    JobManager::Options jo;
+    jo.model = b.model.get();
+    jo.retriever = b.retriever.get();
+    jo.store = b.store.get();
+    impl->jobs = std::make_unique<JobManager>(jo);
+    impl->ctx.jobs = impl->jobs.get();
+  }
 
+  if (o.services.count("retrieval")) {
+    impl->services.push_back(std::make_unique<RetrievalServiceImpl>(&impl->ctx));
+  }
   if (o.services.count("kvstore")) {
     impl->services.push_back(std::make_unique<KVStoreServiceImpl>(&impl->ctx));
+  }
+  if (o.services.count("precompute")) {
+    impl->services.push_back(std::make_unique<PrecomputeServiceImpl>(&impl->ctx));
+  }
+  if (o.services.count("blend")) {
+    impl->services.push_back(std::make_unique<BlendServiceImpl>(&impl->ctx));
+  }
+  if (o.services.count("engine")) {
+    ASSIGN_OR_RETURN(impl->engine_executor,
+                     BoundedExecutor::Create({o.worker_threads, o.max_queued_tasks}));
+    impl->services.push_back(std::make_unique<EngineServiceImpl>(
+        nullptr, impl->engine_executor.get(), &impl->metrics, o.auth_token));
   }
 
   std::shared_ptr<grpc::ServerCredentials> creds;
@@ -185,6 +191,26 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
   impl->server = builder.BuildAndStart();
   if (!impl->server || impl->port == 0) {
     return absl::UnavailableError("cannot listen on " + o.listen);
+  }
+  if (o.services.count("engine") && b.model) {
+    // Now that the port is known, connect the engine to its sidecar.
+    ClientOptions co;
+    co.target = o.engine_upstream.empty() ? absl::StrFormat("127.0.0.1:%d", impl->port)
+                                          : o.engine_upstream;
+    co.auth_token = o.auth_token;
+    co.max_message_bytes = o.max_message_bytes;
+    if (!o.tls_cert_file.empty() && o.engine_upstream.empty()) {
+      co.use_tls = true;
+      ASSIGN_OR_RETURN(co.tls_root_certs_pem, ReadFile(o.tls_cert_file));
+      co.tls_server_name = "localhost";
+    }
+    ASSIGN_OR_RETURN(impl->engine_client, Client::Create(co));
+    ASSIGN_OR_RETURN(impl->engine, ReferenceEngine::Create(
+                                       {b.model.get(), b.tokenizer.get(),
+                                        impl->engine_client.get()}));
+    for (auto& svc : impl->services) {
+      if (auto* e = dynamic_cast<EngineServiceImpl*>(svc.get())) e->set_engine(impl->engine.get());
+    }
   }
   if (o.metrics_port >= 0) {
     ASSIGN_OR_RETURN(impl->metrics_server,
@@ -219,19 +245,17 @@ void Sidecar::Shutdown(absl::Duration grace) {
     impl_->shut_down = true;
   }
   RAGKV_LOG(INFO) << "ragkv serve: shutting down (grace " << absl::FormatDuration(grace) << ")";
+  if (impl_->jobs) impl_->jobs->CancelAll();  // stored chunks stay stored
   if (impl_->server) {
     impl_->server->GetHealthCheckService()->SetServingStatus(false);
     impl_->server->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   }
+  if (impl_->engine_executor) impl_->engine_executor->Shutdown();
   impl_->executor->Shutdown();
   if (impl_->metrics_server) impl_->metrics_server->Stop();
-  if (impl_->store) {
-    absl::Status s = impl_->store->Flush();
-    if (!s.ok()) {
-      RAGKV_LOG(ERROR) << "store flush failed: " << s;
-    }
-  }
   if (impl_->server) impl_->server->Wait();
+  impl_->jobs.reset();
+  impl_->backends.reset();  // saves the retrieval index, flushes the store
   impl_->done.Notify();
 }
 

@@ -1,0 +1,243 @@
+"""Client: every ragkv.v1 RPC with deadlines, bearer auth and retries.
+
+Unary and client-streaming calls that fail with UNAVAILABLE are retried with
+exponential backoff (every ragkv RPC is idempotent). Server streams are
+retried only if nothing was received yet. Errors raise RagkvError carrying
+the gRPC status code and message.
+"""
+import random
+import time
+
+import grpc
+
+from ragkv.v1 import blend_pb2, blend_pb2_grpc
+from ragkv.v1 import common_pb2  # noqa: F401  (re-exported for callers)
+from ragkv.v1 import engine_pb2, engine_pb2_grpc
+from ragkv.v1 import kvstore_pb2, kvstore_pb2_grpc
+from ragkv.v1 import precompute_pb2, precompute_pb2_grpc
+from ragkv.v1 import retrieval_pb2, retrieval_pb2_grpc
+
+
+class RagkvError(Exception):
+    """A failed call: .code is a grpc.StatusCode, .details the message."""
+
+    def __init__(self, code, details):
+        super().__init__(f"{code.name}: {details}")
+        self.code = code
+        self.details = details
+
+
+class FusedKV:
+    """The result of Blend / RetrieveAndBlend: header, per-layer K/V bytes,
+    recomputed-token masks and the summary."""
+
+    def __init__(self):
+        self.header = None
+        self.k = []
+        self.v = []
+        self.masks = []
+        self.summary = None
+
+    def recomputed(self, layer, token):
+        m = self.masks[layer]
+        return token // 8 < len(m) and (m[token // 8] >> (token % 8)) & 1 == 1
+
+
+class Client:
+    def __init__(self, target, auth_token=None, deadline_s=60.0, max_attempts=5,
+                 initial_backoff_s=0.05, max_backoff_s=2.0, root_certificates=None,
+                 server_name=None, max_message_bytes=64 << 20):
+        opts = [("grpc.max_receive_message_length", max_message_bytes),
+                ("grpc.max_send_message_length", max_message_bytes)]
+        if root_certificates is not None:
+            if server_name:
+                opts.append(("grpc.ssl_target_name_override", server_name))
+            creds = grpc.ssl_channel_credentials(root_certificates=root_certificates)
+            self._channel = grpc.secure_channel(target, creds, options=opts)
+        else:
+            self._channel = grpc.insecure_channel(target, options=opts)
+        self._metadata = [("authorization", f"Bearer {auth_token}")] if auth_token else []
+        self._deadline_s = deadline_s
+        self._max_attempts = max(1, max_attempts)
+        self._backoff = (initial_backoff_s, max_backoff_s)
+        self.retrieval = retrieval_pb2_grpc.RetrievalServiceStub(self._channel)
+        self.kvstore = kvstore_pb2_grpc.KVStoreServiceStub(self._channel)
+        self.precompute = precompute_pb2_grpc.PrecomputeServiceStub(self._channel)
+        self.blend = blend_pb2_grpc.BlendServiceStub(self._channel)
+        self.engine = engine_pb2_grpc.EngineServiceStub(self._channel)
+
+    def close(self):
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- plumbing --
+    def _call(self, fn, request_factory, deadline_s=None):
+        deadline = time.monotonic() + (deadline_s or self._deadline_s)
+        backoff = self._backoff[0]
+        for attempt in range(1, self._max_attempts + 1):
+            timeout = max(0.001, deadline - time.monotonic())
+            try:
+                return fn(request_factory(), timeout=timeout, metadata=self._metadata)
+            except grpc.RpcError as e:
+                code = e.code()
+                sleep = backoff * random.uniform(0.8, 1.2)
+                if (code != grpc.StatusCode.UNAVAILABLE or attempt == self._max_attempts
+                        or time.monotonic() + sleep >= deadline):
+                    raise RagkvError(code, e.details()) from None
+                time.sleep(sleep)
+                backoff = min(backoff * 2, self._backoff[1])
+
+    def _stream(self, fn, request, deadline_s=None):
+        """Yields server-stream messages; retries UNAVAILABLE before the first."""
+        deadline = time.monotonic() + (deadline_s or self._deadline_s)
+        backoff = self._backoff[0]
+        for attempt in range(1, self._max_attempts + 1):
+            got = False
+            try:
+                for msg in fn(request, timeout=max(0.001, deadline - time.monotonic()),
+                              metadata=self._metadata):
+                    got = True
+                    yield msg
+                return
+            except grpc.RpcError as e:
+                code = e.code()
+                if got or code != grpc.StatusCode.UNAVAILABLE or attempt == self._max_attempts:
+                    raise RagkvError(code, e.details()) from None
+                time.sleep(backoff * random.uniform(0.8, 1.2))
+                backoff = min(backoff * 2, self._backoff[1])
+
+    # -- retrieval --
+    def ingest_documents(self, docs, deadline_s=None):
+        """docs: iterable of (doc_id, text) or retrieval_pb2.Document."""
+        docs = [d if isinstance(d, retrieval_pb2.Document)
+                else retrieval_pb2.Document(doc_id=d[0], text=d[1]) for d in docs]
+        return self._call(self.retrieval.IngestDocuments,
+                          lambda: iter([retrieval_pb2.IngestDocumentsRequest(document=d)
+                                        for d in docs]), deadline_s)
+
+    def delete_document(self, doc_id, deadline_s=None):
+        return self._call(self.retrieval.DeleteDocument,
+                          lambda: retrieval_pb2.DeleteDocumentRequest(doc_id=doc_id), deadline_s)
+
+    def search(self, text=None, vector=None, k=5, include_content=False, deadline_s=None):
+        def req():
+            r = retrieval_pb2.SearchRequest(k=k, include_content=include_content)
+            if vector is not None:
+                r.vector.values.extend(vector)
+            else:
+                r.text = text or ""
+            return r
+        return self._call(self.retrieval.Search, req, deadline_s)
+
+    def get_chunks(self, chunk_ids, deadline_s=None):
+        return self._call(self.retrieval.GetChunks,
+                          lambda: retrieval_pb2.GetChunksRequest(chunk_ids=list(chunk_ids)),
+                          deadline_s)
+
+    # -- kv store --
+    def lookup(self, keys, deadline_s=None):
+        return self._call(self.kvstore.Lookup,
+                          lambda: kvstore_pb2.LookupRequest(keys=list(keys)), deadline_s)
+
+    def contains(self, keys, deadline_s=None):
+        r = self._call(self.kvstore.Contains,
+                       lambda: kvstore_pb2.ContainsRequest(keys=list(keys)), deadline_s)
+        return list(r.present)
+
+    def get_chunk(self, key, model_fingerprint=b"", deadline_s=None):
+        """Returns (KVHeader, [LayerKV])."""
+        header, layers = None, []
+        for rec in self._stream(self.kvstore.GetChunk,
+                                kvstore_pb2.GetChunkRequest(key=key,
+                                                            model_fingerprint=model_fingerprint),
+                                deadline_s):
+            if rec.HasField("header"):
+                header = rec.header
+            else:
+                layers.append(rec.layer)
+        return header, layers
+
+    def put_chunk(self, header, layers, deadline_s=None):
+        def records():
+            yield kvstore_pb2.KVRecord(header=header)
+            for layer in layers:
+                yield kvstore_pb2.KVRecord(layer=layer)
+        return self._call(self.kvstore.PutChunk, records, deadline_s)
+
+    def delete_chunks(self, keys, deadline_s=None):
+        return self._call(self.kvstore.DeleteChunks,
+                          lambda: kvstore_pb2.DeleteChunksRequest(keys=list(keys)), deadline_s)
+
+    def stats(self, deadline_s=None):
+        return self._call(self.kvstore.GetStats, kvstore_pb2.GetStatsRequest, deadline_s)
+
+    # -- precompute --
+    def start_job(self, paths, shard_index=0, shard_count=1, workers=0, deadline_s=None):
+        return self._call(self.precompute.StartJob, lambda: precompute_pb2.StartJobRequest(
+            corpus=precompute_pb2.CorpusSpec(paths=list(paths), shard_index=shard_index,
+                                             shard_count=shard_count),
+            workers=workers), deadline_s)
+
+    def get_job(self, job_id, deadline_s=None):
+        return self._call(self.precompute.GetJob,
+                          lambda: precompute_pb2.GetJobRequest(job_id=job_id), deadline_s)
+
+    def watch_job(self, job_id, interval_ms=500, deadline_s=3600):
+        """Yields Job states until a terminal one."""
+        yield from self._stream(self.precompute.WatchJob,
+                                precompute_pb2.WatchJobRequest(job_id=job_id,
+                                                               interval_ms=interval_ms),
+                                deadline_s)
+
+    def cancel_job(self, job_id, deadline_s=None):
+        return self._call(self.precompute.CancelJob,
+                          lambda: precompute_pb2.CancelJobRequest(job_id=job_id), deadline_s)
+
+    # -- blend --
+    def _collect(self, stream):
+        out = FusedKV()
+        for msg in stream:
+            part = msg.WhichOneof("part")
+            if part == "header":
+                out.header = msg.header
+            elif part == "layer":
+                out.k.append(msg.layer.kv.k)
+                out.v.append(msg.layer.kv.v)
+                out.masks.append(msg.layer.recomputed_mask)
+            else:
+                out.summary = msg.summary
+        return out
+
+    def blend_segments(self, segments, mode=blend_pb2.BLEND_MODE_CACHEBLEND, ratio=0.0,
+                       deadline_s=None):
+        """segments: list of int (chunk id), str (text) or list[int] (tokens)."""
+        req = blend_pb2.BlendRequest(options=blend_pb2.BlendOptions(mode=mode,
+                                                                   recompute_ratio=ratio))
+        for s in segments:
+            seg = req.segments.add()
+            if isinstance(s, int):
+                seg.chunk_id = s
+            elif isinstance(s, str):
+                seg.text = s
+            else:
+                seg.tokens.ids.extend(s)
+        return self._collect(self._stream(self.blend.Blend, req, deadline_s))
+
+    def retrieve_and_blend(self, query, k=3, mode=blend_pb2.BLEND_MODE_CACHEBLEND, ratio=0.0,
+                           system_prompt="", deadline_s=None):
+        req = blend_pb2.RetrieveAndBlendRequest(
+            query=query, k=k, system_prompt=system_prompt,
+            options=blend_pb2.BlendOptions(mode=mode, recompute_ratio=ratio))
+        return self._collect(self._stream(self.blend.RetrieveAndBlend, req, deadline_s))
+
+    # -- engine --
+    def generate(self, question, k=3, mode=blend_pb2.BLEND_MODE_CACHEBLEND, ratio=0.0,
+                 max_new_tokens=32, chunk_ids=(), deadline_s=None):
+        return self._call(self.engine.Generate, lambda: engine_pb2.GenerateRequest(
+            question=question, k=k, chunk_ids=list(chunk_ids), max_new_tokens=max_new_tokens,
+            blend=blend_pb2.BlendOptions(mode=mode, recompute_ratio=ratio)), deadline_s)

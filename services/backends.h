@@ -1,0 +1,51 @@
+// backends.h: Backends, the libraries one sidecar (or one local precompute
+// run) works with, built from flags-level options: the model and its
+// tokenizer, the tiered KV store (RAM > SSD under data_dir > optional
+// Redis), the retrieval façade (catalogue + FAISS under data_dir) and the
+// Blender. Owned as a unit; members are null when not requested.
+// Thread safety: the members are thread-safe objects (see their headers).
+#ifndef RAGKV_SERVICES_BACKENDS_H_
+#define RAGKV_SERVICES_BACKENDS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "blend/blender.h"
+#include "kvstore/tiered_store.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
+#include "retrieval/retriever.h"
+
+namespace ragkv::services {
+
+struct BackendOptions {
+  std::string data_dir = "./ragkv-data";  // kv/ and retrieval/ live here
+  uint64_t ram_budget_bytes = uint64_t{1} << 30;
+  uint64_t ssd_budget_bytes = uint64_t{16} << 30;
+  std::string redis_url;       // "host:port" or "redis://host:port"; empty = no Redis tier
+  std::string model_path;      // empty = no model (and no blender)
+  std::string tokenizer_path;  // empty = the model's own
+  int max_seq_len = 0;         // model context override (0 = file's)
+  int chunk_tokens = 128;      // retrieval chunk size (tokens)
+  bool want_store = true;
+  bool want_retrieval = true;
+};
+
+struct Backends {
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<model::Tokenizer> tokenizer;
+  std::unique_ptr<kvstore::TieredStore> store;
+  std::unique_ptr<retrieval::Retriever> retriever;
+  std::unique_ptr<blend::Blender> blender;
+  ~Backends();  // retriever saved, store flushed, in that order
+};
+
+// BuildBackends: NotFound for a missing model/tokenizer, Internal when the
+// stores cannot open (e.g. a data_dir held by another process's RocksDB).
+absl::StatusOr<std::unique_ptr<Backends>> BuildBackends(const BackendOptions& options);
+
+}  // namespace ragkv::services
+
+#endif  // RAGKV_SERVICES_BACKENDS_H_

@@ -1,0 +1,260 @@
+#include "services/blend_service.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "blend/blender.h"
+#include "blend/store_source.h"
+#include "kvstore/chunk_key.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
+#include "retrieval/retriever.h"
+#include "services/internal/grpc_util.h"
+#include "services/internal/kv_wire.h"
+
+namespace ragkv::services {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double MsSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// Piece: one resolved segment.
+struct Piece {
+  std::vector<int32_t> tokens;
+  bool is_chunk = false;  // a catalogue chunk (chunk_id valid)
+  uint64_t chunk_id = 0;
+  std::unique_ptr<blend::StoreKvSource> source;  // null: computed fresh
+};
+
+absl::StatusOr<std::vector<int32_t>> TokensOfText(const ServiceContext* ctx,
+                                                  const std::string& text) {
+  if (ctx->tokenizer == nullptr) return absl::FailedPreconditionError("no tokenizer loaded");
+  return ctx->tokenizer->Encode(text, /*add_bos=*/false, /*add_eos=*/false);
+}
+
+absl::Status ResolveChunk(const ServiceContext* ctx, uint64_t chunk_id, Piece* p,
+                          double* fetch_ms) {
+  if (ctx->retriever == nullptr) {
+    return absl::FailedPreconditionError("chunk segments need the retrieval service");
+  }
+  ASSIGN_OR_RETURN(auto ch, ctx->retriever->GetChunk(static_cast<int64_t>(chunk_id)));
+  if (!ch) return absl::NotFoundError(absl::StrFormat("unknown chunk id %d", chunk_id));
+  p->is_chunk = true;
+  p->chunk_id = chunk_id;
+  p->tokens = std::move(ch->token_ids);
+  if (ctx->store != nullptr && !p->tokens.empty()) {
+    const auto t0 = Clock::now();
+    const auto& fp = ctx->model->fingerprint();
+    ASSIGN_OR_RETURN(p->source, blend::StoreKvSource::Open(
+                                    ctx->store, kvstore::ChunkKey::Of(fp, p->tokens), fp));
+    *fetch_ms += MsSince(t0);
+  }
+  return absl::OkStatus();
+}
+
+// RunBlend: resolves `segments`, blends, and streams the result into `w`.
+absl::Status RunBlend(const ServiceContext* ctx,
+                      const google::protobuf::RepeatedPtrField<v1::Segment>& segments,
+                      const v1::BlendOptions& opts, std::vector<uint64_t> retrieved,
+                      double retrieve_ms, internal::StreamWriter<v1::BlendResponse>* w) {
+  const auto t_total = Clock::now();
+  if (ctx->model == nullptr || ctx->blender == nullptr) {
+    return absl::FailedPreconditionError("this server has no model loaded (--model)");
+  }
+  if (segments.empty()) return absl::InvalidArgumentError("no segments");
+  if (opts.recompute_ratio() < 0 || opts.recompute_ratio() > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("recompute_ratio %g outside [0, 1]", opts.recompute_ratio()));
+  }
+  kernels::DType out_dtype = kernels::DType::kF32;
+  if (opts.output_dtype() != v1::DTYPE_UNSPECIFIED) {
+    ASSIGN_OR_RETURN(out_dtype, internal::FromWire(opts.output_dtype()));
+  }
+  // Resolve every segment.
+  double fetch_ms = 0;
+  std::vector<Piece> pieces(segments.size());
+  for (int i = 0; i < segments.size(); ++i) {
+    const v1::Segment& s = segments[i];
+    Piece& p = pieces[i];
+    switch (s.source_case()) {
+      case v1::Segment::kChunkId:
+        RETURN_IF_ERROR(ResolveChunk(ctx, s.chunk_id(), &p, &fetch_ms));
+        break;
+      case v1::Segment::kTokens:
+        p.tokens.assign(s.tokens().ids().begin(), s.tokens().ids().end());
+        break;
+      case v1::Segment::kText: {
+        ASSIGN_OR_RETURN(p.tokens, TokensOfText(ctx, s.text()));
+        break;
+      }
+      default:
+        return absl::InvalidArgumentError(absl::StrFormat("segment %d has no source", i));
+    }
+    if (p.tokens.empty()) return absl::InvalidArgumentError(absl::StrFormat("segment %d is empty", i));
+  }
+  if (pieces.back().is_chunk) {
+    return absl::InvalidArgumentError("the last segment must be the query (tokens or text)");
+  }
+  // Map to Blender segments: leading fresh pieces -> one prefix; chunks and
+  // fresh pieces between them -> chunks (fresh = a miss); last -> query.
+  std::vector<int32_t> prefix;
+  const model::Tokenizer* tok = ctx->tokenizer;
+  if (opts.add_bos() && tok != nullptr && tok->bos_id() >= 0) prefix.push_back(tok->bos_id());
+  size_t first = 0;
+  while (first + 1 < pieces.size() && !pieces[first].is_chunk) {
+    prefix.insert(prefix.end(), pieces[first].tokens.begin(), pieces[first].tokens.end());
+    ++first;
+  }
+  std::vector<blend::BlendSegment> segs;
+  v1::BlendHeader header;
+  uint32_t pos = 0;
+  if (!prefix.empty()) {
+    segs.push_back({blend::SegmentKind::kPrefix, absl::MakeConstSpan(prefix), nullptr});
+    v1::SegmentSpan* sp = header.add_spans();
+    sp->set_begin(pos);
+    pos += prefix.size();
+    sp->set_end(pos);
+  }
+  for (size_t i = first; i < pieces.size(); ++i) {
+    const bool query = i + 1 == pieces.size();
+    Piece& p = pieces[i];
+    segs.push_back({query ? blend::SegmentKind::kQuery : blend::SegmentKind::kChunk,
+                    absl::MakeConstSpan(p.tokens), p.source.get()});
+    v1::SegmentSpan* sp = header.add_spans();
+    sp->set_begin(pos);
+    pos += p.tokens.size();
+    sp->set_end(pos);
+    sp->set_chunk_id(p.chunk_id);
+    sp->set_is_chunk(p.is_chunk);
+    sp->set_cache_hit(p.source != nullptr);
+  }
+  blend::BlendOptions bo;
+  bo.logits = blend::QueryLogits::kNone;
+  switch (opts.mode()) {
+    case v1::BLEND_MODE_FULL_PREFILL: bo.strategy = blend::Strategy::kFullPrefill; break;
+    case v1::BLEND_MODE_PREFIX_CACHING: bo.strategy = blend::Strategy::kPrefixReuse; break;
+    case v1::BLEND_MODE_FULL_REUSE: bo.strategy = blend::Strategy::kFullReuse; break;
+    default:
+      bo.strategy = blend::Strategy::kCacheBlend;
+      bo.ratio = opts.recompute_ratio() > 0 ? opts.recompute_ratio() : kDefaultRecomputeRatio;
+  }
+  const auto t_blend = Clock::now();
+  ASSIGN_OR_RETURN(blend::BlendResult r, ctx->blender->Blend(segs, bo));
+  const double blend_ms = MsSince(t_blend);
+  for (auto& p : pieces) p.source.reset();  // release pinned layers early
+
+  // Stream: header, layers, summary.
+  const int64_t T = r.total_tokens;
+  const int L = r.cache.n_layers(), H = r.cache.kv_heads(), D = r.cache.head_dim();
+  v1::KVLayout* layout = header.mutable_layout();
+  layout->set_num_layers(L);
+  layout->set_num_kv_heads(H);
+  layout->set_head_dim(D);
+  layout->set_num_tokens(static_cast<uint32_t>(T));
+  layout->set_dtype(internal::ToWire(out_dtype));
+  layout->set_model_fingerprint(internal::FingerprintBytes(ctx->model->fingerprint()));
+  header.mutable_token_ids()->Add(prefix.begin(), prefix.end());
+  for (size_t i = first; i < pieces.size(); ++i) {
+    header.mutable_token_ids()->Add(pieces[i].tokens.begin(), pieces[i].tokens.end());
+  }
+  for (uint64_t id : retrieved) header.add_retrieved_chunk_ids(id);
+  v1::BlendResponse msg;
+  *msg.mutable_header() = std::move(header);
+  if (!w->Push(std::move(msg))) return absl::CancelledError("client went away");
+  const size_t bytes = static_cast<size_t>(H) * T * D * kernels::DTypeSize(out_dtype);
+  double recomputed_sum = 0;
+  for (int l = 0; l < L; ++l) {
+    v1::BlendResponse m;
+    v1::BlendLayer* bl = m.mutable_layer();
+    v1::LayerKV* kv = bl->mutable_kv();
+    kv->set_layer(l);
+    kv->mutable_k()->resize(bytes);
+    kv->mutable_v()->resize(bytes);
+    RETURN_IF_ERROR(r.cache.ExportLayer(l, 0, T, out_dtype, kv->mutable_k()->data(),
+                                        kv->mutable_v()->data()));
+    kv->set_checksum(internal::LayerChecksum(kv->k(), kv->v()));
+    std::string mask((T + 7) / 8, '\0');
+    if (l < static_cast<int>(r.recomputed.size())) {
+      for (int32_t row : r.recomputed[l]) {
+        if (row >= 0 && row < T) mask[row / 8] |= static_cast<char>(1u << (row % 8));
+      }
+      if (l >= 1) recomputed_sum += r.recomputed[l].size();
+    }
+    bl->set_recomputed_mask(std::move(mask));
+    if (!w->Push(std::move(m))) return absl::CancelledError("client went away");
+  }
+  v1::BlendResponse sm;
+  v1::BlendSummary* s = sm.mutable_summary();
+  const double mean_recomputed = L > 1 ? recomputed_sum / (L - 1) : 0;
+  s->set_recomputed_tokens(static_cast<uint32_t>(mean_recomputed + 0.5));
+  s->set_effective_ratio(T > 0 ? static_cast<float>(mean_recomputed / T) : 0.f);
+  const double total_ms = MsSince(t_total) + retrieve_ms;
+  const double load_ms = r.timings.load_s * 1e3;
+  auto add = [&](const char* stage, double ms) {
+    v1::StageTiming* t = s->add_timings();
+    t->set_stage(stage);
+    t->set_ms(ms);
+    ctx->metrics->Observe("ragkv_stage_ms", absl::StrFormat("stage=\"%s\"", stage), ms);
+  };
+  add("retrieve", retrieve_ms);
+  add("fetch", fetch_ms + load_ms);
+  add("blend", blend_ms);
+  add("recompute", r.timings.recompute_s * 1e3 + r.timings.layer0_s * 1e3);
+  add("total", total_ms);
+  ctx->metrics->Observe("ragkv_blend_ratio", absl::StrFormat("mode=\"%s\"",
+                                                             blend::StrategyName(bo.strategy)),
+                        s->effective_ratio());
+  if (!w->Push(std::move(sm))) return absl::CancelledError("client went away");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+grpc::ServerWriteReactor<v1::BlendResponse>* BlendServiceImpl::Blend(
+    grpc::CallbackServerContext* c, const v1::BlendRequest* req) {
+  return internal::StartStream<v1::BlendResponse>(
+      c, ctx_->executor, ctx_->auth_token,
+      [this, req](internal::StreamWriter<v1::BlendResponse>* w) -> absl::Status {
+        return RunBlend(ctx_, req->segments(), req->options(), {}, 0, w);
+      });
+}
+
+grpc::ServerWriteReactor<v1::BlendResponse>* BlendServiceImpl::RetrieveAndBlend(
+    grpc::CallbackServerContext* c, const v1::RetrieveAndBlendRequest* req) {
+  return internal::StartStream<v1::BlendResponse>(
+      c, ctx_->executor, ctx_->auth_token,
+      [this, req](internal::StreamWriter<v1::BlendResponse>* w) -> absl::Status {
+        if (req->query().empty()) return absl::InvalidArgumentError("empty query");
+        if (req->k() < 1 || req->k() > kMaxRetrieveK) {
+          return absl::InvalidArgumentError(
+              absl::StrFormat("k = %d out of range [1, %d]", req->k(), kMaxRetrieveK));
+        }
+        if (ctx_->retriever == nullptr) {
+          return absl::FailedPreconditionError("this server has no retrieval service");
+        }
+        const auto t0 = Clock::now();
+        retrieval::SearchOptions so;
+        so.k = static_cast<int>(req->k());
+        so.with_text = false;
+        ASSIGN_OR_RETURN(auto hits, ctx_->retriever->Search(req->query(), so));
+        const double retrieve_ms = MsSince(t0);
+        if (hits.empty()) return absl::NotFoundError("retrieval found no chunks (empty corpus?)");
+        google::protobuf::RepeatedPtrField<v1::Segment> segs;
+        if (!req->system_prompt().empty()) segs.Add()->set_text(req->system_prompt());
+        std::vector<uint64_t> ids;
+        for (const auto& h : hits) {
+          segs.Add()->set_chunk_id(static_cast<uint64_t>(h.chunk_id));
+          ids.push_back(static_cast<uint64_t>(h.chunk_id));
+        }
+        segs.Add()->set_text(req->query());
+        return RunBlend(ctx_, segs, req->options(), std::move(ids), retrieve_ms, w);
+      });
+}
+
+}  // namespace ragkv::services

@@ -1,0 +1,303 @@
+#include "services/precompute_job.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <set>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "base/log.h"
+#include "base/status_macros.h"
+#include "blend/kv_source.h"
+#include "blend/store_source.h"
+#include "kvstore/chunk_key.h"
+#include "kvstore/tiered_store.h"
+#include "model/model.h"
+#include "retrieval/corpus_reader.h"
+#include "retrieval/retriever.h"
+
+namespace ragkv::services {
+
+namespace {
+
+bool IsCorpusFile(const std::filesystem::path& p) {
+  static const std::set<std::string> kExt = {".txt", ".md", ".markdown", ".json", ".jsonl"};
+  return kExt.count(p.extension().string()) > 0;
+}
+
+std::vector<std::string> ListFiles(const v1::CorpusSpec& spec) {
+  std::vector<std::string> files;
+  for (const std::string& path : spec.paths()) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      std::vector<std::string> found;
+      for (auto it = std::filesystem::recursive_directory_iterator(path, ec);
+           !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+        if (it->is_regular_file(ec) && IsCorpusFile(it->path())) found.push_back(it->path());
+      }
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else {
+      files.push_back(path);
+    }
+  }
+  return files;
+}
+
+struct WorkItem {
+  kvstore::ChunkKey key;
+  std::vector<int32_t> tokens;
+  std::string name;  // doc#ordinal
+};
+
+}  // namespace
+
+JobManager::~JobManager() { CancelAll(); }
+
+absl::StatusOr<std::string> JobManager::Start(const v1::CorpusSpec& corpus, int workers) {
+  if (options_.model == nullptr || options_.store == nullptr || options_.retriever == nullptr) {
+    return absl::FailedPreconditionError(
+        "precompute needs a model (--model), the KV store and retrieval");
+  }
+  if (corpus.paths().empty()) return absl::InvalidArgumentError("corpus has no paths");
+  const uint32_t n = std::max<uint32_t>(1, corpus.shard_count());
+  if (corpus.shard_index() >= n) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("shard %d/%d: index must be < count", corpus.shard_index(), n));
+  }
+  if (workers < 0 || workers > 64) return absl::InvalidArgumentError("workers must be in [0, 64]");
+  for (const std::string& p : corpus.paths()) {
+    std::error_code ec;
+    if (!std::filesystem::exists(p, ec)) {
+      return absl::NotFoundError("corpus path does not exist: " + p);
+    }
+  }
+  auto job = std::make_unique<JobRec>();
+  job->corpus = corpus;
+  job->workers = workers > 0 ? workers : std::max(1, options_.default_workers);
+  JobRec* raw = job.get();
+  {
+    absl::MutexLock lock(&mu_);
+    job->id = absl::StrFormat("job-%d", next_id_++);
+    job->state.set_job_id(job->id);
+    job->state.set_state(v1::JOB_STATE_PENDING);
+    job->start = std::chrono::steady_clock::now();
+    jobs_[job->id] = std::move(job);
+  }
+  raw->thread = std::thread([this, raw] { Run(raw); });
+  return raw->id;
+}
+
+absl::StatusOr<v1::Job> JobManager::Get(const std::string& job_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError("unknown job '" + job_id + "'");
+  return it->second->state;
+}
+
+absl::StatusOr<v1::Job> JobManager::WaitForUpdate(const std::string& job_id, uint64_t* version,
+                                                  absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError("unknown job '" + job_id + "'");
+  const JobRec* j = it->second.get();
+  const uint64_t seen = *version;
+  auto changed = [j, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return j->version > seen; };
+  mu_.AwaitWithTimeout(absl::Condition(&changed), timeout);
+  *version = j->version;
+  return j->state;
+}
+
+absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError("unknown job '" + job_id + "'");
+  it->second->cancel = true;
+  return it->second->state;
+}
+
+absl::StatusOr<v1::Job> JobManager::Wait(const std::string& job_id) const {
+  uint64_t version = 0;
+  for (;;) {
+    ASSIGN_OR_RETURN(v1::Job j, WaitForUpdate(job_id, &version, absl::Seconds(1)));
+    if (Terminal(j.state())) return j;
+  }
+}
+
+void JobManager::CancelAll() {
+  std::vector<JobRec*> all;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, j] : jobs_) {
+      j->cancel = true;
+      all.push_back(j.get());
+    }
+  }
+  for (JobRec* j : all) {
+    if (j->thread.joinable()) j->thread.join();
+  }
+}
+
+void JobManager::Run(JobRec* job) {
+  // update: mutate the shared state under the lock and bump the version.
+  auto update = [this, job](auto&& fn) {
+    absl::MutexLock lock(&mu_);
+    fn(job->state);
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - job->start).count();
+    job->state.set_elapsed_seconds(elapsed);
+    if (elapsed > 0) {
+      const double tps = job->state.tokens_done() / elapsed;
+      job->state.set_tokens_per_second(tps);
+      const uint64_t processed = job->state.chunks_done() + job->state.chunks_skipped() +
+                                 job->state.chunks_failed();
+      const double rate = processed / elapsed;
+      const uint64_t left = job->state.chunks_total() > processed
+                                ? job->state.chunks_total() - processed : 0;
+      job->state.set_eta_seconds(rate > 0 ? left / rate : 0);
+    }
+    ++job->version;
+  };
+  auto fail = [&](const absl::Status& s) {
+    RAGKV_LOG(ERROR) << "precompute " << job->id << " failed: " << s;
+    update([&](v1::Job& j) {
+      j.set_state(v1::JOB_STATE_FAILED);
+      j.set_error(std::string(s.message()));
+    });
+  };
+  auto add_failure = [&](v1::Job& j, const std::string& what, const absl::Status& s) {
+    j.set_chunks_failed(j.chunks_failed() + 1);
+    if (j.failures_size() < options_.max_failures_listed) {
+      v1::ChunkFailure* f = j.add_failures();
+      f->set_chunk(what);
+      f->set_reason(s.ToString());
+    }
+  };
+  update([](v1::Job& j) { j.set_state(v1::JOB_STATE_RUNNING); });
+
+  // 1. Read and ingest documents (skip unchanged ones: resumable).
+  std::vector<std::string> doc_ids;
+  for (const std::string& file : ListFiles(job->corpus)) {
+    if (job->cancel) break;
+    auto corpus = retrieval::ReadCorpusFile(file);
+    if (!corpus.ok()) {
+      update([&](v1::Job& j) { add_failure(j, file, corpus.status()); });
+      continue;
+    }
+    std::vector<retrieval::Document> fresh;
+    for (auto& d : corpus->documents) {
+      doc_ids.push_back(d.id);
+      auto existing = options_.retriever->GetDocument(d.id);
+      if (!existing.ok()) {
+        fail(existing.status());
+        return;
+      }
+      const uint64_t h = XXH64(d.text.data(), d.text.size(), 0);
+      if (*existing && (*existing)->text_hash == h) continue;
+      if (*existing) {
+        absl::Status s = options_.retriever->Delete(d.id);
+        if (!s.ok()) {
+          fail(s);
+          return;
+        }
+      }
+      fresh.push_back(std::move(d));
+    }
+    if (!fresh.empty()) {
+      auto st = options_.retriever->Ingest(absl::MakeConstSpan(fresh));
+      if (!st.ok()) {
+        update([&](v1::Job& j) { add_failure(j, file, st.status()); });
+        continue;
+      }
+    }
+  }
+  update([&](v1::Job& j) { j.set_documents(doc_ids.size()); });
+
+  // 2. List this shard's chunks.
+  const kvstore::Fingerprint fp = options_.model->fingerprint();
+  const uint32_t n = std::max<uint32_t>(1, job->corpus.shard_count());
+  std::vector<WorkItem> items;
+  std::set<kvstore::ChunkKey> seen;
+  for (const std::string& id : doc_ids) {
+    if (job->cancel) break;
+    auto doc = options_.retriever->GetDocument(id);
+    if (!doc.ok()) {
+      fail(doc.status());
+      return;
+    }
+    if (!*doc) continue;
+    for (int64_t cid : (*doc)->chunk_ids) {
+      auto ch = options_.retriever->GetChunk(cid);
+      if (!ch.ok()) {
+        fail(ch.status());
+        return;
+      }
+      if (!*ch || (*ch)->token_ids.empty()) continue;
+      kvstore::ChunkKey key = kvstore::ChunkKey::Of(fp, (*ch)->token_ids);
+      if (key.Lo64() % n != job->corpus.shard_index()) continue;
+      if (!seen.insert(key).second) continue;  // identical passage elsewhere
+      items.push_back({key, std::move((*ch)->token_ids), absl::StrFormat("%s#%d", id, (*ch)->ordinal)});
+    }
+  }
+  update([&](v1::Job& j) { j.set_chunks_total(items.size()); });
+
+  // 3. Compute and store, `workers` threads pulling from a shared cursor.
+  std::atomic<size_t> next{0};
+  auto work = [&]() {
+    for (;;) {
+      if (job->cancel) return;
+      const size_t i = next.fetch_add(1);
+      if (i >= items.size()) return;
+      const WorkItem& it = items[i];
+      if (options_.store->Contains(it.key)) {
+        update([](v1::Job& j) { j.set_chunks_skipped(j.chunks_skipped() + 1); });
+        continue;
+      }
+      if (options_.chunk_delay > absl::ZeroDuration()) absl::SleepFor(options_.chunk_delay);
+      absl::Status s;
+      uint64_t bytes = 0;
+      auto kv = blend::PrecomputeChunk(*options_.model, it.tokens);
+      if (kv.ok()) {
+        auto enc = blend::EncodeForStore(*kv);
+        if (enc.ok()) {
+          bytes = enc->chunk->TotalBytes();
+          s = options_.store->Put(enc->key, enc->chunk);
+        } else {
+          s = enc.status();
+        }
+      } else {
+        s = kv.status();
+      }
+      if (s.ok()) {
+        update([&](v1::Job& j) {
+          j.set_chunks_done(j.chunks_done() + 1);
+          j.set_tokens_done(j.tokens_done() + it.tokens.size());
+          j.set_bytes_stored(j.bytes_stored() + bytes);
+        });
+      } else {
+        update([&](v1::Job& j) { add_failure(j, it.name, s); });
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int w = 1; w < job->workers; ++w) threads.emplace_back(work);
+  work();
+  for (auto& t : threads) t.join();
+  absl::Status flushed = options_.store->Flush();
+  absl::Status saved = options_.retriever->Save();
+  if (!flushed.ok()) {
+    fail(flushed);
+    return;
+  }
+  if (!saved.ok()) {
+    RAGKV_LOG(WARNING) << "retrieval index save failed: " << saved;
+  }
+  update([&](v1::Job& j) {
+    j.set_state(job->cancel ? v1::JOB_STATE_CANCELLED : v1::JOB_STATE_SUCCEEDED);
+  });
+}
+
+}  // namespace ragkv::services

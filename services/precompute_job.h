@@ -1,0 +1,106 @@
+// precompute_job.h: JobManager, the precompute batch runner behind both
+// PrecomputeService and `ragkv precompute --data-dir`.
+//
+// A job: walk the corpus paths (files .txt/.md/.markdown/.json/.jsonl, or
+// directories, recursively, in sorted order), read documents, ingest the
+// new or changed ones into the retriever, list every chunk, keep this
+// shard's chunks (ChunkKey.Lo64() mod shard_count == shard_index: stable
+// across processes and machines), and for each chunk not already stored run
+// the model over it alone (blend::PrecomputeChunk, the model's KV dtype) and
+// Put it into the tiered store. Resumable: stored chunks are skipped (the
+// SSD tier commits a chunk atomically, header last, so a job killed with
+// kill -9 leaves only whole chunks behind). Per-chunk failures (e.g. a chunk
+// longer than the context) are counted with their reason; the job still
+// succeeds. Cancellation stops between chunks.
+//
+// Thread safety: all methods are thread-safe. Each job runs on its own
+// coordinator thread plus `workers` worker threads (not the gRPC executor).
+#ifndef RAGKV_SERVICES_PRECOMPUTE_JOB_H_
+#define RAGKV_SERVICES_PRECOMPUTE_JOB_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "ragkv/v1/precompute.pb.h"
+
+namespace ragkv::kvstore {
+class TieredStore;
+}
+namespace ragkv::model {
+class Model;
+}
+namespace ragkv::retrieval {
+class Retriever;
+}
+
+namespace ragkv::services {
+
+class JobManager {
+ public:
+  struct Options {
+    const model::Model* model = nullptr;          // required for jobs to start
+    retrieval::Retriever* retriever = nullptr;    // required
+    kvstore::TieredStore* store = nullptr;        // required
+    int default_workers = 1;
+    int max_failures_listed = 100;
+    // Testing seam: sleep this long before each computed chunk (lets tests
+    // kill a job midway). Default 0.
+    absl::Duration chunk_delay = absl::ZeroDuration();
+  };
+  explicit JobManager(Options options) : options_(options) {}
+  ~JobManager();  // CancelAll + join
+
+  // Start: validates and starts a job; returns its id. NotFound: a corpus
+  // path does not exist; InvalidArgument: no paths, shard_index >=
+  // shard_count, workers > 64; FailedPrecondition: no model/store/retriever.
+  absl::StatusOr<std::string> Start(const v1::CorpusSpec& corpus, int workers);
+  // Get: the job's current state; NotFound for an unknown id.
+  absl::StatusOr<v1::Job> Get(const std::string& job_id) const;
+  // WaitForUpdate: blocks until the job's version exceeds `*version` or
+  // `timeout` passes; returns the state and updates *version.
+  absl::StatusOr<v1::Job> WaitForUpdate(const std::string& job_id, uint64_t* version,
+                                        absl::Duration timeout) const;
+  // Cancel: requests cancellation (no-op on a finished job).
+  absl::StatusOr<v1::Job> Cancel(const std::string& job_id);
+  // CancelAll: cancels every running job and joins them (shutdown).
+  void CancelAll();
+  // Wait: blocks until the job is in a terminal state.
+  absl::StatusOr<v1::Job> Wait(const std::string& job_id) const;
+
+  static bool Terminal(v1::JobState s) {
+    return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED ||
+           s == v1::JOB_STATE_CANCELLED;
+  }
+
+ private:
+  struct JobRec {
+    std::string id;
+    v1::CorpusSpec corpus;
+    int workers = 1;
+    std::thread thread;
+    std::atomic<bool> cancel{false};
+    // Guarded by JobManager::mu_.
+    v1::Job state;
+    uint64_t version = 0;
+    std::chrono::steady_clock::time_point start;
+  };
+  void Run(JobRec* job);
+
+  const Options options_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<JobRec>> jobs_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+}  // namespace ragkv::services
+
+#endif  // RAGKV_SERVICES_PRECOMPUTE_JOB_H_

@@ -1,0 +1,92 @@
+#include "services/precompute_service.h"
+
+#include <thread>
+
+#include "base/status_macros.h"
+#include "services/internal/grpc_util.h"
+#include "services/precompute_job.h"
+
+namespace ragkv::services {
+namespace {
+
+absl::Status NeedJobs(const ServiceContext* ctx) {
+  if (ctx->jobs == nullptr) return absl::FailedPreconditionError("precompute is not enabled");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* PrecomputeServiceImpl::StartJob(grpc::CallbackServerContext* c,
+                                                          const v1::StartJobRequest* req,
+                                                          v1::Job* resp) {
+  return internal::RunUnary(c, ctx_->executor, ctx_->auth_token, [this, req, resp]() -> absl::Status {
+    RETURN_IF_ERROR(NeedJobs(ctx_));
+    ASSIGN_OR_RETURN(std::string id,
+                     ctx_->jobs->Start(req->corpus(), static_cast<int>(req->workers())));
+    ASSIGN_OR_RETURN(*resp, ctx_->jobs->Get(id));
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* PrecomputeServiceImpl::GetJob(grpc::CallbackServerContext* c,
+                                                        const v1::GetJobRequest* req,
+                                                        v1::Job* resp) {
+  return internal::RunUnary(c, ctx_->executor, ctx_->auth_token, [this, req, resp]() -> absl::Status {
+    RETURN_IF_ERROR(NeedJobs(ctx_));
+    ASSIGN_OR_RETURN(*resp, ctx_->jobs->Get(req->job_id()));
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerWriteReactor<v1::Job>* PrecomputeServiceImpl::WatchJob(
+    grpc::CallbackServerContext* c, const v1::WatchJobRequest* req) {
+  // A watch is long-lived and mostly waits: it gets its own thread instead
+  // of holding an executor worker (which would starve short calls).
+  auto* w = new internal::StreamWriter<v1::Job>();
+  absl::Status auth = internal::CheckBearer(*c, ctx_->auth_token);
+  if (!auth.ok()) {
+    w->Close(internal::ToGrpc(auth));
+    return w;
+  }
+  if (absl::Status s = NeedJobs(ctx_); !s.ok()) {
+    w->Close(internal::ToGrpc(s));
+    return w;
+  }
+  const std::string id = req->job_id();
+  const absl::Duration interval =
+      absl::Milliseconds(req->interval_ms() > 0 ? req->interval_ms() : 500);
+  JobManager* jobs = ctx_->jobs;
+  std::thread([w, id, interval, jobs] {
+    uint64_t version = 0;
+    for (;;) {
+      auto job = jobs->WaitForUpdate(id, &version, interval);
+      if (!job.ok()) {
+        w->Close(internal::ToGrpc(job.status()));
+        return;
+      }
+      const bool done = JobManager::Terminal(job->state());
+      if (!w->Push(*job)) {
+        w->Close(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+        return;
+      }
+      if (done) {
+        w->Close(grpc::Status::OK);
+        return;
+      }
+      absl::SleepFor(absl::Milliseconds(50));  // coalesce bursts of updates
+    }
+  }).detach();
+  return w;
+}
+
+grpc::ServerUnaryReactor* PrecomputeServiceImpl::CancelJob(grpc::CallbackServerContext* c,
+                                                           const v1::CancelJobRequest* req,
+                                                           v1::Job* resp) {
+  return internal::RunUnary(c, ctx_->executor, ctx_->auth_token, [this, req, resp]() -> absl::Status {
+    RETURN_IF_ERROR(NeedJobs(ctx_));
+    ASSIGN_OR_RETURN(*resp, ctx_->jobs->Cancel(req->job_id()));
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace ragkv::services

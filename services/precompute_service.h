@@ -1,0 +1,32 @@
+// precompute_service.h: PrecomputeServiceImpl, ragkv.v1.PrecomputeService
+// over JobManager (precompute_job.h). Jobs run on their own threads; the
+// RPCs only start, read, watch and cancel them.
+// Thread safety: stateless; gRPC calls it concurrently.
+#ifndef RAGKV_SERVICES_PRECOMPUTE_SERVICE_H_
+#define RAGKV_SERVICES_PRECOMPUTE_SERVICE_H_
+
+#include "ragkv/v1/precompute.grpc.pb.h"
+#include "services/service_context.h"
+
+namespace ragkv::services {
+
+class PrecomputeServiceImpl final : public v1::PrecomputeService::CallbackService {
+ public:
+  explicit PrecomputeServiceImpl(const ServiceContext* ctx) : ctx_(ctx) {}
+
+  grpc::ServerUnaryReactor* StartJob(grpc::CallbackServerContext* c,
+                                     const v1::StartJobRequest* req, v1::Job* resp) override;
+  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* c, const v1::GetJobRequest* req,
+                                   v1::Job* resp) override;
+  grpc::ServerWriteReactor<v1::Job>* WatchJob(grpc::CallbackServerContext* c,
+                                              const v1::WatchJobRequest* req) override;
+  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* c,
+                                      const v1::CancelJobRequest* req, v1::Job* resp) override;
+
+ private:
+  const ServiceContext* ctx_;
+};
+
+}  // namespace ragkv::services
+
+#endif  // RAGKV_SERVICES_PRECOMPUTE_SERVICE_H_

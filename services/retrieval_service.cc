@@ -1,0 +1,180 @@
+#include "services/retrieval_service.h"
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "kvstore/chunk_key.h"
+#include "model/model.h"
+#include "retrieval/retriever.h"
+#include "services/internal/grpc_util.h"
+
+namespace ragkv::services {
+namespace {
+
+using internal::RunUnary;
+
+absl::Status NeedRetriever(const ServiceContext* ctx) {
+  if (ctx->retriever == nullptr) {
+    return absl::FailedPreconditionError("this server has no retrieval service");
+  }
+  return absl::OkStatus();
+}
+
+std::string KvKeyOf(const ServiceContext* ctx, const std::vector<int32_t>& tokens) {
+  if (ctx->model == nullptr || tokens.empty()) return "";
+  return std::string(kvstore::ChunkKey::Of(ctx->model->fingerprint(), tokens).AsBytes());
+}
+
+struct IngestState {
+  std::vector<retrieval::Document> docs;
+  size_t bytes = 0;
+};
+
+}  // namespace
+
+grpc::ServerReadReactor<v1::IngestDocumentsRequest>* RetrievalServiceImpl::IngestDocuments(
+    grpc::CallbackServerContext* c, v1::IngestDocumentsResponse* resp) {
+  auto state = std::make_shared<IngestState>();
+  auto on_message = [state](v1::IngestDocumentsRequest&& req) -> absl::Status {
+    const v1::Document& d = req.document();
+    if (d.doc_id().empty()) return absl::InvalidArgumentError("document with an empty doc_id");
+    if (d.text().empty()) {
+      return absl::InvalidArgumentError("document '" + d.doc_id() + "' has empty text");
+    }
+    state->bytes += d.text().size();
+    if (state->docs.size() >= kMaxIngestDocuments || state->bytes > kMaxIngestBytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("ingest stream over %d documents or %d bytes; split it",
+                          kMaxIngestDocuments, kMaxIngestBytes));
+    }
+    retrieval::Document doc;
+    doc.id = d.doc_id();
+    doc.title = d.source();
+    doc.text = d.text();
+    state->docs.push_back(std::move(doc));
+    return absl::OkStatus();
+  };
+  auto on_end = [this, state, resp]() -> absl::Status {
+    RETURN_IF_ERROR(NeedRetriever(ctx_));
+    if (state->docs.empty()) return absl::InvalidArgumentError("no documents in the stream");
+    // Re-ingesting a doc_id replaces it: delete the old version first.
+    for (const auto& d : state->docs) {
+      ASSIGN_OR_RETURN(auto existing, ctx_->retriever->GetDocument(d.id));
+      if (existing) RETURN_IF_ERROR(ctx_->retriever->Delete(d.id));
+    }
+    ASSIGN_OR_RETURN(retrieval::IngestStats st,
+                     ctx_->retriever->Ingest(absl::MakeConstSpan(state->docs)));
+    resp->set_documents(static_cast<uint32_t>(st.documents));
+    resp->set_chunks(static_cast<uint32_t>(st.chunks));
+    uint64_t tokens = 0;
+    for (const auto& d : state->docs) {
+      ASSIGN_OR_RETURN(auto rec, ctx_->retriever->GetDocument(d.id));
+      if (!rec) continue;
+      v1::IngestedDocument* out = resp->add_ingested();
+      out->set_doc_id(d.id);
+      for (int64_t id : rec->chunk_ids) {
+        out->add_chunk_ids(static_cast<uint64_t>(id));
+        ASSIGN_OR_RETURN(auto ch, ctx_->retriever->GetChunk(id));
+        if (ch) tokens += ch->token_ids.size();
+      }
+    }
+    resp->set_tokens(tokens);
+    ctx_->metrics->Add("ragkv_ingested_documents_total", "", static_cast<double>(st.documents));
+    ctx_->metrics->Add("ragkv_ingested_chunks_total", "", static_cast<double>(st.chunks));
+    return absl::OkStatus();
+  };
+  return new internal::CollectReader<v1::IngestDocumentsRequest>(
+      c, ctx_->executor, ctx_->auth_token, std::move(on_message), std::move(on_end));
+}
+
+grpc::ServerUnaryReactor* RetrievalServiceImpl::DeleteDocument(
+    grpc::CallbackServerContext* c, const v1::DeleteDocumentRequest* req,
+    v1::DeleteDocumentResponse* resp) {
+  return RunUnary(c, ctx_->executor, ctx_->auth_token, [this, req, resp]() -> absl::Status {
+    RETURN_IF_ERROR(NeedRetriever(ctx_));
+    if (req->doc_id().empty()) return absl::InvalidArgumentError("empty doc_id");
+    ASSIGN_OR_RETURN(auto rec, ctx_->retriever->GetDocument(req->doc_id()));
+    if (!rec) return absl::NotFoundError("unknown document '" + req->doc_id() + "'");
+    RETURN_IF_ERROR(ctx_->retriever->Delete(req->doc_id()));
+    resp->set_chunks_deleted(static_cast<uint32_t>(rec->chunk_ids.size()));
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* RetrievalServiceImpl::Search(grpc::CallbackServerContext* c,
+                                                       const v1::SearchRequest* req,
+                                                       v1::SearchResponse* resp) {
+  return RunUnary(c, ctx_->executor, ctx_->auth_token, [this, req, resp]() -> absl::Status {
+    RETURN_IF_ERROR(NeedRetriever(ctx_));
+    if (req->k() == 0 || req->k() > kMaxSearchK) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("k = %d out of range [1, %d]", req->k(), kMaxSearchK));
+    }
+    retrieval::SearchOptions so;
+    so.k = static_cast<int>(req->k());
+    so.with_text = req->include_content();
+    so.with_tokens = true;  // needed for the KV key
+    const auto t0 = std::chrono::steady_clock::now();
+    absl::StatusOr<std::vector<retrieval::SearchResult>> hits;
+    if (req->has_vector()) {
+      if (req->vector().values_size() != ctx_->retriever->embedder().dim()) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("query vector has %d values, the index dim is %d",
+                            req->vector().values_size(), ctx_->retriever->embedder().dim()));
+      }
+      hits = ctx_->retriever->SearchByVector(
+          absl::MakeConstSpan(req->vector().values().data(), req->vector().values_size()), so);
+    } else if (!req->text().empty()) {
+      hits = ctx_->retriever->Search(req->text(), so);
+    } else {
+      return absl::InvalidArgumentError("empty query (set text or vector)");
+    }
+    if (!hits.ok()) return hits.status();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    for (auto& h : *hits) {
+      v1::SearchHit* out = resp->add_hits();
+      out->set_score(h.score);
+      v1::ChunkInfo* ci = out->mutable_chunk();
+      ci->set_chunk_id(static_cast<uint64_t>(h.chunk_id));
+      ci->set_doc_id(h.doc_id);
+      ci->set_ordinal(static_cast<uint32_t>(h.ordinal));
+      ci->set_kv_key(KvKeyOf(ctx_, h.token_ids));
+      if (req->include_content()) {
+        ci->set_text(std::move(h.text));
+        ci->mutable_token_ids()->Assign(h.token_ids.begin(), h.token_ids.end());
+      }
+    }
+    v1::StageTiming* t = resp->add_timings();
+    t->set_stage("search");
+    t->set_ms(ms);
+    ctx_->metrics->Observe("ragkv_stage_ms", "stage=\"retrieve\"", ms);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* RetrievalServiceImpl::GetChunks(grpc::CallbackServerContext* c,
+                                                          const v1::GetChunksRequest* req,
+                                                          v1::GetChunksResponse* resp) {
+  return RunUnary(c, ctx_->executor, ctx_->auth_token, [this, req, resp]() -> absl::Status {
+    RETURN_IF_ERROR(NeedRetriever(ctx_));
+    if (req->chunk_ids_size() > 4096) return absl::InvalidArgumentError("over 4096 chunk ids");
+    for (uint64_t id : req->chunk_ids()) {
+      ASSIGN_OR_RETURN(auto ch, ctx_->retriever->GetChunk(static_cast<int64_t>(id)));
+      if (!ch) return absl::NotFoundError(absl::StrFormat("unknown chunk id %d", id));
+      v1::ChunkInfo* ci = resp->add_chunks();
+      ci->set_chunk_id(id);
+      ci->set_doc_id(ch->doc_id);
+      ci->set_ordinal(static_cast<uint32_t>(ch->ordinal));
+      ci->set_text(ch->text);
+      ci->mutable_token_ids()->Assign(ch->token_ids.begin(), ch->token_ids.end());
+      ci->set_kv_key(KvKeyOf(ctx_, ch->token_ids));
+    }
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace ragkv::services

@@ -1,0 +1,40 @@
+// retrieval_service.h: RetrievalServiceImpl, ragkv.v1.RetrievalService over
+// retrieval::Retriever (ingest, delete, search, chunk records). Chunk KV
+// keys are ChunkKey::Of(served model fingerprint, chunk tokens), computed
+// on the fly (empty when no model is loaded). Work runs on the executor.
+// Thread safety: stateless; gRPC calls it concurrently.
+#ifndef RAGKV_SERVICES_RETRIEVAL_SERVICE_H_
+#define RAGKV_SERVICES_RETRIEVAL_SERVICE_H_
+
+#include "ragkv/v1/retrieval.grpc.pb.h"
+#include "services/service_context.h"
+
+namespace ragkv::services {
+
+class RetrievalServiceImpl final : public v1::RetrievalService::CallbackService {
+ public:
+  explicit RetrievalServiceImpl(const ServiceContext* ctx) : ctx_(ctx) {}
+
+  grpc::ServerReadReactor<v1::IngestDocumentsRequest>* IngestDocuments(
+      grpc::CallbackServerContext* c, v1::IngestDocumentsResponse* resp) override;
+  grpc::ServerUnaryReactor* DeleteDocument(grpc::CallbackServerContext* c,
+                                           const v1::DeleteDocumentRequest* req,
+                                           v1::DeleteDocumentResponse* resp) override;
+  grpc::ServerUnaryReactor* Search(grpc::CallbackServerContext* c, const v1::SearchRequest* req,
+                                   v1::SearchResponse* resp) override;
+  grpc::ServerUnaryReactor* GetChunks(grpc::CallbackServerContext* c,
+                                      const v1::GetChunksRequest* req,
+                                      v1::GetChunksResponse* resp) override;
+
+ private:
+  const ServiceContext* ctx_;
+};
+
+// Limits shared with the Blend service.
+inline constexpr uint32_t kMaxSearchK = 1024;
+inline constexpr size_t kMaxIngestDocuments = 100000;
+inline constexpr size_t kMaxIngestBytes = size_t{1} << 30;
+
+}  // namespace ragkv::services
+
+#endif  // RAGKV_SERVICES_RETRIEVAL_SERVICE_H_

@@ -1,0 +1,139 @@
+#!/usr/bin/python3
+"""Python client (connector/python) against a live `ragkv serve`.
+
+Starts the ragkv binary on 127.0.0.1:0 with the stories260K model (skips,
+exit 0 with a message, when the model is absent), then exercises every RPC
+through ragkv_client and checks error codes.
+Usage: python_client_test.py --ragkv BIN --stubs DIR --package DIR
+"""
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ARGS = None
+
+
+def models_dir():
+    return os.environ.get("RAGKV_TEST_MODELS",
+                          os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared",
+                                       "models"))
+
+
+class PythonClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        model = os.path.join(models_dir(), "stories260K.gguf")
+        if not os.path.exists(model):
+            raise unittest.SkipTest(f"test model not found at {model}")
+        cls.tmp = tempfile.mkdtemp(prefix="ragkv-py-")
+        cls.corpus = os.path.join(cls.tmp, "corpus")
+        os.makedirs(cls.corpus)
+        for i, (who, what) in enumerate([("Lily", "ball"), ("Tom", "cat"), ("Sue", "kite")]):
+            with open(os.path.join(cls.corpus, f"doc{i}.txt"), "w") as f:
+                f.write(f"Once upon a time, {who} had a big red {what}. " * 8)
+        cls.proc = subprocess.Popen(
+            [ARGS.ragkv, "serve", "--listen", "127.0.0.1:0", "--data-dir",
+             os.path.join(cls.tmp, "data"), "--model", model, "--max-seq-len", "512",
+             "--chunk-tokens", "48", "--metrics-port", "-1", "--auth-token", "tok"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        line = cls.proc.stdout.readline()
+        if not line.startswith("LISTENING"):
+            cls.proc.kill()
+            raise RuntimeError(f"ragkv serve did not start: {line!r}")
+        cls.address = line.split()[1]
+        from ragkv_client import Client
+        cls.client = Client(cls.address, auth_token="tok", deadline_s=60)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        cls.proc.send_signal(signal.SIGTERM)
+        cls.proc.wait(timeout=30)
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_00_every_rpc(self):
+        import grpc
+        from ragkv.v1 import blend_pb2
+        from ragkv_client import Client, RagkvError
+        c = self.client
+        job = c.start_job([self.corpus])
+        states = list(c.watch_job(job.job_id, interval_ms=100))
+        self.assertEqual(states[-1].state, 3)  # SUCCEEDED
+        self.assertGreater(states[-1].chunks_total, 0)
+        self.assertEqual(c.get_job(job.job_id).job_id, job.job_id)
+        c.cancel_job(job.job_id)
+
+        ing = c.ingest_documents([("py-doc", "The fish swam in the blue sea all day.")])
+        self.assertEqual(ing.documents, 1)
+        hits = c.search(text="Lily ball", k=2, include_content=True)
+        self.assertEqual(len(hits.hits), 2)
+        chunk = hits.hits[0].chunk
+        self.assertEqual(len(c.get_chunks([chunk.chunk_id]).chunks), 1)
+        self.assertEqual(c.contains([chunk.kv_key, b"x" * 16]), [True, False])
+        self.assertTrue(c.lookup([chunk.kv_key]).results[0].found)
+        header, layers = c.get_chunk(chunk.kv_key)
+        self.assertEqual(header.layout.num_layers, len(layers))
+        # Round trip a chunk through delete + put.
+        self.assertEqual(c.delete_chunks([chunk.kv_key]).deleted, 1)
+        self.assertEqual(c.contains([chunk.kv_key]), [False])
+        put = c.put_chunk(header, layers)
+        self.assertGreater(put.bytes_stored, 0)
+        self.assertEqual(c.get_chunk(chunk.kv_key)[1][0].k, layers[0].k)
+        self.assertGreater(len(c.stats().tiers), 1)
+
+        fused = c.blend_segments([hits.hits[0].chunk.chunk_id, hits.hits[1].chunk.chunk_id,
+                                  "What did she have?"], ratio=0.2)
+        self.assertEqual(len(fused.k), fused.header.layout.num_layers)
+        self.assertGreater(fused.summary.recomputed_tokens, 0)
+        rab = c.retrieve_and_blend("Tom cat", k=2)
+        self.assertEqual(len(rab.header.retrieved_chunk_ids), 2)
+        full = c.generate("What did Tom have?", k=2, mode=blend_pb2.BLEND_MODE_FULL_PREFILL,
+                          max_new_tokens=6)
+        blended = c.generate("What did Tom have?", k=2, mode=blend_pb2.BLEND_MODE_CACHEBLEND,
+                             ratio=1.0, max_new_tokens=6)
+        self.assertEqual(list(full.answer_tokens), list(blended.answer_tokens))
+        self.assertGreater(blended.ttft.ttft_ms, 0)
+        self.assertEqual(c.delete_document("py-doc").chunks_deleted, 1)
+
+    def test_01_errors(self):
+        import grpc
+        from ragkv_client import Client, RagkvError
+        c = self.client
+        with self.assertRaises(RagkvError) as e:
+            c.search(text="x", k=0)
+        self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        with self.assertRaises(RagkvError) as e:
+            c.get_chunk(b"y" * 16)
+        self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)
+        with self.assertRaises(RagkvError) as e:
+            c.start_job(["/no/such/corpus"])
+        self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)
+        with self.assertRaises(RagkvError) as e:
+            c.delete_document("never-ingested")
+        self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)
+        anon = Client(self.address, deadline_s=10)
+        with self.assertRaises(RagkvError) as e:
+            anon.stats()
+        self.assertEqual(e.exception.code, grpc.StatusCode.UNAUTHENTICATED)
+        anon.close()
+
+
+def main():
+    global ARGS
+    p = argparse.ArgumentParser()
+    p.add_argument("--ragkv", required=True)
+    p.add_argument("--stubs", required=True)
+    p.add_argument("--package", required=True)
+    ARGS, rest = p.parse_known_args()
+    sys.path.insert(0, ARGS.stubs)
+    sys.path.insert(0, ARGS.package)
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
