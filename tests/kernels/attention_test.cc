@@ -149,6 +149,36 @@ TEST(SelectiveAttentionTest, MatchesReferenceAcrossShapesAndIsas) {
   }
 }
 
+TEST(SelectiveAttentionTest, RandomConfigurations) {
+  // Random small problems that reach every code path: dot-product QK (<= 4
+  // query vectors), full and half register blocks, PV blocks with per-row
+  // tails, head_dim remainders, 1..8 threads (split keys), duplicate rows.
+  std::mt19937 rng(2024);
+  const int saved = MaxThreads();
+  for (Isa isa : Isas()) {
+    IsaScope scope(isa);
+    for (int trial = 0; trial < 40; ++trial) {
+      const int kvh = 1 + static_cast<int>(rng() % 3);
+      const int g = 1 << (rng() % 4);  // 1, 2, 4, 8
+      const int hd_choices[] = {1, 4, 8, 16, 24, 33, 64, 80, 128};
+      const int hd = hd_choices[rng() % 9];
+      const int n = 1 + static_cast<int>(rng() % 700);
+      const int rows = 1 + static_cast<int>(rng() % std::min(n + 3, 40));
+      std::vector<int32_t> pos(rows);
+      for (auto& x : pos) x = static_cast<int32_t>(rng() % n);
+      SetMaxThreads(1 + static_cast<int>(rng() % 8));
+      SCOPED_TRACE(::testing::Message() << IsaName(isa) << " trial " << trial << " KVH=" << kvh
+                                        << " g=" << g << " hd=" << hd << " N=" << n
+                                        << " rows=" << rows << " threads=" << MaxThreads());
+      Problem p = MakeProblem(g * kvh, kvh, hd, n, pos, 1000 + trial);
+      std::vector<float> out;
+      ASSERT_TRUE(RunAttn(p, &out).ok());
+      ExpectNear(out, Reference(p, CausalMode::kExact), kTol, "random");
+    }
+  }
+  SetMaxThreads(saved);
+}
+
 TEST(SelectiveAttentionTest, LongContextGqaRatios) {
   // N = 4096, head_dim 128, GQA 1/2/4/8, scattered rows plus the last row.
   int ratio_seed = 100;
