@@ -165,8 +165,16 @@ class RedisServer {
         pid_ = -1;
         return absl::UnavailableError(absl::StrCat("redis-server exited: ", Log()));
       }
-      absl::StatusOr<Reply> r = RedisCommandOnce(port_, {"PING"});
-      if (r.ok() && r->str() == "PONG") return absl::OkStatus();
+      // The server answering must be ours (not another test's that won a
+      // race for the port while ours failed to bind).
+      absl::StatusOr<Reply> r = RedisCommandOnce(port_, {"INFO", "server"});
+      if (r.ok() && r->IsString()) {
+        if (absl::StrContains(internal::Sv(r->str()), absl::StrCat("process_id:", pid_, "\r\n"))) {
+          return absl::OkStatus();
+        }
+        Kill();
+        return absl::UnavailableError(absl::StrCat("port ", port_, " is served by another process"));
+      }
       absl::SleepFor(absl::Milliseconds(20));
     }
     Kill();
