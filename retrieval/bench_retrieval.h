@@ -55,7 +55,7 @@ struct RetrievalSpeedBenchOptions {
   int num_vectors = 20000;
   int dim = 64;
   int num_queries = 2000;
-  std::vector<std::string> factories = {"Flat", "HNSW32", "IVF256,PQ16"};
+  std::vector<std::string> factories = {"Flat", "HNSW32", "IVF256,PQ16np", "IVF256,PQ16np,RFlat"};
   std::string work_dir;
 };
 

@@ -13,6 +13,7 @@
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexIDMap.h>
 #include <faiss/IndexIVF.h>
+#include <faiss/IndexRefine.h>
 #include <faiss/impl/AuxIndexStructures.h>
 #include <faiss/impl/FaissException.h>
 #include <faiss/impl/IDSelector.h>
@@ -79,6 +80,10 @@ VectorIndex::~VectorIndex() = default;
 void VectorIndex::ApplyRuntimeParams() {
   faiss::Index* sub = index_->index;
   if (auto* hnsw = dynamic_cast<faiss::IndexHNSW*>(sub)) hnsw->hnsw.efSearch = options_.hnsw_ef_search;
+  if (auto* refine = dynamic_cast<faiss::IndexRefine*>(sub)) {
+    refine->k_factor = static_cast<float>(options_.refine_k_factor);
+    sub = refine->base_index;
+  }
   if (auto* ivf = faiss::ivflib::try_extract_index_ivf(sub)) ivf->nprobe = options_.ivf_nprobe;
 }
 
@@ -91,8 +96,9 @@ bool VectorIndex::SupportsRemove() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
 absl::StatusOr<std::unique_ptr<VectorIndex>> VectorIndex::Create(VectorIndexOptions options) {
   if (options.dim <= 0) return absl::InvalidArgumentError("VectorIndex: dim must be > 0");
   if (options.omp_threads < 1) return absl::InvalidArgumentError("VectorIndex: omp_threads must be >= 1");
-  if (options.hnsw_ef_search < 1 || options.ivf_nprobe < 1) {
-    return absl::InvalidArgumentError("VectorIndex: hnsw_ef_search and ivf_nprobe must be >= 1");
+  if (options.hnsw_ef_search < 1 || options.ivf_nprobe < 1 || options.refine_k_factor < 1) {
+    return absl::InvalidArgumentError(
+        "VectorIndex: hnsw_ef_search, ivf_nprobe and refine_k_factor must be >= 1");
   }
   if (options.factory.empty() || absl::StrContains(options.factory, "IDMap")) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -222,6 +228,7 @@ absl::StatusOr<std::vector<std::vector<SearchHit>>> VectorIndex::Search(
       sub->search(n, queries.data(), fetch, dist.data(), labels.data(), params);
     }));
     bool short_of_k = false;
+    bool skipped_any = false;  // only skipping (tombstones/filter) justifies a deeper fetch
     for (idx_t q = 0; q < n; ++q) {
       std::vector<SearchHit>& out = results[q];
       out.clear();
@@ -229,14 +236,16 @@ absl::StatusOr<std::vector<std::vector<SearchHit>>> VectorIndex::Search(
         const idx_t label = labels[q * fetch + j];
         if (label < 0 || label >= static_cast<idx_t>(index_->id_map.size())) continue;
         const int64_t id = index_->id_map[label];
-        if (tombstones_.contains(id)) continue;
-        if (allowed != nullptr && !allowed->contains(id)) continue;
+        if (tombstones_.contains(id) || (allowed != nullptr && !allowed->contains(id))) {
+          skipped_any = true;
+          continue;
+        }
         const float d = dist[q * fetch + j];
         out.push_back(SearchHit{id, is_ip ? d : -d});
       }
       if (static_cast<int>(out.size()) < k) short_of_k = true;
     }
-    if (!short_of_k || fetch >= ntotal) break;
+    if (!short_of_k || !skipped_any || fetch >= ntotal) break;
     fetch = std::min<idx_t>(ntotal, fetch * 4);
   }
   return results;

@@ -62,6 +62,10 @@ struct VectorIndexOptions {
   int hnsw_ef_search = 64;
   // IVF nprobe (default 16).
   int ivf_nprobe = 16;
+  // Re-ranking depth factor for refined indexes (factory ending ",RFlat"):
+  // the base index returns k * refine_k_factor candidates that are re-scored
+  // exactly (default 8).
+  int refine_k_factor = 8;
 };
 
 struct SearchHit {
