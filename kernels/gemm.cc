@@ -47,6 +47,9 @@ absl::Status Gemm(TensorView a, TensorView b, bool trans_b, TensorView c, float 
         "Gemm: shape mismatch a=", a.DebugString(), " b=", b.DebugString(),
         trans_b ? " (transposed)" : "", " c=", c.DebugString()));
   }
+  if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) {
+    return absl::InvalidArgumentError("Gemm: dimensions exceed the BLAS int range");
+  }
   if (m == 0 || n == 0) return absl::OkStatus();
   const int64_t lda = a.shape[0] > 1 ? a.stride[0] : (k > 0 ? k : 1);
   const int64_t ldb = b.shape[0] > 1 ? b.stride[0] : (b.shape[1] > 0 ? b.shape[1] : 1);
@@ -60,6 +63,20 @@ absl::Status Gemm(TensorView a, TensorView b, bool trans_b, TensorView c, float 
     return absl::OkStatus();
   }
   SyncBlasThreads();
+  if (m == 1) {
+    // One row (decode): GEMV. OpenBLAS 0.3.21 does not forward M=1 GEMMs to
+    // its GEMV kernels itself.
+    if (trans_b) {  // c[n] = alpha * b[n,k] a[k] + beta * c[n]
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<blasint>(n), static_cast<blasint>(k),
+                  alpha, b.as<const float>(), static_cast<blasint>(ldb), a.as<const float>(), 1,
+                  beta, c.as<float>(), 1);
+    } else {  // c[n] = alpha * b[k,n]^T a[k] + beta * c[n]
+      cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<blasint>(k), static_cast<blasint>(n),
+                  alpha, b.as<const float>(), static_cast<blasint>(ldb), a.as<const float>(), 1,
+                  beta, c.as<float>(), 1);
+    }
+    return absl::OkStatus();
+  }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
               static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha,
               a.as<const float>(), static_cast<blasint>(lda), b.as<const float>(),

@@ -27,7 +27,8 @@ TEST(GemmTest, MatchesNaive) {
   };
   const Case cases[] = {{1, 1, 1, false, 1, 0},      {7, 13, 5, true, 1, 0},
                         {64, 288, 288, true, 1, 0},  {33, 17, 129, false, 0.5f, 2},
-                        {5, 512, 64, true, 1, 1},    {100, 3, 300, false, -1, 0.25f}};
+                        {5, 512, 64, true, 1, 1},    {100, 3, 300, false, -1, 0.25f},
+                        {1, 300, 129, true, 1, 0},   {1, 77, 64, false, 0.5f, 1}};
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << c.m << "x" << c.n << "x" << c.k << " tb=" << c.tb);
     const int lda = c.k + 3, ldb = (c.tb ? c.k : c.n) + 1, ldc = c.n + 2;
