@@ -1,5 +1,6 @@
 #include "kernels/rope.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -63,14 +64,45 @@ absl::Status ApplyRope(TensorView x, const int32_t* positions, const RopeParams&
   const bool half_split = params.layout == RopeLayout::kHalfSplit;
   const int threads = tokens > 1 && x.numel() >= kParallelMinElems ? MaxThreads() : 1;
   float* base = x.as<float>();
-  double inv_freq[kMaxHeadDim / 2];
+  const int half = params.head_dim / 2;
+  // Tables: direct double sincos at the first token of each block of
+  // kTokBlock tokens and wherever positions jump; for consecutive positions
+  // (the usual prefill) the double (cos, sin) pair is advanced by one step of
+  // the angle-addition recurrence instead, 6 flops instead of a sincos per
+  // pair. Resyncing every block keeps the drift below ~1e-14.
+  double inv_freq[kMaxHeadDim / 2], step_c[kMaxHeadDim / 2], step_s[kMaxHeadDim / 2];
   InvFreq(params, inv_freq);
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (int64_t t = 0; t < tokens; ++t) {
+  for (int j = 0; j < half; ++j) sincos(inv_freq[j], &step_s[j], &step_c[j]);
+  constexpr int64_t kTokBlock = 64;
+  const int64_t blocks = (tokens + kTokBlock - 1) / kTokBlock;
+  const int block_threads = blocks > 1 ? threads : 1;
+#pragma omp parallel for num_threads(block_threads) schedule(static) if (block_threads > 1)
+  for (int64_t b = 0; b < blocks; ++b) {
+    double c[kMaxHeadDim / 2], sn[kMaxHeadDim / 2];
     float cos_t[kMaxHeadDim / 2], sin_t[kMaxHeadDim / 2];
-    FillTable(static_cast<double>(positions[t]), inv_freq, params.head_dim / 2, cos_t, sin_t);
-    isa.rope_f32(base + t * x.stride[0], heads, x.stride[1], cos_t, sin_t, params.head_dim,
-                 half_split);
+    const int64_t t1 = std::min(tokens, (b + 1) * kTokBlock);
+    for (int64_t t = b * kTokBlock; t < t1; ++t) {
+      const int64_t pos = positions[t];
+      const bool same = t > b * kTokBlock && pos == positions[t - 1];
+      const bool next = t > b * kTokBlock && pos == static_cast<int64_t>(positions[t - 1]) + 1;
+      if (next) {
+        for (int j = 0; j < half; ++j) {
+          const double nc = c[j] * step_c[j] - sn[j] * step_s[j];
+          sn[j] = sn[j] * step_c[j] + c[j] * step_s[j];
+          c[j] = nc;
+        }
+      } else if (!same) {
+        for (int j = 0; j < half; ++j) sincos(static_cast<double>(pos) * inv_freq[j], &sn[j], &c[j]);
+      }
+      if (!same) {
+        for (int j = 0; j < half; ++j) {
+          cos_t[j] = static_cast<float>(c[j]);
+          sin_t[j] = static_cast<float>(sn[j]);
+        }
+      }
+      isa.rope_f32(base + t * x.stride[0], heads, x.stride[1], cos_t, sin_t, params.head_dim,
+                   half_split);
+    }
   }
   return absl::OkStatus();
 }

@@ -60,6 +60,27 @@ TEST(RopeTest, ApplyMatchesReferenceBothLayouts) {
   }
 }
 
+TEST(RopeTest, ConsecutivePositionsRecurrence) {
+  // Prefill-style positions (runs of consecutive values, duplicates, jumps)
+  // exercise the angle-addition recurrence of ApplyRope's tables.
+  for (RopeLayout layout : {RopeLayout::kInterleaved, RopeLayout::kHalfSplit}) {
+    const int tokens = 3000, heads = 2, hd = 128;
+    RopeParams p;
+    p.head_dim = hd;
+    p.layout = layout;
+    std::vector<int32_t> pos(tokens);
+    for (int t = 0; t < tokens; ++t) pos[t] = t < 1000 ? 20000 + t : (t < 1010 ? 7 : t);
+    auto x = RandomVec(static_cast<size_t>(tokens) * heads * hd, 77);
+    auto want = x;
+    for (int t = 0; t < tokens; ++t)
+      for (int h = 0; h < heads; ++h) RefRotate(&want[(t * heads + h) * hd], pos[t], hd, 1e4, layout);
+    ASSERT_TRUE(
+        ApplyRope(TensorView::Contiguous(x.data(), DType::kF32, {tokens, heads, hd}), pos.data(), p).ok());
+    for (size_t i = 0; i < x.size(); ++i)
+      ASSERT_NEAR(x[i], want[i], 2e-6 * (1 + std::abs(want[i]))) << i;
+  }
+}
+
 TEST(RopeTest, CacheLayoutStrides) {
   // The cache layout [heads][tokens][hd] seen as [tokens, heads, hd] strides.
   const int heads = 4, tokens = 10, hd = 16;
