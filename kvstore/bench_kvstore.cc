@@ -232,7 +232,8 @@ absl::Status BenchShape(const KvBenchOptions& o, const KvBenchShape& shape,
           2.0 * d.chunk_bytes / t_dec / 1e9, memcpy_gbps, "memcpy 1 thread", 0);
     }
     const int T = o.threads;
-    const int iters = 2;
+    // Enough work per thread (>= 256 MiB) that thread start-up is noise.
+    const int iters = std::max(2, static_cast<int>((256.0 * (1 << 20)) / total));
     const double t_par_memcpy = Parallel(T, [&](int) {
       std::vector<char> mine(d.chunk_bytes);
       for (int it = 0; it < iters; ++it) {

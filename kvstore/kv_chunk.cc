@@ -8,6 +8,7 @@
 #include "base/status_macros.h"
 #include "kernels/convert.h"
 #include "kernels/quant.h"
+#include "kvstore/internal/xxh3_fast.h"
 #include "xxhash.h"
 #include "zstd.h"
 
@@ -48,13 +49,7 @@ uint64_t Int8PayloadBytes(const KvChunkHeader& h) {
 }
 
 uint64_t LayerChecksum(const char* prefix, std::string_view payload) {
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_64bits_reset(st);
-  XXH3_64bits_update(st, prefix, kLayerChecksumOffset);
-  XXH3_64bits_update(st, payload.data(), payload.size());
-  uint64_t h = XXH3_64bits_digest(st);
-  XXH3_freeState(st);
-  return h;
+  return internal::Xxh3_64(prefix, kLayerChecksumOffset, payload.data(), payload.size());
 }
 
 absl::Status CheckLayerInput(const KvChunkHeader& h, TensorView t, const char* which) {
@@ -186,7 +181,7 @@ absl::StatusOr<std::string> EncodeHeader(KvChunkHeader* h) {
   Store<uint32_t>(p + 52, h->num_kv_heads);
   Store<uint32_t>(p + 56, h->head_dim);
   std::memcpy(p + kHeaderFixedBytes, h->tokens.data(), 4 * h->tokens.size());
-  h->digest = XXH3_64bits(p, body);
+  h->digest = internal::Xxh3_64(p, body, nullptr, 0);
   Store<uint64_t>(p + body, h->digest);
   return out;
 }
@@ -207,7 +202,7 @@ absl::StatusOr<KvChunkHeader> DecodeHeader(std::string_view blob) {
                                             body + kHeaderChecksumBytes, " (truncated or padded)"));
   }
   const uint64_t stored = Load<uint64_t>(p + body);
-  const uint64_t actual = XXH3_64bits(p, body);
+  const uint64_t actual = internal::Xxh3_64(p, body, nullptr, 0);
   if (stored != actual) return absl::DataLossError("kv header: checksum mismatch");
   KvChunkHeader h;
   h.version = Load<uint16_t>(p + 4);
