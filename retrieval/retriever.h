@@ -177,7 +177,8 @@ class Retriever {
 
   RetrieverStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
   const Embedder& embedder() const { return *options_.embedder; }
-  // index: the vector index (for benchmarks; do not mutate it directly).
+  // index: the vector index (for benchmarks; do not mutate it). Valid until
+  // the next Ingest/Update/Delete (which may rebuild and replace it).
   const VectorIndex& index() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:

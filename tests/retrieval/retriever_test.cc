@@ -126,6 +126,29 @@ TEST(Retriever, FailedIngestLeavesNothing) {
   EXPECT_EQ(r->Search("x", so).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(Retriever, EmbedderFailureMidBatchAddsNothing) {
+  TempDir dir;
+  RetrieverOptions o = Options(dir.path());
+  auto hashed = std::shared_ptr<const Embedder>(HashedEmbedder::Create({.dim = 64}).value());
+  o.embedder = std::make_shared<FunctionEmbedder>(
+      64, "poisonable", [hashed](absl::Span<const std::string> texts) -> absl::StatusOr<std::vector<float>> {
+        for (const auto& t : texts) {
+          if (t.find("poison") != std::string::npos) return absl::UnavailableError("embedder down");
+        }
+        return hashed->EmbedDocuments(texts);
+      });
+  auto r = Retriever::Create(o).value();
+  std::vector<Document> batch = {{"ok1", "", "first fine document"}, {"bad", "", "this one is poison"},
+                                 {"ok2", "", "third fine document"}};
+  EXPECT_EQ(r->Ingest(batch).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(r->stats().documents, 0);
+  EXPECT_EQ(r->stats().indexed_vectors, 0);
+  EXPECT_FALSE(r->GetDocument("ok1").value().has_value());
+  batch.erase(batch.begin() + 1);
+  ASSERT_TRUE(r->Ingest(batch).ok());
+  EXPECT_EQ(r->stats().documents, 2);
+}
+
 class RetrieverRestart : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(RetrieverRestart, RestartServesSameResults) {
