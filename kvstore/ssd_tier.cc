@@ -540,6 +540,7 @@ void MakeSsdRocksOptions(const SsdTierOptions& options, rocksdb::DBOptions* db_o
   db_options->create_missing_column_families = true;
   db_options->max_total_wal_size = uint64_t{512} << 20;
   db_options->max_background_jobs = 2;
+  db_options->use_direct_reads = options.use_direct_reads;
 
   kv_options->enable_blob_files = true;
   kv_options->min_blob_size = options.min_blob_size;

@@ -55,6 +55,9 @@ struct SsdTierOptions {
   // so RocksDB's CRC is a second pass over the same bytes. Header and index
   // reads always keep RocksDB verification.
   bool verify_rocksdb_checksums = false;
+  // Read through O_DIRECT (RocksDB use_direct_reads): no page-cache copy
+  // and no double caching; every read goes to the device. Default false.
+  bool use_direct_reads = false;
   // Name reported in stats. Default "ssd".
   std::string name = "ssd";
 };
