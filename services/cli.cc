@@ -15,6 +15,7 @@
 #include "connector/client.h"
 #include "services/backends.h"
 #include "services/precompute_job.h"
+#include "services/ttft_cli.h"
 
 namespace ragkv::services {
 namespace {
@@ -273,9 +274,11 @@ void RegisterSubcommands(CLI::App* app) {
   g_querycmd->add_option("--auth-token", q.auth_token);
   g_querycmd->add_option("--format", q.format, "text|tsv")->capture_default_str();
   g_querycmd->add_option("--deadline", q.deadline_s, "seconds")->capture_default_str();
+  RegisterTtftSubcommands(app);  // bench ttft, plan (services/ttft_cli.h)
 }
 
 int RunSubcommands(const CLI::App& app) {
+  if (int rc = 0; RunTtftSubcommands(&rc)) return rc;
   if (g_precompute && g_precompute->parsed()) return RunPrecompute();
   if (g_querycmd && g_querycmd->parsed()) return RunQuery();
   std::fprintf(stderr, "ragkv: unknown subcommand\n");

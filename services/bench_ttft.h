@@ -1,0 +1,155 @@
+// bench_ttft.h: `ragkv bench ttft` -- time to first token of every strategy,
+// side by side on the same prompts, from every KV tier, with the stage
+// breakdown, under concurrency, and next to the roofline planner's
+// prediction for this machine.
+//
+// Workloads (TtftBenchOptions):
+//   - synthetic shapes (default): `prompts` prompts of `chunks` random chunks
+//     of `chunk_tokens` tokens + a `query_tokens` query;
+//   - corpus: MuSiQue-style JSON (retrieval/corpus_reader.h); each question's
+//     first `chunks` passages (the retrieved top-k) tokenized and cut to
+//     `chunk_tokens`, then the question as the query;
+//   - multi-user (`multi_user_requests` > 0): a shared pool of
+//     `pool_chunks` chunks precomputed into a RAM tier (budget of
+//     `ram_budget_chunks` chunks) over an SSD tier, requests pick their
+//     chunks with Zipf(`zipf_s`) popularity so the RAM tier warms (promotion
+//     on hit) and evicts realistically; TTFT of the controller's blend.
+// Strategies, interleaved per prompt (same prompt, every strategy, then the
+// next prompt): full prefill, prefix caching, full reuse (r=0), CacheBlend at
+// each ratio, and the loading controller's choice. Tiers: RAM, SSD (RocksDB;
+// page cache dropped before every read -- drop_caches if permitted, else
+// posix_fadvise(DONTNEED) on the DB files, else O_DIRECT reads; the method
+// used is reported), Redis (private redis-server on an ephemeral loopback
+// port unless `redis` is given; skipped with a note when absent). Each tier
+// is its own single-tier TieredStore so every read comes from that tier.
+// Path: in-process (Blender over StoreKvSource streams).
+//
+// Outputs under `out_dir` (when non-empty): samples.csv and samples.json
+// (raw samples), summary.md (the Markdown table), and PNG plots drawn with
+// gnuplot: ttft_vs_ratio.png, speedup_vs_context.png, ttft_cdf_load.png.
+//
+// Thread safety: RunTtftBench is reentrant (all state is local); it starts
+// and stops its own helper processes.
+#ifndef RAGKV_SERVICES_BENCH_TTFT_H_
+#define RAGKV_SERVICES_BENCH_TTFT_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "blend/blender.h"
+#include "blend/cost_model.h"
+
+namespace ragkv::services {
+
+// ---- Statistics ----------------------------------------------------------
+
+// Percentile: the q-quantile (q in [0, 1]) of `samples` by linear
+// interpolation between closest ranks (NumPy's default, "type 7"):
+// h = (n-1)q, x[floor h] + (h - floor h)(x[floor h + 1] - x[floor h]) over the
+// sorted samples. 0 for an empty input. `samples` need not be sorted.
+double Percentile(std::vector<double> samples, double q);
+
+struct LatencySummary {
+  size_t count = 0;
+  double mean = 0, min = 0, max = 0, p50 = 0, p95 = 0, p99 = 0;
+};
+LatencySummary Summarize(const std::vector<double>& samples);
+
+// ---- The bench -----------------------------------------------------------
+
+struct TtftBenchOptions {
+  std::string model_spec =
+      "synthetic:layers=8,dim=512,heads=8,kv_heads=8,ffn=1408,vocab=32000,ctx=4096";
+  int max_seq_len = 0;      // context override (0: from the model)
+  std::string tokenizer;    // corpus mode: tokenizer path (default: the model's / bytes)
+  std::string corpus;       // MuSiQue-style JSON; empty: synthetic shapes
+  int prompts = 2;          // distinct prompts (questions in corpus mode)
+  int chunks = 6;
+  int chunk_tokens = 512;
+  int query_tokens = 32;    // synthetic mode; corpus mode uses the question
+  std::vector<double> ratios = {0.05, 0.10, 0.15, 0.20, 0.30};
+  bool with_prefix = true;       // prefix-caching strategy
+  bool with_controller = true;   // loading controller's choice
+  double r_min = 0.15;           // controller quality floor
+  std::vector<std::string> tiers = {"ram", "ssd", "redis"};
+  int repeats = 1;               // passes over the prompts
+  kernels::DType kv_dtype = kernels::DType::kF16;
+  // SSD cold reads: "auto" (drop_caches, else fadvise), "drop", "fadvise",
+  // "direct" (O_DIRECT reads), "none" (warm page cache).
+  std::string ssd_cold = "auto";
+  std::string redis;             // host:port; empty: start a private redis-server
+  std::string work_dir;          // scratch (RocksDB); empty: a fresh /tmp dir
+  // Load: for each level, `load_requests` blend requests at the load ratio
+  // from the RAM tier by that many client threads.
+  std::vector<int> concurrency = {1, 4, 16};
+  int load_requests = 16;
+  double load_ratio = 0.15;
+  // Speedup vs context length: chunk counts (full prefill vs full reuse and
+  // CacheBlend at load_ratio, RAM tier). Empty: skipped.
+  std::vector<int> context_sweep = {1, 2, 4, 6};
+  // Multi-user mode (0: off).
+  int multi_user_requests = 0;
+  int pool_chunks = 48;
+  int ram_budget_chunks = 12;
+  double zipf_s = 1.0;
+  int multi_user_concurrency = 4;
+  // Quality deltas (stories260K-class checkpoints): prompts for
+  // blend::RunQualityBench (0: off).
+  int quality_prompts = 0;
+  std::string out_dir;           // outputs (empty: no files)
+  bool plots = true;             // PNGs (needs gnuplot; a note if absent)
+  uint64_t seed = 1;
+};
+
+// TtftSample: one measured request.
+struct TtftSample {
+  std::string phase;      // "matrix", "load", "sweep", "multi-user"
+  std::string strategy;   // "full-prefill", "prefix", "full-reuse", "blend", "controller"
+  std::string tier;       // "-", "ram", "ssd", "redis"
+  double ratio = 0;       // recompute ratio (controller: its choice)
+  int concurrency = 1;
+  int prompt = 0;
+  int rep = 0;
+  int64_t context_tokens = 0;
+  int64_t recomputed_rows = 0;  // summed over layers
+  uint64_t kv_bytes = 0;        // KV record bytes read from the tier
+  double ttft_s = 0;            // request wall time (open sources + blend)
+  double open_s = 0;            // opening the tier streams (headers)
+  blend::StageTimings stages;
+};
+
+// TtftRow: one configuration of the matrix, aggregated.
+struct TtftRow {
+  std::string strategy;
+  std::string tier;
+  double ratio = 0;
+  LatencySummary ttft;
+  double vs_full = 0;           // p50 / full prefill p50
+  double predicted_raw_s = 0;   // cost model, raw CPU roofline
+  double predicted_cal_s = 0;   // cost model, calibrated efficiency
+  double kv_mb = 0;             // mean KV MB moved per request
+  blend::StageTimings stages;   // of the median sample
+  double quality_kl = -1, quality_top1 = -1;  // -1: not measured
+};
+
+struct TtftReport {
+  std::vector<TtftSample> samples;
+  std::vector<TtftRow> rows;
+  std::string markdown;          // the summary table(s)
+  std::vector<std::string> files;  // written outputs
+  std::vector<std::string> notes;  // cold-read method, skipped tiers, ...
+  blend::HardwareSpec cpu;         // the calibrated CPU spec used for predictions
+  double efficiency = 0;           // measured prefill FLOP/s / sgemm peak
+};
+
+// RunTtftBench: runs everything, prints progress and the table to `out`.
+// Errors: bad options (InvalidArgument), model/corpus load failures, store
+// failures. A missing redis-server or gnuplot is a note, not an error.
+absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& options, std::ostream& out);
+
+}  // namespace ragkv::services
+
+#endif  // RAGKV_SERVICES_BENCH_TTFT_H_

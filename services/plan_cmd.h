@@ -1,0 +1,74 @@
+// plan_cmd.h: `ragkv plan` -- the roofline planner (blend/planner.h) behind
+// a command: model shape from a preset or a checkpoint, hardware from a
+// preset (every ceiling overridable) or measured on this CPU
+// (--calibrate-cpu: kernels::Gemm sgemm GFLOP/s on a big square, memcpy
+// bandwidth, a cold sequential file read for the SSD tier).
+//
+// Thread safety: functions are reentrant; MeasureCpu uses the kernels'
+// thread pool and a scratch file in `scratch_dir`.
+#ifndef RAGKV_SERVICES_PLAN_CMD_H_
+#define RAGKV_SERVICES_PLAN_CMD_H_
+
+#include <ostream>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "blend/cost_model.h"
+#include "blend/planner.h"
+
+namespace ragkv::services {
+
+// CpuCeilings: this machine's measured roofline ceilings.
+struct CpuCeilings {
+  double sgemm_flops = 0;     // FLOP/s of kernels::Gemm, n x n x n f32 (best of runs)
+  double copy_bytes_per_s = 0;  // memcpy bandwidth, bytes copied per second (best of runs)
+  double file_read_bytes_per_s = 0;  // cold sequential read (0: not measured)
+  int gemm_n = 0;
+};
+
+struct CpuMeasureOptions {
+  int gemm_n = 1024;
+  size_t copy_bytes = size_t{128} << 20;
+  int runs = 3;
+  // Cold file read for the SSD ceiling (0: skip): bytes written to a scratch
+  // file in `scratch_dir`, dropped from the page cache (fadvise), read back.
+  size_t file_bytes = size_t{64} << 20;
+  std::string scratch_dir = "/tmp";
+};
+
+// MeasureCpu: the ceilings above. Errors: kernels::Gemm or scratch I/O.
+absl::StatusOr<CpuCeilings> MeasureCpu(const CpuMeasureOptions& options = {});
+
+// CpuHardwareSpec: "cpu" spec from measured ceilings: peak = efficiency x
+// sgemm, mem_bw = ram tier = memcpy bandwidth, ssd = the file read (or
+// memcpy/4 when not measured), remote = `remote_bytes_per_s` (0: memcpy/4).
+blend::HardwareSpec CpuHardwareSpec(const CpuCeilings& c, double efficiency = 1.0,
+                                    double remote_bytes_per_s = 0);
+
+// ResolveModelShape: a preset name (blend::ModelPreset) or a checkpoint /
+// "synthetic:..." spec (config read with model::LoadModelParts). `f32`
+// sets weight and KV bytes per element to 4 (the CPU runtime) -- presets
+// keep bf16/fp16 otherwise; checkpoints get f32 weights and `kv_bytes` KV.
+absl::StatusOr<blend::ModelShape> ResolveModelShape(const std::string& model, bool f32,
+                                                    int kv_bytes = 2);
+
+struct PlanCommandOptions {
+  std::string model = "llama-3-8b";
+  std::string hardware = "h100-sxm";
+  bool calibrate_cpu = false;  // hardware := measured "cpu" (overrides still apply)
+  double cpu_efficiency = 1.0; // multiplies the measured sgemm peak
+  // Overrides (<= 0: keep the preset's): TFLOP/s and GB/s (1e9 bytes/s).
+  double peak_tflops = 0, hbm_gbs = 0, host_gbs = 0, nvme_gbs = 0, net_gbs = 0;
+  double layer_overhead_us = -1;  // < 0: keep
+  blend::PlanWorkload workload;
+  bool json = false;
+};
+
+// RunPlanCommand: prints the plan (Markdown or JSON) to `out`; returns the
+// plan. Errors: unknown preset / unreadable checkpoint (InvalidArgument /
+// NotFound with the list of presets), CPU measurement failures.
+absl::StatusOr<blend::Plan> RunPlanCommand(const PlanCommandOptions& options, std::ostream& out);
+
+}  // namespace ragkv::services
+
+#endif  // RAGKV_SERVICES_PLAN_CMD_H_

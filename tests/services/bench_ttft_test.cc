@@ -1,0 +1,220 @@
+// Tests of the TTFT bench harness (services/bench_ttft.h) and the planner
+// command (services/plan_cmd.h): percentile statistics on known samples, the
+// planner's per-layer arithmetic against hand-computed cases, and a smoke run
+// of the whole bench on a tiny synthetic model that must write its CSV, JSON,
+// Markdown and (when gnuplot is installed) non-empty PNG plots.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "services/bench_ttft.h"
+#include "services/plan_cmd.h"
+
+namespace ragkv::services {
+namespace {
+
+TEST(Percentile, KnownSamples) {
+  std::vector<double> s;
+  for (int i = 1; i <= 100; ++i) s.push_back(i);
+  // h = 99 q: p50 -> 49.5 -> 50.5; p95 -> 94.05 -> 95.05; p99 -> 98.01 -> 99.01.
+  EXPECT_DOUBLE_EQ(Percentile(s, 0.50), 50.5);
+  EXPECT_NEAR(Percentile(s, 0.95), 95.05, 1e-9);
+  EXPECT_NEAR(Percentile(s, 0.99), 99.01, 1e-9);
+  EXPECT_DOUBLE_EQ(Percentile(s, 0.0), 1);
+  EXPECT_DOUBLE_EQ(Percentile(s, 1.0), 100);
+  EXPECT_DOUBLE_EQ(Percentile({3, 1, 2}, 0.5), 2);     // unsorted input
+  EXPECT_DOUBLE_EQ(Percentile({1, 2, 3, 4}, 0.25), 1.75);
+  EXPECT_DOUBLE_EQ(Percentile({5}, 0.99), 5);
+  EXPECT_DOUBLE_EQ(Percentile({}, 0.5), 0);
+}
+
+TEST(Percentile, MatchesNaiveNearestRankBounds) {
+  // Interpolated percentiles always lie between the neighbouring order
+  // statistics of a naive sort.
+  std::vector<double> s = {9, 2, 7, 7, 1, 12, 3, 5, 8, 4, 6, 11, 10};
+  std::vector<double> sorted = s;
+  std::sort(sorted.begin(), sorted.end());
+  for (double q : {0.1, 0.33, 0.5, 0.9, 0.95}) {
+    const double h = (sorted.size() - 1) * q;
+    const double p = Percentile(s, q);
+    EXPECT_GE(p, sorted[static_cast<size_t>(h)]);
+    EXPECT_LE(p, sorted[std::min(sorted.size() - 1, static_cast<size_t>(h) + 1)]);
+  }
+}
+
+TEST(Summarize, MeanMinMax) {
+  LatencySummary s = Summarize({4, 1, 3, 2});
+  EXPECT_EQ(s.count, 4u);
+  EXPECT_DOUBLE_EQ(s.mean, 2.5);
+  EXPECT_DOUBLE_EQ(s.min, 1);
+  EXPECT_DOUBLE_EQ(s.max, 4);
+  EXPECT_DOUBLE_EQ(s.p50, 2.5);
+  EXPECT_EQ(Summarize({}).count, 0u);
+}
+
+// Hand-computed: dim 8, 2 heads x 4, 1 KV head, ffn 16, f32 weights.
+//   W = dim*H*d + 2*dim*kv*d + H*d*dim + 3*dim*ffn = 64 + 64 + 64 + 384 = 576
+//   prefill of T=10 (P=0): FLOPs = 2*10*576 + 4*H*d*(10*11/2) = 11520 + 1760
+//   bytes = W*4 + KV(10) + 10*(4*dim + 2*ffn)*4 = 2304 + 160 + 2560
+//   KV(10) = 2 * kv * d * 10 * 2 bytes (f16) = 160
+TEST(PlanArithmetic, HandComputedLayer) {
+  absl::StatusOr<blend::ModelShape> shape = ResolveModelShape(
+      "synthetic:layers=2,dim=8,heads=2,kv_heads=1,ffn=16,vocab=32,ctx=64", /*f32=*/false, 2);
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  EXPECT_EQ(shape->layers, 2);
+  EXPECT_EQ(shape->head_dim, 4);
+  EXPECT_EQ(shape->weight_bytes_per_elem, 4);
+  EXPECT_EQ(shape->kv_bytes_per_elem, 2);
+  blend::HardwareSpec hw;
+  hw.peak_flops = 1e6;  // 1 MFLOP/s
+  hw.mem_bw = 1e5;      // 100 kB/s
+  hw.ram_tier_bw = 1e4;
+  const blend::CostModel cm(*shape, hw);
+  const blend::StageCost c = cm.PrefillLayer(10, 0);
+  EXPECT_DOUBLE_EQ(c.flops, 13280);
+  EXPECT_DOUBLE_EQ(c.bytes, 5024);
+  EXPECT_DOUBLE_EQ(cm.KvBytesPerLayer(10), 160);
+  // Roofline: max(13280 / 1e6, 5024 / 1e5) = 0.05024 s, bandwidth-bound x3.78.
+  EXPECT_DOUBLE_EQ(cm.ComputeSeconds(c), 0.05024);
+  double ratio = 0;
+  EXPECT_FALSE(cm.ComputeBound(c, &ratio));
+  EXPECT_NEAR(ratio, 5024.0 / 1e5 / (13280.0 / 1e6), 1e-12);
+  EXPECT_DOUBLE_EQ(cm.LoadSeconds(10, blend::Tier::kRam), 160.0 / 1e4);
+}
+
+TEST(PlanArithmetic, Llama3_8bPresetPerLayer) {
+  // Llama-3-8B: dim 4096, 32 heads x 128, 8 KV heads, ffn 14336.
+  // W = 4096*4096 + 2*4096*1024 + 4096*4096 + 3*4096*14336 = 218103808.
+  // KV per token per layer, fp16: 2 * 8 * 128 * 2 = 4096 bytes.
+  absl::StatusOr<blend::ModelShape> shape = ResolveModelShape("llama-3-8b", false);
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  const blend::CostModel cm(*shape, blend::HardwareSpec{});
+  EXPECT_DOUBLE_EQ(cm.KvBytesPerLayer(1000), 4096.0 * 1000);
+  const blend::StageCost c = cm.PrefillLayer(1, 0);
+  EXPECT_DOUBLE_EQ(c.flops, 2.0 * 218103808 + 4.0 * 32 * 128 * 1);
+}
+
+TEST(PlanCommand, TableJsonAndErrors) {
+  PlanCommandOptions o;
+  o.model = "llama-3-8b";
+  o.hardware = "h100-sxm";
+  o.nvme_gbs = 3.5;
+  std::ostringstream table;
+  absl::StatusOr<blend::Plan> p = RunPlanCommand(o, table);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_DOUBLE_EQ(p->hardware.ssd_tier_bw, 3.5e9);
+  EXPECT_NE(table.str().find("full-prefill"), std::string::npos) << table.str();
+  o.json = true;
+  std::ostringstream json;
+  ASSERT_TRUE(RunPlanCommand(o, json).ok());
+  EXPECT_EQ(json.str().front(), '{');
+  o.hardware = "no-such-gpu";
+  absl::StatusOr<blend::Plan> bad = RunPlanCommand(o, json);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("h100-sxm"), std::string::npos);
+  o.hardware = "h100-sxm";
+  o.model = "no-such-model";
+  EXPECT_EQ(RunPlanCommand(o, json).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(PlanCommand, CpuSpecFromCeilings) {
+  CpuCeilings c;
+  c.sgemm_flops = 20e9;
+  c.copy_bytes_per_s = 8e9;
+  c.file_read_bytes_per_s = 1e9;
+  const blend::HardwareSpec h = CpuHardwareSpec(c, 0.5);
+  EXPECT_DOUBLE_EQ(h.peak_flops, 10e9);
+  EXPECT_DOUBLE_EQ(h.mem_bw, 8e9);
+  EXPECT_DOUBLE_EQ(h.ram_tier_bw, 8e9);
+  EXPECT_DOUBLE_EQ(h.ssd_tier_bw, 1e9);
+  CpuMeasureOptions mo;
+  mo.gemm_n = 128;
+  mo.copy_bytes = 1 << 20;
+  mo.file_bytes = 0;
+  absl::StatusOr<CpuCeilings> m = MeasureCpu(mo);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_GT(m->sgemm_flops, 1e6);
+  EXPECT_GT(m->copy_bytes_per_s, 1e6);
+}
+
+TEST(BenchTtft, SmokeTinyModelWritesOutputs) {
+  char tmpl[] = "/tmp/ragkv-ttft-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  TtftBenchOptions o;
+  o.model_spec = "synthetic:layers=2,dim=64,heads=4,kv_heads=2,ffn=128,vocab=256,ctx=512";
+  o.prompts = 2;
+  o.chunks = 2;
+  o.chunk_tokens = 32;
+  o.query_tokens = 8;
+  o.ratios = {0.15, 0.30};
+  o.tiers = {"ram", "ssd"};
+  o.ssd_cold = "fadvise";  // never drop the whole machine's page cache in a test
+  o.concurrency = {1, 2};
+  o.load_requests = 4;
+  o.context_sweep = {1, 2};
+  o.multi_user_requests = 6;
+  o.pool_chunks = 5;
+  o.ram_budget_chunks = 2;
+  o.multi_user_concurrency = 2;
+  o.work_dir = dir + "/work";
+  o.out_dir = dir + "/out";
+  std::ostringstream log;
+  absl::StatusOr<TtftReport> r = RunTtftBench(o, log);
+  ASSERT_TRUE(r.ok()) << r.status() << "\n" << log.str();
+  // full-prefill + per tier (prefix, reuse, 2 ratios, controller).
+  EXPECT_EQ(r->rows.size(), 1u + 2 * 5);
+  for (const TtftRow& row : r->rows) {
+    EXPECT_EQ(row.ttft.count, 2u) << row.strategy << " " << row.tier;
+    EXPECT_GT(row.ttft.p50, 0);
+    EXPECT_GT(row.predicted_cal_s, 0);
+    if (row.strategy == "full-prefill") {
+      EXPECT_EQ(row.kv_mb, 0);
+    } else {
+      EXPECT_GT(row.kv_mb, 0) << row.strategy << " " << row.tier;
+    }
+  }
+  // Prefix caching moves one chunk's KV, full reuse both.
+  double prefix_mb = 0, reuse_mb = 0;
+  for (const TtftRow& row : r->rows) {
+    if (row.tier != "ram") continue;
+    if (row.strategy == "prefix") prefix_mb = row.kv_mb;
+    if (row.strategy == "full-reuse") reuse_mb = row.kv_mb;
+  }
+  EXPECT_NEAR(reuse_mb, 2 * prefix_mb, 1e-9);
+  EXPECT_GT(r->efficiency, 0);
+  EXPECT_NE(r->markdown.find("| strategy | tier |"), std::string::npos);
+  EXPECT_NE(r->markdown.find("Multi-user"), std::string::npos);
+  for (const char* f : {"samples.csv", "samples.json", "summary.md"}) {
+    const std::string path = o.out_dir + "/" + f;
+    ASSERT_TRUE(std::filesystem::exists(path)) << path;
+    EXPECT_GT(std::filesystem::file_size(path), 0u) << path;
+  }
+  if (std::system("gnuplot --version >/dev/null 2>&1") == 0) {
+    for (const char* f : {"ttft_vs_ratio.png", "speedup_vs_context.png", "ttft_cdf_load.png"}) {
+      const std::string path = o.out_dir + "/" + f;
+      ASSERT_TRUE(std::filesystem::exists(path)) << path;
+      EXPECT_GT(std::filesystem::file_size(path), 1000u) << path;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+TEST(BenchTtft, RejectsBadOptions) {
+  TtftBenchOptions o;
+  o.chunks = 0;
+  std::ostringstream log;
+  EXPECT_EQ(RunTtftBench(o, log).status().code(), absl::StatusCode::kInvalidArgument);
+  o.chunks = 1;
+  o.ratios = {1.5};
+  EXPECT_EQ(RunTtftBench(o, log).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ragkv::services
