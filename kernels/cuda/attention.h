@@ -95,10 +95,8 @@ class SelectiveAttentionPlan {
   const AttentionConfig& config() const { return config_; }
   int64_t total_rows() const { return total_rows_; }
   int64_t total_kv() const { return total_kv_; }
+  // num_work_items: CTAs per kv head (tiles of 64 query vectors).
   int num_work_items() const { return static_cast<int>(items_.size() / 8); }
-  // Flops: 4 * head_dim * (sum over rows and heads of visible keys) for
-  // kBottomRight; for kExact, positions are device data, so the caller
-  // computes it (bench does).
 
  private:
   SelectiveAttentionPlan() = default;

@@ -288,7 +288,9 @@ TEST_F(CudaKernelsTest, TopKMatchesCpuTwinWithTiesNanAndInf) {
       for (int i = 0; i < k; ++i) {
         ASSERT_EQ(gpu[i], cpu[i]) << "rank " << i;
       }
-      if (k < n) EXPECT_EQ(gpu[k], -7) << "wrote past k";
+      if (k < n) {
+        EXPECT_EQ(gpu[k], -7) << "wrote past k";
+      }
     }
   }
 }
