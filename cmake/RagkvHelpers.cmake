@@ -28,10 +28,16 @@ function(ragkv_add_test name)
   target_link_libraries(${name} PRIVATE ${A_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   target_compile_definitions(${name} PRIVATE
     RAGKV_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
-  set(props)
-  if(A_LABELS)
-    set(props PROPERTIES LABELS "${A_LABELS}")
-  endif()
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
-    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR} ${props})
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR} TEST_LIST ${name}_TESTS)
+  if(A_LABELS)
+    # Labels go on through a post-discovery include: gtest_discover_tests'
+    # PROPERTIES cannot carry a list value.
+    set(labels_file ${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake)
+    file(WRITE ${labels_file}
+      "foreach(t IN LISTS ${name}_TESTS)\n"
+      "  set_tests_properties(\"\${t}\" PROPERTIES LABELS \"${A_LABELS}\")\n"
+      "endforeach()\n")
+    set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${labels_file})
+  endif()
 endfunction()
