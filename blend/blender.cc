@@ -305,7 +305,11 @@ absl::StatusOr<BlendResult> Blender::Blend(absl::Span<const BlendSegment> segmen
       dk.data = kv.k_data(l) + off * hd;
       dv.data = kv.v_data(l) + off * hd;
       const Clock::time_point ta = Clock::now();
-      RETURN_IF_ERROR(segments[si].kv->ReadLayer(l, dk, dv));
+      if (absl::Status st = segments[si].kv->ReadLayer(l, dk, dv); !st.ok()) {
+        // Keep the code (DataLoss = recompute that chunk), name the segment.
+        return absl::Status(st.code(), absl::StrCat("blend: segment ", si, " layer ", l, ": ",
+                                                    st.message()));
+      }
       load_s += Seconds(ta);
       if (off != 0) {
         const Clock::time_point tb = Clock::now();

@@ -180,8 +180,10 @@ class Blender {
   // ratio or schedule outside [0,1], a cached chunk whose token count, layer
   // count, head layout or dtype disagrees with the model; FailedPrecondition
   // for a chunk with another model's fingerprint; OutOfRange when the prompt
-  // exceeds the model's context length. Errors from a KvSource or the model
-  // are returned as is. No partial result is ever returned.
+  // exceeds the model's context length. Errors from a KvSource keep their
+  // code and name the segment ("blend: segment <i> layer <l>: ...", so a
+  // caller can retry with that segment as a miss); errors from the model are
+  // returned as is. No partial result is ever returned.
   absl::StatusOr<BlendResult> Blend(absl::Span<const BlendSegment> segments,
                                     const BlendOptions& options) const;
 
