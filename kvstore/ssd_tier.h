@@ -17,8 +17,12 @@
 //
 // Errors: a RocksDB Corruption status on read is reported through
 // ReportCorruption and returned as a miss; out-of-space writes return
-// ResourceExhausted (stored chunks stay readable; the DB resumes on the next
-// Put); other I/O failures return Internal.
+// ResourceExhausted (the batch is atomic: stored chunks stay intact and
+// readable). The next Put first asks RocksDB to Resume() and, if it cannot,
+// closes and reopens the database and reloads the index. Other I/O failures
+// return Internal. Handles returned by Get* never point into RocksDB memory
+// (pinned memtable/block-cache values are copied), so they stay valid
+// across such a reopen.
 //
 // Thread safety: all methods are thread-safe.
 #ifndef RAGKV_KVSTORE_SSD_TIER_H_
