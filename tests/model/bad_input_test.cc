@@ -81,7 +81,9 @@ TEST(BadInputTest, GgufCorruptions) {
     ASSERT_FALSE(m.ok()) << "cut " << cut;
     EXPECT_NE(m.status().message().find(p), std::string::npos) << m.status();
     auto t = LoadTokenizer(p);
-    if (cut < 14000) EXPECT_FALSE(t.ok()) << "cut " << cut;
+    if (cut < 14000) {
+      EXPECT_FALSE(t.ok()) << "cut " << cut;
+    }
   }
   // Wrong magic.
   std::string bad = good;

@@ -37,7 +37,7 @@ double KvDiff(const KVCache& a, const KVCache& b, int l, int64_t n) {
   EXPECT_TRUE(a.ExportLayer(l, 0, n, kernels::DType::kF32, ak.data(), av.data()).ok());
   EXPECT_TRUE(b.ExportLayer(l, 0, n, kernels::DType::kF32, bk.data(), bv.data()).ok());
   double scale = 1.0;
-  for (size_t i = 0; i < e; ++i) scale = std::max({scale, double(std::abs(ak[i])), double(std::abs(av[i]))});
+  for (int64_t i = 0; i < e; ++i) scale = std::max({scale, double(std::abs(ak[i])), double(std::abs(av[i]))});
   return std::max(MaxAbsDiff(ak.data(), bk.data(), e), MaxAbsDiff(av.data(), bv.data(), e)) / scale;
 }
 
