@@ -3,7 +3,7 @@
 //     [--seed 1] [--chunks 6] [--chunk-min 64] [--chunk-max 64] [--query 16]
 //     [--continuation 32] [--kv f32|f16|bf16] [--gradual-steps 2]
 //     [--gradual-factor 2] [--deviation k|v|kv] [--condition-prefix]
-//     [--no-probe-scatter] [--csv F] [--png F] [--threads 1]
+//     [--no-probe-scatter] [--chunk-head N] [--csv F] [--png F] [--threads 1]
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
     else if (a == "--gradual-steps") o.blend.gradual_steps = std::stoi(next());
     else if (a == "--gradual-factor") o.blend.gradual_first_factor = std::stod(next());
     else if (a == "--first-check") o.blend.first_check_layer = std::stoi(next());
+    else if (a == "--chunk-head") o.blend.chunk_head_tokens = std::stoi(next());
     else if (a == "--condition-prefix") o.condition_on_prefix = true;
     else if (a == "--no-probe-scatter") o.blend.scatter_probe_kv = false;
     else if (a == "--deviation") {

@@ -170,7 +170,12 @@ absl::StatusOr<Plan> MakePlan(absl::Span<const BlendSegment> segments,
     p.load_segments.push_back(static_cast<int>(i));
     const int64_t end = p.seg_offset[i] + static_cast<int64_t>(s.tokens.size());
     for (int64_t t = p.seg_offset[i]; t < end; ++t) p.row_class[t] = cls;
-    if (cls == kSelectable) p.selectable += end - p.seg_offset[i];
+    if (cls == kSelectable && options.strategy == Strategy::kCacheBlend) {
+      const int64_t head = std::min<int64_t>(std::max(0, options.chunk_head_tokens),
+                                             end - p.seg_offset[i]);
+      for (int64_t t = p.seg_offset[i]; t < p.seg_offset[i] + head; ++t) p.row_class[t] = kForced;
+    }
+    for (int64_t t = p.seg_offset[i]; t < end; ++t) p.selectable += p.row_class[t] == kSelectable;
   }
   p.blend_from_layer0 = options.strategy == Strategy::kCacheBlend && options.ratio > 0;
   if (options.strategy == Strategy::kCacheBlend && options.ratio == 0) p.schedule.clear();

@@ -110,6 +110,11 @@ struct BlendOptions {
   // cache also for the rows that are then dropped (free: already computed).
   // False reproduces the public implementations (dropped rows keep cache).
   bool scatter_probe_kv = true;
+  // Always recompute the first `chunk_head_tokens` rows of every cached,
+  // non-exact segment (forced rows, in addition to the ratio). A chunk
+  // precomputed alone uses its first tokens as its attention sink, so their
+  // cached KV is the most distorted (EPIC's observation). Default 0.
+  int chunk_head_tokens = 0;
   QueryLogits logits = QueryLogits::kLast;
   // Extra token slots in the fused cache after the prompt (for decoding).
   int64_t extra_capacity_tokens = 0;

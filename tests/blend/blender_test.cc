@@ -212,6 +212,21 @@ TEST_F(BlenderTest, RecomputeSetAlwaysHoldsQueryAndMissedRows) {
   }
 }
 
+TEST_F(BlenderTest, ChunkHeadTokensAreAlwaysRecomputed) {
+  Prompt p = MakePrompt(13, 3, 20);  // prefix 8 (exact), chunks at 8, 28, 48
+  BlendOptions o;
+  o.ratio = 0.1;
+  o.chunk_head_tokens = 2;
+  auto r = Run(p, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->selectable_tokens, 54);  // 3 x (20 - 2)
+  for (const auto& rows : r->recomputed) {
+    std::set<int32_t> s(rows.begin(), rows.end());
+    for (int32_t head : {8, 9, 28, 29, 48, 49}) EXPECT_TRUE(s.count(head)) << head;
+  }
+  EXPECT_EQ(r->recomputed.back().size(), 6u + 6u + std::llround(0.1 * 54));
+}
+
 TEST_F(BlenderTest, GradualScheduleShrinksTowardRatio) {
   BlendOptions o;
   o.ratio = 0.1;
