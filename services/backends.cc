@@ -58,6 +58,7 @@ absl::StatusOr<std::unique_ptr<Backends>> BuildBackends(const BackendOptions& o)
     kvstore::SsdTierOptions ssd;
     ssd.path = o.data_dir + "/kv";
     ssd.capacity_bytes = o.ssd_budget_bytes;
+    ssd.sync_writes = o.sync_writes;
     ASSIGN_OR_RETURN(auto ssd_tier, kvstore::CreateSsdTier(ssd));
     tiers.push_back(std::move(ssd_tier));
     if (!o.redis_url.empty()) {
@@ -79,6 +80,7 @@ absl::StatusOr<std::unique_ptr<Backends>> BuildBackends(const BackendOptions& o)
       ro.tokenizer = std::make_shared<internal::ModelTokenizerAdapter>(b->tokenizer.get());
     }
     ro.chunker.target_tokens = o.chunk_tokens;
+    ro.sync_writes = o.sync_writes;
     ASSIGN_OR_RETURN(b->retriever, retrieval::Retriever::Create(ro));
   }
   return b;

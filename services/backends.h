@@ -29,6 +29,10 @@ struct BackendOptions {
   std::string tokenizer_path;  // empty = the model's own
   int max_seq_len = 0;         // model context override (0 = file's)
   int chunk_tokens = 128;      // retrieval chunk size (tokens)
+  // sync_writes: fsync every SSD-tier Put and catalogue mutation (durable
+  // across power loss). false still survives kill -9 (the WAL is in the OS
+  // page cache) and is what batch precompute uses (it flushes at the end).
+  bool sync_writes = true;
   bool want_store = true;
   bool want_retrieval = true;
 };

@@ -28,6 +28,7 @@ struct PrecomputeFlags {
   int chunk_tokens = 128;
   std::string ram = "1G";
   int debug_chunk_delay_ms = 0;
+  bool sync_writes = false;
 } g_pre;
 
 struct QueryFlags {
@@ -154,6 +155,7 @@ int RunPrecompute() {
   bo.tokenizer_path = f.tokenizer;
   bo.max_seq_len = f.max_seq_len;
   bo.chunk_tokens = f.chunk_tokens;
+  bo.sync_writes = f.sync_writes;
   auto backends = BuildBackends(bo);
   if (!backends.ok()) {
     std::fprintf(stderr, "ragkv precompute: %s\n", backends.status().ToString().c_str());
@@ -259,6 +261,9 @@ void RegisterSubcommands(CLI::App* app) {
   g_precompute->add_option("--max-seq-len", p.max_seq_len, "model context override");
   g_precompute->add_option("--chunk-tokens", p.chunk_tokens)->capture_default_str();
   g_precompute->add_option("--auth-token", p.auth_token);
+  g_precompute->add_option("--sync-writes", p.sync_writes,
+                           "fsync every chunk (default off: kill -9 safe, flushed at the end)")
+      ->capture_default_str();
   g_precompute->add_option("--debug-chunk-delay-ms", p.debug_chunk_delay_ms)
       ->group("");  // hidden testing seam
 

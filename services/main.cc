@@ -3,12 +3,14 @@
 #include <CLI/CLI.hpp>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <string>
 
 #include "absl/strings/str_split.h"
 #include "base/log.h"
+#include "kernels/cpu.h"
 #include "services/cli.h"
 #include "services/sidecar.h"
 
@@ -69,6 +71,12 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "debug|info|warning|error");
+  // Request-level parallelism (executor workers, precompute workers) is the
+  // main axis; kernels default to 1 OpenMP/BLAS thread each so the two never
+  // multiply into oversubscription (style.md: no nested pools).
+  int kernel_threads = 1;
+  app.add_option("--kernel-threads", kernel_threads, "OpenMP/BLAS threads per kernel call")
+      ->capture_default_str();
 
   // serve
   SidecarOptions so;
@@ -79,6 +87,8 @@ int main(int argc, char** argv) {
   serve->add_option("--ram-budget", ram, "RAM tier budget (bytes, K/M/G suffix)")->capture_default_str();
   serve->add_option("--ssd-budget", ssd, "SSD tier budget")->capture_default_str();
   serve->add_option("--redis", so.redis_url, "optional Redis tier host:port");
+  serve->add_option("--sync-writes", so.sync_writes, "fsync every stored chunk")
+      ->capture_default_str();
   serve->add_option("--model", so.model_path, "model checkpoint (.bin/.gguf/HF dir/synthetic:...)");
   serve->add_option("--tokenizer", so.tokenizer_path, "tokenizer (default: the model's)");
   serve->add_option("--max-seq-len", so.max_seq_len, "context length override");
@@ -105,6 +115,7 @@ int main(int argc, char** argv) {
   if (log_level == "warning") ragkv::SetMinLogLevel(ragkv::LogLevel::kWarning);
   if (log_level == "error") ragkv::SetMinLogLevel(ragkv::LogLevel::kError);
 
+  ragkv::kernels::SetMaxThreads(std::max(1, kernel_threads));
   if (serve->parsed()) return RunServe(std::move(so), services, ram, ssd);
   return ragkv::services::RunSubcommands(app);
 }

@@ -131,6 +131,7 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
   bo.tokenizer_path = o.tokenizer_path;
   bo.max_seq_len = o.max_seq_len;
   bo.chunk_tokens = o.chunk_tokens;
+  bo.sync_writes = o.sync_writes;
   bo.want_store = o.services.count("kvstore") || o.services.count("precompute") ||
                   o.services.count("blend");
   bo.want_retrieval = o.services.count("retrieval") || o.services.count("precompute") ||

@@ -48,6 +48,8 @@ struct SidecarOptions {
   uint64_t ram_budget_bytes = uint64_t{1} << 30;
   // ssd_budget_bytes: SSD tier byte budget. Default 16 GiB.
   uint64_t ssd_budget_bytes = uint64_t{16} << 30;
+  // sync_writes: fsync every SSD-tier Put / catalogue mutation.
+  bool sync_writes = true;
   // redis_url: optional shared Redis tier ("redis://host:port" or host:port).
   std::string redis_url;
 

@@ -39,7 +39,7 @@ class PythonClientTest(unittest.TestCase):
         cls.proc = subprocess.Popen(
             [ARGS.ragkv, "serve", "--listen", "127.0.0.1:0", "--data-dir",
              os.path.join(cls.tmp, "data"), "--model", model, "--max-seq-len", "512",
-             "--chunk-tokens", "48", "--metrics-port", "-1", "--auth-token", "tok"],
+             "--chunk-tokens", "48", "--metrics-port", "-1", "--sync-writes", "false", "--auth-token", "tok"],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         line = cls.proc.stdout.readline()
         if not line.startswith("LISTENING"):

@@ -69,6 +69,7 @@ inline services::SidecarOptions TestSidecarOptions(const std::string& data_dir) 
   o.ram_budget_bytes = 64 << 20;
   o.ssd_budget_bytes = 256 << 20;
   o.worker_threads = 4;
+  o.sync_writes = false;
   return o;
 }
 
