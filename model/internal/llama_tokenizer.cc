@@ -1,6 +1,7 @@
 // LlamaTokenizer (llama2.c's encoder over a SentencePiece-style vocabulary),
 // ByteTokenizer, and the default Tokenizer::Decode.
 #include <array>
+#include <queue>
 #include <cstdio>
 #include <unordered_map>
 
@@ -97,26 +98,11 @@ class LlamaTokenizer final : public Tokenizer {
       i += len;
     }
     // Greedy merges: repeatedly merge the adjacent pair whose concatenation
-    // is the highest-scoring vocabulary entry (leftmost on ties).
-    std::string buf;
-    while (true) {
-      float best_score = -1e30f;
-      int32_t best_id = -1;
-      size_t best_idx = 0;
-      for (size_t k = first; k + 1 < t.size(); ++k) {
-        buf = PieceText(t[k]);
-        buf += PieceText(t[k + 1]);
-        auto it = lookup_.find(buf);
-        if (it != lookup_.end() && v_.scores[it->second] > best_score) {
-          best_score = v_.scores[it->second];
-          best_id = it->second;
-          best_idx = k;
-        }
-      }
-      if (best_id < 0) break;
-      t[best_idx] = best_id;
-      t.erase(t.begin() + best_idx + 1);
-    }
+    // is the highest-scoring vocabulary entry, leftmost on ties (llama2.c's
+    // rule). Done with a heap of candidate pairs over a linked list of
+    // symbols, invalidated lazily, so it is O(n log n) instead of llama2.c's
+    // O(n^2) rescans; the merge order, and so the result, is the same.
+    MergeAll(&t, first);
     if (add_eos && v_.eos_id >= 0) t.push_back(v_.eos_id);
     return t;
   }
@@ -138,6 +124,55 @@ class LlamaTokenizer final : public Tokenizer {
   std::string Name() const override { return "llama2c"; }
 
  private:
+  void MergeAll(std::vector<int32_t>* t, size_t first) const {
+    const int n = static_cast<int>(t->size() - first);
+    if (n < 2) return;
+    struct Sym {
+      int32_t id;
+      int prev, next;
+    };
+    std::vector<Sym> sym(n);
+    for (int i = 0; i < n; ++i) sym[i] = {(*t)[first + i], i - 1, i + 1 < n ? i + 1 : -1};
+    struct Cand {
+      float score;
+      int left, right;
+      int32_t left_id, right_id, merged;
+    };
+    auto worse = [](const Cand& a, const Cand& b) {
+      return a.score < b.score || (a.score == b.score && a.left > b.left);
+    };
+    std::priority_queue<Cand, std::vector<Cand>, decltype(worse)> heap(worse);
+    std::string buf;
+    auto push = [&](int l) {
+      if (l < 0) return;
+      const int r = sym[l].next;
+      if (r < 0) return;
+      buf = PieceText(sym[l].id);
+      buf += PieceText(sym[r].id);
+      auto it = lookup_.find(buf);
+      if (it == lookup_.end()) return;
+      heap.push({v_.scores[it->second], l, r, sym[l].id, sym[r].id, it->second});
+    };
+    for (int i = 0; i + 1 < n; ++i) push(i);
+    std::vector<bool> dead(n, false);
+    while (!heap.empty()) {
+      const Cand c = heap.top();
+      heap.pop();
+      if (dead[c.left] || dead[c.right] || sym[c.left].next != c.right ||
+          sym[c.left].id != c.left_id || sym[c.right].id != c.right_id) {
+        continue;  // stale
+      }
+      sym[c.left].id = c.merged;
+      dead[c.right] = true;
+      sym[c.left].next = sym[c.right].next;
+      if (sym[c.right].next >= 0) sym[sym[c.right].next].prev = c.left;
+      push(sym[c.left].prev);
+      push(c.left);
+    }
+    t->resize(first);
+    for (int i = 0; i >= 0; i = sym[i].next) t->push_back(sym[i].id);
+  }
+
   // The text a token contributes to merge candidates: byte tokens merge as
   // their "<0xXX>" piece (as llama2.c does), which never forms a word.
   const std::string& PieceText(int32_t id) const { return v_.pieces[id]; }

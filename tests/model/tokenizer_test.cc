@@ -6,6 +6,10 @@
 #include <fstream>
 #include <iostream>
 
+#include <random>
+#include <unordered_map>
+
+#include "model/internal/loaders.h"
 #include "model/loader.h"
 #include "model/tokenizer.h"
 #include "tests/model/test_util.h"
@@ -265,6 +269,72 @@ TEST(BpeTokenizerTest, MalformedJsonFails) {
   EXPECT_FALSE(LoadTokenizer(p).ok());
   std::ofstream(p) << "{\"model\": {\"type\": \"Unigram\"}}";
   EXPECT_EQ(LoadTokenizer(p).status().code(), absl::StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace ragkv::model
+
+namespace ragkv::model {
+namespace {
+
+// NaiveLlama2cEncode: llama2.c run.c's encode() verbatim in spirit (O(n^2)
+// rescans), as the oracle for the heap-based merge.
+std::vector<int32_t> NaiveLlama2cEncode(const LlamaVocab& v, const std::string& text) {
+  std::unordered_map<std::string, int32_t> lookup;
+  for (size_t i = 0; i < v.pieces.size(); ++i) {
+    if (i == 0 || i == 1 || i == 2) continue;
+    if (v.pieces[i].size() == 6 && v.pieces[i].rfind("<0x", 0) == 0) continue;
+    lookup.emplace(v.pieces[i], static_cast<int32_t>(i));
+  }
+  std::vector<int32_t> t = {1};
+  if (!text.empty()) t.push_back(lookup.at(" "));
+  for (size_t i = 0; i < text.size();) {
+    size_t len = 1;
+    while (len < 4 && i + len < text.size() && (static_cast<unsigned char>(text[i + len]) & 0xC0) == 0x80) ++len;
+    auto it = lookup.find(text.substr(i, len));
+    if (it != lookup.end()) {
+      t.push_back(it->second);
+    } else {
+      for (size_t j = 0; j < len; ++j) t.push_back(static_cast<unsigned char>(text[i + j]) + 3);
+    }
+    i += len;
+  }
+  while (true) {
+    float best = -1e30f;
+    int best_id = -1;
+    size_t best_i = 0;
+    for (size_t i = 1; i + 1 < t.size(); ++i) {
+      auto it = lookup.find(v.pieces[t[i]] + v.pieces[t[i + 1]]);
+      if (it != lookup.end() && v.scores[it->second] > best) {
+        best = v.scores[it->second];
+        best_id = it->second;
+        best_i = i;
+      }
+    }
+    if (best_id < 0) break;
+    t[best_i] = best_id;
+    t.erase(t.begin() + best_i + 1);
+  }
+  return t;
+}
+
+TEST(TokenizerTest, HeapMergeEqualsNaiveLlama2cEncoder) {
+  RAGKV_REQUIRE_MODEL_FILE("tok512.bin");
+  auto vocab = internal::LoadLlama2cVocab(ModelFile("tok512.bin"));
+  ASSERT_TRUE(vocab.ok());
+  auto tok = MakeLlamaTokenizer(*vocab);
+  ASSERT_TRUE(tok.ok());
+  const std::vector<std::string> alphabet = {"a", "e", "t", "h", " ", "s", "n", "o", "d", ".",
+                                             "\n", "é", "😀", "the", " was", "in", "  "};
+  std::mt19937 rng(17);
+  for (int iter = 0; iter < 300; ++iter) {
+    std::string s;
+    const int len = static_cast<int>(rng() % 120);
+    for (int i = 0; i < len; ++i) s += alphabet[rng() % alphabet.size()];
+    auto got = (*tok)->Encode(s, true, false);
+    ASSERT_TRUE(got.ok());
+    ASSERT_EQ(Show(*got), Show(NaiveLlama2cEncode(*vocab, s))) << "'" << s << "'";
+  }
 }
 
 }  // namespace
