@@ -220,6 +220,74 @@ TEST_F(SafetensorsTest, HalfPrecisionCheckpointsLoad) {
   }
 }
 
+TEST_F(SafetensorsTest, Qwen2WithQkvBiasLoads) {
+  // A Qwen2-style checkpoint (q/k/v biases, untied lm_head) written from
+  // in-memory weights; the loaded model must equal Model::Create on them.
+  ModelParts p = parts_;
+  ModelConfig& c = p.config;
+  c.arch = "qwen2";
+  c.qkv_bias = true;
+  c.rope_layout = kernels::RopeLayout::kHalfSplit;
+  c.shared_classifier = false;
+  p.weights.classifier = p.weights.tok_embeddings;
+  for (size_t i = 0; i < p.weights.classifier.size(); ++i) p.weights.classifier[i] *= 0.5f;
+  for (auto& L : p.weights.layers) {
+    L.bq.resize(c.q_dim());
+    L.bk.resize(c.kv_dim());
+    L.bv.resize(c.kv_dim());
+    for (auto* b : {&L.bq, &L.bk, &L.bv}) {
+      for (size_t i = 0; i < b->size(); ++i) (*b)[i] = 0.05f * float(int(i % 7) - 3);
+    }
+  }
+  const std::string dir = root_ + "/qwen2";
+  fs::create_directories(dir);
+  json cfg = {{"architectures", {"Qwen2ForCausalLM"}}, {"hidden_size", c.dim},
+              {"intermediate_size", c.hidden_dim}, {"num_hidden_layers", c.n_layers},
+              {"num_attention_heads", c.n_heads}, {"num_key_value_heads", c.n_kv_heads},
+              {"vocab_size", c.vocab_size}, {"max_position_embeddings", 512},
+              {"rms_norm_eps", c.norm_eps}, {"rope_theta", 1000000.0},
+              {"tie_word_embeddings", false}, {"use_sliding_window", false},
+              {"sliding_window", 64}};
+  std::ofstream(dir + "/config.json") << cfg.dump();
+  c.rope_theta = 1000000.0f;
+  const ModelWeights& w = p.weights;
+  std::vector<Tensor> ts;
+  ts.push_back({"model.embed_tokens.weight", {c.vocab_size, c.dim}, &w.tok_embeddings});
+  ts.push_back({"lm_head.weight", {c.vocab_size, c.dim}, &w.classifier});
+  ts.push_back({"model.norm.weight", {c.dim}, &w.final_norm});
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& L = w.layers[l];
+    const std::string pre = "model.layers." + std::to_string(l) + ".";
+    ts.push_back({pre + "self_attn.q_proj.weight", {c.q_dim(), c.dim}, &L.wq});
+    ts.push_back({pre + "self_attn.q_proj.bias", {c.q_dim()}, &L.bq});
+    ts.push_back({pre + "self_attn.k_proj.weight", {c.kv_dim(), c.dim}, &L.wk});
+    ts.push_back({pre + "self_attn.k_proj.bias", {c.kv_dim()}, &L.bk});
+    ts.push_back({pre + "self_attn.v_proj.weight", {c.kv_dim(), c.dim}, &L.wv});
+    ts.push_back({pre + "self_attn.v_proj.bias", {c.kv_dim()}, &L.bv});
+    ts.push_back({pre + "self_attn.o_proj.weight", {c.dim, c.q_dim()}, &L.wo});
+    ts.push_back({pre + "input_layernorm.weight", {c.dim}, &L.attn_norm});
+    ts.push_back({pre + "post_attention_layernorm.weight", {c.dim}, &L.ffn_norm});
+    ts.push_back({pre + "mlp.gate_proj.weight", {c.hidden_dim, c.dim}, &L.w_gate});
+    ts.push_back({pre + "mlp.up_proj.weight", {c.hidden_dim, c.dim}, &L.w_up});
+    ts.push_back({pre + "mlp.down_proj.weight", {c.dim, c.hidden_dim}, &L.w_down});
+  }
+  WriteSafetensors(dir + "/model.safetensors", ts, "F32");
+  auto loaded = LoadModel(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const ModelConfig& lc = (*loaded)->config();
+  EXPECT_EQ(lc.arch, "qwen2");
+  EXPECT_TRUE(lc.qkv_bias);
+  EXPECT_FALSE(lc.shared_classifier);
+  EXPECT_EQ(lc.max_seq_len, 512);  // sliding window not in use
+  EXPECT_FLOAT_EQ(lc.rope_theta, 1e6f);
+  c.max_seq_len = 512;
+  auto direct = Model::Create(c, p.weights);
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  EXPECT_EQ((*loaded)->fingerprint(), (*direct)->fingerprint());
+  const auto a = AllLogits(**loaded, tokens_), b = AllLogits(**direct, tokens_);
+  EXPECT_EQ(a, b);
+}
+
 TEST_F(SafetensorsTest, BadCheckpointsFailClearly) {
   const std::string dir = root_ + "/bad";
   WriteHfDir(dir, parts_, "F32", 1);
