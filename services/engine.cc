@@ -61,6 +61,31 @@ class CacheSink : public KVSink {
   std::unique_ptr<model::KVCache> cache_;
 };
 
+// ValidUtf8: `s` with every invalid UTF-8 sequence replaced by U+FFFD
+// (proto3 strings must be UTF-8; a model may emit partial byte tokens).
+std::string ValidUtf8(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = len > 0 && i + len <= s.size();
+    for (int j = 1; ok && j < len; ++j) {
+      ok = (static_cast<unsigned char>(s[i + j]) & 0xC0) == 0x80;
+    }
+    if (ok && len == 2) ok = c >= 0xC2;
+    if (ok) {
+      out.append(s, i, len);
+      i += len;
+    } else {
+      out.append("\xEF\xBF\xBD");
+      ++i;
+    }
+  }
+  return out;
+}
+
 int32_t Argmax(const std::vector<float>& v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
@@ -189,7 +214,7 @@ absl::StatusOr<v1::GenerateResponse> ReferenceEngine::Generate(
   }
   tt->set_decode_ms(MsSince(t_dec));
   resp.mutable_answer_tokens()->Assign(out.begin(), out.end());
-  resp.set_answer(tok.Decode(out));
+  resp.set_answer(ValidUtf8(tok.Decode(out)));
   return resp;
 }
 
