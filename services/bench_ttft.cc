@@ -431,8 +431,12 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
       kvstore::SsdTierOptions so;
       so.path = ts->dir;
       so.sync_writes = false;
-      if (cold == "auto") {
-        cold = DropCachesGlobally() ? "drop" : "fadvise";
+      // auto: targeted fadvise on the DB files (always permitted, leaves the
+      // rest of the machine's page cache alone); "drop" is the global hammer.
+      if (cold == "auto") cold = "fadvise";
+      if (cold == "drop" && !DropCachesGlobally()) {
+        rep.notes.push_back("drop_caches not permitted: falling back to fadvise");
+        cold = "fadvise";
       }
       so.use_direct_reads = cold == "direct";
       ASSIGN_OR_RETURN(tier, kvstore::CreateSsdTier(so));
@@ -471,7 +475,7 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
         "ssd cold reads: " +
         std::string(cold == "drop"      ? "echo 1 > /proc/sys/vm/drop_caches before every SSD request"
                     : cold == "fadvise" ? "posix_fadvise(DONTNEED) on the RocksDB files before "
-                                          "every SSD request (drop_caches not permitted)"
+                                          "every SSD request"
                     : cold == "direct"  ? "O_DIRECT reads (RocksDB use_direct_reads)"
                                         : "none (page cache warm)"));
   }
@@ -505,7 +509,7 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
   for (auto& t : tiers) RETURN_IF_ERROR(t->store->Flush());
 
   // ---- Calibration: CPU ceilings, tier probes, prefill efficiency ----
-  CpuMeasureOptions cmo;
+  CpuMeasureOptions cmo = o.calibration;
   cmo.scratch_dir = work;
   ASSIGN_OR_RETURN(CpuCeilings ceilings, MeasureCpu(cmo));
   const blend::ModelShape shape = blend::ShapeOf(*model);

@@ -17,9 +17,9 @@
 // Strategies, interleaved per prompt (same prompt, every strategy, then the
 // next prompt): full prefill, prefix caching, full reuse (r=0), CacheBlend at
 // each ratio, and the loading controller's choice. Tiers: RAM, SSD (RocksDB;
-// page cache dropped before every read -- drop_caches if permitted, else
-// posix_fadvise(DONTNEED) on the DB files, else O_DIRECT reads; the method
-// used is reported), Redis (private redis-server on an ephemeral loopback
+// page cache dropped before every read: by default posix_fadvise(DONTNEED)
+// on the DB files; `ssd_cold` selects drop_caches (falls back to fadvise
+// when not permitted) or O_DIRECT reads; the method used is reported), Redis (private redis-server on an ephemeral loopback
 // port unless `redis` is given; skipped with a note when absent). Each tier
 // is its own single-tier TieredStore so every read comes from that tier.
 // Path: in-process (Blender over StoreKvSource streams).
@@ -41,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "blend/blender.h"
 #include "blend/cost_model.h"
+#include "services/plan_cmd.h"
 
 namespace ragkv::services {
 
@@ -77,7 +78,7 @@ struct TtftBenchOptions {
   std::vector<std::string> tiers = {"ram", "ssd", "redis"};
   int repeats = 1;               // passes over the prompts
   kernels::DType kv_dtype = kernels::DType::kF16;
-  // SSD cold reads: "auto" (drop_caches, else fadvise), "drop", "fadvise",
+  // SSD cold reads: "auto" (= fadvise), "drop" (drop_caches), "fadvise",
   // "direct" (O_DIRECT reads), "none" (warm page cache).
   std::string ssd_cold = "auto";
   std::string redis;             // host:port; empty: start a private redis-server
@@ -99,6 +100,9 @@ struct TtftBenchOptions {
   // Quality deltas (stories260K-class checkpoints): prompts for
   // blend::RunQualityBench (0: off).
   int quality_prompts = 0;
+  // CPU ceilings for the planner's prediction (scratch_dir is replaced by
+  // the work dir).
+  CpuMeasureOptions calibration;
   std::string out_dir;           // outputs (empty: no files)
   bool plots = true;             // PNGs (needs gnuplot; a note if absent)
   uint64_t seed = 1;

@@ -162,6 +162,9 @@ TEST(BenchTtft, SmokeTinyModelWritesOutputs) {
   o.pool_chunks = 5;
   o.ram_budget_chunks = 2;
   o.multi_user_concurrency = 2;
+  o.calibration.gemm_n = 256;
+  o.calibration.copy_bytes = 8 << 20;
+  o.calibration.file_bytes = 4 << 20;
   o.work_dir = dir + "/work";
   o.out_dir = dir + "/out";
   std::ostringstream log;
