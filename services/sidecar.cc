@@ -149,6 +149,7 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
     jo.model = b.model.get();
     jo.retriever = b.retriever.get();
     jo.store = b.store.get();
+    jo.chunk_delay = o.precompute_chunk_delay;
     impl->jobs = std::make_unique<JobManager>(jo);
     impl->ctx.jobs = impl->jobs.get();
   }

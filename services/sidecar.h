@@ -65,6 +65,8 @@ struct SidecarOptions {
 
   // services: which to host: retrieval, kvstore, precompute, blend, engine.
   std::set<std::string> services = {"retrieval", "kvstore", "precompute", "blend", "engine"};
+  // precompute_chunk_delay: testing seam (JobManager::Options::chunk_delay).
+  absl::Duration precompute_chunk_delay = absl::ZeroDuration();
   // engine_upstream: the sidecar the engine calls through the connector;
   // empty = this process itself.
   std::string engine_upstream;

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_format.h"
 #include "connector/client.h"
+#include "kernels/cpu.h"
 #include "services/sidecar.h"
 
 namespace ragkv::testing {
@@ -60,6 +61,9 @@ inline void WriteCorpus(const std::string& dir, int docs) {
 }
 
 inline services::SidecarOptions TestSidecarOptions(const std::string& data_dir) {
+  // As `ragkv --kernel-threads 1` (the binary's default): concurrency comes
+  // from the executor, not from per-kernel OpenMP/BLAS teams.
+  kernels::SetMaxThreads(1);
   services::SidecarOptions o;
   o.listen = "127.0.0.1:0";
   o.data_dir = data_dir;
