@@ -126,7 +126,10 @@ class TieredStore {
   // verify_on_put every layer record): InvalidArgument/DataLoss on malformed
   // input, nothing is written. Write-through: OK iff every tier accepted it;
   // otherwise the first failure (tiers that accepted keep the valid chunk).
-  // Write-back: the status of tier 0's write.
+  // Write-back: OK once tier 0 holds the chunk and the lower tiers' write is
+  // queued (blocking while the queue is full); if tier 0 rejects it (e.g.
+  // too large for RAM), the lower tiers are written synchronously and their
+  // first failure, if any, is returned.
   absl::Status Put(const ChunkKey& key, std::shared_ptr<const EncodedChunk> chunk);
 
   // Get: the whole chunk, or std::nullopt on a miss (see class comment).
