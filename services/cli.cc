@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "connector/client.h"
 #include "services/backends.h"
+#include "services/bench_load.h"
 #include "services/precompute_job.h"
 #include "services/ttft_cli.h"
 
@@ -280,10 +281,12 @@ void RegisterSubcommands(CLI::App* app) {
   g_querycmd->add_option("--format", q.format, "text|tsv")->capture_default_str();
   g_querycmd->add_option("--deadline", q.deadline_s, "seconds")->capture_default_str();
   RegisterTtftSubcommands(app);  // bench ttft, plan (services/ttft_cli.h)
+  RegisterLoadSubcommand(app);    // bench load (services/bench_load.h)
 }
 
 int RunSubcommands(const CLI::App& app) {
   if (int rc = 0; RunTtftSubcommands(&rc)) return rc;
+  if (int rc = 0; RunLoadSubcommand(&rc)) return rc;
   if (g_precompute && g_precompute->parsed()) return RunPrecompute();
   if (g_querycmd && g_querycmd->parsed()) return RunQuery();
   std::fprintf(stderr, "ragkv: unknown subcommand\n");
