@@ -4,7 +4,9 @@
 // document; title = first "# " heading), JSONL (.jsonl: one JSON object per
 // line with "text" and optional "id", "title"), and MuSiQue-style JSON
 // (.json: a list of {question, answers, passages: [{title, text}]}; every
-// passage becomes a document "musique:<question>:<passage>").
+// passage becomes a document "musique:<question>:<passage>"; a passage
+// identical in title and text to an earlier one is the same document, listed
+// under each question that retrieved it).
 // All functions are pure (thread-safe); errors are InvalidArgument (bad
 // content, with line/offset) or NotFound / Internal (I/O).
 #ifndef RAGKV_RETRIEVAL_CORPUS_READER_H_

@@ -53,6 +53,19 @@ TEST(CorpusReader, MusiqueShape) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(CorpusReader, MusiqueRepeatedPassageIsOneDocument) {
+  auto c = ParseMusique(
+      R"([{"question":"q1?","answers":["A"],"passages":[{"title":"t","text":"same"},{"title":"u","text":"other"}]},
+          {"question":"q2?","answers":["B"],"passages":[{"title":"t","text":"same"},{"title":"x","text":"same"}]}])",
+      "m.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  // (t, same) appears twice: one document, referenced by both questions; a
+  // different title makes (x, same) a document of its own.
+  ASSERT_EQ(c->documents.size(), 3u);
+  EXPECT_EQ(c->questions[1].passage_doc_ids,
+            (std::vector<std::string>{"musique:0:0", "musique:1:1"}));
+}
+
 TEST(CorpusReader, ValidateDocument) {
   EXPECT_TRUE(ValidateDocument({"id", "", "text"}).ok());
   EXPECT_EQ(ValidateDocument({"", "", "text"}).code(), absl::StatusCode::kInvalidArgument);
