@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "connector/client.h"
+#include "model/generate.h"
+#include "retrieval/bench_retrieval.h"
 #include "services/backends.h"
 #include "services/bench_load.h"
 #include "services/precompute_job.h"
@@ -41,6 +44,11 @@ struct QueryFlags {
   double deadline_s = 120;
 } g_query;
 
+model::GenerateOptions g_gen;
+std::string g_gen_ids;
+retrieval::RetrievalBenchOptions g_bench_retrieval;
+CLI::App* g_generate = nullptr;
+CLI::App* g_bench_retrieval_cmd = nullptr;
 CLI::App* g_precompute = nullptr;
 CLI::App* g_querycmd = nullptr;
 
@@ -244,9 +252,58 @@ int RunQuery() {
   return 0;
 }
 
+int RunGenerateCmd() {
+  if (!g_gen_ids.empty()) {
+    auto ids = model::ParseIdList(g_gen_ids);
+    if (!ids.ok()) {
+      std::fprintf(stderr, "ragkv generate: %s\n", ids.status().ToString().c_str());
+      return 2;
+    }
+    g_gen.prompt_ids = *ids;
+  }
+  absl::Status s = model::RunGenerate(g_gen, std::cout);
+  if (!s.ok()) {
+    std::fprintf(stderr, "ragkv generate: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+int RunBenchRetrievalCmd() {
+  absl::Status s = retrieval::RunRetrievalBench(g_bench_retrieval, std::cout);
+  if (!s.ok()) {
+    std::fprintf(stderr, "ragkv bench retrieval: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 void RegisterSubcommands(CLI::App* app) {
+  // generate (model/generate.h)
+  g_generate = app->add_subcommand("generate", "run the model on a prompt (llama2.c run.c style)");
+  g_generate->add_option("--model", g_gen.model_path, "checkpoint or synthetic:<spec>")->required();
+  g_generate->add_option("--tokenizer", g_gen.tokenizer_path);
+  g_generate->add_option("--prompt", g_gen.prompt);
+  g_generate->add_option("--prompt-ids", g_gen_ids, "comma-separated token ids");
+  g_generate->add_option("--max-new", g_gen.max_new)->capture_default_str();
+  g_generate->add_option("--temperature", g_gen.sampler.temperature)->capture_default_str();
+  g_generate->add_flag("--print-ids", g_gen.print_ids);
+  g_generate->add_option("--max-seq-len", g_gen.max_seq_len);
+  // bench retrieval (retrieval/bench_retrieval.h)
+  CLI::App* bench = app->add_subcommand("bench", "benchmarks");
+  bench->require_subcommand(1);
+  g_bench_retrieval_cmd =
+      bench->add_subcommand("retrieval", "answer recall of the retrieval configurations");
+  g_bench_retrieval_cmd->add_option("--corpus", g_bench_retrieval.corpus_path,
+                                    "MuSiQue-style JSON")->required();
+  g_bench_retrieval_cmd->add_option("--embedders", g_bench_retrieval.embedders)
+      ->capture_default_str();
+  g_bench_retrieval_cmd->add_option("--chunk-tokens", g_bench_retrieval.chunk_tokens)
+      ->capture_default_str();
+  g_bench_retrieval_cmd->add_option("--factory", g_bench_retrieval.factory)->capture_default_str();
+
   PrecomputeFlags& p = g_pre;
   g_precompute = app->add_subcommand(
       "precompute", "ingest a corpus and store every chunk's KV (resumable, shardable)");
@@ -287,6 +344,8 @@ void RegisterSubcommands(CLI::App* app) {
 int RunSubcommands(const CLI::App& app) {
   if (int rc = 0; RunTtftSubcommands(&rc)) return rc;
   if (int rc = 0; RunLoadSubcommand(&rc)) return rc;
+  if (g_generate && g_generate->parsed()) return RunGenerateCmd();
+  if (g_bench_retrieval_cmd && g_bench_retrieval_cmd->parsed()) return RunBenchRetrievalCmd();
   if (g_precompute && g_precompute->parsed()) return RunPrecompute();
   if (g_querycmd && g_querycmd->parsed()) return RunQuery();
   std::fprintf(stderr, "ragkv: unknown subcommand\n");
