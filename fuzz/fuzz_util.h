@@ -16,7 +16,8 @@
 
 namespace ragkv::fuzz {
 
-// ScratchDir: a directory private to this process (created once).
+// ScratchDir: a directory private to this process (created once, removed
+// at exit).
 inline const std::string& ScratchDir() {
   static const std::string dir = [] {
     std::string d = std::filesystem::temp_directory_path().string() + "/ragkv_fuzz_" +
@@ -24,6 +25,14 @@ inline const std::string& ScratchDir() {
     std::filesystem::create_directories(d);
     return d;
   }();
+  // Removed at normal exit (constructed after `dir`, so destroyed before it).
+  static const struct Remover {
+    const std::string* path;
+    ~Remover() {
+      std::error_code ec;
+      std::filesystem::remove_all(*path, ec);
+    }
+  } remover{&dir};
   return dir;
 }
 
