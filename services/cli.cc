@@ -17,6 +17,7 @@
 #include "model/generate.h"
 #include "retrieval/bench_retrieval.h"
 #include "services/backends.h"
+#include "services/bench_cli.h"
 #include "services/bench_load.h"
 #include "services/precompute_job.h"
 #include "services/ttft_cli.h"
@@ -339,11 +340,13 @@ void RegisterSubcommands(CLI::App* app) {
   g_querycmd->add_option("--deadline", q.deadline_s, "seconds")->capture_default_str();
   RegisterTtftSubcommands(app);  // bench ttft, plan (services/ttft_cli.h)
   RegisterLoadSubcommand(app);    // bench load (services/bench_load.h)
+  RegisterBenchSubcommands(app);  // bench prefill|kvstore|blend|quality (services/bench_cli.h)
 }
 
 int RunSubcommands(const CLI::App& app) {
   if (int rc = 0; RunTtftSubcommands(&rc)) return rc;
   if (int rc = 0; RunLoadSubcommand(&rc)) return rc;
+  if (int rc = 0; RunBenchSubcommands(&rc)) return rc;
   if (g_generate && g_generate->parsed()) return RunGenerateCmd();
   if (g_bench_retrieval_cmd && g_bench_retrieval_cmd->parsed()) return RunBenchRetrievalCmd();
   if (g_precompute && g_precompute->parsed()) return RunPrecompute();
