@@ -1124,6 +1124,7 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
                             " with linespoints lw 2 title '", t->name, "'");
             ++idx;
           }
+          f.close();  // flushed before gnuplot reads it
           const double full = full_p50 * 1e3;
           absl::StrAppend(&plot, idx ? ", " : "", full, " with lines dt 2 lw 2 title 'full prefill'");
           RETURN_IF_ERROR(RunGnuplot(
