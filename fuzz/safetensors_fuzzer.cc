@@ -43,7 +43,8 @@ std::string TinyLlamaSeed() {
     std::string s;
     for (int x : shape) {
       n *= static_cast<size_t>(x);
-      s += (s.empty() ? "" : ",") + std::to_string(x);
+      if (!s.empty()) s += ',';  // piecewise: avoids GCC 12's false -Wrestrict
+      s += std::to_string(x);
     }
     if (header.size() > 1) header += ",";
     header += "\"" + name + "\":{\"dtype\":\"F32\",\"shape\":[" + s + "],\"data_offsets\":[" +

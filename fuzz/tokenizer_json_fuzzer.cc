@@ -39,7 +39,13 @@ std::string TinyBpeJson(bool split) {
     const bool direct = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
     const uint32_t cp = direct ? static_cast<uint32_t>(b) : static_cast<uint32_t>(256 + n++);
     if (b == ' ') g = utf8(cp);
-    vocab += "\"" + esc(utf8(cp)) + "\":" + std::to_string(b) + ",";
+    // Appended piecewise: GCC 12 -O3 warns falsely (-Wrestrict) on
+    // "literal" + std::string&&.
+    vocab += '"';
+    vocab += esc(utf8(cp));
+    vocab += "\":";
+    vocab += std::to_string(b);
+    vocab += ',';
   }
   vocab += "\"he\":256,\"" + g + "t\":257,\"" + g + "the\":258,\"the\":259";
   std::string pre = split

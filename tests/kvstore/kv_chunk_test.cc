@@ -206,6 +206,21 @@ TEST(KvChunk, UnknownVersionAndCodecAreUnimplemented) {
   EXPECT_EQ(ParseLayerRecord(c.header, rec, 0).status().code(), absl::StatusCode::kUnimplemented);
 }
 
+TEST(KvChunk, NonZeroReservedHeaderBytesAreDataLoss) {
+  TestChunk c = MakeChunk(ChunkSpec{});
+  KvChunkHeader h = c.header;
+  const std::string good = *EncodeHeader(&h);
+  ASSERT_TRUE(DecodeHeader(good).ok());
+  for (size_t i : {9u, 11u, 60u, 63u}) {
+    std::string blob = good;
+    blob[i] = 1;
+    // Re-checksummed, so only the reserved-byte rule can reject it.
+    const uint64_t sum = XXH3_64bits(blob.data(), blob.size() - 8);
+    std::memcpy(blob.data() + blob.size() - 8, &sum, 8);
+    EXPECT_EQ(DecodeHeader(blob).status().code(), absl::StatusCode::kDataLoss) << "byte " << i;
+  }
+}
+
 TEST(KvChunk, RecordsAreBoundToTheirHeaderAndLayer) {
   ChunkSpec a;
   TestChunk ca = MakeChunk(a);
