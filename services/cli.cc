@@ -15,10 +15,12 @@
 #include "absl/time/clock.h"
 #include "connector/client.h"
 #include "model/generate.h"
+#include "model/loader.h"
 #include "retrieval/bench_retrieval.h"
 #include "services/backends.h"
 #include "services/bench_cli.h"
 #include "services/bench_load.h"
+#include "services/model_embedder.h"
 #include "services/precompute_job.h"
 #include "services/ttft_cli.h"
 
@@ -270,8 +272,40 @@ int RunGenerateCmd() {
   return 0;
 }
 
+std::string g_bench_retrieval_model;
+std::string g_bench_retrieval_tokenizer;
+
 int RunBenchRetrievalCmd() {
-  absl::Status s = retrieval::RunRetrievalBench(g_bench_retrieval, std::cout);
+  retrieval::RetrievalBenchOptions o = g_bench_retrieval;
+  // --model adds the mean-pooled hidden-state embedder of that checkpoint
+  // (and its hybrid with BM25) next to the built-in lines.
+  std::unique_ptr<model::Model> m;
+  std::unique_ptr<model::Tokenizer> tok;
+  if (!g_bench_retrieval_model.empty()) {
+    absl::StatusOr<std::unique_ptr<model::Model>> lm = model::LoadModel(g_bench_retrieval_model);
+    if (!lm.ok()) {
+      std::fprintf(stderr, "ragkv bench retrieval: %s\n", lm.status().ToString().c_str());
+      return 1;
+    }
+    m = std::move(*lm);
+    absl::StatusOr<std::string> tp = g_bench_retrieval_tokenizer.empty()
+                                          ? model::DefaultTokenizerPath(g_bench_retrieval_model)
+                                          : absl::StatusOr<std::string>(g_bench_retrieval_tokenizer);
+    absl::StatusOr<std::unique_ptr<model::Tokenizer>> lt =
+        tp.ok() ? model::LoadTokenizer(*tp) : absl::StatusOr<std::unique_ptr<model::Tokenizer>>(tp.status());
+    if (!lt.ok()) {
+      std::fprintf(stderr, "ragkv bench retrieval: %s\n", lt.status().ToString().c_str());
+      return 1;
+    }
+    tok = std::move(*lt);
+    absl::StatusOr<std::unique_ptr<ModelEmbedder>> e = ModelEmbedder::Create(m.get(), tok.get());
+    if (!e.ok()) {
+      std::fprintf(stderr, "ragkv bench retrieval: %s\n", e.status().ToString().c_str());
+      return 1;
+    }
+    o.extra_embedders.emplace_back("model", std::shared_ptr<const retrieval::Embedder>(std::move(*e)));
+  }
+  absl::Status s = retrieval::RunRetrievalBench(o, std::cout);
   if (!s.ok()) {
     std::fprintf(stderr, "ragkv bench retrieval: %s\n", s.ToString().c_str());
     return 1;
@@ -299,8 +333,12 @@ void RegisterSubcommands(CLI::App* app) {
       bench->add_subcommand("retrieval", "answer recall of the retrieval configurations");
   g_bench_retrieval_cmd->add_option("--corpus", g_bench_retrieval.corpus_path,
                                     "MuSiQue-style JSON")->required();
-  g_bench_retrieval_cmd->add_option("--embedders", g_bench_retrieval.embedders)
-      ->capture_default_str();
+  g_bench_retrieval_cmd->add_option("--embedder,--embedders", g_bench_retrieval.embedders)
+      ->delimiter(',')->capture_default_str();
+  g_bench_retrieval_cmd->add_option("--model", g_bench_retrieval_model,
+                                    "also evaluate this checkpoint's mean-pooled hidden states");
+  g_bench_retrieval_cmd->add_option("--tokenizer", g_bench_retrieval_tokenizer,
+                                    "the --model's tokenizer (default: the model's own)");
   g_bench_retrieval_cmd->add_option("--chunk-tokens", g_bench_retrieval.chunk_tokens)
       ->capture_default_str();
   g_bench_retrieval_cmd->add_option("--factory", g_bench_retrieval.factory)->capture_default_str();
