@@ -411,7 +411,7 @@ RedisNodePool::RedisNodePool(RedisNodePoolOptions options) : options_(std::move(
 RedisNodePool::~RedisNodePool() = default;
 
 int RedisNodePool::open_connections() const {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   return open_;
 }
 
@@ -421,7 +421,7 @@ absl::StatusOr<std::unique_ptr<RedisConnection>> RedisNodePool::Acquire(bool* fr
   auto can_proceed = [this, cap]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !idle_.empty() || open_ < cap;
   };
-  mu_.Await(absl::Condition(&can_proceed));
+  cv_.Wait(&mu_, can_proceed);
   if (!idle_.empty()) {
     std::unique_ptr<RedisConnection> c = std::move(idle_.back());
     idle_.pop_back();
@@ -442,7 +442,7 @@ absl::StatusOr<std::unique_ptr<RedisConnection>> RedisNodePool::Acquire(bool* fr
 
   absl::StatusOr<std::unique_ptr<RedisConnection>> c = RedisConnection::Connect(options_.connection);
 
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   if (!c.ok()) {
     --open_;
     ++consecutive_connect_failures_;
@@ -463,12 +463,13 @@ absl::StatusOr<std::unique_ptr<RedisConnection>> RedisNodePool::Acquire(bool* fr
 }
 
 void RedisNodePool::Release(std::unique_ptr<RedisConnection> conn) {
-  absl::MutexLock l(&mu_);
+  MutexLock l(&mu_);
   if (conn->broken()) {
     --open_;
   } else {
     idle_.push_back(std::move(conn));
   }
+  cv_.SignalAll();
 }
 
 absl::StatusOr<std::vector<Reply>> RedisNodePool::Pipeline(absl::Span<const RedisArgv> commands) {
@@ -482,9 +483,10 @@ absl::StatusOr<std::vector<Reply>> RedisNodePool::Pipeline(absl::Span<const Redi
     // ones most likely did too. Drop them and retry once on a fresh one.
     std::vector<std::unique_ptr<RedisConnection>> stale;
     {
-      absl::MutexLock l(&mu_);
+      MutexLock l(&mu_);
       stale.swap(idle_);
       open_ -= static_cast<int>(stale.size());
+      cv_.SignalAll();
     }
   }
 }

@@ -34,6 +34,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kvstore/internal/sync.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -232,7 +233,10 @@ class RedisNodePool {
   absl::StatusOr<std::unique_ptr<RedisConnection>> OpenNew();
 
   const RedisNodePoolOptions options_;
-  mutable absl::Mutex mu_;
+  // kvstore's std-based mutex (internal/sync.h), not absl::Mutex: Debian's
+  // abseil is not TSan-instrumented, so its locks hide from ThreadSanitizer.
+  mutable Mutex mu_;
+  CondVar cv_;  // signalled whenever idle_ or open_ changes
   std::vector<std::unique_ptr<RedisConnection>> idle_ ABSL_GUARDED_BY(mu_);
   int open_ ABSL_GUARDED_BY(mu_) = 0;
   int consecutive_connect_failures_ ABSL_GUARDED_BY(mu_) = 0;
