@@ -434,11 +434,16 @@ absl::StatusOr<v1::Job> Client::CancelJob(const std::string& job_id, absl::Durat
 
 // --- blend ---
 
-absl::Status Client::Blend(const v1::BlendRequest& request, KVSink* sink,
-                           absl::Duration deadline) {
+namespace {
+
+// StreamBlend: one server-streamed blend call (Blend or RetrieveAndBlend)
+// into `sink`, retried on UNAVAILABLE only while nothing has arrived.
+template <typename Request, typename Call>
+absl::Status StreamBlend(const ClientOptions& options, absl::Duration deadline,
+                         const Request& request, KVSink* sink, Call call) {
   absl::Status result;
-  absl::Status s = Retrier(options_, deadline).Run([&](grpc::ClientContext* ctx, bool* got) {
-    auto r = stubs_->blend->Blend(ctx, request);
+  absl::Status s = Retrier(options, deadline).Run([&](grpc::ClientContext* ctx, bool* got) {
+    auto r = call(ctx, request);
     absl::Status sink_error;
     result = ReadBlendStream(ctx, r.get(), sink, got, &sink_error);
     if (result.code() == absl::StatusCode::kUnavailable && !*got) {
@@ -449,19 +454,22 @@ absl::Status Client::Blend(const v1::BlendRequest& request, KVSink* sink,
   return s.ok() ? result : s;
 }
 
+}  // namespace
+
+absl::Status Client::Blend(const v1::BlendRequest& request, KVSink* sink,
+                           absl::Duration deadline) {
+  return StreamBlend(options_, deadline, request, sink,
+                     [this](grpc::ClientContext* ctx, const v1::BlendRequest& req) {
+                       return stubs_->blend->Blend(ctx, req);
+                     });
+}
+
 absl::Status Client::RetrieveAndBlend(const v1::RetrieveAndBlendRequest& request, KVSink* sink,
                                       absl::Duration deadline) {
-  absl::Status result;
-  absl::Status s = Retrier(options_, deadline).Run([&](grpc::ClientContext* ctx, bool* got) {
-    auto r = stubs_->blend->RetrieveAndBlend(ctx, request);
-    absl::Status sink_error;
-    result = ReadBlendStream(ctx, r.get(), sink, got, &sink_error);
-    if (result.code() == absl::StatusCode::kUnavailable && !*got) {
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(result.message()));
-    }
-    return grpc::Status::OK;
-  });
-  return s.ok() ? result : s;
+  return StreamBlend(options_, deadline, request, sink,
+                     [this](grpc::ClientContext* ctx, const v1::RetrieveAndBlendRequest& req) {
+                       return stubs_->blend->RetrieveAndBlend(ctx, req);
+                     });
 }
 
 // --- engine ---
