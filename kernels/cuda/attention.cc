@@ -115,12 +115,16 @@ absl::StatusOr<SelectiveAttentionPlan> SelectiveAttentionPlan::Create(
     reqs.push_back({static_cast<int32_t>(b), kv_len});
   }
   // Longest KV first: the heaviest tiles start first (LPT scheduling).
+  // Within a request the last tile goes first: rows are usually in position
+  // order (a prefill, CacheBlend's sorted recompute rows, kBottomRight), so
+  // the last tile sees the most keys.
   std::stable_sort(reqs.begin(), reqs.end(),
                    [](const Req& x, const Req& y) { return x.kv_len > y.kv_len; });
   for (const Req& r : reqs) {
     const int32_t rows = q_indptr[r.b + 1] - q_indptr[r.b];
     const int64_t vecs = rows * group;
-    for (int64_t v0 = 0; v0 < vecs; v0 += kAttnTileVectors) {
+    const int64_t last = (vecs - 1) / kAttnTileVectors * kAttnTileVectors;
+    for (int64_t v0 = last; v0 >= 0; v0 -= kAttnTileVectors) {
       AttnWorkItem w{};
       w.row_begin = q_indptr[r.b];
       w.num_rows = rows;

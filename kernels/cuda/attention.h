@@ -38,7 +38,7 @@ namespace ragkv::kernels::cuda {
 
 enum class AttentionAlgo {
   kAuto = 0,        // tensor cores when the shape/dtype/alignment allow, else SIMT
-  kTensorCore = 1,  // WMMA flash kernel; InvalidArgument when not applicable
+  kTensorCore = 1,  // mma.sync flash kernel; InvalidArgument when not applicable
   kSimt = 2,        // f32 CUDA-core reference kernel
 };
 

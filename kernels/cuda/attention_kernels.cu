@@ -1,20 +1,22 @@
 // attention_kernels.cu: selective causal attention with GQA on the GPU.
 //
-// Work decomposition (shared by both kernels): grid.x = plan work items (a
-// tile of up to 64 "query vectors" of one request, a vector being one
-// (row, head-in-group) pair), grid.y = kv head. All heads of a GQA group share
-// one CTA, so each K/V tile read from memory serves group * rows vectors.
+// Work decomposition (shared by both kernels): one CTA per (plan work item,
+// kv head), a work item being a tile of up to 64 "query vectors" of one
+// request, a vector being one (row, head-in-group) pair. SIMT: grid.x = item,
+// grid.y = kv head; tensor cores: a flat item-major grid (all kv heads of the
+// heaviest items first). All heads of a GQA group share one CTA, so each K/V
+// tile read from memory serves group * rows vectors.
 //
-// Tensor-core kernel (f16/bf16, head_dim 64/128): flash-style. Q tile
-// [64, hd] stays in shared memory; for each 64-key tile K and V are staged in
-// shared memory, S = Q K^T on tensor cores (WMMA m16n16k16, f32 accumulate),
-// exact per-vector causal limit applied, online softmax in base 2 (f32 row
-// max / row sum in shared memory), P rounded to the input type, O += P V on
-// tensor cores with f32 accumulator fragments held in registers. Tiles are
-// staged with cp.async; V's copy overlaps S = Q K^T and the softmax. When a row
-// max grows, the warp's O fragments make one round trip through shared
-// memory to be rescaled (the fragment layout is opaque in WMMA). Key tiles
-// past the largest causal limit of the tile are skipped.
+// Tensor-core kernel (f16/bf16, head_dim 64/128), FlashAttention-2 style:
+// 4 warps x 16 query vectors per CTA, each warp keeping its Q fragments, its
+// O accumulators and its row max / row sums in registers for the whole key
+// loop (raw mma.sync m16n8k16 PTX, whose fragment layout is known, so the
+// online-softmax rescale happens in registers). 64-key K/V tiles are
+// double-buffered in shared memory by cp.async and read by ldmatrix; S = Q K^T
+// on tensor cores (f32 accumulate), exact per-vector causal limit, online
+// softmax in base 2, P rounded to the input type in registers and fed
+// straight into O += P V. Key tiles past the largest causal limit of the CTA
+// are not loaded; a warp skips the tiles past its own rows' limits.
 //
 // SIMT kernel (any dtype, head_dim <= 256): one warp per query vector; lanes
 // score 32 keys at a time, online softmax in f32, lanes own head dims for the
@@ -22,7 +24,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
-#include <mma.h>
 
 #include <cmath>
 #include <cstdint>
@@ -33,34 +34,28 @@
 namespace ragkv::kernels::cuda::internal {
 namespace {
 
-namespace wmma = nvcuda::wmma;
-
 constexpr int kBM = kAttnTileVectors;  // query vectors per CTA
 constexpr int kBN = 64;                // keys per tile
 constexpr int kThreads = 128;          // 4 warps, 16 vectors each
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-constexpr size_t Align128(size_t x) { return (x + 127) / 128 * 128; }
 
-// Shared-memory layout of the tensor-core kernel. The O-rescale / epilogue
-// scratch ([64][hd+4] f32) aliases the K and S buffers, which are dead
-// between the softmax and the next tile's load.
+// Shared-memory layout of the tensor-core kernel: two pipeline stages, each
+// a K tile and a V tile of [kBN keys][HD] (rows padded by 16 bytes, so the 8
+// row addresses of every ldmatrix hit distinct bank groups). The Q tile
+// [kBM][HD] is staged in stage 1's K buffer before the key loop (it moves to
+// registers before that buffer is first refilled); the epilogue stages the
+// output tile in stage 0's K buffer.
 template <int HD>
 struct TcSmem {
-  static constexpr int kLdQ = HD + 8;   // 16-bit elements
-  static constexpr int kLdKV = HD + 8;  // 16-bit elements
-  static constexpr int kLdS = kBN + 4;  // f32
-  static constexpr int kLdP = kBN + 8;  // 16-bit elements
-  static constexpr int kLdO = HD + 4;   // f32
-  static constexpr size_t kQOff = 0;
-  static constexpr size_t kKOff = kQOff + Align128(size_t{kBM} * kLdQ * 2);
-  static constexpr size_t kSOff = kKOff + Align128(size_t{kBN} * kLdKV * 2);
-  static constexpr size_t kVOff = kSOff + Align128(size_t{kBM} * kLdS * 4);
-  static constexpr size_t kPOff = kVOff + Align128(size_t{kBN} * kLdKV * 2);
-  static constexpr size_t kStatsOff = kPOff + Align128(size_t{kBM} * kLdP * 2);
-  static constexpr size_t kTotal = kStatsOff + Align128(4 * kBM * 4 + 16);
-  static_assert(size_t{kBM} * kLdO * 4 <= kVOff - kKOff, "scratch must fit in K|S");
+  static constexpr int kLd = HD + 8;  // 16-bit elements per row
+  static constexpr size_t kTileBytes = size_t{kBN} * kLd * 2;
+  __host__ __device__ static constexpr size_t KOff(int stage) { return 2 * kTileBytes * stage; }
+  __host__ __device__ static constexpr size_t VOff(int stage) { return KOff(stage) + kTileBytes; }
+  static constexpr size_t kQOff = 2 * kTileBytes;  // = stage 1's K
+  static constexpr size_t kTotal = 4 * kTileBytes;
+  static_assert(kBM <= kBN, "Q and O tiles are staged in K buffers");
 };
 
 // 16-byte global -> shared copy, asynchronous (sm_80+). pred false: the 16
@@ -78,6 +73,62 @@ __device__ __forceinline__ void CpAsyncWait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// ldmatrix: four 8x8 16-bit matrices; lanes 8i..8i+7 give the row addresses
+// of matrix i, register i receives matrix i (thread t: row t/4, columns
+// 2(t%4), 2(t%4)+1; .trans: the transpose).
+__device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], const void* smem_row) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(smem_row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* smem_row) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(smem_row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+// D = A B + D, m16n8k16, f32 accumulate. Fragments (g = lane/4, t = lane%4):
+// A regs {(g, 2t..), (g+8, 2t..), (g, 2t+8..), (g+8, 2t+8..)} of a row-major
+// 16x16 tile; B regs {(k 2t.., n g), (k 2t+8.., n g)}; C/D {(g, 2t), (g, 2t+1),
+// (g+8, 2t), (g+8, 2t+1)}.
+template <typename T>
+__device__ __forceinline__ void Mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1);
+template <>
+__device__ __forceinline__ void Mma16816<__nv_bfloat16>(float (&d)[4], const uint32_t (&a)[4],
+                                                        uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void Mma16816<__half>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                 uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats rounded to T, packed (lo in the low half) as one mma operand register.
+template <typename T>
+__device__ __forceinline__ uint32_t PackPair(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t PackPair<__nv_bfloat16>(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t PackPair<__half>(float lo, float hi) {
+  __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
 // Limit (last visible key, request-local) of query vector `vrow` of tile w.
 template <bool kBottomRight>
 __device__ __forceinline__ int VectorLimit(const AttnLaunch& a, const AttnWorkItem& w, int group,
@@ -88,213 +139,253 @@ __device__ __forceinline__ int VectorLimit(const AttnLaunch& a, const AttnWorkIt
   return limit < w.kv_len - 1 ? limit : w.kv_len - 1;
 }
 
+// Tensor-core kernel, FlashAttention-2 style: warp w owns query vectors
+// 16w..16w+15 of the tile; their Q fragments, the O accumulators (16 x HD
+// f32) and the row max / partial row sums stay in registers for the whole
+// key loop. Per 64-key tile: S = Q K^T (mma.sync m16n8k16, K fragments by
+// ldmatrix), per-vector causal mask, online softmax in base 2 on the S
+// accumulators, O rescaled in registers, P rounded to T and fed from the S
+// accumulators straight into O += P V as A fragments (the C layout of two
+// n8 tiles is the A layout of one k16 step), V fragments by ldmatrix.trans.
+// K/V tiles are double-buffered: tile i+1 is fetched by cp.async while tile
+// i is computed.
 template <typename T, int HD, bool kBottomRight>
-__global__ void __launch_bounds__(kThreads) AttnTcKernel(AttnLaunch a) {
+__global__ void __launch_bounds__(kThreads, 2) AttnTcKernel(AttnLaunch a) {
   using L = TcSmem<HD>;
+  constexpr int kLd = L::kLd;
+  constexpr int kChunks = HD / 8;  // 16-byte chunks per row
+  constexpr int kNT = kBN / 8;     // n8 tiles of S
+  constexpr int kDT = HD / 8;      // n8 tiles of O
   extern __shared__ __align__(128) unsigned char smem[];
-  T* sQ = reinterpret_cast<T*>(smem + L::kQOff);
-  T* sK = reinterpret_cast<T*>(smem + L::kKOff);
-  float* sS = reinterpret_cast<float*>(smem + L::kSOff);
-  T* sV = reinterpret_cast<T*>(smem + L::kVOff);
-  T* sP = reinterpret_cast<T*>(smem + L::kPOff);
-  float* sScratch = reinterpret_cast<float*>(smem + L::kKOff);
-  float* sM = reinterpret_cast<float*>(smem + L::kStatsOff);
-  float* sL = sM + kBM;
-  float* sAlpha = sL + kBM;
-  int* sLimit = reinterpret_cast<int*>(sAlpha + kBM);
-  int* sMaxLimit = sLimit + kBM;
+  __shared__ int s_warp_max[kThreads / 32];
 
-  const AttnWorkItem w = a.items[blockIdx.x];
-  const int kh = blockIdx.y;
+  int item, kh;
+  if (gridDim.y == 1) {  // flat grid: item-major, every kv head of an item adjacent
+    item = static_cast<int>(blockIdx.x) / a.num_kv_heads;
+    kh = static_cast<int>(blockIdx.x) % a.num_kv_heads;
+  } else {
+    item = blockIdx.x;
+    kh = blockIdx.y;
+  }
+  const AttnWorkItem w = a.items[item];
   const int group = a.num_heads / a.num_kv_heads;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  constexpr int kChunks = HD / 8;  // 16-byte chunks per row
+  const int g = lane >> 2, t4 = lane & 3;
 
-  if (tid == 0) *sMaxLimit = -1;
-  __syncthreads();
-  if (tid < kBM) {
-    const int limit = VectorLimit<kBottomRight>(a, w, group, tid);
-    sLimit[tid] = limit;
-    sM[tid] = -INFINITY;
-    sL[tid] = 0.f;
-    sAlpha[tid] = 1.f;
-    atomicMax(sMaxLimit, limit);
-  }
-  for (int idx = tid; idx < kBM * kChunks; idx += kThreads) {
-    const int vrow = idx / kChunks, c = idx % kChunks;
-    const T* src = static_cast<const T*>(a.q);  // any valid address when zero-filling
-    if (vrow < w.vec_count) {
-      const int vec = w.vec_begin + vrow;
-      const int rl = vec / group, g = vec % group;
-      src += static_cast<int64_t>(w.row_begin + rl) * a.q_stride_row +
-             static_cast<int64_t>(kh * group + g) * a.q_stride_head + c * 8;
-    }
-    CpAsync16(sQ + vrow * L::kLdQ + c * 8, src, vrow < w.vec_count);
-  }
-  CpAsyncCommit();
-  CpAsyncWait<0>();
-  __syncthreads();
-  const int max_limit = *sMaxLimit;
-
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> o_frag[HD / 16];
-#pragma unroll
-  for (int f = 0; f < HD / 16; ++f) wmma::fill_fragment(o_frag[f], 0.f);
-  // This warp's 16 query vectors stay in registers for the whole key loop.
-  wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> q_frag[HD / 16];
-#pragma unroll
-  for (int k = 0; k < HD / 16; ++k) {
-    wmma::load_matrix_sync(q_frag[k], sQ + 16 * warp * L::kLdQ + 16 * k, L::kLdQ);
-  }
-
-  const float scale_log2 = a.scale * kLog2e;
-  const int n_tiles = max_limit < 0 ? 0 : max_limit / kBN + 1;
   const T* kbase = static_cast<const T*>(a.k) + static_cast<int64_t>(kh) * a.k_stride_head +
                    static_cast<int64_t>(w.kv_begin) * a.k_stride_token;
   const T* vbase = static_cast<const T*>(a.v) + static_cast<int64_t>(kh) * a.v_stride_head +
                    static_cast<int64_t>(w.kv_begin) * a.v_stride_token;
-  const int r = 16 * warp + (lane >> 1);  // softmax row of this lane
-  const int c0 = (lane & 1) * 32;         // its 32 columns
-  const int my_limit = sLimit[r];
+  // Stage one K/V tile (keys past kv_len zero-filled) into `stage`.
+  auto load_kv = [&](int tile, int stage) {
+    const int kv0 = tile * kBN;
+    T* sK = reinterpret_cast<T*>(smem + L::KOff(stage));
+    T* sV = reinterpret_cast<T*>(smem + L::VOff(stage));
+#pragma unroll
+    for (int idx = tid; idx < kBN * kChunks; idx += kThreads) {
+      const int j = idx / kChunks, c = idx % kChunks;
+      const bool in = kv0 + j < w.kv_len;
+      const int64_t ko = in ? static_cast<int64_t>(kv0 + j) * a.k_stride_token + c * 8 : 0;
+      const int64_t vo = in ? static_cast<int64_t>(kv0 + j) * a.v_stride_token + c * 8 : 0;
+      CpAsync16(sK + j * kLd + c * 8, kbase + ko, in);
+      CpAsync16(sV + j * kLd + c * 8, vbase + vo, in);
+    }
+  };
+
+  // Q tile (rows past vec_count zero-filled) and the first K/V tile.
+  {
+    T* sQ = reinterpret_cast<T*>(smem + L::kQOff);
+#pragma unroll
+    for (int idx = tid; idx < kBM * kChunks; idx += kThreads) {
+      const int vrow = idx / kChunks, c = idx % kChunks;
+      const T* src = static_cast<const T*>(a.q);  // any valid address when zero-filling
+      if (vrow < w.vec_count) {
+        const int vec = w.vec_begin + vrow;
+        const int rl = vec / group, gh = vec % group;
+        src += static_cast<int64_t>(w.row_begin + rl) * a.q_stride_row +
+               static_cast<int64_t>(kh * group + gh) * a.q_stride_head + c * 8;
+      }
+      CpAsync16(sQ + vrow * kLd + c * 8, src, vrow < w.vec_count);
+    }
+  }
+  load_kv(0, 0);
+  CpAsyncCommit();
+
+  // Causal limits of this thread's two rows (g, g + 8 of the warp's 16).
+  const int lim0 = VectorLimit<kBottomRight>(a, w, group, 16 * warp + g);
+  const int lim1 = VectorLimit<kBottomRight>(a, w, group, 16 * warp + g + 8);
+  int warp_max = max(lim0, lim1), warp_min = min(lim0, lim1);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    warp_max = max(warp_max, __shfl_xor_sync(0xffffffffu, warp_max, o));
+    warp_min = min(warp_min, __shfl_xor_sync(0xffffffffu, warp_min, o));
+  }
+  if (lane == 0) s_warp_max[warp] = warp_max;
+
+  CpAsyncWait<0>();
+  __syncthreads();
+  int cta_max = s_warp_max[0];
+#pragma unroll
+  for (int i = 1; i < kThreads / 32; ++i) cta_max = max(cta_max, s_warp_max[i]);
+  const int n_tiles = cta_max < 0 ? 0 : cta_max / kBN + 1;
+
+  // This warp's Q fragments: k16 step k -> 4 registers.
+  uint32_t qf[HD / 16][4];
+  {
+    const T* sQ = reinterpret_cast<const T*>(smem + L::kQOff);
+    const T* row = sQ + (16 * warp + (lane & 15)) * kLd + (lane >> 4) * 8;
+#pragma unroll
+    for (int k = 0; k < HD / 16; ++k) LdMatrixX4(qf[k], row + 16 * k);
+  }
+
+  float o[kDT][4];
+#pragma unroll
+  for (int j = 0; j < kDT; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  float m0 = -INFINITY, m1 = -INFINITY;  // running max of the scaled base-2 logits
+  float l0 = 0.f, l1 = 0.f;              // this thread's partial row sums
+  const float scale_log2 = a.scale * kLog2e;
+
+  // ldmatrix lane offsets (elements) within a stage's K / V tile.
+  const int k_lane_off = ((lane & 7) + ((lane >> 4) << 3)) * kLd + ((lane >> 3) & 1) * 8;
+  const int v_lane_off = ((lane & 7) + (((lane >> 3) & 1) << 3)) * kLd + (lane >> 4) * 8;
 
   for (int tile = 0; tile < n_tiles; ++tile) {
-    const int kv0 = tile * kBN;
-    __syncthreads();  // the previous tile's P V (sV, sP, scratch) is done
-    // K and V tiles by cp.async (all 16-byte copies in flight at once; keys
-    // past kv_len zero-filled), K and V in separate groups so that V keeps
-    // landing while S = Q K^T and the softmax run.
-    for (int idx = tid; idx < kBN * kChunks; idx += kThreads) {
-      const int j = idx / kChunks, c = idx % kChunks;
-      const bool in = kv0 + j < w.kv_len;
-      const int64_t off = in ? static_cast<int64_t>(kv0 + j) * a.k_stride_token + c * 8 : 0;
-      CpAsync16(sK + j * L::kLdKV + c * 8, kbase + off, in);
-    }
+    const int stage = tile & 1;
+    // Every warp is done with tile-1's stage (and, at tile 0, with the Q
+    // staging area): refill it with tile+1 while this tile is computed.
+    __syncthreads();
+    if (tile + 1 < n_tiles) load_kv(tile + 1, stage ^ 1);
     CpAsyncCommit();
-    for (int idx = tid; idx < kBN * kChunks; idx += kThreads) {
-      const int j = idx / kChunks, c = idx % kChunks;
-      const bool in = kv0 + j < w.kv_len;
-      const int64_t off = in ? static_cast<int64_t>(kv0 + j) * a.v_stride_token + c * 8 : 0;
-      CpAsync16(sV + j * L::kLdKV + c * 8, vbase + off, in);
-    }
-    CpAsyncCommit();
-    CpAsyncWait<1>();  // this thread's K copies have landed
+    CpAsyncWait<1>();  // this thread's copies of `tile` have landed
     __syncthreads();   // ... and everyone's
 
-    // S[16 rows of this warp][64 keys] = Q K^T.
-    {
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> kb;
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> sacc;
-#pragma unroll
-      for (int n = 0; n < kBN / 16; ++n) {
-        wmma::fill_fragment(sacc, 0.f);
-#pragma unroll
-        for (int k = 0; k < HD / 16; ++k) {
-          wmma::load_matrix_sync(kb, sK + 16 * n * L::kLdKV + 16 * k, L::kLdKV);
-          wmma::mma_sync(sacc, q_frag[k], kb, sacc);
-        }
-        wmma::store_matrix_sync(sS + 16 * warp * L::kLdS + 16 * n, sacc, L::kLdS,
-                                wmma::mem_row_major);
-      }
-    }
-    __syncwarp();
+    const int kv0 = tile * kBN;
+    if (kv0 > warp_max) continue;  // no row of this warp sees these keys
+    const T* sK = reinterpret_cast<const T*>(smem + L::KOff(stage));
+    const T* sV = reinterpret_cast<const T*>(smem + L::VOff(stage));
 
-    // Online softmax over this tile; two lanes per row, 32 columns each.
-    float sv[32];
-    float mloc = -INFINITY;
+    // S[16][64] = Q K^T.
+    float s[kNT][4];
 #pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const int key = kv0 + c0 + i;
-      const float s = key <= my_limit ? sS[r * L::kLdS + c0 + i] * scale_log2 : -INFINITY;
-      sv[i] = s;
-      mloc = fmaxf(mloc, s);
-    }
-    mloc = fmaxf(mloc, __shfl_xor_sync(0xffffffffu, mloc, 1));
-    const float m_old = sM[r];
-    const float m_new = fmaxf(m_old, mloc);
-    const float m_use = m_new == -INFINITY ? 0.f : m_new;
-    const float alpha = exp2f(m_old - m_use);
-    float sum = 0.f;
+    for (int j = 0; j < kNT; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
 #pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const float p = exp2f(sv[i] - m_use);
-      sum += p;
-      sP[r * L::kLdP + c0 + i] = FromFloat<T>(p);
-    }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    const bool rescale = __any_sync(0xffffffffu, m_old != -INFINITY && alpha != 1.f);
-    __syncwarp();
-    if ((lane & 1) == 0) {
-      sM[r] = m_new;
-      sL[r] = sL[r] * alpha + sum;
-      sAlpha[r] = alpha;
-    }
-    CpAsyncWait<0>();  // this thread's V copies have landed
-    __syncthreads();   // V visible to all; every warp is done with sK and sS: scratch is free
-
-    if (rescale) {
-      float* scr = sScratch + 16 * warp * L::kLdO;
+    for (int k = 0; k < HD / 16; ++k) {
 #pragma unroll
-      for (int f = 0; f < HD / 16; ++f) {
-        wmma::store_matrix_sync(scr + 16 * f, o_frag[f], L::kLdO, wmma::mem_row_major);
-      }
-      __syncwarp();
-      for (int idx = lane; idx < 16 * HD; idx += 32) {
-        const int rr = idx / HD, cc = idx % HD;
-        scr[rr * L::kLdO + cc] *= sAlpha[16 * warp + rr];
-      }
-      __syncwarp();
-#pragma unroll
-      for (int f = 0; f < HD / 16; ++f) {
-        wmma::load_matrix_sync(o_frag[f], scr + 16 * f, L::kLdO, wmma::mem_row_major);
+      for (int np = 0; np < kNT / 2; ++np) {
+        uint32_t b[4];
+        LdMatrixX4(b, sK + 16 * np * kLd + 16 * k + k_lane_off);
+        Mma16816<T>(s[2 * np], qf[k], b[0], b[1]);
+        Mma16816<T>(s[2 * np + 1], qf[k], b[2], b[3]);
       }
     }
 
-    // O[16 rows][HD] += P[16 rows][64] V[64][HD].
-    {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> pa;
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> vb;
+    // Exact per-vector causal mask, only on tiles that cross a limit.
+    if (kv0 + kBN - 1 > warp_min) {
 #pragma unroll
-      for (int k = 0; k < kBN / 16; ++k) {
-        wmma::load_matrix_sync(pa, sP + 16 * warp * L::kLdP + 16 * k, L::kLdP);
-#pragma unroll
-        for (int f = 0; f < HD / 16; ++f) {
-          wmma::load_matrix_sync(vb, sV + 16 * k * L::kLdKV + 16 * f, L::kLdKV);
-          wmma::mma_sync(o_frag[f], pa, vb, o_frag[f]);
-        }
+      for (int j = 0; j < kNT; ++j) {
+        const int key = kv0 + 8 * j + 2 * t4;
+        if (key > lim0) s[j][0] = -INFINITY;
+        if (key + 1 > lim0) s[j][1] = -INFINITY;
+        if (key > lim1) s[j][2] = -INFINITY;
+        if (key + 1 > lim1) s[j][3] = -INFINITY;
       }
     }
+
+    // Online softmax (base 2, scale folded in); a row lives in one quad.
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kNT; ++j) {
+      mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
+      mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
+    }
+#pragma unroll
+    for (int o2 = 1; o2 <= 2; o2 <<= 1) {
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o2));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o2));
+    }
+    const float mn0 = fmaxf(m0, mx0 * scale_log2), mn1 = fmaxf(m1, mx1 * scale_log2);
+    const float mu0 = mn0 == -INFINITY ? 0.f : mn0, mu1 = mn1 == -INFINITY ? 0.f : mn1;
+    const float alpha0 = exp2f(m0 - mu0), alpha1 = exp2f(m1 - mu1);
+    m0 = mn0;
+    m1 = mn1;
+    float sum0 = 0.f, sum1 = 0.f;
+    uint32_t pf[kBN / 16][4];  // P as A fragments, one per k16 step of O += P V
+#pragma unroll
+    for (int j = 0; j < kNT; ++j) {
+      const float p0 = exp2f(fmaf(s[j][0], scale_log2, -mu0));
+      const float p1 = exp2f(fmaf(s[j][1], scale_log2, -mu0));
+      const float p2 = exp2f(fmaf(s[j][2], scale_log2, -mu1));
+      const float p3 = exp2f(fmaf(s[j][3], scale_log2, -mu1));
+      sum0 += p0 + p1;
+      sum1 += p2 + p3;
+      pf[j / 2][(j & 1) * 2 + 0] = PackPair<T>(p0, p1);
+      pf[j / 2][(j & 1) * 2 + 1] = PackPair<T>(p2, p3);
+    }
+    l0 = l0 * alpha0 + sum0;
+    l1 = l1 * alpha1 + sum1;
+#pragma unroll
+    for (int j = 0; j < kDT; ++j) {
+      o[j][0] *= alpha0;
+      o[j][1] *= alpha0;
+      o[j][2] *= alpha1;
+      o[j][3] *= alpha1;
+    }
+
+    // O[16][HD] += P[16][64] V[64][HD].
+#pragma unroll
+    for (int k = 0; k < kBN / 16; ++k) {
+#pragma unroll
+      for (int dp = 0; dp < kDT / 2; ++dp) {
+        uint32_t b[4];
+        LdMatrixX4Trans(b, sV + 16 * k * kLd + 16 * dp + v_lane_off);
+        Mma16816<T>(o[2 * dp], pf[k], b[0], b[1]);
+        Mma16816<T>(o[2 * dp + 1], pf[k], b[2], b[3]);
+      }
+    }
+  }
+
+  // Epilogue: full row sums, O / l rounded to T and staged in shared memory
+  // (stage 0's K buffer; every warp is past the key loop), then 16-byte
+  // stores; natural-log LSE.
+#pragma unroll
+  for (int o2 = 1; o2 <= 2; o2 <<= 1) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, o2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, o2);
   }
   __syncthreads();
-
-  // Epilogue: O / l, rounded to T, 16-byte stores; natural-log LSE.
-  float* scr = sScratch + 16 * warp * L::kLdO;
+  T* sO = reinterpret_cast<T*>(smem + L::KOff(0));
+  {
+    const float inv0 = l0 > 0.f ? 1.f / l0 : 0.f, inv1 = l1 > 0.f ? 1.f / l1 : 0.f;
+    T* r0 = sO + (16 * warp + g) * kLd + 2 * t4;
+    T* r1 = r0 + 8 * kLd;
 #pragma unroll
-  for (int f = 0; f < HD / 16; ++f) {
-    wmma::store_matrix_sync(scr + 16 * f, o_frag[f], L::kLdO, wmma::mem_row_major);
+    for (int j = 0; j < kDT; ++j) {
+      *reinterpret_cast<uint32_t*>(r0 + 8 * j) = PackPair<T>(o[j][0] * inv0, o[j][1] * inv0);
+      *reinterpret_cast<uint32_t*>(r1 + 8 * j) = PackPair<T>(o[j][2] * inv1, o[j][3] * inv1);
+    }
   }
   __syncwarp();
+#pragma unroll
   for (int idx = lane; idx < 16 * kChunks; idx += 32) {
     const int rr = idx / kChunks, c = idx % kChunks;
     const int vrow = 16 * warp + rr;
     if (vrow >= w.vec_count) continue;
-    const float l = sL[vrow];
-    const float inv = l > 0.f ? 1.f / l : 0.f;
     const int vec = w.vec_begin + vrow;
-    const int rl = vec / group, g = vec % group;
-    T outv[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) outv[i] = FromFloat<T>(scr[rr * L::kLdO + c * 8 + i] * inv);
+    const int rl = vec / group, gh = vec % group;
     T* dst = static_cast<T*>(a.out) + static_cast<int64_t>(w.row_begin + rl) * a.o_stride_row +
-             static_cast<int64_t>(kh * group + g) * a.o_stride_head + c * 8;
-    StoreVec<T, 8>(dst, outv);
+             static_cast<int64_t>(kh * group + gh) * a.o_stride_head + c * 8;
+    *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(sO + vrow * kLd + c * 8);
   }
-  if (a.lse != nullptr && lane < 16) {
-    const int vrow = 16 * warp + lane;
-    if (vrow < w.vec_count) {
+  if (a.lse != nullptr && t4 == 0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int vrow = 16 * warp + g + 8 * h;
+      if (vrow >= w.vec_count) continue;
       const int vec = w.vec_begin + vrow;
-      const int rl = vec / group, g = vec % group;
-      const float l = sL[vrow];
-      a.lse[static_cast<int64_t>(w.row_begin + rl) * a.num_heads + kh * group + g] =
-          l > 0.f ? (sM[vrow] + log2f(l)) * kLn2 : -INFINITY;
+      const int rl = vec / group, gh = vec % group;
+      const float l = h == 0 ? l0 : l1, m = h == 0 ? m0 : m1;
+      a.lse[static_cast<int64_t>(w.row_begin + rl) * a.num_heads + kh * group + gh] =
+          l > 0.f ? (m + log2f(l)) * kLn2 : -INFINITY;
     }
   }
 }
@@ -379,7 +470,12 @@ int LaunchTc(const AttnLaunch& a, Stream stream) {
   cudaError_t e =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (e != cudaSuccess) return e;
-  const dim3 grid(static_cast<unsigned>(a.num_items), static_cast<unsigned>(a.num_kv_heads));
+  // Flat grid, item-major (the plan orders items heaviest first, and all kv
+  // heads of an item start together); 2-D (items, kv heads) if that overflows.
+  const int64_t flat = static_cast<int64_t>(a.num_items) * a.num_kv_heads;
+  const dim3 grid = flat <= 0x7fffffff
+                        ? dim3(static_cast<unsigned>(flat))
+                        : dim3(static_cast<unsigned>(a.num_items), static_cast<unsigned>(a.num_kv_heads));
   kernel<<<grid, kThreads, smem, stream>>>(a);
   return cudaGetLastError();
 }
