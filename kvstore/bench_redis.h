@@ -3,10 +3,13 @@
 //
 // For one chunk geometry, Puts one fp16 raw chunk into a RedisTier on the
 // given server, then measures in the same run, same server:
-//  * tier read: GetHeader + GetLayers(0, L) (frames verified, split layers
-//    reassembled), what TieredStore asks of the tier;
-//  * raw hiredis: one fresh redisContext, one pipeline of GET for every Redis
-//    value of that chunk (the same bytes, same keys), replies freed.
+//  * tier read: ReadChunk (header + every layer in one pipeline once the
+//    tier's layout hint is known; frames and XXH3 verified, split layers
+//    reassembled), what TieredStore::Get asks of the tier; and, without a
+//    target, the two-round-trip GetHeader + GetLayers(0, L);
+//  * raw hiredis: one redisContext, one pipeline of GET for every Redis
+//    value of that chunk (the same values: header + all layer parts, same
+//    keys, same count), replies either kept until the end or freed at once.
 // Both are reported as GB/s of the chunk's EncodedChunk bytes; the best of
 // `repeats` runs is kept. Also a Put row vs a raw pipelined SET of the same
 // values (no target).
@@ -37,8 +40,9 @@ struct RedisBenchOptions {
   std::string key_prefix = "ragkv-bench";
 };
 
-// RedisTierBenchRows: rows "redis tier get" (target 0.8 vs raw hiredis GET)
-// and "redis tier put" (vs raw pipelined SET) for `shape`.
+// RedisTierBenchRows: rows "redis tier ReadChunk" (target 0.8 vs raw
+// hiredis GET, replies kept / freed), "GetHeader+GetLayers" (no target) and
+// "redis tier put" (vs raw pipelined SET) for `shape`.
 absl::StatusOr<std::vector<KvBenchRow>> RedisTierBenchRows(const KvBenchShape& shape,
                                                            const RedisBenchOptions& options);
 

@@ -15,8 +15,18 @@
 #include "kvstore/internal/redis_client.h"
 #include "kvstore/internal/redis_cluster.h"
 #include "kvstore/internal/redis_record.h"
+#include "kvstore/internal/sync.h"
 
 namespace ragkv::kvstore {
+namespace internal {
+// RedisLayoutHint: the part counts per layer of the last chunk the tier read
+// or wrote (RedisTier::ReadChunk fetches that layout speculatively).
+struct RedisLayoutHint {
+  mutable Mutex mu;
+  std::vector<uint32_t> parts ABSL_GUARDED_BY(mu);
+};
+}  // namespace internal
+
 namespace {
 
 using internal::DecodedRedisValue;
@@ -71,6 +81,76 @@ absl::StatusOr<HeaderValue> ParseHeaderValue(const DecodedRedisValue& d) {
   return h;
 }
 
+// LayerDecode: one layer record rebuilt from the replies of its parts.
+struct LayerDecode {
+  std::optional<PinnedBytes> blob;  // nullopt: absent, torn or corrupt
+  std::string corrupt;              // non-empty: corrupt (detail)
+  absl::Status error;               // a Redis error reply
+};
+
+// DecodeLayerParts: layer `layer` from `replies` (part 0..n-1, n = the part
+// count the header announced; `keys` are their Redis keys). Zero-copy for a
+// one-part layer; split layers are reassembled in a pooled buffer. Parts
+// from another Put (write id, count or size differ) read as absent.
+LayerDecode DecodeLayerParts(uint32_t layer, absl::Span<Reply> replies,
+                             absl::Span<const std::string> keys) {
+  LayerDecode out;
+  const uint32_t n = static_cast<uint32_t>(replies.size());
+  std::vector<std::shared_ptr<Reply>> owners;
+  std::vector<std::string_view> payloads;
+  RedisFrame first;
+  for (uint32_t j = 0; j < n; ++j) {
+    Reply& rep = replies[j];
+    if (rep.IsNil()) return out;  // absent (evicted, expired, deleted, torn)
+    if (!rep.IsString()) {
+      out.error = rep.IsError() ? internal::ReplyToStatus(rep.view(), "redis tier: GET layer")
+                                : absl::InternalError("redis tier: GET layer: unexpected reply");
+      return out;
+    }
+    auto owner = std::make_shared<Reply>(std::move(rep));
+    absl::StatusOr<DecodedRedisValue> d = internal::DecodeRedisValue(keys[j], owner->str());
+    if (!d.ok()) {
+      out.corrupt = std::string(d.status().message());
+      return out;
+    }
+    const RedisFrame& f = d->frame;
+    if (f.kind != RedisRecordKind::kLayerPart || f.layer != layer || f.part != j ||
+        d->payload.size() > f.total_bytes) {
+      out.corrupt = absl::StrCat("redis value '", keys[j], "': inconsistent frame");
+      return out;
+    }
+    if (j == 0) first = f;
+    // A part of another Put (a concurrent or torn overwrite): absent.
+    if (f.count != n || f.write_id != first.write_id || f.total_bytes != first.total_bytes) {
+      return out;
+    }
+    payloads.push_back(d->payload);
+    owners.push_back(std::move(owner));
+  }
+  uint64_t sum = 0;
+  for (std::string_view p : payloads) sum += p.size();
+  if (sum != first.total_bytes) {
+    out.corrupt = absl::StrCat("redis layer ", layer, ": parts sum to ", sum, " bytes, frame says ",
+                               first.total_bytes);
+    return out;
+  }
+  if (n == 1) {
+    out.blob = PinnedBytes(payloads[0], std::move(owners[0]));
+    return out;
+  }
+  internal::LargeBuffer lb = internal::AcquireLargeBuffer(sum);
+  size_t filled = 0;
+  for (std::string_view p : payloads) {
+    std::memcpy(lb.get() + filled, p.data(), p.size());
+    filled += p.size();
+  }
+  const internal::LargeBufferDeleter deleter = lb.get_deleter();
+  std::shared_ptr<char> owner(lb.release(), deleter);
+  std::string_view view(owner.get(), filled);
+  out.blob = PinnedBytes(view, std::move(owner));
+  return out;
+}
+
 absl::Status ValidateOptions(const RedisTierOptions& o) {
   if (o.endpoints.empty()) return absl::InvalidArgumentError("redis tier: no endpoints");
   if (o.mode == RedisMode::kStandalone && o.endpoints.size() != 1) {
@@ -100,6 +180,7 @@ absl::Status ValidateOptions(const RedisTierOptions& o) {
 }
 
 }  // namespace
+
 
 // ------------------------------------------------------------------ create --
 
@@ -163,7 +244,20 @@ absl::StatusOr<std::unique_ptr<Tier>> CreateRedisTier(const RedisTierOptions& op
 
 RedisTier::RedisTier(RedisTierOptions options, std::unique_ptr<internal::RedisExecutor> exec,
                      bool cluster_mode)
-    : options_(std::move(options)), exec_(std::move(exec)), cluster_mode_(cluster_mode) {}
+    : options_(std::move(options)),
+      exec_(std::move(exec)),
+      cluster_mode_(cluster_mode),
+      hint_(std::make_unique<internal::RedisLayoutHint>()) {}
+
+std::vector<uint32_t> RedisTier::LayoutHint() const {
+  internal::MutexLock l(&hint_->mu);
+  return hint_->parts;
+}
+
+void RedisTier::SetLayoutHint(const std::vector<uint32_t>& parts) {
+  internal::MutexLock l(&hint_->mu);
+  if (hint_->parts != parts) hint_->parts = parts;
+}
 
 RedisTier::~RedisTier() = default;
 
@@ -379,6 +473,135 @@ absl::StatusOr<std::vector<Tier::Blob>> RedisTier::GetLayers(const ChunkKey& key
   return out;
 }
 
+absl::Status RedisTier::ReadChunk(const ChunkKey& key, ChunkReader& reader, bool stream) {
+  ScopedTimerNs timer(&counters().read_ns);
+  const std::string hkey = internal::RedisHeaderKey(options_.key_prefix, key);
+  std::vector<LayerDecode> ready;
+  std::vector<bool> have;
+  // Fetch: one pipeline: GET of the header (when `header` is not null), then
+  // of every part of layers [first, first + count) under the part counts
+  // `parts`. Each layer is decoded (frames, XXH3) as soon as its last part
+  // has arrived, overlapping the transfer of the next values; the result
+  // lands in ready[l]. The reader is not called here (a connection is held).
+  auto fetch = [&](Reply* header, uint32_t first, uint32_t count,
+                   const std::vector<uint32_t>& parts) -> absl::Status {
+    std::vector<std::string> keys;
+    std::vector<uint32_t> layer_of;  // per key: index into [0, count)
+    std::vector<size_t> first_key(count), remaining(count);
+    for (uint32_t c = 0; c < count; ++c) {
+      first_key[c] = keys.size();
+      remaining[c] = parts[first + c];
+      for (uint32_t j = 0; j < parts[first + c]; ++j) {
+        keys.push_back(internal::RedisLayerKey(options_.key_prefix, key, first + c, j));
+        layer_of.push_back(c);
+      }
+    }
+    const size_t off = header != nullptr ? 1 : 0;
+    std::vector<RedisArgv> cmds;
+    cmds.reserve(keys.size() + off);
+    if (header != nullptr) cmds.push_back({"GET", hkey});
+    for (const std::string& k : keys) cmds.push_back({"GET", k});
+    std::vector<Reply> got(keys.size());
+    return exec_->PipelineStream(hkey, cmds, [&](size_t i, Reply r) {
+      if (i < off) {
+        *header = std::move(r);
+        return;
+      }
+      const size_t k = i - off;
+      const uint32_t c = layer_of[k];
+      got[k] = std::move(r);
+      if (--remaining[c] > 0) return;
+      const uint32_t n = parts[first + c];
+      ready[first + c] = DecodeLayerParts(first + c, absl::MakeSpan(got).subspan(first_key[c], n),
+                                          absl::MakeConstSpan(keys).subspan(first_key[c], n));
+      have[first + c] = true;
+    });
+  };
+
+  // 1. One pipeline: the header and, speculatively, the layers of the layout
+  //    hint (all of them, or only layer 0 when streaming).
+  const std::vector<uint32_t> hint = LayoutHint();
+  const uint32_t spec_layers =
+      static_cast<uint32_t>(stream ? std::min<size_t>(1, hint.size()) : hint.size());
+  ready.resize(spec_layers);
+  have.assign(spec_layers, false);
+  auto header_reply = std::make_shared<Reply>();
+  absl::Status fs = fetch(header_reply.get(), 0, spec_layers, hint);
+  if (!fs.ok()) return CountError(fs);
+  if (header_reply->IsNil()) {
+    counters().misses.fetch_add(1, std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
+  if (!header_reply->IsString()) {
+    return CountError(header_reply->IsError()
+                          ? internal::ReplyToStatus(header_reply->view(), "redis tier: GET header")
+                          : absl::InternalError("redis tier: GET header: unexpected reply"));
+  }
+  absl::StatusOr<DecodedRedisValue> hd = internal::DecodeRedisValue(hkey, header_reply->str());
+  absl::StatusOr<HeaderValue> hv =
+      hd.ok() ? ParseHeaderValue(*hd) : absl::StatusOr<HeaderValue>(hd.status());
+  if (!hv.ok()) {
+    counters().misses.fetch_add(1, std::memory_order_relaxed);
+    ReportCorruption(key, internal::StdSv(hv.status().message()));
+    return absl::OkStatus();
+  }
+  counters().hits.fetch_add(1, std::memory_order_relaxed);
+  const std::vector<uint32_t> parts = std::move(hv->part_counts);
+  SetLayoutHint(parts);
+  uint64_t bytes = hv->blob.size();
+  const uint32_t n = std::min<uint32_t>(reader.OnHeader(PinnedBytes(hv->blob, header_reply)),
+                                        static_cast<uint32_t>(parts.size()));
+  // Speculative layers fetched under another part count than the header's
+  // are refetched.
+  ready.resize(std::max<size_t>(n, spec_layers));
+  have.resize(ready.size(), false);
+  for (uint32_t l = 0; l < spec_layers; ++l) {
+    if (l >= n || hint[l] != parts[l]) {
+      have[l] = false;
+      ready[l] = LayerDecode();
+    }
+  }
+
+  // 2. Layers to the reader, in order; the ones not in hand are fetched in
+  //    further pipelines (all at once, or 1, 2, 4, ... layers when streaming).
+  std::string corrupt;
+  absl::Status error;
+  uint32_t window = 1;
+  for (uint32_t l = 0; l < n; ++l) {
+    if (!have[l]) {
+      uint32_t count = stream ? std::min(window, n - l) : n - l;
+      window *= 2;
+      for (uint32_t c = 1; c < count; ++c) {  // stop at the next layer in hand
+        if (have[l + c]) {
+          count = c;
+          break;
+        }
+      }
+      absl::Status ws = fetch(nullptr, l, count, parts);
+      if (!ws.ok()) {
+        error = CountError(ws);
+        break;
+      }
+      if (!have[l]) {  // cannot happen after an OK pipeline; be safe
+        error = CountError(absl::InternalError("redis tier: short pipeline"));
+        break;
+      }
+    }
+    LayerDecode& d = ready[l];
+    if (!d.error.ok()) {
+      error = CountError(d.error);
+      break;
+    }
+    if (!d.corrupt.empty()) corrupt = d.corrupt;
+    const bool present = d.blob.has_value();
+    if (present) bytes += d.blob->size();
+    if (!reader.OnLayer(l, std::move(d.blob)) || !present) break;
+  }
+  counters().bytes_read.fetch_add(bytes, std::memory_order_relaxed);
+  if (!corrupt.empty()) ReportCorruption(key, corrupt);
+  return error;
+}
+
 absl::StatusOr<bool> RedisTier::Contains(const ChunkKey& key) {
   const std::string hkey = internal::RedisHeaderKey(options_.key_prefix, key);
   absl::StatusOr<Reply> r = exec_->Command(hkey, {"EXISTS", hkey});
@@ -529,6 +752,7 @@ absl::Status RedisTier::Put(const ChunkKey& key, std::shared_ptr<const EncodedCh
   RETURN_IF_ERROR(flush(std::move(tail)));
   counters().puts.fetch_add(1, std::memory_order_relaxed);
   counters().bytes_written.fetch_add(total, std::memory_order_relaxed);
+  SetLayoutHint(parts);
   return absl::OkStatus();
 }
 

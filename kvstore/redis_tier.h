@@ -46,6 +46,7 @@ namespace ragkv::kvstore {
 
 namespace internal {
 class RedisExecutor;
+struct RedisLayoutHint;
 }  // namespace internal
 
 enum class RedisMode {
@@ -109,6 +110,17 @@ class RedisTier : public Tier {
   // parts of split layers.
   absl::StatusOr<std::vector<Blob>> GetLayers(const ChunkKey& key, uint32_t first_layer,
                                               uint32_t count) override;
+  // ReadChunk: header and layers in one pipeline (one round trip) when the
+  // chunk's layout matches the layout hint (the part counts of the last
+  // chunk this tier read or wrote; chunks of one model share it); otherwise,
+  // or for layers beyond the hint, one more pipeline. With `stream`, the
+  // first pipeline carries the header and layer 0 only, and the following
+  // ones 1, 2, 4, ... layers, so layer 0 arrives after one small round trip.
+  // Layers are delivered after their pipeline has been read completely and
+  // its connection released: a reader that blocks (backpressure) never holds
+  // a pooled connection, so several streams consumed in lockstep cannot
+  // starve the pool.
+  absl::Status ReadChunk(const ChunkKey& key, ChunkReader& reader, bool stream) override;
   // MultiGetHeaders: one pipeline per Redis node.
   std::vector<absl::StatusOr<Blob>> MultiGetHeaders(absl::Span<const ChunkKey> keys) override;
   absl::StatusOr<bool> Contains(const ChunkKey& key) override;
@@ -132,10 +144,14 @@ class RedisTier : public Tier {
   // DeleteImpl: removes `key`; *removed says whether a header existed.
   absl::Status DeleteImpl(const ChunkKey& key, bool* removed);
   absl::Status CountError(absl::Status s);
+  // LayoutHint / SetLayoutHint: part counts per layer of the last chunk seen.
+  std::vector<uint32_t> LayoutHint() const;
+  void SetLayoutHint(const std::vector<uint32_t>& parts);
 
   const RedisTierOptions options_;
   const std::unique_ptr<internal::RedisExecutor> exec_;
   const bool cluster_mode_;
+  const std::unique_ptr<internal::RedisLayoutHint> hint_;
 };
 
 // CreateRedisTier: RedisTier::Create as a Tier (same errors).

@@ -62,6 +62,31 @@ absl::StatusOr<std::vector<Tier::Blob>> Tier::GetLayers(const ChunkKey& key, uin
   return out;
 }
 
+absl::Status Tier::ReadChunk(const ChunkKey& key, ChunkReader& reader, bool stream) {
+  absl::StatusOr<Blob> header = GetHeader(key);
+  if (!header.ok()) return header.status();
+  if (!header->has_value()) return absl::OkStatus();
+  const uint32_t n = reader.OnHeader(std::move(**header));
+  if (n == 0) return absl::OkStatus();
+  if (stream) {
+    for (uint32_t l = 0; l < n; ++l) {
+      absl::StatusOr<Blob> b = GetLayer(key, l);
+      if (!b.ok()) return b.status();
+      const bool present = b->has_value();
+      if (!reader.OnLayer(l, std::move(*b)) || !present) break;
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<Blob>> layers = GetLayers(key, 0, n);
+  if (!layers.ok()) return layers.status();
+  for (uint32_t l = 0; l < n; ++l) {
+    Blob b = l < layers->size() ? std::move((*layers)[l]) : Blob();
+    const bool present = b.has_value();
+    if (!reader.OnLayer(l, std::move(b)) || !present) break;
+  }
+  return absl::OkStatus();
+}
+
 std::vector<absl::StatusOr<Tier::Blob>> Tier::MultiGetHeaders(absl::Span<const ChunkKey> keys) {
   std::vector<absl::StatusOr<Blob>> out;
   out.reserve(keys.size());

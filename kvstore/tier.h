@@ -136,6 +136,21 @@ class ScopedTimerNs {
   int64_t start_ns_;
 };
 
+// ChunkReader: the receiving side of Tier::ReadChunk (implemented by
+// TieredStore). Called on the thread that called ReadChunk.
+class ChunkReader {
+ public:
+  virtual ~ChunkReader() = default;
+  // OnHeader: the chunk's header blob. Returns how many layers (0..L-1) to
+  // deliver next, normally the header's num_layers once it has been
+  // verified; 0 stops the read (e.g. corrupt header, wrong fingerprint).
+  virtual uint32_t OnHeader(PinnedBytes header) = 0;
+  // OnLayer: layer `layer`'s record, in order 0, 1, ...; std::nullopt if the
+  // tier has no such layer (then no further layer follows). Returns false to
+  // stop the read.
+  virtual bool OnLayer(uint32_t layer, std::optional<PinnedBytes> blob) = 0;
+};
+
 // Tier: one storage level. See the contract at the top of this file.
 class Tier {
  public:
@@ -159,6 +174,20 @@ class Tier {
   // std::nullopt if that layer is absent. Default: loops over GetLayer.
   virtual absl::StatusOr<std::vector<Blob>> GetLayers(const ChunkKey& key, uint32_t first_layer,
                                                       uint32_t count);
+
+  // ReadChunk: reads the whole chunk `key` into `reader`: OnHeader once (not
+  // at all on a miss), then OnLayer for layers 0..n-1 in order, where n is
+  // OnHeader's answer, until the reader stops or a layer is absent. Counts a
+  // hit or a miss as GetHeader does. `stream`: the reader wants each layer as
+  // early as possible (a tier may then read layer by layer); otherwise the
+  // tier may fetch all layers before delivering the first. An error Status
+  // means the tier failed, possibly after some layers were delivered. A tier
+  // may fetch header and layers together (the Redis tier sends one pipeline
+  // for the whole chunk). Default: GetHeader, then GetLayer one at a time
+  // (`stream`) or GetLayers(0, n). Implementations must not hold locks or
+  // pooled connections while calling `reader`: a reader may block (stream
+  // backpressure) or call back into this tier (ReportCorruption).
+  virtual absl::Status ReadChunk(const ChunkKey& key, ChunkReader& reader, bool stream);
 
   // MultiGetHeaders: GetHeader for many keys (result i for keys[i]). Default:
   // loops over GetHeader.

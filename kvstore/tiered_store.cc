@@ -291,14 +291,52 @@ class TieredStore::Impl {
     return ChunkHandle{std::move(fh.header), std::move(layers), i};
   }
 
+  // WholeChunkReader: collects and verifies one chunk from tier i
+  // (Tier::ReadChunk without streaming).
+  class WholeChunkReader final : public ChunkReader {
+   public:
+    WholeChunkReader(Impl* store, size_t tier, const ChunkKey& key, const Fingerprint& fp)
+        : store_(store), tier_(tier), key_(key), fp_(fp) {}
+    uint32_t OnHeader(PinnedBytes header) override {
+      fh_ = store_->VerifyHeader(tier_, key_, fp_, Tier::Blob(std::move(header)));
+      if (!fh_.has_value()) return 0;
+      layers_.reserve(fh_->header.num_layers);
+      return fh_->header.num_layers;
+    }
+    bool OnLayer(uint32_t layer, Tier::Blob blob) override {
+      std::optional<LoadedLayer> ll =
+          store_->VerifyLayer(tier_, key_, fh_->header, layer, std::move(blob));
+      if (!ll.has_value()) return false;
+      layers_.push_back(std::move(*ll));
+      return true;
+    }
+    // complete: a verified header and every one of its layers.
+    bool complete() const {
+      return fh_.has_value() && layers_.size() == fh_->header.num_layers;
+    }
+    FoundHeader& found() { return *fh_; }
+    std::vector<LoadedLayer>& layers() { return layers_; }
+
+   private:
+    Impl* const store_;
+    const size_t tier_;
+    const ChunkKey& key_;
+    const Fingerprint& fp_;
+    std::optional<FoundHeader> fh_;
+    std::vector<LoadedLayer> layers_;
+  };
+
   std::optional<ChunkHandle> Get(const ChunkKey& key, const Fingerprint& fp) {
     lookups_.fetch_add(1, std::memory_order_relaxed);
     for (size_t i = 0; i < tiers_.size(); ++i) {
-      std::optional<FoundHeader> fh = VerifyHeader(i, key, fp, tiers_[i]->GetHeader(key));
-      if (!fh.has_value()) continue;
-      std::optional<std::vector<LoadedLayer>> layers = ReadAllLayers(i, key, fh->header);
-      if (!layers.has_value()) continue;
-      return Finish(i, key, std::move(*fh), std::move(*layers));
+      WholeChunkReader reader(this, i, key, fp);
+      absl::Status s = tiers_[i]->ReadChunk(key, reader, /*stream=*/false);
+      if (!s.ok()) {
+        NoteTierError(*tiers_[i], key, s);
+        continue;
+      }
+      if (!reader.complete()) continue;
+      return Finish(i, key, std::move(reader.found()), std::move(reader.layers()));
     }
     misses_.fetch_add(1, std::memory_order_relaxed);
     return std::nullopt;
@@ -336,52 +374,99 @@ class TieredStore::Impl {
     return out;
   }
 
+  // StreamingReader: verifies and hands layers of tier i to the callback as
+  // the tier delivers them (Tier::ReadChunk with streaming).
+  class StreamingReader final : public ChunkReader {
+   public:
+    StreamingReader(Impl* store, size_t tier, const ChunkKey& key, const Fingerprint& fp,
+                    const LayerCallback& callback)
+        : store_(store), tier_(tier), key_(key), fp_(fp), callback_(callback) {}
+    uint32_t OnHeader(PinnedBytes header) override {
+      fh_ = store_->VerifyHeader(tier_, key_, fp_, Tier::Blob(std::move(header)));
+      if (!fh_.has_value()) return 0;
+      const KvChunkHeader& h = fh_->header;
+      if (store_->options_.promote_on_hit && tier_ > 0) {
+        copy_ = std::make_shared<EncodedChunk>();
+        copy_->header = std::string(fh_->blob.view());
+        copy_->layers.reserve(h.num_layers);
+      }
+      return h.num_layers;
+    }
+    bool OnLayer(uint32_t layer, Tier::Blob blob) override {
+      std::optional<LoadedLayer> ll =
+          store_->VerifyLayer(tier_, key_, fh_->header, layer, std::move(blob));
+      if (!ll.has_value()) return false;
+      return Deliver(std::move(*ll));
+    }
+    // Deliver: passes a verified layer on (keeping a copy for promotion).
+    bool Deliver(LoadedLayer ll) {
+      if (copy_ != nullptr) copy_->layers.emplace_back(ll.blob.view());
+      callback_status_ = callback_(fh_->header, std::move(ll));
+      if (!callback_status_.ok()) return false;
+      ++delivered_;
+      return true;
+    }
+    const std::optional<FoundHeader>& found() const { return fh_; }
+    uint32_t delivered() const { return delivered_; }
+    const absl::Status& callback_status() const { return callback_status_; }
+    std::shared_ptr<EncodedChunk> TakeCopy() { return std::move(copy_); }
+
+   private:
+    Impl* const store_;
+    const size_t tier_;
+    const ChunkKey& key_;
+    const Fingerprint& fp_;
+    const LayerCallback& callback_;
+    std::optional<FoundHeader> fh_;
+    std::shared_ptr<EncodedChunk> copy_;
+    uint32_t delivered_ = 0;
+    absl::Status callback_status_;
+  };
+
   absl::StatusOr<StreamResult> StreamLayers(const ChunkKey& key, const Fingerprint& fp,
                                             const LayerCallback& callback) {
     lookups_.fetch_add(1, std::memory_order_relaxed);
     for (size_t i = 0; i < tiers_.size(); ++i) {
-      std::optional<FoundHeader> fh = VerifyHeader(i, key, fp, tiers_[i]->GetHeader(key));
-      if (!fh.has_value()) continue;
-      const KvChunkHeader& h = fh->header;
-      const bool promote = options_.promote_on_hit && i > 0;
-      std::shared_ptr<EncodedChunk> copy;
-      if (promote) {
-        copy = std::make_shared<EncodedChunk>();
-        copy->header = std::string(fh->blob.view());
-        copy->layers.reserve(h.num_layers);
-      }
+      StreamingReader reader(this, i, key, fp, callback);
+      absl::Status s = tiers_[i]->ReadChunk(key, reader, /*stream=*/true);
+      RETURN_IF_ERROR(reader.callback_status());
+      if (!s.ok()) NoteTierError(*tiers_[i], key, s);
+      if (!reader.found().has_value()) continue;
+      const KvChunkHeader& h = reader.found()->header;
+      // Nothing delivered: try the next tier afresh.
+      if (reader.delivered() == 0 && h.num_layers > 0) continue;
+      // A layer missing or corrupt mid-stream: continue from the next tier
+      // holding a chunk with the same header digest.
       size_t cur = i;
-      uint32_t delivered = 0;
-      while (delivered < h.num_layers) {
-        const uint32_t l = delivered;
-        absl::StatusOr<Tier::Blob> blob = tiers_[cur]->GetLayer(key, l);
-        std::optional<LoadedLayer> ll;
-        if (!blob.ok()) {
-          NoteTierError(*tiers_[cur], key, blob.status());
-        } else {
-          ll = VerifyLayer(cur, key, h, l, std::move(*blob));
+      while (reader.delivered() < h.num_layers) {
+        std::optional<size_t> alt = FindSameChunk(cur + 1, key, h);
+        if (!alt.has_value()) {
+          misses_.fetch_add(1, std::memory_order_relaxed);
+          return absl::DataLossError(absl::StrCat(
+              "StreamLayers ", key.ToHex(), ": layer ", reader.delivered(), " unreadable after ",
+              reader.delivered(), " layers were delivered, and no other tier holds the same chunk"));
         }
-        if (!ll.has_value()) {
-          if (delivered == 0 && cur == i) break;  // nothing delivered: try the next tier afresh
-          std::optional<size_t> alt = FindSameChunk(cur + 1, key, h);
-          if (!alt.has_value()) {
-            misses_.fetch_add(1, std::memory_order_relaxed);
-            return absl::DataLossError(absl::StrCat(
-                "StreamLayers ", key.ToHex(), ": layer ", l, " unreadable after ", delivered,
-                " layers were delivered, and no other tier holds the same chunk"));
+        cur = *alt;
+        while (reader.delivered() < h.num_layers) {
+          const uint32_t l = reader.delivered();
+          absl::StatusOr<Tier::Blob> blob = tiers_[cur]->GetLayer(key, l);
+          std::optional<LoadedLayer> ll;
+          if (!blob.ok()) {
+            NoteTierError(*tiers_[cur], key, blob.status());
+          } else {
+            ll = VerifyLayer(cur, key, h, l, std::move(*blob));
           }
-          cur = *alt;
-          continue;
+          if (!ll.has_value()) break;  // try the tier after `cur`
+          const bool ok = reader.Deliver(std::move(*ll));
+          RETURN_IF_ERROR(reader.callback_status());
+          if (!ok) break;
         }
-        if (copy != nullptr) copy->layers.emplace_back(ll->blob.view());
-        RETURN_IF_ERROR(callback(h, std::move(*ll)));
-        ++delivered;
       }
-      if (delivered < h.num_layers) continue;
       hits_.fetch_add(1, std::memory_order_relaxed);
       hits_by_tier_[i].fetch_add(1, std::memory_order_relaxed);
+      std::shared_ptr<EncodedChunk> copy = reader.TakeCopy();
       if (copy != nullptr) Promote(i, key, std::move(copy));
-      return StreamResult{true, delivered, i};
+      return StreamResult{true, reader.delivered(), i};
     }
     misses_.fetch_add(1, std::memory_order_relaxed);
     return StreamResult{};

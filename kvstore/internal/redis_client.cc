@@ -368,6 +368,16 @@ absl::Status RedisConnection::Fail(std::string_view during) {
 }
 
 absl::StatusOr<std::vector<Reply>> RedisConnection::Pipeline(absl::Span<const RedisArgv> commands) {
+  std::vector<Reply> replies;
+  replies.reserve(commands.size());
+  RETURN_IF_ERROR(PipelineStream(commands, [&replies](size_t, Reply r) {
+    replies.push_back(std::move(r));
+  }));
+  return replies;
+}
+
+absl::Status RedisConnection::PipelineStream(absl::Span<const RedisArgv> commands,
+                                             const ReplyCallback& on_reply) {
   if (ctx_ == nullptr) {
     return absl::UnavailableError(
         absl::StrCat("redis ", options_.endpoint.ToString(), ": connection is broken"));
@@ -387,16 +397,14 @@ absl::StatusOr<std::vector<Reply>> RedisConnection::Pipeline(absl::Span<const Re
       return Fail("append command");
     }
   }
-  std::vector<Reply> replies;
-  replies.reserve(commands.size());
   for (size_t i = 0; i < commands.size(); ++i) {
     void* raw = nullptr;
     if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
       return Fail(absl::StrCat(Sv(commands[i][0]), " (", i + 1, "/", commands.size(), ")"));
     }
-    replies.emplace_back(static_cast<redisReply*>(raw));
+    on_reply(i, Reply(static_cast<redisReply*>(raw)));
   }
-  return replies;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Reply> RedisConnection::Command(const RedisArgv& argv) {
@@ -473,14 +481,29 @@ void RedisNodePool::Release(std::unique_ptr<RedisConnection> conn) {
 }
 
 absl::StatusOr<std::vector<Reply>> RedisNodePool::Pipeline(absl::Span<const RedisArgv> commands) {
+  std::vector<Reply> replies;
+  replies.reserve(commands.size());
+  RETURN_IF_ERROR(PipelineStream(commands, [&replies](size_t, Reply r) {
+    replies.push_back(std::move(r));
+  }));
+  return replies;
+}
+
+absl::Status RedisNodePool::PipelineStream(absl::Span<const RedisArgv> commands,
+                                           const ReplyCallback& on_reply) {
   for (int attempt = 0;; ++attempt) {
     bool fresh = false;
     ASSIGN_OR_RETURN(std::unique_ptr<RedisConnection> conn, Acquire(&fresh));
-    absl::StatusOr<std::vector<Reply>> r = conn->Pipeline(commands);
+    size_t delivered = 0;
+    absl::Status s = conn->PipelineStream(commands, [&](size_t i, Reply r) {
+      ++delivered;
+      on_reply(i, std::move(r));
+    });
     Release(std::move(conn));
-    if (r.ok() || fresh || attempt > 0 || !absl::IsUnavailable(r.status())) return r;
-    // A reused connection died (server restart, idle kill): the other idle
-    // ones most likely did too. Drop them and retry once on a fresh one.
+    if (s.ok() || fresh || attempt > 0 || delivered > 0 || !absl::IsUnavailable(s)) return s;
+    // A reused connection died (server restart, idle kill) before any reply:
+    // the other idle ones most likely did too. Drop them and retry once on a
+    // fresh one.
     std::vector<std::unique_ptr<RedisConnection>> stale;
     {
       MutexLock l(&mu_);
@@ -499,6 +522,14 @@ absl::StatusOr<Reply> RedisNodePool::Command(const RedisArgv& argv) {
 absl::StatusOr<Reply> RedisExecutor::Command(std::string_view routing_key, const RedisArgv& argv) {
   ASSIGN_OR_RETURN(std::vector<Reply> r, Pipeline(routing_key, absl::MakeConstSpan(&argv, 1)));
   return std::move(r[0]);
+}
+
+absl::Status RedisExecutor::PipelineStream(std::string_view routing_key,
+                                           absl::Span<const RedisArgv> commands,
+                                           const ReplyCallback& on_reply) {
+  ASSIGN_OR_RETURN(std::vector<Reply> r, Pipeline(routing_key, commands));
+  for (size_t i = 0; i < r.size(); ++i) on_reply(i, std::move(r[i]));
+  return absl::OkStatus();
 }
 
 }  // namespace ragkv::kvstore::internal

@@ -26,6 +26,7 @@
 #define RAGKV_KVSTORE_INTERNAL_REDIS_CLIENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -144,6 +145,10 @@ absl::Status ReplyToStatus(ReplyView r, std::string_view what);
 // RedisArgv: one command as argument views; they must outlive the call.
 using RedisArgv = std::vector<std::string_view>;
 
+// ReplyCallback: receives reply `index` (the position of its command in the
+// pipeline) as soon as it has been read. Called on the caller's thread.
+using ReplyCallback = std::function<void(size_t index, Reply reply)>;
+
 // RedisConnectionOptions: how to reach one node.
 struct RedisConnectionOptions {
   RedisEndpoint endpoint;
@@ -179,6 +184,10 @@ class RedisConnection {
   // Error replies are returned as replies. A transport error fails the whole
   // call and breaks the connection (some commands may have executed).
   absl::StatusOr<std::vector<Reply>> Pipeline(absl::Span<const RedisArgv> commands);
+  // PipelineStream: as Pipeline, but hands reply i to on_reply(i, ...) as
+  // soon as it is parsed, in order, instead of collecting them. On a
+  // transport error the replies already delivered stay delivered.
+  absl::Status PipelineStream(absl::Span<const RedisArgv> commands, const ReplyCallback& on_reply);
   // Command: Pipeline of one.
   absl::StatusOr<Reply> Command(const RedisArgv& argv);
 
@@ -219,6 +228,10 @@ class RedisNodePool {
   ~RedisNodePool();
 
   absl::StatusOr<std::vector<Reply>> Pipeline(absl::Span<const RedisArgv> commands);
+  // PipelineStream: RedisConnection::PipelineStream on a pooled connection.
+  // The retry on a dead idle connection happens only if no reply had been
+  // delivered yet.
+  absl::Status PipelineStream(absl::Span<const RedisArgv> commands, const ReplyCallback& on_reply);
   absl::StatusOr<Reply> Command(const RedisArgv& argv);
 
   const RedisEndpoint& endpoint() const { return options_.connection.endpoint; }
@@ -252,6 +265,15 @@ class RedisExecutor {
   virtual ~RedisExecutor() = default;
   virtual absl::StatusOr<std::vector<Reply>> Pipeline(std::string_view routing_key,
                                                       absl::Span<const RedisArgv> commands) = 0;
+  // PipelineStream: as Pipeline, but each reply goes to on_reply(i, ...) as
+  // soon as it has been read: exactly once per command when OK, in command
+  // order except that redirected commands (cluster MOVED/ASK) come after the
+  // others. On an error Status some replies may have been delivered. The
+  // callback runs while a pooled connection is held: it must not block or
+  // call into the executor. Default: Pipeline, then every reply in order.
+  virtual absl::Status PipelineStream(std::string_view routing_key,
+                                      absl::Span<const RedisArgv> commands,
+                                      const ReplyCallback& on_reply);
   absl::StatusOr<Reply> Command(std::string_view routing_key, const RedisArgv& argv);
   // NodeKeyFor: an identifier of the node currently serving `routing_key`
   // (callers group keys by it to batch one pipeline per node); "" if unknown
@@ -268,6 +290,10 @@ class RedisSingleNode : public RedisExecutor {
   absl::StatusOr<std::vector<Reply>> Pipeline(std::string_view routing_key,
                                               absl::Span<const RedisArgv> commands) override {
     return pool_.Pipeline(commands);
+  }
+  absl::Status PipelineStream(std::string_view routing_key, absl::Span<const RedisArgv> commands,
+                              const ReplyCallback& on_reply) override {
+    return pool_.PipelineStream(commands, on_reply);
   }
   std::string Describe() const override { return "redis " + pool_.endpoint().ToString(); }
   RedisNodePool& pool() { return pool_; }

@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -287,6 +289,190 @@ TEST_F(RedisTierTest, FlippedByteIsReportedAsMissNeverServed) {
     EXPECT_FALSE(again->has_value());
   }
   EXPECT_EQ(tier->Stats().errors, 0u);
+}
+
+// ChunkCollector: a ChunkReader that keeps what it is given and can run a
+// hook (to change the server's data mid-read) on the header or a layer.
+struct ChunkCollector final : public ChunkReader {
+  uint32_t want_layers = 0;  // 0: the header's count (from the blob)
+  std::optional<std::string> header;
+  std::vector<std::optional<std::string>> layers;
+  std::function<void()> on_header;
+  std::function<void(uint32_t)> on_layer;
+  uint32_t OnHeader(PinnedBytes h) override {
+    header = std::string(h.view());
+    if (on_header) on_header();
+    if (want_layers > 0) return want_layers;
+    auto n = PeekNumLayers(h.view());
+    return n.ok() ? *n : 0;
+  }
+  bool OnLayer(uint32_t layer, Tier::Blob b) override {
+    EXPECT_EQ(layer, layers.size()) << "layers out of order";
+    layers.push_back(b.has_value() ? std::optional<std::string>(std::string(b->view()))
+                                   : std::nullopt);
+    if (on_layer) on_layer(layer);
+    return true;
+  }
+};
+
+// ExpectWholeChunk: `got` holds exactly the chunk `c`.
+void ExpectWholeChunk(const ChunkCollector& got, const TestChunk& c) {
+  ASSERT_TRUE(got.header.has_value()) << "header missing";
+  EXPECT_TRUE(*got.header == c.encoded->header);
+  ASSERT_EQ(got.layers.size(), c.encoded->layers.size());
+  for (size_t l = 0; l < got.layers.size(); ++l) {
+    ASSERT_TRUE(got.layers[l].has_value()) << "layer " << l << " missing";
+    EXPECT_TRUE(*got.layers[l] == c.encoded->layers[l]) << "layer " << l << " differs";
+  }
+}
+
+TEST_F(RedisTierTest, ReadChunkFetchesHeaderAndLayersInOnePipeline) {
+  auto tier = MakeTier(Options());
+  ASSERT_NE(tier, nullptr);
+  TestChunk c = MakeChunk(ChunkSpec{.tokens = 24, .layers = 4});
+  ASSERT_TRUE(tier->Put(c.key, c.encoded).ok());  // sets the layout hint
+  std::vector<std::string> layer_keys;
+  for (uint32_t l = 0; l < 4; ++l) layer_keys.push_back(internal::RedisLayerKey(prefix_, c.key, l, 0));
+  auto drop_layers = [&] {
+    for (const std::string& k : layer_keys) Raw({"DEL", k});
+  };
+
+  // Whole-chunk read: layers already travelled with the header, so deleting
+  // them on the server once the header is in changes nothing.
+  ChunkCollector whole;
+  whole.on_header = drop_layers;
+  ASSERT_TRUE(tier->ReadChunk(c.key, whole, /*stream=*/false).ok());
+  ExpectWholeChunk(whole, c);
+  EXPECT_EQ(tier->Stats().hits, 1u);
+  EXPECT_EQ(tier->Stats().bytes_read, c.encoded->TotalBytes());
+
+  // A tier without a layout hint (fresh object) reads the header alone first:
+  // the layers deleted after it are then missing (a miss, not corruption).
+  ASSERT_TRUE(tier->Put(c.key, c.encoded).ok());
+  auto fresh = MakeTier(Options());
+  ASSERT_NE(fresh, nullptr);
+  ChunkCollector cold;
+  cold.on_header = drop_layers;
+  ASSERT_TRUE(fresh->ReadChunk(c.key, cold, /*stream=*/false).ok());
+  ASSERT_TRUE(cold.header.has_value());
+  ASSERT_EQ(cold.layers.size(), 1u);  // stops at the first absent layer
+  EXPECT_FALSE(cold.layers[0].has_value());
+  EXPECT_EQ(fresh->Stats().corrupt_records, 0u);
+
+  // Streaming: the first pipeline holds the header and layer 0 only.
+  ASSERT_TRUE(tier->Put(c.key, c.encoded).ok());
+  ChunkCollector streamed;
+  streamed.on_layer = [&](uint32_t l) {
+    if (l == 0) drop_layers();
+  };
+  ASSERT_TRUE(tier->ReadChunk(c.key, streamed, /*stream=*/true).ok());
+  ASSERT_EQ(streamed.layers.size(), 2u);
+  ASSERT_TRUE(streamed.layers[0].has_value());
+  EXPECT_TRUE(*streamed.layers[0] == c.encoded->layers[0]);
+  EXPECT_FALSE(streamed.layers[1].has_value());
+
+  // Streaming an intact chunk delivers every layer, in order.
+  ASSERT_TRUE(tier->Put(c.key, c.encoded).ok());
+  ChunkCollector all;
+  ASSERT_TRUE(tier->ReadChunk(c.key, all, /*stream=*/true).ok());
+  ExpectWholeChunk(all, c);
+
+  // A miss calls nothing and counts a miss.
+  TestChunk absent = MakeChunk(ChunkSpec{.token_seed = 77});
+  ChunkCollector none;
+  const uint64_t misses = tier->Stats().misses;
+  ASSERT_TRUE(tier->ReadChunk(absent.key, none, false).ok());
+  EXPECT_FALSE(none.header.has_value());
+  EXPECT_TRUE(none.layers.empty());
+  EXPECT_EQ(tier->Stats().misses, misses + 1);
+  EXPECT_EQ(tier->Stats().errors, 0u);
+}
+
+TEST_F(RedisTierTest, ReadChunkWithAWrongLayoutHintStillReadsEveryLayout) {
+  RedisTierOptions o = Options();
+  o.max_value_bytes = 4096;  // split layers: several parts each
+  auto tier = MakeTier(o);
+  ASSERT_NE(tier, nullptr);
+  TestChunk small = MakeChunk(ChunkSpec{.tokens = 8, .layers = 5, .token_seed = 3});
+  TestChunk split = MakeChunk(ChunkSpec{.tokens = 64, .layers = 3, .kv_heads = 2, .head_dim = 32});
+  ChunkSpec int8{.tokens = 64, .layers = 7, .kv_heads = 2, .head_dim = 32, .token_seed = 9};
+  int8.codec = Codec::kInt8PerChannel;
+  TestChunk other = MakeChunk(int8);
+  for (const TestChunk* c : {&small, &split, &other}) ASSERT_TRUE(tier->Put(c->key, c->encoded).ok());
+  // Every order of reads: the hint is always the previous chunk's layout.
+  for (int round = 0; round < 2; ++round) {
+    for (const TestChunk* c : {&small, &split, &other, &split, &small, &other}) {
+      for (bool stream : {false, true}) {
+        ChunkCollector got;
+        ASSERT_TRUE(tier->ReadChunk(c->key, got, stream).ok());
+        ExpectWholeChunk(got, *c);
+      }
+    }
+  }
+  // The reader may ask for fewer layers than the chunk has.
+  ChunkCollector two;
+  two.want_layers = 2;
+  ASSERT_TRUE(tier->ReadChunk(other.key, two, false).ok());
+  ASSERT_EQ(two.layers.size(), 2u);
+  EXPECT_TRUE(*two.layers[1] == other.encoded->layers[1]);
+  EXPECT_EQ(tier->Stats().corrupt_records, 0u);
+  EXPECT_EQ(tier->Stats().errors, 0u);
+}
+
+TEST_F(RedisTierTest, ReadChunkReportsACorruptLayerAndServesNothingOfIt) {
+  RedisTierOptions o = Options();
+  o.max_value_bytes = 4096;
+  auto tier = MakeTier(o);
+  ASSERT_NE(tier, nullptr);
+  TestChunk c = MakeChunk(ChunkSpec{.tokens = 64, .layers = 3, .kv_heads = 2, .head_dim = 32});
+  for (bool stream : {false, true}) {
+    ASSERT_TRUE(tier->Put(c.key, c.encoded).ok());
+    FlipByte(internal::RedisLayerKey(prefix_, c.key, 1, 2), 1000);  // middle part of layer 1
+    ChunkCollector got;
+    ASSERT_TRUE(tier->ReadChunk(c.key, got, stream).ok());
+    ASSERT_EQ(got.layers.size(), 2u) << "stream=" << stream;
+    EXPECT_TRUE(*got.layers[0] == c.encoded->layers[0]);
+    EXPECT_FALSE(got.layers[1].has_value()) << "corrupt layer served";
+    // Reported: counted and deleted.
+    auto h = tier->GetHeader(c.key);
+    ASSERT_TRUE(h.ok());
+    EXPECT_FALSE(h->has_value());
+  }
+  EXPECT_EQ(tier->Stats().corrupt_records, 2u);
+}
+
+TEST_F(RedisTierTest, StoreStreamsAndGetsThroughReadChunk) {
+  std::shared_ptr<Tier> redis(MakeTier(Options()).release());
+  ASSERT_NE(redis, nullptr);
+  TieredStoreOptions so;
+  so.promote_on_hit = false;
+  auto store = TieredStore::Create(so, {redis});
+  ASSERT_TRUE(store.ok()) << store.status();
+  TestChunk c = MakeChunk(ChunkSpec{.tokens = 32, .layers = 6});
+  ASSERT_TRUE((*store)->Put(c.key, c.encoded).ok());
+  std::vector<uint32_t> order;
+  auto sr = (*store)->StreamLayers(c.key, c.header.fingerprint,
+                                   [&](const KvChunkHeader& h, LoadedLayer l) -> absl::Status {
+                                     EXPECT_EQ(h.key, c.key);
+                                     EXPECT_TRUE(l.blob.view() == c.encoded->layers[l.layer]);
+                                     order.push_back(l.layer);
+                                     return absl::OkStatus();
+                                   });
+  ASSERT_TRUE(sr.ok()) << sr.status();
+  EXPECT_TRUE(sr->found);
+  EXPECT_EQ(sr->layers_delivered, 6u);
+  EXPECT_EQ(order, (std::vector<uint32_t>{0, 1, 2, 3, 4, 5}));
+  auto got = (*store)->Get(c.key, c.header.fingerprint);
+  ASSERT_TRUE(got.ok());
+  ASSERT_TRUE(got->has_value());
+  for (uint32_t l = 0; l < 6; ++l) EXPECT_TRUE((*got)->layers[l].blob.view() == c.encoded->layers[l]);
+  // A callback error aborts the stream and is returned.
+  auto aborted = (*store)->StreamLayers(c.key, c.header.fingerprint,
+                                        [](const KvChunkHeader&, LoadedLayer l) -> absl::Status {
+                                          if (l.layer == 2) return absl::CancelledError("stop");
+                                          return absl::OkStatus();
+                                        });
+  EXPECT_TRUE(absl::IsCancelled(aborted.status())) << aborted.status();
 }
 
 TEST_F(RedisTierTest, ValueCopiedToAnotherKeyFailsItsChecksum) {
@@ -619,6 +805,11 @@ TEST_F(RedisTierClusterTest, ClusterRoundTripSplitAndNodeKill) {
   auto multi = tier->MultiGetHeaders(keys);
   for (size_t i = 0; i < keys.size(); ++i) ExpectBlob(multi[i], chunks[i].encoded->header);
   for (auto& c : chunks) {
+    for (bool stream : {false, true}) {
+      ChunkCollector got;
+      ASSERT_TRUE(tier->ReadChunk(c.key, got, stream).ok());
+      ExpectWholeChunk(got, c);
+    }
     auto ls = tier->GetLayers(c.key, 0, 2);
     ASSERT_TRUE(ls.ok()) << ls.status();
     for (uint32_t l = 0; l < 2; ++l) {
