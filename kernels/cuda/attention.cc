@@ -17,7 +17,6 @@ namespace ragkv::kernels::cuda {
 namespace {
 
 using internal::AttnWorkItem;
-using internal::kAttnTileVectors;
 
 absl::Status CheckIndptr(std::span<const int32_t> p, const char* name) {
   if (p.size() < 2) return absl::InvalidArgumentError(absl::StrCat(name, ": need B+1 >= 2 entries"));
@@ -83,6 +82,11 @@ absl::StatusOr<SelectiveAttentionPlan> SelectiveAttentionPlan::Create(
   if (!(c.scale >= 0.0f) || std::isinf(c.scale)) {
     return absl::InvalidArgumentError("SelectiveAttentionPlan: scale must be finite and >= 0");
   }
+  if (c.tile_vectors != 0 && c.tile_vectors != internal::kAttnTileVectorsSmall &&
+      c.tile_vectors != internal::kAttnTileVectorsLarge) {
+    return absl::InvalidArgumentError(absl::StrCat("SelectiveAttentionPlan: tile_vectors ",
+                                                   c.tile_vectors, " not in {0, 64, 128}"));
+  }
   if (auto s = CheckIndptr(q_indptr, "q_indptr"); !s.ok()) return s;
   if (auto s = CheckIndptr(kv_indptr, "kv_indptr"); !s.ok()) return s;
   if (q_indptr.size() != kv_indptr.size()) {
@@ -114,6 +118,18 @@ absl::StatusOr<SelectiveAttentionPlan> SelectiveAttentionPlan::Create(
     }
     reqs.push_back({static_cast<int32_t>(b), kv_len});
   }
+  // Tile size: the large tile (more query vectors per K/V tile read) unless
+  // that leaves too few CTAs to fill the GPU.
+  int64_t large_tiles = 0;
+  for (const Req& r : reqs) {
+    const int64_t vecs = int64_t{q_indptr[r.b + 1] - q_indptr[r.b]} * group;
+    large_tiles += (vecs + internal::kAttnTileVectorsLarge - 1) / internal::kAttnTileVectorsLarge;
+  }
+  const int tile = c.tile_vectors != 0 ? c.tile_vectors
+                   : large_tiles * c.num_kv_heads >= internal::kAttnLargeTileMinCtas
+                       ? internal::kAttnTileVectorsLarge
+                       : internal::kAttnTileVectorsSmall;
+  plan.tile_vectors_ = tile;
   // Longest KV first: the heaviest tiles start first (LPT scheduling).
   // Within a request the last tile goes first: rows are usually in position
   // order (a prefill, CacheBlend's sorted recompute rows, kBottomRight), so
@@ -123,13 +139,13 @@ absl::StatusOr<SelectiveAttentionPlan> SelectiveAttentionPlan::Create(
   for (const Req& r : reqs) {
     const int32_t rows = q_indptr[r.b + 1] - q_indptr[r.b];
     const int64_t vecs = rows * group;
-    const int64_t last = (vecs - 1) / kAttnTileVectors * kAttnTileVectors;
-    for (int64_t v0 = last; v0 >= 0; v0 -= kAttnTileVectors) {
+    const int64_t last = (vecs - 1) / tile * tile;
+    for (int64_t v0 = last; v0 >= 0; v0 -= tile) {
       AttnWorkItem w{};
       w.row_begin = q_indptr[r.b];
       w.num_rows = rows;
       w.vec_begin = static_cast<int32_t>(v0);
-      w.vec_count = static_cast<int32_t>(std::min<int64_t>(kAttnTileVectors, vecs - v0));
+      w.vec_count = static_cast<int32_t>(std::min<int64_t>(tile, vecs - v0));
       w.kv_begin = kv_indptr[r.b];
       w.kv_len = r.kv_len;
       const size_t at = plan.items_.size();
@@ -211,6 +227,7 @@ absl::Status SelectiveAttentionPlan::Run(const SelectiveAttentionArgs& args,
   l.scale = c.scale;
   l.bottom_right = c.causal == CausalMode::kBottomRight;
   l.tensor_core = tensor_core;
+  l.tile_vectors = tile_vectors_;
   RAGKV_CUDA_RETURN_IF_ERROR(internal::LaunchAttention(l, stream), "SelectiveAttention launch");
   return absl::OkStatus();
 }

@@ -50,6 +50,9 @@ struct AttentionConfig {
   float scale = 0.0f;         // logit scale; 0 means 1/sqrt(head_dim)
   CausalMode causal = CausalMode::kExact;  // kBottomRight only to measure its error
   AttentionAlgo algo = AttentionAlgo::kAuto;
+  // Query vectors per work item (CTA): 0 = the plan picks (128 unless that
+  // gives fewer than ~384 CTAs, then 64); 64 or 128 forces it (tests, tuning).
+  int tile_vectors = 0;
 };
 
 // SelectiveAttentionArgs: one layer's device tensors for a planned batch.
@@ -95,14 +98,18 @@ class SelectiveAttentionPlan {
   const AttentionConfig& config() const { return config_; }
   int64_t total_rows() const { return total_rows_; }
   int64_t total_kv() const { return total_kv_; }
-  // num_work_items: CTAs per kv head (tiles of 64 query vectors).
+  // num_work_items: CTAs per kv head (tiles of tile_vectors() query vectors).
   int num_work_items() const { return static_cast<int>(items_.size() / 8); }
+  // tile_vectors: query vectors per work item, 128 or 64 (config's, or
+  // Create's pick: 128 unless that gives fewer than ~384 CTAs = items x kv heads).
+  int tile_vectors() const { return tile_vectors_; }
 
  private:
   SelectiveAttentionPlan() = default;
   AttentionConfig config_;
   int64_t total_rows_ = 0;
   int64_t total_kv_ = 0;
+  int tile_vectors_ = 64;
   std::vector<int32_t> items_;  // internal::AttnWorkItem records, 8 int32 each
 };
 

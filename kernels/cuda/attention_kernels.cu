@@ -1,18 +1,19 @@
 // attention_kernels.cu: selective causal attention with GQA on the GPU.
 //
 // Work decomposition (shared by both kernels): one CTA per (plan work item,
-// kv head), a work item being a tile of up to 64 "query vectors" of one
+// kv head), a work item being a tile of up to 128 "query vectors" of one
 // request, a vector being one (row, head-in-group) pair. SIMT: grid.x = item,
 // grid.y = kv head; tensor cores: a flat item-major grid (all kv heads of the
 // heaviest items first). All heads of a GQA group share one CTA, so each K/V
 // tile read from memory serves group * rows vectors.
 //
 // Tensor-core kernel (f16/bf16, head_dim 64/128), FlashAttention-2 style:
-// 4 warps x 16 query vectors per CTA, each warp keeping its Q fragments, its
-// O accumulators and its row max / row sums in registers for the whole key
-// loop (raw mma.sync m16n8k16 PTX, whose fragment layout is known, so the
-// online-softmax rescale happens in registers). 64-key K/V tiles are
-// double-buffered in shared memory by cp.async and read by ldmatrix; S = Q K^T
+// 4 warps x 32 query vectors per CTA, each warp keeping its O accumulators
+// and its row max / row sums (and at head_dim 64 its Q fragments) in
+// registers for the whole key loop (raw mma.sync m16n8k16 PTX, whose
+// fragment layout is known, so the online-softmax rescale happens in
+// registers). 32-key K/V tiles are double-buffered in shared memory by
+// cp.async and read by ldmatrix; S = Q K^T
 // on tensor cores (f32 accumulate), exact per-vector causal limit, online
 // softmax in base 2, P rounded to the input type in registers and fed
 // straight into O += P V. Key tiles past the largest causal limit of the CTA
@@ -34,28 +35,32 @@
 namespace ragkv::kernels::cuda::internal {
 namespace {
 
-constexpr int kBM = kAttnTileVectors;  // query vectors per CTA
-constexpr int kBN = 64;                // keys per tile
-constexpr int kThreads = 128;          // 4 warps, 16 vectors each
+constexpr int kSimtThreads = 256;  // SIMT kernel: 8 warps, one query vector each at a time
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-
-// Shared-memory layout of the tensor-core kernel: two pipeline stages, each
-// a K tile and a V tile of [kBN keys][HD] (rows padded by 16 bytes, so the 8
-// row addresses of every ldmatrix hit distinct bank groups). The Q tile
-// [kBM][HD] is staged in stage 1's K buffer before the key loop (it moves to
-// registers before that buffer is first refilled); the epilogue stages the
-// output tile in stage 0's K buffer.
-template <int HD>
-struct TcSmem {
+// Configuration and shared-memory layout of the tensor-core kernel. Each
+// warp owns MT blocks of 16 query vectors (so every K/V fragment read from
+// shared memory feeds MT mma's); the CTA's BM vectors take kWarps warps;
+// a key tile has BN keys. Two pipeline stages, each a K tile and a V tile of
+// [BN][HD] (rows padded by 16 bytes, so the 8 row addresses of every
+// ldmatrix hit distinct bank groups; stage s = K at KOff(s), V right after
+// it), then the Q tile [BM][HD], which the epilogue reuses to stage the
+// output tile.
+template <int HD, int BM, int MT, int BN, bool QR>
+struct TcCfg {
+  static constexpr int kHD = HD, kBM = BM, kMT = MT;
+  static constexpr bool kQInRegs = QR;
+  static constexpr int kWarps = BM / (16 * MT);
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kTileKeys = BN;
   static constexpr int kLd = HD + 8;  // 16-bit elements per row
-  static constexpr size_t kTileBytes = size_t{kBN} * kLd * 2;
+  static constexpr size_t kTileBytes = size_t{BN} * kLd * 2;
   __host__ __device__ static constexpr size_t KOff(int stage) { return 2 * kTileBytes * stage; }
   __host__ __device__ static constexpr size_t VOff(int stage) { return KOff(stage) + kTileBytes; }
-  static constexpr size_t kQOff = 2 * kTileBytes;  // = stage 1's K
-  static constexpr size_t kTotal = 4 * kTileBytes;
-  static_assert(kBM <= kBN, "Q and O tiles are staged in K buffers");
+  static constexpr size_t kQOff = KOff(2);
+  static constexpr size_t kTotal = kQOff + size_t{BM} * kLd * 2;
+  static_assert(BM % (16 * MT) == 0 && BN % 16 == 0, "tile shapes");
 };
 
 // 16-byte global -> shared copy, asynchronous (sm_80+). pred false: the 16
@@ -140,24 +145,30 @@ __device__ __forceinline__ int VectorLimit(const AttnLaunch& a, const AttnWorkIt
 }
 
 // Tensor-core kernel, FlashAttention-2 style: warp w owns query vectors
-// 16w..16w+15 of the tile; their Q fragments, the O accumulators (16 x HD
-// f32) and the row max / partial row sums stay in registers for the whole
-// key loop. Per 64-key tile: S = Q K^T (mma.sync m16n8k16, K fragments by
-// ldmatrix), per-vector causal mask, online softmax in base 2 on the S
-// accumulators, O rescaled in registers, P rounded to T and fed from the S
-// accumulators straight into O += P V as A fragments (the C layout of two
-// n8 tiles is the A layout of one k16 step), V fragments by ldmatrix.trans.
-// K/V tiles are double-buffered: tile i+1 is fetched by cp.async while tile
-// i is computed.
-template <typename T, int HD, bool kBottomRight>
-__global__ void __launch_bounds__(kThreads, 2) AttnTcKernel(AttnLaunch a) {
-  using L = TcSmem<HD>;
-  constexpr int kLd = L::kLd;
+// 16*MT*w .. 16*MT*(w+1)-1 of the tile; their O accumulators (16*MT x HD
+// f32), row max and partial row sums stay in registers for the whole key
+// loop, and so do their Q fragments when kQInRegs (else they are re-read
+// from shared memory per tile). Per key tile: S = Q K^T (mma.sync
+// m16n8k16, K fragments by ldmatrix, each used by MT mma's), per-vector
+// causal mask, online softmax in base 2 on the S accumulators, O rescaled in
+// registers, P rounded to T and fed from the S accumulators straight into
+// O += P V as A fragments (the C layout of two n8 tiles is the A layout of
+// one k16 step), V fragments by ldmatrix.trans. K/V tiles are
+// double-buffered: tile i+1 is fetched by cp.async while tile i is computed.
+template <typename T, typename C, bool kBottomRight>
+__global__ void __launch_bounds__(C::kThreads, 256 / C::kThreads) AttnTcKernel(AttnLaunch a) {
+  constexpr int MT = C::kMT;
+  constexpr bool kQInRegs = C::kQInRegs;
+  constexpr int HD = C::kHD;
+  constexpr int kBM = C::kBM;
+  constexpr int kThr = C::kThreads;
+  constexpr int kBN = C::kTileKeys;
+  constexpr int kLd = C::kLd;
   constexpr int kChunks = HD / 8;  // 16-byte chunks per row
   constexpr int kNT = kBN / 8;     // n8 tiles of S
   constexpr int kDT = HD / 8;      // n8 tiles of O
   extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ int s_warp_max[kThreads / 32];
+  __shared__ int s_warp_max[C::kWarps];
 
   int item, kh;
   if (gridDim.y == 1) {  // flat grid: item-major, every kv head of an item adjacent
@@ -171,6 +182,7 @@ __global__ void __launch_bounds__(kThreads, 2) AttnTcKernel(AttnLaunch a) {
   const int group = a.num_heads / a.num_kv_heads;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane >> 2, t4 = lane & 3;
+  const int wrow0 = 16 * MT * warp;  // first vector row of this warp
 
   const T* kbase = static_cast<const T*>(a.k) + static_cast<int64_t>(kh) * a.k_stride_head +
                    static_cast<int64_t>(w.kv_begin) * a.k_stride_token;
@@ -179,10 +191,10 @@ __global__ void __launch_bounds__(kThreads, 2) AttnTcKernel(AttnLaunch a) {
   // Stage one K/V tile (keys past kv_len zero-filled) into `stage`.
   auto load_kv = [&](int tile, int stage) {
     const int kv0 = tile * kBN;
-    T* sK = reinterpret_cast<T*>(smem + L::KOff(stage));
-    T* sV = reinterpret_cast<T*>(smem + L::VOff(stage));
+    T* sK = reinterpret_cast<T*>(smem + C::KOff(stage));
+    T* sV = reinterpret_cast<T*>(smem + C::VOff(stage));
 #pragma unroll
-    for (int idx = tid; idx < kBN * kChunks; idx += kThreads) {
+    for (int idx = tid; idx < kBN * kChunks; idx += kThr) {
       const int j = idx / kChunks, c = idx % kChunks;
       const bool in = kv0 + j < w.kv_len;
       const int64_t ko = in ? static_cast<int64_t>(kv0 + j) * a.k_stride_token + c * 8 : 0;
@@ -193,28 +205,34 @@ __global__ void __launch_bounds__(kThreads, 2) AttnTcKernel(AttnLaunch a) {
   };
 
   // Q tile (rows past vec_count zero-filled) and the first K/V tile.
-  {
-    T* sQ = reinterpret_cast<T*>(smem + L::kQOff);
+  T* sQ = reinterpret_cast<T*>(smem + C::kQOff);
 #pragma unroll
-    for (int idx = tid; idx < kBM * kChunks; idx += kThreads) {
-      const int vrow = idx / kChunks, c = idx % kChunks;
-      const T* src = static_cast<const T*>(a.q);  // any valid address when zero-filling
-      if (vrow < w.vec_count) {
-        const int vec = w.vec_begin + vrow;
-        const int rl = vec / group, gh = vec % group;
-        src += static_cast<int64_t>(w.row_begin + rl) * a.q_stride_row +
-               static_cast<int64_t>(kh * group + gh) * a.q_stride_head + c * 8;
-      }
-      CpAsync16(sQ + vrow * kLd + c * 8, src, vrow < w.vec_count);
+  for (int idx = tid; idx < kBM * kChunks; idx += kThr) {
+    const int vrow = idx / kChunks, c = idx % kChunks;
+    const T* src = static_cast<const T*>(a.q);  // any valid address when zero-filling
+    if (vrow < w.vec_count) {
+      const int vec = w.vec_begin + vrow;
+      const int rl = vec / group, gh = vec % group;
+      src += static_cast<int64_t>(w.row_begin + rl) * a.q_stride_row +
+             static_cast<int64_t>(kh * group + gh) * a.q_stride_head + c * 8;
     }
+    CpAsync16(sQ + vrow * kLd + c * 8, src, vrow < w.vec_count);
   }
   load_kv(0, 0);
   CpAsyncCommit();
 
-  // Causal limits of this thread's two rows (g, g + 8 of the warp's 16).
-  const int lim0 = VectorLimit<kBottomRight>(a, w, group, 16 * warp + g);
-  const int lim1 = VectorLimit<kBottomRight>(a, w, group, 16 * warp + g + 8);
-  int warp_max = max(lim0, lim1), warp_min = min(lim0, lim1);
+  // Causal limits of this thread's rows: [m][0] row 16m+g, [m][1] row 16m+g+8.
+  int lim[MT][2];
+  int warp_max = -1, warp_min = 0x7fffffff;
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      lim[m][h] = VectorLimit<kBottomRight>(a, w, group, wrow0 + 16 * m + g + 8 * h);
+      warp_max = max(warp_max, lim[m][h]);
+      warp_min = min(warp_min, lim[m][h]);
+    }
+  }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     warp_max = max(warp_max, __shfl_xor_sync(0xffffffffu, warp_max, o));
@@ -226,23 +244,30 @@ __global__ void __launch_bounds__(kThreads, 2) AttnTcKernel(AttnLaunch a) {
   __syncthreads();
   int cta_max = s_warp_max[0];
 #pragma unroll
-  for (int i = 1; i < kThreads / 32; ++i) cta_max = max(cta_max, s_warp_max[i]);
+  for (int i = 1; i < C::kWarps; ++i) cta_max = max(cta_max, s_warp_max[i]);
   const int n_tiles = cta_max < 0 ? 0 : cta_max / kBN + 1;
 
-  // This warp's Q fragments: k16 step k -> 4 registers.
-  uint32_t qf[HD / 16][4];
-  {
-    const T* sQ = reinterpret_cast<const T*>(smem + L::kQOff);
-    const T* row = sQ + (16 * warp + (lane & 15)) * kLd + (lane >> 4) * 8;
+  // Q fragments (A operand): m16 block m, k16 step k -> 4 registers.
+  const T* q_lane = sQ + (wrow0 + (lane & 15)) * kLd + (lane >> 4) * 8;
+  uint32_t qf[kQInRegs ? MT : 1][kQInRegs ? HD / 16 : 1][4];
+  if constexpr (kQInRegs) {
 #pragma unroll
-    for (int k = 0; k < HD / 16; ++k) LdMatrixX4(qf[k], row + 16 * k);
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+      for (int k = 0; k < HD / 16; ++k) LdMatrixX4(qf[m][k], q_lane + 16 * m * kLd + 16 * k);
   }
 
-  float o[kDT][4];
+  float o[MT][kDT][4];
 #pragma unroll
-  for (int j = 0; j < kDT; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
-  float m0 = -INFINITY, m1 = -INFINITY;  // running max of the scaled base-2 logits
-  float l0 = 0.f, l1 = 0.f;              // this thread's partial row sums
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int j = 0; j < kDT; ++j) o[m][j][0] = o[m][j][1] = o[m][j][2] = o[m][j][3] = 0.f;
+  float mrun[MT][2], lrun[MT][2];  // running max (scaled, base 2); partial row sums
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+    mrun[m][0] = mrun[m][1] = -INFINITY;
+    lrun[m][0] = lrun[m][1] = 0.f;
+  }
   const float scale_log2 = a.scale * kLog2e;
 
   // ldmatrix lane offsets (elements) within a stage's K / V tile.
@@ -251,8 +276,8 @@ __global__ void __launch_bounds__(kThreads, 2) AttnTcKernel(AttnLaunch a) {
 
   for (int tile = 0; tile < n_tiles; ++tile) {
     const int stage = tile & 1;
-    // Every warp is done with tile-1's stage (and, at tile 0, with the Q
-    // staging area): refill it with tile+1 while this tile is computed.
+    // Every warp is done with tile-1's stage: refill it with tile+1 while
+    // this tile is computed.
     __syncthreads();
     if (tile + 1 < n_tiles) load_kv(tile + 1, stage ^ 1);
     CpAsyncCommit();
@@ -261,114 +286,140 @@ __global__ void __launch_bounds__(kThreads, 2) AttnTcKernel(AttnLaunch a) {
 
     const int kv0 = tile * kBN;
     if (kv0 > warp_max) continue;  // no row of this warp sees these keys
-    const T* sK = reinterpret_cast<const T*>(smem + L::KOff(stage));
-    const T* sV = reinterpret_cast<const T*>(smem + L::VOff(stage));
+    const T* sK = reinterpret_cast<const T*>(smem + C::KOff(stage));
+    const T* sV = reinterpret_cast<const T*>(smem + C::VOff(stage));
 
-    // S[16][64] = Q K^T.
-    float s[kNT][4];
+    // S[16 MT][kBN] = Q K^T.
+    float s[MT][kNT][4];
 #pragma unroll
-    for (int j = 0; j < kNT; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+      for (int j = 0; j < kNT; ++j) s[m][j][0] = s[m][j][1] = s[m][j][2] = s[m][j][3] = 0.f;
 #pragma unroll
     for (int k = 0; k < HD / 16; ++k) {
+      uint32_t qk[MT][4];
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        if constexpr (kQInRegs) {
+#pragma unroll
+          for (int r = 0; r < 4; ++r) qk[m][r] = qf[m][k][r];
+        } else {
+          LdMatrixX4(qk[m], q_lane + 16 * m * kLd + 16 * k);
+        }
+      }
 #pragma unroll
       for (int np = 0; np < kNT / 2; ++np) {
         uint32_t b[4];
         LdMatrixX4(b, sK + 16 * np * kLd + 16 * k + k_lane_off);
-        Mma16816<T>(s[2 * np], qf[k], b[0], b[1]);
-        Mma16816<T>(s[2 * np + 1], qf[k], b[2], b[3]);
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          Mma16816<T>(s[m][2 * np], qk[m], b[0], b[1]);
+          Mma16816<T>(s[m][2 * np + 1], qk[m], b[2], b[3]);
+        }
       }
     }
 
     // Exact per-vector causal mask, only on tiles that cross a limit.
     if (kv0 + kBN - 1 > warp_min) {
 #pragma unroll
-      for (int j = 0; j < kNT; ++j) {
-        const int key = kv0 + 8 * j + 2 * t4;
-        if (key > lim0) s[j][0] = -INFINITY;
-        if (key + 1 > lim0) s[j][1] = -INFINITY;
-        if (key > lim1) s[j][2] = -INFINITY;
-        if (key + 1 > lim1) s[j][3] = -INFINITY;
-      }
+      for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int j = 0; j < kNT; ++j) {
+          const int key = kv0 + 8 * j + 2 * t4;
+          if (key > lim[m][0]) s[m][j][0] = -INFINITY;
+          if (key + 1 > lim[m][0]) s[m][j][1] = -INFINITY;
+          if (key > lim[m][1]) s[m][j][2] = -INFINITY;
+          if (key + 1 > lim[m][1]) s[m][j][3] = -INFINITY;
+        }
     }
 
     // Online softmax (base 2, scale folded in); a row lives in one quad.
-    float mx0 = -INFINITY, mx1 = -INFINITY;
+    uint32_t pf[MT][kBN / 16][4];  // P as A fragments, one per k16 step of O += P V
 #pragma unroll
-    for (int j = 0; j < kNT; ++j) {
-      mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
-      mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
-    }
+    for (int m = 0; m < MT; ++m) {
+      float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
-    for (int o2 = 1; o2 <= 2; o2 <<= 1) {
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o2));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o2));
-    }
-    const float mn0 = fmaxf(m0, mx0 * scale_log2), mn1 = fmaxf(m1, mx1 * scale_log2);
-    const float mu0 = mn0 == -INFINITY ? 0.f : mn0, mu1 = mn1 == -INFINITY ? 0.f : mn1;
-    const float alpha0 = exp2f(m0 - mu0), alpha1 = exp2f(m1 - mu1);
-    m0 = mn0;
-    m1 = mn1;
-    float sum0 = 0.f, sum1 = 0.f;
-    uint32_t pf[kBN / 16][4];  // P as A fragments, one per k16 step of O += P V
+      for (int j = 0; j < kNT; ++j) {
+        mx0 = fmaxf(mx0, fmaxf(s[m][j][0], s[m][j][1]));
+        mx1 = fmaxf(mx1, fmaxf(s[m][j][2], s[m][j][3]));
+      }
 #pragma unroll
-    for (int j = 0; j < kNT; ++j) {
-      const float p0 = exp2f(fmaf(s[j][0], scale_log2, -mu0));
-      const float p1 = exp2f(fmaf(s[j][1], scale_log2, -mu0));
-      const float p2 = exp2f(fmaf(s[j][2], scale_log2, -mu1));
-      const float p3 = exp2f(fmaf(s[j][3], scale_log2, -mu1));
-      sum0 += p0 + p1;
-      sum1 += p2 + p3;
-      pf[j / 2][(j & 1) * 2 + 0] = PackPair<T>(p0, p1);
-      pf[j / 2][(j & 1) * 2 + 1] = PackPair<T>(p2, p3);
-    }
-    l0 = l0 * alpha0 + sum0;
-    l1 = l1 * alpha1 + sum1;
+      for (int o2 = 1; o2 <= 2; o2 <<= 1) {
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o2));
+      }
+      const float mn0 = fmaxf(mrun[m][0], mx0 * scale_log2);
+      const float mn1 = fmaxf(mrun[m][1], mx1 * scale_log2);
+      const float mu0 = mn0 == -INFINITY ? 0.f : mn0, mu1 = mn1 == -INFINITY ? 0.f : mn1;
+      const float alpha0 = exp2f(mrun[m][0] - mu0), alpha1 = exp2f(mrun[m][1] - mu1);
+      mrun[m][0] = mn0;
+      mrun[m][1] = mn1;
+      float sum0 = 0.f, sum1 = 0.f;
 #pragma unroll
-    for (int j = 0; j < kDT; ++j) {
-      o[j][0] *= alpha0;
-      o[j][1] *= alpha0;
-      o[j][2] *= alpha1;
-      o[j][3] *= alpha1;
+      for (int j = 0; j < kNT; ++j) {
+        const float p0 = exp2f(fmaf(s[m][j][0], scale_log2, -mu0));
+        const float p1 = exp2f(fmaf(s[m][j][1], scale_log2, -mu0));
+        const float p2 = exp2f(fmaf(s[m][j][2], scale_log2, -mu1));
+        const float p3 = exp2f(fmaf(s[m][j][3], scale_log2, -mu1));
+        sum0 += p0 + p1;
+        sum1 += p2 + p3;
+        pf[m][j / 2][(j & 1) * 2 + 0] = PackPair<T>(p0, p1);
+        pf[m][j / 2][(j & 1) * 2 + 1] = PackPair<T>(p2, p3);
+      }
+      lrun[m][0] = lrun[m][0] * alpha0 + sum0;
+      lrun[m][1] = lrun[m][1] * alpha1 + sum1;
+#pragma unroll
+      for (int j = 0; j < kDT; ++j) {
+        o[m][j][0] *= alpha0;
+        o[m][j][1] *= alpha0;
+        o[m][j][2] *= alpha1;
+        o[m][j][3] *= alpha1;
+      }
     }
 
-    // O[16][HD] += P[16][64] V[64][HD].
+    // O[16 MT][HD] += P[16 MT][kBN] V[kBN][HD].
 #pragma unroll
     for (int k = 0; k < kBN / 16; ++k) {
 #pragma unroll
       for (int dp = 0; dp < kDT / 2; ++dp) {
         uint32_t b[4];
         LdMatrixX4Trans(b, sV + 16 * k * kLd + 16 * dp + v_lane_off);
-        Mma16816<T>(o[2 * dp], pf[k], b[0], b[1]);
-        Mma16816<T>(o[2 * dp + 1], pf[k], b[2], b[3]);
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          Mma16816<T>(o[m][2 * dp], pf[m][k], b[0], b[1]);
+          Mma16816<T>(o[m][2 * dp + 1], pf[m][k], b[2], b[3]);
+        }
       }
     }
   }
 
   // Epilogue: full row sums, O / l rounded to T and staged in shared memory
-  // (stage 0's K buffer; every warp is past the key loop), then 16-byte
+  // (the Q tile's place; every warp is past the key loop), then 16-byte
   // stores; natural-log LSE.
-#pragma unroll
-  for (int o2 = 1; o2 <= 2; o2 <<= 1) {
-    l0 += __shfl_xor_sync(0xffffffffu, l0, o2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, o2);
-  }
   __syncthreads();
-  T* sO = reinterpret_cast<T*>(smem + L::KOff(0));
-  {
-    const float inv0 = l0 > 0.f ? 1.f / l0 : 0.f, inv1 = l1 > 0.f ? 1.f / l1 : 0.f;
-    T* r0 = sO + (16 * warp + g) * kLd + 2 * t4;
-    T* r1 = r0 + 8 * kLd;
+  T* sO = sQ;
 #pragma unroll
-    for (int j = 0; j < kDT; ++j) {
-      *reinterpret_cast<uint32_t*>(r0 + 8 * j) = PackPair<T>(o[j][0] * inv0, o[j][1] * inv0);
-      *reinterpret_cast<uint32_t*>(r1 + 8 * j) = PackPair<T>(o[j][2] * inv1, o[j][3] * inv1);
+  for (int m = 0; m < MT; ++m) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float l = lrun[m][h];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      lrun[m][h] = l;
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      T* row = sO + (wrow0 + 16 * m + g + 8 * h) * kLd + 2 * t4;
+#pragma unroll
+      for (int j = 0; j < kDT; ++j) {
+        *reinterpret_cast<uint32_t*>(row + 8 * j) =
+            PackPair<T>(o[m][j][2 * h] * inv, o[m][j][2 * h + 1] * inv);
+      }
     }
   }
   __syncwarp();
 #pragma unroll
-  for (int idx = lane; idx < 16 * kChunks; idx += 32) {
+  for (int idx = lane; idx < 16 * MT * kChunks; idx += 32) {
     const int rr = idx / kChunks, c = idx % kChunks;
-    const int vrow = 16 * warp + rr;
+    const int vrow = wrow0 + rr;
     if (vrow >= w.vec_count) continue;
     const int vec = w.vec_begin + vrow;
     const int rl = vec / group, gh = vec % group;
@@ -378,15 +429,17 @@ __global__ void __launch_bounds__(kThreads, 2) AttnTcKernel(AttnLaunch a) {
   }
   if (a.lse != nullptr && t4 == 0) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int vrow = 16 * warp + g + 8 * h;
-      if (vrow >= w.vec_count) continue;
-      const int vec = w.vec_begin + vrow;
-      const int rl = vec / group, gh = vec % group;
-      const float l = h == 0 ? l0 : l1, m = h == 0 ? m0 : m1;
-      a.lse[static_cast<int64_t>(w.row_begin + rl) * a.num_heads + kh * group + gh] =
-          l > 0.f ? (m + log2f(l)) * kLn2 : -INFINITY;
-    }
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int vrow = wrow0 + 16 * m + g + 8 * h;
+        if (vrow >= w.vec_count) continue;
+        const int vec = w.vec_begin + vrow;
+        const int rl = vec / group, gh = vec % group;
+        const float l = lrun[m][h];
+        a.lse[static_cast<int64_t>(w.row_begin + rl) * a.num_heads + kh * group + gh] =
+            l > 0.f ? (mrun[m][h] + log2f(l)) * kLn2 : -INFINITY;
+      }
   }
 }
 
@@ -394,8 +447,8 @@ __global__ void __launch_bounds__(kThreads, 2) AttnTcKernel(AttnLaunch a) {
 constexpr int kSimtMaxDimsPerLane = 8;  // head_dim <= 256
 
 template <typename T, bool kBottomRight>
-__global__ void __launch_bounds__(kThreads) AttnSimtKernel(AttnLaunch a) {
-  __shared__ float sq[kThreads / 32][32 * kSimtMaxDimsPerLane];
+__global__ void __launch_bounds__(kSimtThreads) AttnSimtKernel(AttnLaunch a) {
+  __shared__ float sq[kSimtThreads / 32][32 * kSimtMaxDimsPerLane];
   const AttnWorkItem w = a.items[blockIdx.x];
   const int kh = blockIdx.y;
   const int group = a.num_heads / a.num_kv_heads;
@@ -407,7 +460,7 @@ __global__ void __launch_bounds__(kThreads) AttnSimtKernel(AttnLaunch a) {
   const T* vbase = static_cast<const T*>(a.v) + static_cast<int64_t>(kh) * a.v_stride_head +
                    static_cast<int64_t>(w.kv_begin) * a.v_stride_token;
 
-  for (int vrow = warp; vrow < w.vec_count; vrow += kThreads / 32) {
+  for (int vrow = warp; vrow < w.vec_count; vrow += kSimtThreads / 32) {
     const int vec = w.vec_begin + vrow;
     const int rl = vec / group, g = vec % group;
     const int64_t row = w.row_begin + rl;
@@ -463,10 +516,24 @@ __global__ void __launch_bounds__(kThreads) AttnSimtKernel(AttnLaunch a) {
   }
 }
 
-template <typename T, int HD, bool kBottomRight>
+// The tensor-core kernel's shapes (see TcCfg), per tile size and head_dim.
+// Large tiles (128 vectors): 4 warps x 32 vectors, 32-key tiles, so each K/V
+// tile fetched from L2 serves 128 vectors and each fragment read from shared
+// memory two mma's; at head_dim 128 the O accumulators alone take 128
+// registers per thread, so Q fragments are re-read from shared memory per
+// tile. Small tiles (64 vectors, for small grids): 4 warps x 16 vectors,
+// 64-key tiles, Q in registers.
+template <int HD>
+using TcLarge = TcCfg<HD, 128, 2, 32, HD == 64>;
+template <int HD>
+using TcSmall = TcCfg<HD, 64, 1, 64, true>;
+static_assert(TcLarge<64>::kBM == kAttnTileVectorsLarge && TcSmall<64>::kBM == kAttnTileVectorsSmall,
+              "plan tile sizes");
+
+template <typename T, typename C, bool kBottomRight>
 int LaunchTc(const AttnLaunch& a, Stream stream) {
-  const size_t smem = TcSmem<HD>::kTotal;
-  auto kernel = AttnTcKernel<T, HD, kBottomRight>;
+  const size_t smem = C::kTotal;
+  auto kernel = AttnTcKernel<T, C, kBottomRight>;
   cudaError_t e =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (e != cudaSuccess) return e;
@@ -476,20 +543,29 @@ int LaunchTc(const AttnLaunch& a, Stream stream) {
   const dim3 grid = flat <= 0x7fffffff
                         ? dim3(static_cast<unsigned>(flat))
                         : dim3(static_cast<unsigned>(a.num_items), static_cast<unsigned>(a.num_kv_heads));
-  kernel<<<grid, kThreads, smem, stream>>>(a);
+  kernel<<<grid, C::kThreads, smem, stream>>>(a);
   return cudaGetLastError();
 }
 
-template <typename T, int HD>
+template <typename T, typename C>
 int LaunchTcMode(const AttnLaunch& a, Stream stream) {
-  return a.bottom_right ? LaunchTc<T, HD, true>(a, stream) : LaunchTc<T, HD, false>(a, stream);
+  return a.bottom_right ? LaunchTc<T, C, true>(a, stream) : LaunchTc<T, C, false>(a, stream);
+}
+
+template <typename T, int HD>
+int LaunchTcTile(const AttnLaunch& a, Stream stream) {
+  switch (a.tile_vectors) {
+    case kAttnTileVectorsLarge: return LaunchTcMode<T, TcLarge<HD>>(a, stream);
+    case kAttnTileVectorsSmall: return LaunchTcMode<T, TcSmall<HD>>(a, stream);
+  }
+  return cudaErrorInvalidValue;
 }
 
 template <typename T>
 int LaunchTcType(const AttnLaunch& a, Stream stream) {
   switch (a.head_dim) {
-    case 64: return LaunchTcMode<T, 64>(a, stream);
-    case 128: return LaunchTcMode<T, 128>(a, stream);
+    case 64: return LaunchTcTile<T, 64>(a, stream);
+    case 128: return LaunchTcTile<T, 128>(a, stream);
   }
   return cudaErrorInvalidValue;
 }
@@ -498,19 +574,21 @@ template <typename T>
 int LaunchSimt(const AttnLaunch& a, Stream stream) {
   const dim3 grid(static_cast<unsigned>(a.num_items), static_cast<unsigned>(a.num_kv_heads));
   if (a.bottom_right) {
-    AttnSimtKernel<T, true><<<grid, kThreads, 0, stream>>>(a);
+    AttnSimtKernel<T, true><<<grid, kSimtThreads, 0, stream>>>(a);
   } else {
-    AttnSimtKernel<T, false><<<grid, kThreads, 0, stream>>>(a);
+    AttnSimtKernel<T, false><<<grid, kSimtThreads, 0, stream>>>(a);
   }
   return cudaGetLastError();
 }
 
 }  // namespace
 
-size_t AttnTensorCoreSmemBytes(int head_dim) {
+size_t AttnTensorCoreSmemBytes(int head_dim, int tile_vectors) {
+  const bool large = tile_vectors == kAttnTileVectorsLarge;
+  if (!large && tile_vectors != kAttnTileVectorsSmall) return 0;
   switch (head_dim) {
-    case 64: return TcSmem<64>::kTotal;
-    case 128: return TcSmem<128>::kTotal;
+    case 64: return large ? TcLarge<64>::kTotal : TcSmall<64>::kTotal;
+    case 128: return large ? TcLarge<128>::kTotal : TcSmall<128>::kTotal;
   }
   return 0;
 }

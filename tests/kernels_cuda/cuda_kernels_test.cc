@@ -450,8 +450,9 @@ std::string CaseName(const AttnCase& c) {
                       static_cast<int>(c.causal), " qs=", c.q_scale);
 }
 
-void RunAttentionCase(const AttnCase& c, std::mt19937& rng, cudaStream_t stream) {
-  SCOPED_TRACE(CaseName(c));
+void RunAttentionCase(const AttnCase& c, std::mt19937& rng, cudaStream_t stream,
+                      int tile_vectors = 0) {
+  SCOPED_TRACE(CaseName(c) + " tile_vectors=" + std::to_string(tile_vectors));
   // A varlen batch: a scattered-rows request, a full prefill, a decode row.
   std::uniform_int_distribution<int> kvlen(40, 300);
   std::vector<int32_t> kv_lens = {kvlen(rng), kvlen(rng) / 3 + 1, kvlen(rng)};
@@ -491,6 +492,7 @@ void RunAttentionCase(const AttnCase& c, std::mt19937& rng, cudaStream_t stream)
   cfg.dtype = c.dtype;
   cfg.causal = c.causal;
   cfg.algo = c.algo;
+  cfg.tile_vectors = tile_vectors;
   absl::StatusOr<SelectiveAttentionPlan> plan = SelectiveAttentionPlan::Create(cfg, q_indptr, kv_indptr);
   ASSERT_TRUE(plan.ok()) << plan.status();
 
@@ -598,12 +600,15 @@ void RunAttentionCase(const AttnCase& c, std::mt19937& rng, cudaStream_t stream)
 
 TEST_F(CudaKernelsTest, SelectiveAttentionTensorCoreMatchesCpuTwin) {
   std::mt19937 rng(2024);
-  for (DType t : {DType::kF16, DType::kBF16})
-    for (int hd : {64, 128})
-      for (CausalMode m : {CausalMode::kExact, CausalMode::kBottomRight}) {
-        RunAttentionCase({t, 8, 2, hd, AttentionAlgo::kTensorCore, m, 1.0f}, rng, stream_);
-        RunAttentionCase({t, 4, 4, hd, AttentionAlgo::kTensorCore, m, 3.0f}, rng, stream_);
-      }
+  for (int tv : {64, 128})  // both tensor-core kernel shapes (the plan's auto pick is 64 here)
+    for (DType t : {DType::kF16, DType::kBF16})
+      for (int hd : {64, 128})
+        for (CausalMode m : {CausalMode::kExact, CausalMode::kBottomRight}) {
+          RunAttentionCase({t, 8, 2, hd, AttentionAlgo::kTensorCore, m, 1.0f}, rng, stream_, tv);
+          RunAttentionCase({t, 4, 4, hd, AttentionAlgo::kTensorCore, m, 3.0f}, rng, stream_, tv);
+        }
+  RunAttentionCase({DType::kF16, 32, 8, 128, AttentionAlgo::kTensorCore, CausalMode::kExact, 2.0f},
+                   rng, stream_, 128);
   RunAttentionCase({DType::kF16, 32, 8, 128, AttentionAlgo::kTensorCore, CausalMode::kExact, 2.0f},
                    rng, stream_);
   RunAttentionCase({DType::kBF16, 6, 1, 64, AttentionAlgo::kAuto, CausalMode::kExact, 1.0f}, rng,
@@ -653,11 +658,27 @@ TEST(CudaKernelsValidation, PlanWorkItemsAndWorkspace) {
   const std::vector<int32_t> qi = {0, 100, 100, 116}, ki = {0, 500, 600, 2600};
   absl::StatusOr<SelectiveAttentionPlan> plan = SelectiveAttentionPlan::Create(cfg, qi, ki);
   ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->tile_vectors(), 64);  // 5 large tiles x 8 kv heads: too few CTAs for 128
   EXPECT_EQ(plan->num_work_items(), 8);
   EXPECT_EQ(plan->workspace_bytes(), 8u * 32u);
   EXPECT_EQ(plan->total_rows(), 116);
   EXPECT_EQ(plan->total_kv(), 2600);
   EXPECT_FLOAT_EQ(plan->config().scale, 1.0f / std::sqrt(128.0f));
+  cfg.tile_vectors = 128;  // forced: 400 vectors -> 4 tiles, 64 -> 1
+  plan = SelectiveAttentionPlan::Create(cfg, qi, ki);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->tile_vectors(), 128);
+  EXPECT_EQ(plan->num_work_items(), 5);
+  cfg.tile_vectors = 96;
+  EXPECT_EQ(SelectiveAttentionPlan::Create(cfg, qi, ki).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // 1536 rows x 4 heads per kv head -> 48 large tiles x 8 kv heads = 384 CTAs: 128.
+  cfg.tile_vectors = 0;
+  plan = SelectiveAttentionPlan::Create(cfg, std::vector<int32_t>{0, 1536},
+                                        std::vector<int32_t>{0, 4096});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->tile_vectors(), 128);
+  EXPECT_EQ(plan->num_work_items(), 48);
 }
 
 TEST(CudaKernelsValidation, RunRejectsMismatchedTensorsBeforeTouchingTheDevice) {

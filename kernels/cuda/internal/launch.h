@@ -92,15 +92,20 @@ struct PagedCopyLaunch {
 int LaunchPagedCopy(const PagedCopyLaunch& a, Stream stream);
 
 // ----------------------------------------------------------- Attention ----
-// One unit of attention work: a tile of up to kAttnTileVectors query vectors
+// One unit of attention work: a tile of up to `tile_vectors` query vectors
 // (vector = (row, head-in-group) pair, row-major over the request's rows) of
-// one request, for every kv head (grid.y).
-inline constexpr int kAttnTileVectors = 64;
+// one request, for every kv head. The plan picks the tile size: the large
+// one while it still yields at least kAttnLargeTileMinCtas CTAs (items x kv
+// heads; about 1.5 waves of 2 CTAs per SM on a 132-SM H100/H200), the small
+// one otherwise (fewer, longer CTAs leave SMs idle).
+inline constexpr int kAttnTileVectorsLarge = 128;
+inline constexpr int kAttnTileVectorsSmall = 64;
+inline constexpr int64_t kAttnLargeTileMinCtas = 384;
 struct AttnWorkItem {
   int32_t row_begin;  // global index of the request's first query row
   int32_t num_rows;   // query rows of the request
   int32_t vec_begin;  // first vector of this tile (within the request)
-  int32_t vec_count;  // vectors in this tile (<= kAttnTileVectors)
+  int32_t vec_count;  // vectors in this tile (<= the plan's tile_vectors)
   int32_t kv_begin;   // token offset of the request's keys in K/V
   int32_t kv_len;     // keys of the request
   int32_t pad0, pad1;
@@ -125,9 +130,11 @@ struct AttnLaunch {
   float scale = 0.f;
   bool bottom_right = false;
   bool tensor_core = true;  // else the SIMT reference path
+  int tile_vectors = kAttnTileVectorsSmall;  // the plan's: Small or Large
 };
-// Returns the dynamic shared memory the tensor-core kernel needs for head_dim.
-size_t AttnTensorCoreSmemBytes(int head_dim);
+// Returns the dynamic shared memory the tensor-core kernel needs (0 for an
+// unsupported head_dim / tile size).
+size_t AttnTensorCoreSmemBytes(int head_dim, int tile_vectors);
 int LaunchAttention(const AttnLaunch& a, Stream stream);
 
 }  // namespace ragkv::kernels::cuda::internal
