@@ -3,10 +3,13 @@
 //
 //   ragkv_bench_retrieval --corpus PATH [--embedder NAME[,NAME...]]
 //                         [--factory F] [--chunk-tokens N] [--speed]
+//                         [--hash-seed S] [--questions BEGIN:END]
+//                         [--prf DOCS,TERMS,WEIGHT] [--rrf-k K]
 #include <cstdlib>
 #include <iostream>
 #include <string>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "retrieval/bench_retrieval.h"
 
@@ -30,12 +33,32 @@ int main(int argc, char** argv) {
       options.factory = next();
     } else if (arg == "--chunk-tokens") {
       options.chunk_tokens = std::atoi(next().c_str());
+    } else if (arg == "--hash-seed") {
+      options.hash_seed = std::strtoull(next().c_str(), nullptr, 10);
+    } else if (arg == "--questions") {
+      const std::vector<std::string> be = absl::StrSplit(next(), ':');
+      if (be.size() != 2 || !absl::SimpleAtoi(be[0], &options.question_begin) ||
+          !absl::SimpleAtoi(be[1], &options.question_end)) {
+        std::cerr << "--questions takes BEGIN:END (0-based, END exclusive)\n";
+        return 2;
+      }
+    } else if (arg == "--prf") {
+      const std::vector<std::string> f = absl::StrSplit(next(), ',');
+      if (f.size() != 3 || !absl::SimpleAtoi(f[0], &options.bm25_feedback.docs) ||
+          !absl::SimpleAtoi(f[1], &options.bm25_feedback.terms) ||
+          !absl::SimpleAtof(f[2], &options.bm25_feedback.weight)) {
+        std::cerr << "--prf takes DOCS,TERMS,WEIGHT\n";
+        return 2;
+      }
+    } else if (arg == "--rrf-k") {
+      options.rrf_k = std::atoi(next().c_str());
     } else if (arg == "--speed") {
       speed = true;
     } else {
       std::cerr << "usage: ragkv_bench_retrieval --corpus PATH [--embedder NAME[,NAME...]] "
-                   "[--factory F] [--chunk-tokens N] [--speed]\n"
-                   "  embedders: hashed, hashed16k, hashed-char, bm25, hybrid\n";
+                   "[--factory F] [--chunk-tokens N] [--speed] [--hash-seed S] [--questions BEGIN:END]\n"
+                   "       [--prf DOCS,TERMS,WEIGHT] [--rrf-k K]\n"
+                   "  embedders: default, hashed, hashed16k, hashed-char, bm25, hybrid, hybrid16k, hybrid-noprf\n";
       return 2;
     }
   }

@@ -55,12 +55,17 @@ struct Config {
   std::string name;
   std::shared_ptr<const Embedder> embedder;
   SearchMode mode;
+  bool feedback = true;  // hybrid: fuse the BM25-with-feedback list too
 };
 
-absl::StatusOr<Config> BuiltinConfig(const std::string& name) {
+absl::StatusOr<Config> BuiltinConfig(const std::string& name, uint64_t hash_seed) {
   HashedEmbedderOptions ho;
+  ho.seed = hash_seed;
   SearchMode mode = SearchMode::kDense;
-  if (name == "hashed") {
+  bool feedback = true;
+  if (name == "default") {
+    mode = SearchMode::kDefault;
+  } else if (name == "hashed") {
   } else if (name == "hashed16k") {
     ho.dim = 16384;
   } else if (name == "hashed-char") {
@@ -69,12 +74,19 @@ absl::StatusOr<Config> BuiltinConfig(const std::string& name) {
     mode = SearchMode::kBm25;
   } else if (name == "hybrid") {
     mode = SearchMode::kHybrid;
+  } else if (name == "hybrid16k") {
+    ho.dim = 16384;
+    mode = SearchMode::kHybrid;
+  } else if (name == "hybrid-noprf") {
+    mode = SearchMode::kHybrid;
+    feedback = false;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown embedder configuration '", name, "' (known: hashed, hashed16k, hashed-char, bm25, hybrid)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown embedder configuration '", name,
+                     "' (known: default, hashed, hashed16k, hashed-char, bm25, hybrid, hybrid16k, hybrid-noprf)"));
   }
   ASSIGN_OR_RETURN(auto e, HashedEmbedder::Create(ho));
-  return Config{name, std::shared_ptr<const Embedder>(std::move(e)), mode};
+  return Config{name, std::shared_ptr<const Embedder>(std::move(e)), mode, feedback};
 }
 
 bool ContainsAnswer(std::string_view haystack_lower, const std::vector<std::string>& answers_lower) {
@@ -89,14 +101,22 @@ bool ContainsAnswer(std::string_view haystack_lower, const std::vector<std::stri
 absl::Status RunRetrievalBench(const RetrievalBenchOptions& options, std::ostream& out) {
   ASSIGN_OR_RETURN(Corpus corpus, ReadCorpusFile(options.corpus_path, CorpusFormat::kMusique));
   if (corpus.questions.empty()) return absl::InvalidArgumentError("corpus has no questions");
+  const int num_questions = static_cast<int>(corpus.questions.size());
+  const int q_begin = options.question_begin;
+  const int q_end = options.question_end < 0 ? num_questions : options.question_end;
+  if (q_begin < 0 || q_begin >= q_end || q_end > num_questions) {
+    return absl::InvalidArgumentError(absl::StrCat("question range [", q_begin, ", ", q_end,
+                                                   ") is empty or outside the file's ", num_questions,
+                                                   " questions"));
+  }
   std::vector<Config> configs;
   for (const std::string& name : options.embedders) {
-    ASSIGN_OR_RETURN(Config c, BuiltinConfig(name));
+    ASSIGN_OR_RETURN(Config c, BuiltinConfig(name, options.hash_seed));
     configs.push_back(std::move(c));
   }
   for (const auto& [name, e] : options.extra_embedders) {
     configs.push_back(Config{name, e, SearchMode::kDense});
-    if (options.add_hybrid_for_extra) configs.push_back(Config{name + "+bm25", e, SearchMode::kHybrid});
+    if (options.add_hybrid_for_extra) configs.push_back(Config{name + "+bm25", e, SearchMode::kHybrid, false});
   }
   WorkDir work(options.work_dir);
   if (work.path().empty()) return absl::InternalError("cannot create a temp work dir");
@@ -115,6 +135,9 @@ absl::Status RunRetrievalBench(const RetrievalBenchOptions& options, std::ostrea
     ro.index.omp_threads = options.omp_threads;
     ro.sync_writes = false;
     ro.min_train_vectors = 256;
+    ro.bm25_feedback = options.bm25_feedback;
+    ro.rrf_k = options.rrf_k;
+    if (!cfg.feedback) ro.bm25_feedback.docs = 0;
     ASSIGN_OR_RETURN(auto retriever, Retriever::Create(ro));
     constexpr size_t kBatch = 64;
     for (size_t i = 0; i < corpus.documents.size(); i += kBatch) {
@@ -123,7 +146,8 @@ absl::Status RunRetrievalBench(const RetrievalBenchOptions& options, std::ostrea
     }
     int hits[3] = {0, 0, 0};
     const int ks[3] = {1, 5, 10};
-    for (const QaExample& q : corpus.questions) {
+    for (int qi = q_begin; qi < q_end; ++qi) {
+      const QaExample& q = corpus.questions[qi];
       SearchOptions so;
       so.k = 10;
       so.mode = cfg.mode;
@@ -143,7 +167,7 @@ absl::Status RunRetrievalBench(const RetrievalBenchOptions& options, std::ostrea
         if (first_hit >= 0 && first_hit < ks[j]) ++hits[j];
       }
     }
-    const double nq = static_cast<double>(corpus.questions.size());
+    const double nq = static_cast<double>(q_end - q_begin);
     out << absl::StrFormat("%s: recall@1=%.2f recall@5=%.2f recall@10=%.2f\n", cfg.name, hits[0] / nq,
                            hits[1] / nq, hits[2] / nq);
     out.flush();

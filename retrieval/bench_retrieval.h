@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "retrieval/bm25.h"
 #include "retrieval/embedder.h"
 #include "retrieval/tokenizer.h"
 
@@ -25,10 +26,24 @@ namespace ragkv::retrieval {
 struct RetrievalBenchOptions {
   // MuSiQue-style JSON: [{question, answers, passages: [{title, text}]}].
   std::string corpus_path;
-  // Built-in configurations to run, in order: "hashed" (default embedder,
-  // dense), "hashed16k" (dim 16384), "hashed-char" (with char n-grams),
-  // "bm25" (BM25 only), "hybrid" (hashed + BM25, RRF).
-  std::vector<std::string> embedders = {"hashed", "bm25", "hybrid"};
+  // Built-in configurations to run, in order: "default" (RetrieverOptions
+  // defaults and SearchMode::kDefault: today the hybrid below), "hashed"
+  // (default embedder, dense only), "hashed16k" (dim 16384), "hashed-char"
+  // (with char n-grams), "bm25" (BM25 only), "hybrid" (RRF of hashed dense,
+  // BM25 and BM25 with pseudo-relevance feedback), "hybrid16k" (the same
+  // with dim 16384), "hybrid-noprf" (RRF of hashed dense and BM25 only).
+  std::vector<std::string> embedders = {"default", "hashed", "bm25", "hybrid-noprf"};
+  // Hash seed of the built-in hashed embedders (default 0, the library
+  // default). Other seeds measure how much of a figure is hash-collision luck.
+  uint64_t hash_seed = 0;
+  // Questions scored: [question_begin, question_end) of the file (end < 0:
+  // to the end). All passages are ingested either way. Used for held-out
+  // checks (e.g. choose on 0-49, report 50-99).
+  int question_begin = 0;
+  int question_end = -1;
+  // Hybrid knobs of every configuration (defaults: RetrieverOptions').
+  Bm25Feedback bm25_feedback;
+  int rrf_k = 60;
   // Extra embedders (e.g. services/' model embedder): a dense line each, plus
   // "<name>+bm25" hybrid when add_hybrid_for_extra.
   std::vector<std::pair<std::string, std::shared_ptr<const Embedder>>> extra_embedders;

@@ -69,6 +69,10 @@ absl::StatusOr<std::unique_ptr<Retriever>> Retriever::Create(RetrieverOptions op
   if (options.rrf_k < 1 || options.rrf_depth < 1) {
     return absl::InvalidArgumentError("Retriever: rrf_k and rrf_depth must be >= 1");
   }
+  if (options.bm25_feedback.docs < 0 || options.bm25_feedback.terms < 0 ||
+      !std::isfinite(options.bm25_feedback.weight) || options.bm25_feedback.weight < 0) {
+    return absl::InvalidArgumentError("Retriever: bm25_feedback needs docs, terms >= 0 and a finite weight >= 0");
+  }
   if (!options.tokenizer) options.tokenizer = std::make_shared<ByteTokenizer>();
   if (!options.embedder) {
     ASSIGN_OR_RETURN(auto e, HashedEmbedder::Create(HashedEmbedderOptions{}));
@@ -437,7 +441,7 @@ absl::StatusOr<std::vector<SearchResult>> Retriever::SearchLocked(const std::vec
   const absl::flat_hash_set<int64_t>* allowed_ptr = allowed ? &*allowed : nullptr;
   const int depth = mode == SearchMode::kHybrid ? std::max(k, options_.rrf_depth) : k;
 
-  std::vector<SearchHit> dense_hits, bm25_hits;
+  std::vector<SearchHit> dense_hits, bm25_hits, feedback_hits;
   if (vector != nullptr) {
     if (!index_->is_trained()) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -450,10 +454,14 @@ absl::StatusOr<std::vector<SearchResult>> Retriever::SearchLocked(const std::vec
   if (mode == SearchMode::kBm25 || mode == SearchMode::kHybrid) {
     bm25_hits = bm25_.Search(text, depth, allowed_ptr);
   }
+  const Bm25Feedback& fb = options_.bm25_feedback;
+  if (mode == SearchMode::kHybrid && fb.docs > 0 && fb.terms > 0 && fb.weight > 0) {
+    feedback_hits = bm25_.SearchWithFeedback(text, depth, fb, allowed_ptr);
+  }
   std::vector<SearchHit> fused;
   if (mode == SearchMode::kHybrid) {
     absl::flat_hash_map<int64_t, double> rrf;
-    for (const auto* list : {&dense_hits, &bm25_hits}) {
+    for (const auto* list : {&dense_hits, &bm25_hits, &feedback_hits}) {
       for (size_t r = 0; r < list->size(); ++r) rrf[(*list)[r].id] += 1.0 / (options_.rrf_k + r + 1.0);
     }
     for (const auto& [id, s] : rrf) fused.push_back(SearchHit{id, static_cast<float>(s)});

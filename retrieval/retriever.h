@@ -49,7 +49,7 @@ enum class SearchMode {
   kDefault,  // RetrieverOptions::hybrid ? kHybrid : kDense
   kDense,    // vector index only
   kBm25,     // BM25 only
-  kHybrid,   // reciprocal rank fusion of dense and BM25
+  kHybrid,   // reciprocal rank fusion of dense, BM25 and BM25 with feedback
 };
 
 struct RetrieverOptions {
@@ -68,13 +68,20 @@ struct RetrieverOptions {
   // once at least this many are stored (default 1000); until then dense
   // search returns FailedPrecondition (BM25 search works).
   int64_t min_train_vectors = 1000;
-  // Default search mode is hybrid (dense + BM25 RRF) when true. Default false.
-  bool hybrid = false;
+  // Default search mode (SearchMode::kDefault) is hybrid when true (the
+  // default), dense when false. Hybrid fuses by reciprocal rank fusion the
+  // dense list, the BM25 list and, unless bm25_feedback is disabled, the
+  // list of BM25 with pseudo-relevance feedback (bm25.h). It is what the
+  // MuSiQue benchmark measured best (docs/retrieval.md).
+  bool hybrid = true;
   // RRF constant: score = sum 1 / (rrf_k + rank), rank from 1. Default 60.
   int rrf_k = 60;
   // Depth of each list fused by RRF (at least k). Default 100.
   int rrf_depth = 100;
   Bm25Params bm25;
+  // Pseudo-relevance feedback for the third hybrid list (default 3 feedback
+  // chunks, 10 expansion words, weight 0.5; docs = 0 fuses only dense + BM25).
+  Bm25Feedback bm25_feedback;
   // Rebuild the vector index when tombstones exceed this share (HNSW/IVF).
   double rebuild_tombstone_fraction = 0.25;
   // fsync each catalogue mutation (default true).

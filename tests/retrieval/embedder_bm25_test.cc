@@ -1,6 +1,8 @@
 // Hashed embedder and BM25 against naive references.
 #include <cmath>
+#include <algorithm>
 #include <map>
+#include <set>
 
 #include "gtest/gtest.h"
 #include "retrieval/bm25.h"
@@ -114,6 +116,123 @@ TEST(Bm25Index, MatchesNaiveReferenceAndSupportsRemoval) {
   auto filtered = index.Search(query, 10, &allowed);
   ASSERT_EQ(filtered.size(), 1u);
   EXPECT_EQ(filtered[0].id, 1);
+}
+
+// Naive pseudo-relevance feedback straight from the description in bm25.h:
+// the weighted query (words in first-occurrence order with their counts,
+// then the expansion words best first).
+std::vector<std::pair<std::string, double>> NaiveExpand(const std::vector<std::string>& docs,
+                                                        const std::string& query, int fb_docs, int fb_terms,
+                                                        double weight) {
+  std::vector<std::pair<std::string, double>> terms;
+  for (const std::string& w : internal::AnalyzeWords(query)) {
+    auto it = std::find_if(terms.begin(), terms.end(), [&](const auto& t) { return t.first == w; });
+    if (it == terms.end()) {
+      terms.emplace_back(w, 1.0);
+    } else {
+      it->second += 1.0;
+    }
+  }
+  auto first = NaiveBm25(docs, query);
+  std::vector<std::pair<int64_t, double>> ranked(first.begin(), first.end());
+  std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  if (static_cast<int>(ranked.size()) > fb_docs) ranked.resize(fb_docs);
+  const double n = docs.size();
+  // Sum tf / len * idf once per (feedback doc, distinct word).
+  std::map<std::string, double> cand;
+  for (const auto& [id, score] : ranked) {
+    const std::vector<std::string> words = internal::AnalyzeWords(docs[id]);
+    std::set<std::string> distinct(words.begin(), words.end());
+    for (const std::string& w : distinct) {
+      if (std::any_of(terms.begin(), terms.end(), [&](const auto& t) { return t.first == w; })) continue;
+      double df = 0;
+      for (const auto& d : docs) {
+        auto dw = internal::AnalyzeWords(d);
+        df += std::count(dw.begin(), dw.end(), w) > 0;
+      }
+      const double tf = std::count(words.begin(), words.end(), w);
+      cand[w] += tf / words.size() * std::log(1 + (n - df + 0.5) / (df + 0.5));
+    }
+  }
+  std::vector<std::pair<std::string, double>> best(cand.begin(), cand.end());
+  std::sort(best.begin(), best.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  if (static_cast<int>(best.size()) > fb_terms) best.resize(fb_terms);
+  for (const auto& [w, x] : best) terms.emplace_back(w, weight * x / best[0].second);
+  return terms;
+}
+
+std::vector<std::string> FeedbackCorpus() {
+  return {"Hannibal and Scipio is a play by Thomas Nabbes, first performed in 1635.",
+          "Thomas Nabbes, an English dramatist, studied at Exeter College, Oxford.",
+          "Scipio defeated Hannibal at Zama in 202 BC.",
+          "Exeter is a city in Devon with a cathedral.",
+          "The play was performed by Queen Henrietta's Men in London.",
+          "Oxford is a university city on the Thames."};
+}
+
+TEST(Bm25Feedback, ExpansionMatchesNaiveReference) {
+  const std::vector<std::string> docs = FeedbackCorpus();
+  Bm25Index index;
+  for (size_t i = 0; i < docs.size(); ++i) ASSERT_TRUE(index.Add(i, docs[i]).ok());
+  const std::string query = "Where was the author of the play Hannibal and Scipio educated?";
+  for (const Bm25Feedback fb : {Bm25Feedback{1, 3, 0.5f}, Bm25Feedback{2, 10, 1.0f}, Bm25Feedback{3, 5, 0.25f}}) {
+    const auto got = index.ExpandQuery(query, fb);
+    const auto want = NaiveExpand(docs, query, fb.docs, fb.terms, fb.weight);
+    ASSERT_EQ(got.size(), want.size()) << fb.docs << "," << fb.terms;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].word, want[i].first) << i;
+      EXPECT_NEAR(got[i].weight, want[i].second, 1e-9) << got[i].word;
+    }
+    // The second pass is BM25 of the weighted query: sum of weight * term score.
+    const auto hits = index.SearchWithFeedback(query, 10, fb);
+    std::map<int64_t, double> naive;
+    for (const auto& [w, x] : want) {
+      for (const auto& [id, sc] : NaiveBm25(docs, w)) naive[id] += x * sc;
+    }
+    ASSERT_EQ(hits.size(), naive.size());
+    for (const SearchHit& h : hits) EXPECT_NEAR(h.score, naive[h.id], 1e-4) << h.id;
+  }
+}
+
+TEST(Bm25Feedback, FindsTheSecondHopAndIsOffWhenDisabled) {
+  const std::vector<std::string> docs = FeedbackCorpus();
+  Bm25Index index;
+  for (size_t i = 0; i < docs.size(); ++i) ASSERT_TRUE(index.Add(i, docs[i]).ok());
+  // The answer passage (1) shares no content word with the question; the
+  // first hop (0) names its subject, which feedback adds to the query.
+  const std::string query = "Who wrote Hannibal and Scipio, and where was he educated?";
+  auto rank_of = [](const std::vector<SearchHit>& hits, int64_t id) {
+    for (size_t i = 0; i < hits.size(); ++i) {
+      if (hits[i].id == id) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  const auto plain = index.Search(query, 10);
+  const auto fed = index.SearchWithFeedback(query, 10, Bm25Feedback{1, 10, 0.5f});
+  EXPECT_EQ(rank_of(plain, 1), -1);
+  EXPECT_EQ(rank_of(fed, 0), 0);
+  EXPECT_GE(rank_of(fed, 1), 1);
+  // Disabled feedback (or no first-pass hit) is exactly Search.
+  for (const Bm25Feedback off : {Bm25Feedback{0, 10, 0.5f}, Bm25Feedback{3, 0, 0.5f}, Bm25Feedback{3, 10, 0.0f}}) {
+    const auto same = index.SearchWithFeedback(query, 10, off);
+    ASSERT_EQ(same.size(), plain.size());
+    for (size_t i = 0; i < same.size(); ++i) {
+      EXPECT_EQ(same[i].id, plain[i].id);
+      EXPECT_EQ(same[i].score, plain[i].score);
+    }
+  }
+  EXPECT_TRUE(index.SearchWithFeedback("zeppelin", 10, Bm25Feedback{}).empty());
+  // The filter applies to the feedback documents too.
+  absl::flat_hash_set<int64_t> allowed{1, 3};
+  for (const SearchHit& h : index.SearchWithFeedback(query, 10, Bm25Feedback{}, &allowed)) {
+    EXPECT_TRUE(allowed.contains(h.id)) << h.id;
+  }
+  const auto filtered_terms = index.ExpandQuery(query, Bm25Feedback{1, 50, 0.5f}, &allowed);
+  for (const auto& t : filtered_terms) EXPECT_NE(t.word, "1635") << "expanded from a filtered-out document";
 }
 
 }  // namespace
