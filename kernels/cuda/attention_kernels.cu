@@ -134,6 +134,14 @@ __device__ __forceinline__ uint32_t PackPair<__half>(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
+// 2^x (MUFU.EX2; results below 2^-126 flush to 0, which P and alpha can
+// afford).
+__device__ __forceinline__ float Exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Limit (last visible key, request-local) of query vector `vrow` of tile w.
 template <bool kBottomRight>
 __device__ __forceinline__ int VectorLimit(const AttnLaunch& a, const AttnWorkItem& w, int group,
@@ -276,13 +284,15 @@ __global__ void __launch_bounds__(C::kThreads, 256 / C::kThreads) AttnTcKernel(A
 
   for (int tile = 0; tile < n_tiles; ++tile) {
     const int stage = tile & 1;
-    // Every warp is done with tile-1's stage: refill it with tile+1 while
-    // this tile is computed.
+    // One barrier per tile: after it, `tile` has landed (every thread waited
+    // for its own copies) and every warp is done with tile-1, whose stage is
+    // then refilled with tile+1 while this tile is computed.
+    CpAsyncWait<0>();
     __syncthreads();
-    if (tile + 1 < n_tiles) load_kv(tile + 1, stage ^ 1);
-    CpAsyncCommit();
-    CpAsyncWait<1>();  // this thread's copies of `tile` have landed
-    __syncthreads();   // ... and everyone's
+    if (tile + 1 < n_tiles) {
+      load_kv(tile + 1, stage ^ 1);
+      CpAsyncCommit();
+    }
 
     const int kv0 = tile * kBN;
     if (kv0 > warp_max) continue;  // no row of this warp sees these keys
@@ -335,6 +345,8 @@ __global__ void __launch_bounds__(C::kThreads, 256 / C::kThreads) AttnTcKernel(A
 
     // Online softmax (base 2, scale folded in); a row lives in one quad.
     uint32_t pf[MT][kBN / 16][4];  // P as A fragments, one per k16 step of O += P V
+    float alpha[MT][2];
+    bool moved = false;
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
       float mx0 = -INFINITY, mx1 = -INFINITY;
@@ -351,16 +363,19 @@ __global__ void __launch_bounds__(C::kThreads, 256 / C::kThreads) AttnTcKernel(A
       const float mn0 = fmaxf(mrun[m][0], mx0 * scale_log2);
       const float mn1 = fmaxf(mrun[m][1], mx1 * scale_log2);
       const float mu0 = mn0 == -INFINITY ? 0.f : mn0, mu1 = mn1 == -INFINITY ? 0.f : mn1;
-      const float alpha0 = exp2f(mrun[m][0] - mu0), alpha1 = exp2f(mrun[m][1] - mu1);
+      const bool moved0 = mn0 != mrun[m][0], moved1 = mn1 != mrun[m][1];
+      const float alpha0 = moved0 ? Exp2(mrun[m][0] - mu0) : 1.f;
+      const float alpha1 = moved1 ? Exp2(mrun[m][1] - mu1) : 1.f;
+      moved |= moved0 || moved1;
       mrun[m][0] = mn0;
       mrun[m][1] = mn1;
       float sum0 = 0.f, sum1 = 0.f;
 #pragma unroll
       for (int j = 0; j < kNT; ++j) {
-        const float p0 = exp2f(fmaf(s[m][j][0], scale_log2, -mu0));
-        const float p1 = exp2f(fmaf(s[m][j][1], scale_log2, -mu0));
-        const float p2 = exp2f(fmaf(s[m][j][2], scale_log2, -mu1));
-        const float p3 = exp2f(fmaf(s[m][j][3], scale_log2, -mu1));
+        const float p0 = Exp2(fmaf(s[m][j][0], scale_log2, -mu0));
+        const float p1 = Exp2(fmaf(s[m][j][1], scale_log2, -mu0));
+        const float p2 = Exp2(fmaf(s[m][j][2], scale_log2, -mu1));
+        const float p3 = Exp2(fmaf(s[m][j][3], scale_log2, -mu1));
         sum0 += p0 + p1;
         sum1 += p2 + p3;
         pf[m][j / 2][(j & 1) * 2 + 0] = PackPair<T>(p0, p1);
@@ -368,13 +383,21 @@ __global__ void __launch_bounds__(C::kThreads, 256 / C::kThreads) AttnTcKernel(A
       }
       lrun[m][0] = lrun[m][0] * alpha0 + sum0;
       lrun[m][1] = lrun[m][1] * alpha1 + sum1;
+      alpha[m][0] = alpha0;
+      alpha[m][1] = alpha1;
+    }
+    // Rescale O only when some row max of the warp moved (after the first
+    // tiles it rarely does; an unmoved row's alpha is exactly 1).
+    if (__any_sync(0xffffffffu, moved)) {
 #pragma unroll
-      for (int j = 0; j < kDT; ++j) {
-        o[m][j][0] *= alpha0;
-        o[m][j][1] *= alpha0;
-        o[m][j][2] *= alpha1;
-        o[m][j][3] *= alpha1;
-      }
+      for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int j = 0; j < kDT; ++j) {
+          o[m][j][0] *= alpha[m][0];
+          o[m][j][1] *= alpha[m][0];
+          o[m][j][2] *= alpha[m][1];
+          o[m][j][3] *= alpha[m][1];
+        }
     }
 
     // O[16 MT][HD] += P[16 MT][kBN] V[kBN][HD].
@@ -517,14 +540,15 @@ __global__ void __launch_bounds__(kSimtThreads) AttnSimtKernel(AttnLaunch a) {
 }
 
 // The tensor-core kernel's shapes (see TcCfg), per tile size and head_dim.
-// Large tiles (128 vectors): 4 warps x 32 vectors, 32-key tiles, so each K/V
-// tile fetched from L2 serves 128 vectors and each fragment read from shared
-// memory two mma's; at head_dim 128 the O accumulators alone take 128
-// registers per thread, so Q fragments are re-read from shared memory per
-// tile. Small tiles (64 vectors, for small grids): 4 warps x 16 vectors,
-// 64-key tiles, Q in registers.
+// Large tiles (128 vectors): 4 warps x 32 vectors, so each K/V tile fetched
+// from L2 serves 128 vectors and each fragment read from shared memory two
+// mma's. At head_dim 128 the O accumulators alone take 128 registers per
+// thread, so key tiles are 32 keys and Q fragments are re-read from shared
+// memory per tile; at head_dim 64, 64-key tiles and Q in registers. Small
+// tiles (64 vectors, for small grids): 4 warps x 16 vectors, 64-key tiles,
+// Q in registers. All fit 2 CTAs (8 warps) per SM by registers.
 template <int HD>
-using TcLarge = TcCfg<HD, 128, 2, 32, HD == 64>;
+using TcLarge = TcCfg<HD, 128, 2, HD == 64 ? 64 : 32, HD == 64>;
 template <int HD>
 using TcSmall = TcCfg<HD, 64, 1, 64, true>;
 static_assert(TcLarge<64>::kBM == kAttnTileVectorsLarge && TcSmall<64>::kBM == kAttnTileVectorsSmall,
