@@ -5,6 +5,7 @@
 #include <map>
 
 #include "absl/strings/str_format.h"
+#include "blend/blender.h"
 
 namespace ragkv::blend {
 namespace {
@@ -130,7 +131,34 @@ StageCost CostModel::SelectiveLayer(int64_t rows, int64_t kv_tokens, double visi
   const double kv_bytes = KvBytesPerLayer(kv_tokens);
   const double act_bytes = r * (4.0 * s.dim + 2.0 * s.ffn) * s.weight_bytes_per_elem;
   c.bytes = weight_bytes + kv_bytes + act_bytes;
+  c.attn_flops = 4.0 * static_cast<double>(s.heads) * s.head_dim * visible_keys;
+  c.row_bytes = r * RowOpBytes();
+  c.rows = r;
   return c;
+}
+
+double CostModel::RowOpBytes() const {
+  const ModelShape& s = shape_;
+  const double q = static_cast<double>(s.heads) * s.head_dim;
+  const double kv = static_cast<double>(s.kv_heads) * s.head_dim;
+  // f32 elements read + written per row: 2 RMSNorms (2 dim each), RoPE of q
+  // and k (2 (q + kv)), SwiGLU (3 ffn), K/V scatter (4 kv).
+  return 4.0 * (4.0 * s.dim + 2.0 * (q + kv) + 3.0 * s.ffn + 4.0 * kv);
+}
+
+double CostModel::GemmFlops(double rows) const {
+  const auto& t = hw_.gemm_flops_at_rows;
+  if (t.empty()) return hw_.peak_flops;
+  if (rows <= t.front().first) return t.front().second;
+  if (rows >= t.back().first) return t.back().second;
+  for (size_t i = 1; i < t.size(); ++i) {
+    if (rows <= t[i].first) {
+      const double x0 = std::log(t[i - 1].first), x1 = std::log(t[i].first);
+      const double f = x1 > x0 ? (std::log(rows) - x0) / (x1 - x0) : 1.0;
+      return t[i - 1].second + f * (t[i].second - t[i - 1].second);
+    }
+  }
+  return t.back().second;
 }
 
 double CostModel::KvBytesPerLayer(int64_t tokens) const {
@@ -145,14 +173,36 @@ StageCost CostModel::LmHead(int64_t rows) const {
   return c;
 }
 
+namespace {
+
+// ComputeTime: the compute side of the roofline: GEMM FLOPs at the GEMM rate
+// for the stage's row count, attention FLOPs at the attention rate, per-row
+// ops at their bandwidth. With no measured rates this is flops / peak.
+double ComputeTime(const CostModel& m, const HardwareSpec& hw, const StageCost& c) {
+  const double gemm_rate = c.rows > 0 ? m.GemmFlops(c.rows) : hw.peak_flops;
+  const double attn_rate = hw.attention_flops > 0 ? hw.attention_flops : hw.peak_flops;
+  double t = 0;
+  if (gemm_rate > 0) t += (c.flops - c.attn_flops) / gemm_rate;
+  if (attn_rate > 0) t += c.attn_flops / attn_rate;
+  if (hw.row_op_bytes_per_s > 0) t += c.row_bytes / hw.row_op_bytes_per_s;
+  return t;
+}
+
+// Keys seen by every row at positions [lo, hi): sum of (p + 1).
+double RangeVisible(double lo, double hi) {
+  return hi > lo ? (hi * (hi + 1) - lo * (lo + 1)) / 2 : 0;
+}
+
+}  // namespace
+
 double CostModel::ComputeSeconds(const StageCost& c) const {
-  const double tc = hw_.peak_flops > 0 ? c.flops / hw_.peak_flops : 0;
+  const double tc = ComputeTime(*this, hw_, c);
   const double tm = hw_.mem_bw > 0 ? c.bytes / hw_.mem_bw : 0;
   return std::max(tc, tm) + hw_.layer_overhead_s;
 }
 
 bool CostModel::ComputeBound(const StageCost& c, double* ratio) const {
-  const double tc = hw_.peak_flops > 0 ? c.flops / hw_.peak_flops : 0;
+  const double tc = ComputeTime(*this, hw_, c);
   const double tm = hw_.mem_bw > 0 ? c.bytes / hw_.mem_bw : 0;
   if (ratio != nullptr) {
     const double lo = std::min(tc, tm);
@@ -223,6 +273,110 @@ double CostModel::BlendSeconds(int64_t context_tokens, int64_t query_tokens, dou
     t += std::max(compute, next_load);
   }
   return t + ComputeSeconds(LmHead(1));
+}
+
+namespace {
+
+double AllocSeconds(const ModelShape& s, const HardwareSpec& hw, int64_t tokens) {
+  if (hw.alloc_bytes_per_s <= 0) return 0;
+  // The fused cache is f32: layers x {K, V} x kv_heads x tokens x head_dim.
+  const double bytes = 2.0 * s.layers * s.kv_heads * s.head_dim * static_cast<double>(tokens) * 4;
+  return bytes / hw.alloc_bytes_per_s;
+}
+
+// Overlapped: layer 0's load is exposed, then layer l's compute runs while
+// layer l+1 loads. Fills total_s and exposed_load_s.
+void Overlap(const std::vector<double>& compute, double load_per_layer, RequestPrediction* p) {
+  const size_t L = compute.size();
+  double t = load_per_layer, busy = 0;
+  for (size_t l = 0; l < L; ++l) {
+    const double next = l + 1 < L ? load_per_layer : 0;
+    t += std::max(compute[l], next);
+    busy += compute[l];
+  }
+  p->load_s = load_per_layer * static_cast<double>(L);
+  p->exposed_load_s = t - busy;
+  p->total_s = p->alloc_s + t + p->logits_s;
+}
+
+}  // namespace
+
+RequestPrediction CostModel::PredictFullPrefill(const RequestShape& r) const {
+  const int64_t n = r.context_tokens + r.query_tokens;
+  RequestPrediction p;
+  p.alloc_s = AllocSeconds(shape_, hw_, n);
+  const double layer = ComputeSeconds(PrefillLayer(n, 0));
+  p.layer0_s = layer;
+  p.recompute_s = (shape_.layers - 1) * layer;
+  p.logits_s = ComputeSeconds(LmHead(1));
+  p.total_s = p.alloc_s + p.layer0_s + p.recompute_s + p.logits_s;
+  return p;
+}
+
+RequestPrediction CostModel::PredictPrefix(const RequestShape& r, Tier tier) const {
+  const int64_t n = r.context_tokens + r.query_tokens;
+  const int64_t prefix = std::clamp<int64_t>(r.exact_prefix_tokens, 0, r.context_tokens);
+  RequestPrediction p;
+  p.alloc_s = AllocSeconds(shape_, hw_, n);
+  p.logits_s = ComputeSeconds(LmHead(1));
+  const double layer = ComputeSeconds(PrefillLayer(n - prefix, prefix));
+  p.layer0_s = layer;
+  p.recompute_s = (shape_.layers - 1) * layer;
+  // The prefix sits at offset 0: loaded, never re-rotated.
+  Overlap(std::vector<double>(shape_.layers, layer), LoadSeconds(prefix, tier), &p);
+  return p;
+}
+
+RequestPrediction CostModel::PredictBlend(const RequestShape& r, double ratio, Tier tier) const {
+  const ModelShape& s = shape_;
+  const double C = static_cast<double>(r.context_tokens);
+  const double Q = static_cast<double>(r.query_tokens);
+  const double E = static_cast<double>(std::clamp<int64_t>(r.exact_prefix_tokens, 0,
+                                                           r.context_tokens));
+  const double S = C - E;  // selectable rows
+  const double N = C + Q;
+  const double kv = static_cast<double>(s.kv_heads) * s.head_dim;
+  RequestPrediction p;
+  p.alloc_s = AllocSeconds(s, hw_, r.context_tokens + r.query_tokens);
+  p.logits_s = ComputeSeconds(LmHead(1));
+  // Per layer: load the whole context, re-rotate every chunk but the first.
+  double load = LoadSeconds(r.context_tokens, tier);
+  if (hw_.rerotate_bytes_per_s > 0) load += S * kv * 4 / hw_.rerotate_bytes_per_s;
+  BlendOptions bo;
+  bo.ratio = ratio;
+  const std::vector<CheckLayer> schedule = MakeSchedule(bo, s.layers);
+  // Layer 0 recomputes every non-exact row (r > 0) or the query only (r = 0).
+  double sel = ratio > 0 ? S : 0;
+  std::vector<double> compute(s.layers, 0);
+  size_t next_check = 0;
+  for (int l = 0; l < s.layers; ++l) {
+    double selection = 0;
+    if (next_check < schedule.size() && schedule[next_check].layer == l) {
+      const double want = std::min(sel, std::round(schedule[next_check++].ratio * S));
+      if (want < sel) {
+        // Probe: ProjectKV of the candidates (K/V projections, norm, RoPE of
+        // k) + gathers of hidden rows and cached K/V, deviation, scatter of
+        // the probe's K/V, compaction of the hidden rows.
+        StageCost probe;
+        probe.flops = 2.0 * sel * s.dim * 2 * kv;
+        probe.rows = sel;
+        probe.row_bytes = sel * 4.0 * (6.0 * s.dim + 14.0 * kv);
+        selection = ComputeTime(*this, hw_, probe);
+        sel = want;
+      }
+    }
+    // Selected rows are spread over [E, C); query rows sit at [C, N).
+    const double visible =
+        (l == 0 && ratio > 0) ? RangeVisible(E, N) : sel * ((E + C + 1) / 2) + RangeVisible(C, N);
+    const double rows = sel + Q;
+    const double fwd = ComputeSeconds(SelectiveLayer(static_cast<int64_t>(rows),
+                                                     r.context_tokens + r.query_tokens, visible));
+    (l == 0 ? p.layer0_s : p.recompute_s) += fwd;
+    p.selection_s += selection;
+    compute[l] = fwd + selection;
+  }
+  Overlap(compute, load, &p);
+  return p;
 }
 
 double CostModel::MaxHiddenRatio(int64_t context_tokens, int64_t query_tokens, Tier tier) const {

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -49,6 +50,27 @@ struct HardwareSpec {
   double ssd_tier_bw = 0;     // KV from local NVMe
   double remote_tier_bw = 0;  // KV from the shared Redis tier (network)
   double layer_overhead_s = 0;  // fixed cost per layer launch / dispatch
+
+  // Measured kernel rates (services::MeasureCpu with a model shape; the
+  // accelerator presets leave them unset = pure roofline). Used by the
+  // Predict* methods; 0 / empty means "not modelled", which reproduces the
+  // roofline exactly.
+  // gemm_flops_at_rows: FLOP/s of one layer's linear projections (q/k/v, o,
+  // gate/up, down) over a given number of rows, pairs (rows, FLOP/s) sorted
+  // by rows; interpolated linearly in log(rows), clamped at both ends.
+  // Empty: peak_flops at every size.
+  std::vector<std::pair<double, double>> gemm_flops_at_rows;
+  double attention_flops = 0;      // attention kernel FLOP/s (0: peak_flops)
+  // row_op_bytes_per_s: f32 bytes/s of the per-row non-GEMM work of a layer
+  // (two RMSNorms, RoPE of q and k, SwiGLU, K/V scatter into the cache; see
+  // CostModel::RowOpBytes) and of the selection's gathers / probe.
+  double row_op_bytes_per_s = 0;
+  // rerotate_bytes_per_s: f32 key bytes re-rotated per second (RoPE delta
+  // applied to cached keys moved to a new offset).
+  double rerotate_bytes_per_s = 0;
+  // alloc_bytes_per_s: bytes/s of allocating and zero-filling a fresh f32
+  // KV cache (page faults included).
+  double alloc_bytes_per_s = 0;
 };
 
 // Presets: "h100-sxm", "h200", "a100-80gb", "l40s", "ascend-910b", "a40".
@@ -62,6 +84,34 @@ const char* TierName(Tier tier);
 struct StageCost {
   double flops = 0;
   double bytes = 0;  // bytes that must cross the bottleneck memory (weights + KV + activations)
+  double attn_flops = 0;  // the part of `flops` spent in attention (QK^T, PV)
+  double row_bytes = 0;   // f32 bytes of the per-row non-GEMM work (RowOpBytes)
+  double rows = 0;        // rows of the linear projections (GEMM M)
+};
+
+// RequestShape: one prompt as the Blender sees it.
+struct RequestShape {
+  int64_t context_tokens = 0;  // cached chunk tokens
+  int64_t query_tokens = 0;
+  // exact_prefix_tokens: leading cached tokens that already sit at their
+  // precomputed offset (the Blender's first chunk): never recomputed by
+  // CacheBlend, never re-rotated, and the prefix of prefix caching.
+  int64_t exact_prefix_tokens = 0;
+};
+
+// RequestPrediction: seconds to first token of one request, by stage (the
+// stages of blend::StageTimings). Loading runs beside compute; only
+// `exposed_load_s` (layer 0's load, and any layer whose load outlasts the
+// previous layer's compute) adds to the total.
+struct RequestPrediction {
+  double total_s = 0;
+  double alloc_s = 0;        // fused-cache allocation + zero fill
+  double load_s = 0;         // KV load + re-rotation of every layer (overlapped)
+  double exposed_load_s = 0;
+  double layer0_s = 0;
+  double selection_s = 0;    // probes, deviation, gathers (check layers)
+  double recompute_s = 0;    // layers >= 1
+  double logits_s = 0;
 };
 
 class CostModel {
@@ -104,6 +154,25 @@ class CostModel {
 
   // RecomputeSecondsPerLayer / LoadSecondsPerLayer at ratio r.
   double RecomputeSecondsPerLayer(int64_t context_tokens, int64_t query_tokens, double ratio) const;
+
+  // Predict*: stage-by-stage estimates that follow what blend::Blender
+  // does: the exact first chunk, the gradual filtering schedule
+  // (blend::MakeSchedule defaults: check layers 1 and 2, r1 = min(1, 2r)),
+  // the selection probes, re-rotation on the loader thread, the fused-cache
+  // allocation, and the measured kernel rates of HardwareSpec (GEMM
+  // efficiency by row count, attention, per-row ops). With those rates
+  // unset they reduce to roofline terms. PredictBlend at ratio 0 is full
+  // reuse (query rows only, in every layer).
+  RequestPrediction PredictFullPrefill(const RequestShape& r) const;
+  RequestPrediction PredictPrefix(const RequestShape& r, Tier tier) const;
+  RequestPrediction PredictBlend(const RequestShape& r, double ratio, Tier tier) const;
+
+  // GemmFlops: FLOP/s of a layer's projections over `rows` rows.
+  double GemmFlops(double rows) const;
+  // RowOpBytes: f32 bytes of the per-row non-GEMM work of one layer for one
+  // row: RMSNorm x2 (read + write dim), RoPE of q and k (read + write), SwiGLU
+  // (read gate and up, write ffn), K/V scatter (read + write 2 kv_dim).
+  double RowOpBytes() const;
 
   // MaxHiddenRatio: the largest r in [0,1] whose per-layer recompute still
   // hides under loading a layer from `tier` (CacheBlend §5); 0 if even r=0

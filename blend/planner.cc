@@ -40,24 +40,30 @@ Plan MakePlan(const ModelShape& shape, const HardwareSpec& hw, const PlanWorkloa
   CostModel m(shape, hw);
   const int64_t ctx = w.chunks * w.chunk_tokens;
   const int64_t q = w.query_tokens;
-  const double full = m.FullPrefillSeconds(ctx, q);
+  // The Blender's first chunk sits at its own offset: exact, never
+  // recomputed; the prefix of prefix caching.
+  RequestShape rs;
+  rs.context_tokens = ctx;
+  rs.query_tokens = q;
+  rs.exact_prefix_tokens = std::min<int64_t>(w.chunk_tokens, ctx);
+  const double full = m.PredictFullPrefill(rs).total_s;
   const StageCost full_stage = m.PrefillLayer(ctx + q, 0);
   plan.rows.push_back({"full-prefill", "-", full, 1.0,
                        BoundOf(m, m.ComputeSeconds(full_stage), full_stage, 0)});
   for (Tier t : kTiers) {
     const double load = m.LoadSeconds(ctx, t);
     // Prefix caching reuses the leading chunk only.
-    const double prefix = m.PrefixReuseSeconds(ctx, q, w.chunk_tokens, t);
+    const double prefix = m.PredictPrefix(rs, t).total_s;
     const StageCost prefix_stage = m.PrefillLayer(ctx + q - w.chunk_tokens, w.chunk_tokens);
     plan.rows.push_back({"prefix", TierName(t), prefix, full / prefix,
                          BoundOf(m, m.ComputeSeconds(prefix_stage), prefix_stage,
                                  m.LoadSeconds(w.chunk_tokens, t))});
-    const double reuse = m.BlendSeconds(ctx, q, 0, t);
+    const double reuse = m.PredictBlend(rs, 0, t).total_s;
     const StageCost reuse_stage = m.SelectiveLayer(q, ctx + q);
     plan.rows.push_back({"full-reuse", TierName(t), reuse, full / reuse,
                          BoundOf(m, m.RecomputeSecondsPerLayer(ctx, q, 0), reuse_stage, load)});
     for (double r : w.ratios) {
-      const double b = m.BlendSeconds(ctx, q, r, t);
+      const double b = m.PredictBlend(rs, r, t).total_s;
       const int64_t rows = static_cast<int64_t>(r * static_cast<double>(ctx)) + q;
       const StageCost stage = m.SelectiveLayer(rows, ctx + q);
       plan.rows.push_back({absl::StrFormat("blend r=%.2f", r), TierName(t), b, full / b,

@@ -41,6 +41,7 @@
 #include "model/loader.h"
 #include "model/tokenizer.h"
 #include "retrieval/corpus_reader.h"
+#include "services/bench_ttft_grpc.h"
 #include "services/plan_cmd.h"
 
 namespace ragkv::services {
@@ -87,6 +88,8 @@ struct Prompt {
   std::vector<std::vector<int32_t>> chunks;
   std::vector<int32_t> query;
   std::vector<kvstore::ChunkKey> keys;
+  std::vector<std::string> texts;     // gRPC path: one document per chunk
+  std::vector<CatalogueChunk> cat;    // gRPC path: the sidecar's chunks
 };
 
 // ---- Private redis-server --------------------------------------------------
@@ -327,6 +330,15 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
   for (double r : o.ratios) {
     if (!(r >= 0 && r <= 1)) return absl::InvalidArgumentError("bench ttft: ratios in [0, 1]");
   }
+  if (o.path != "inproc" && o.path != "grpc" && o.path != "both") {
+    return absl::InvalidArgumentError("bench ttft: path must be inproc, grpc or both");
+  }
+  const bool with_grpc = o.path != "inproc";
+  const bool with_inproc = o.path != "grpc";
+  if (with_grpc && o.kv_dtype != kernels::DType::kF16) {
+    // The sidecar loads its model with the default f16 KV.
+    return absl::InvalidArgumentError("bench ttft: the gRPC path needs --kv-dtype f16");
+  }
   TtftReport rep;
   model::LoadOptions lo;
   lo.kv_dtype = o.kv_dtype;
@@ -356,6 +368,22 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
     }
   } cleanup{work, own_work};
 
+  // ---- The real path: a sidecar on loopback ----
+  std::unique_ptr<GrpcTtftPath> grpc;
+  if (with_grpc) {
+    GrpcTtftOptions go;
+    go.model_spec = o.model_spec;
+    go.tokenizer = o.tokenizer;
+    go.max_seq_len = o.max_seq_len;
+    go.chunk_tokens = o.chunk_tokens;
+    go.data_dir = work + "/sidecar";
+    ASSIGN_OR_RETURN(grpc, GrpcTtftPath::Start(go));
+    rep.notes.push_back("grpc path: client -> EngineService.Generate on " + grpc->address() +
+                        " -> reference engine -> BlendService (loopback gRPC), fused f32 KV "
+                        "streamed into the engine's cache, query prefill, first token; chunks "
+                        "in the sidecar's RAM tier");
+  }
+
   // ---- Prompts ----
   std::vector<Prompt> prompts;
   std::string workload;
@@ -383,6 +411,7 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
         if (ids.empty()) break;
         if (static_cast<int>(ids.size()) > o.chunk_tokens) ids.resize(o.chunk_tokens);
         p.chunks.push_back(std::move(ids));
+        p.texts.push_back(it->second->text);
       }
       if (static_cast<int>(p.chunks.size()) != o.chunks) continue;
       ASSIGN_OR_RETURN(p.query, tk->Encode(q.question, false, false));
@@ -400,7 +429,14 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
     for (int i = 0; i < o.prompts; ++i) {
       Prompt p;
       p.chunks.resize(o.chunks);
-      for (auto& c : p.chunks) {
+      for (int ci = 0; ci < o.chunks; ++ci) {
+        auto& c = p.chunks[ci];
+        if (with_grpc) {
+          // Text the sidecar ingests; the tokens come from its catalogue.
+          p.texts.push_back(SyntheticChunkText(
+              o.chunk_tokens, o.seed * 1000003 + static_cast<uint64_t>(i) * 1024 + ci));
+          continue;
+        }
         c.resize(o.chunk_tokens);
         for (auto& t : c) t = tok(rng);
       }
@@ -410,6 +446,16 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
     }
     workload = absl::StrFormat("synthetic: %d prompts x (%d chunks x %d tokens + %d query)",
                                o.prompts, o.chunks, o.chunk_tokens, o.query_tokens);
+  }
+
+  // gRPC path: ingest every chunk as a document; both paths then use the
+  // catalogue's tokens (identical prompts).
+  if (grpc != nullptr) {
+    for (size_t pi = 0; pi < prompts.size(); ++pi) {
+      Prompt& p = prompts[pi];
+      ASSIGN_OR_RETURN(p.cat, grpc->Ingest(p.texts, absl::StrCat("ttft-p", pi, "-c")));
+      for (size_t ci = 0; ci < p.cat.size(); ++ci) p.chunks[ci] = p.cat[ci].tokens;
+    }
   }
 
   // ---- Tiers ----
@@ -492,7 +538,8 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
   double best_chunk_prefill_s = 1e30;
   int64_t best_chunk_tokens = 0;
   for (Prompt& p : prompts) {
-    for (const auto& c : p.chunks) {
+    for (size_t ci = 0; ci < p.chunks.size(); ++ci) {
+      const auto& c = p.chunks[ci];
       const double t0 = Now();
       ASSIGN_OR_RETURN(blend::ChunkKV kv, blend::PrecomputeChunk(*model, c));
       const double dt = Now() - t0;
@@ -504,15 +551,34 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
       ASSIGN_OR_RETURN(blend::StoreChunk sc, blend::EncodeForStore(kv));
       for (auto& t : tiers) RETURN_IF_ERROR(t->store->Put(sc.key, sc.chunk));
       p.keys.push_back(sc.key);
+      if (grpc != nullptr) RETURN_IF_ERROR(grpc->Put(p.cat[ci], kv));
     }
   }
   for (auto& t : tiers) RETURN_IF_ERROR(t->store->Flush());
 
   // ---- Calibration: CPU ceilings, tier probes, prefill efficiency ----
+  const blend::ModelShape shape = blend::ShapeOf(*model);
+  const int64_t context_tokens = [&] {
+    int64_t c = 0;
+    for (const auto& ch : prompts[0].chunks) c += static_cast<int64_t>(ch.size());
+    return c;
+  }();
+  const int64_t query_tokens = static_cast<int64_t>(prompts[0].query.size());
+  // The kernels of one layer of this model, at this request's sizes: the
+  // GEMM table spans 1 row (logits) to the whole prompt; attention over the
+  // context; the allocation of this prompt's fused f32 cache.
   CpuMeasureOptions cmo = o.calibration;
   cmo.scratch_dir = work;
+  cmo.model = shape;
+  cmo.attention_keys = static_cast<int>(std::max<int64_t>(64, context_tokens));
+  cmo.attention_rows = static_cast<int>(std::min<int64_t>(256, cmo.attention_keys));
+  cmo.alloc_bytes = static_cast<size_t>(2) * shape.layers * shape.kv_heads * shape.head_dim *
+                    static_cast<size_t>(context_tokens + query_tokens) * sizeof(float);
+  if (o.calibration.gemm_rows == CpuMeasureOptions{}.gemm_rows) {
+    cmo.gemm_rows = {1, 8, 32, 128, 512};
+    cmo.gemm_rows.push_back(static_cast<int>(context_tokens + query_tokens));
+  }
   ASSIGN_OR_RETURN(CpuCeilings ceilings, MeasureCpu(cmo));
-  const blend::ModelShape shape = blend::ShapeOf(*model);
   for (auto& t : tiers) {
     // Probe: stream one chunk through the real load path (open, read every
     // layer, decode to f32), cold for SSD.
@@ -542,22 +608,29 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
     // Bandwidth in the cost model's unit: KV bytes of the store's dtype.
     t->probe_bytes_per_s = static_cast<double>(bytes) / best;
   }
-  rep.cpu = CpuHardwareSpec(ceilings, 1.0);
+  // raw: the pure roofline (sgemm peak, memcpy / file-read bandwidths).
+  CpuCeilings roof = ceilings;
+  roof.gemm_flops_at_rows.clear();
+  roof.attention_flops = roof.row_op_bytes_per_s = roof.rerotate_bytes_per_s =
+      roof.alloc_bytes_per_s = 0;
+  blend::HardwareSpec raw_hw = CpuHardwareSpec(roof, 1.0);
   for (auto& t : tiers) {
-    if (t->tier == blend::Tier::kRemote) rep.cpu.remote_tier_bw = t->probe_bytes_per_s;
+    if (t->tier == blend::Tier::kRemote) raw_hw.remote_tier_bw = t->probe_bytes_per_s;
   }
-  const blend::CostModel raw_cm(shape, rep.cpu);
+  const blend::CostModel raw_cm(shape, raw_hw);
   const double raw_chunk_s = raw_cm.FullPrefillSeconds(best_chunk_tokens, 0);
   rep.efficiency = raw_chunk_s / best_chunk_prefill_s;
-  blend::HardwareSpec cal = rep.cpu;
+  // calibrated: the measured kernel rates (nothing fitted to a TTFT) and
+  // each tier's probed load bandwidth.
+  blend::HardwareSpec cal = CpuHardwareSpec(ceilings, 1.0);
   cal.name = "cpu-calibrated";
-  cal.peak_flops *= rep.efficiency;
   for (auto& t : tiers) {
     double* bw = t->tier == blend::Tier::kRam   ? &cal.ram_tier_bw
                  : t->tier == blend::Tier::kSsd ? &cal.ssd_tier_bw
                                                 : &cal.remote_tier_bw;
     *bw = t->probe_bytes_per_s;
   }
+  rep.cpu = cal;
   const blend::CostModel cal_cm(shape, cal);
   out << absl::StrFormat(
       "# bench ttft: %s, %s, KV %s, %d repeats\n"
@@ -567,6 +640,7 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
       ceilings.sgemm_flops / 1e9, ceilings.gemm_n, ceilings.copy_bytes_per_s / 1e9,
       ceilings.file_read_bytes_per_s / 1e9, best_chunk_tokens, best_chunk_prefill_s,
       rep.efficiency * 100);
+  out << "# kernels: " << DescribeKernelRates(ceilings) << "\n";
   for (auto& t : tiers) {
     out << absl::StrFormat("# tier %s: probe load %.2f GB/s (open + read + decode one chunk)\n",
                            t->name, t->probe_bytes_per_s / 1e9);
@@ -594,32 +668,68 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
   struct Config {
     std::string strategy;
     Request rq;
+    bool grpc = false;  // the real path (its chunks: the sidecar's RAM tier)
   };
   std::vector<Config> configs;
-  configs.push_back({"full-prefill", Request{Strategy::kFullPrefill, false, 0, nullptr, -1}});
+  // Each gRPC row runs right after its in-process twin (RAM tier, else the
+  // first tier).
+  TierStore* twin_tier = nullptr;
   for (auto& t : tiers) {
-    if (o.with_prefix) {
-      configs.push_back({"prefix", Request{Strategy::kPrefixReuse, false, 0, t.get(), -1}});
+    if (t->name == "ram") twin_tier = t.get();
+  }
+  if (twin_tier == nullptr && !tiers.empty()) twin_tier = tiers.front().get();
+  auto add = [&](const std::string& strategy, const Request& rq) {
+    if (with_inproc || rq.tier == nullptr) configs.push_back({strategy, rq, false});
+    if (grpc != nullptr && strategy != "controller" &&
+        (rq.tier == nullptr || rq.tier == twin_tier)) {
+      configs.push_back({strategy, rq, true});
     }
-    configs.push_back({"full-reuse", Request{Strategy::kFullReuse, false, 0, t.get(), -1}});
-    for (double r : o.ratios) {
-      configs.push_back({"blend", Request{Strategy::kCacheBlend, false, r, t.get(), -1}});
-    }
-    if (controller) {
-      configs.push_back({"controller", Request{Strategy::kCacheBlend, true, 0, t.get(), -1}});
+  };
+  add("full-prefill", Request{Strategy::kFullPrefill, false, 0, nullptr, -1});
+  for (auto& t : tiers) {
+    if (o.with_prefix) add("prefix", Request{Strategy::kPrefixReuse, false, 0, t.get(), -1});
+    add("full-reuse", Request{Strategy::kFullReuse, false, 0, t.get(), -1});
+    for (double r : o.ratios) add("blend", Request{Strategy::kCacheBlend, false, r, t.get(), -1});
+    if (controller && with_inproc) {
+      add("controller", Request{Strategy::kCacheBlend, true, 0, t.get(), -1});
     }
   }
-  const int64_t context_tokens = [&] {
-    int64_t c = 0;
-    for (const auto& ch : prompts[0].chunks) c += static_cast<int64_t>(ch.size());
-    return c;
-  }();
-  const int64_t query_tokens = static_cast<int64_t>(prompts[0].query.size());
+  const double fused_f32_bytes = 2.0 * shape.layers * shape.kv_heads * shape.head_dim *
+                                 static_cast<double>(context_tokens + query_tokens) * 4;
   out << absl::StrFormat("# matrix: %d configurations x %d prompts x %d repeats\n", configs.size(),
                          prompts.size(), o.repeats);
   for (int r = 0; r < o.repeats; ++r) {
     for (size_t pi = 0; pi < prompts.size(); ++pi) {
       for (const Config& c : configs) {
+        if (c.grpc) {
+          std::vector<uint64_t> ids;
+          for (const CatalogueChunk& cc : prompts[pi].cat) ids.push_back(cc.chunk_id);
+          ASSIGN_OR_RETURN(GrpcOutcome g, grpc->Generate(ids, prompts[pi].query, c.rq.strategy,
+                                                         c.rq.ratio));
+          TtftSample s;
+          s.phase = "matrix";
+          s.strategy = c.strategy;
+          s.tier = c.rq.tier ? "ram" : "-";
+          s.path = "grpc";
+          s.ratio = c.rq.ratio;
+          s.prompt = static_cast<int>(pi);
+          s.rep = r;
+          s.context_tokens = g.context_tokens;
+          s.recomputed_rows = g.recomputed_tokens;
+          s.ttft_s = g.ttft_s;
+          s.rpc_engine_ttft_s = g.engine_ttft_s;
+          s.rpc_fetch_s = g.fetch_s;
+          s.rpc_blend_s = g.blend_s;
+          s.rpc_prefill_s = g.query_prefill_s;
+          s.wire_bytes =
+              c.rq.strategy == Strategy::kFullPrefill ? 0 : static_cast<uint64_t>(fused_f32_bytes);
+          out << absl::StrFormat("  %-16s %-5s prompt %d rep %d: %8.1f ms (grpc)\n",
+                                 StrategyLabel(s.strategy, s.ratio), s.tier, s.prompt, r,
+                                 s.ttft_s * 1e3);
+          out.flush();
+          rep.samples.push_back(std::move(s));
+          continue;
+        }
         make_cold(c.rq.tier);
         ASSIGN_OR_RETURN(Outcome oc,
                          RunRequest(*blender, controller.get(), *model, prompts[pi], c.rq));
@@ -646,22 +756,26 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
   }
 
   // ---- Aggregate ----
+  // The Blender's first chunk sits at offset 0 (exact; the prefix of
+  // prefix caching).
+  blend::RequestShape rs;
+  rs.context_tokens = context_tokens;
+  rs.query_tokens = query_tokens;
+  rs.exact_prefix_tokens = static_cast<int64_t>(prompts[0].chunks[0].size());
   auto predict = [&](const blend::CostModel& cm, const std::string& strategy, blend::Tier tier,
                      double ratio) {
-    if (strategy == "full-prefill") return cm.FullPrefillSeconds(context_tokens, query_tokens);
-    if (strategy == "prefix") {
-      return cm.PrefixReuseSeconds(context_tokens, query_tokens,
-                                   static_cast<int64_t>(prompts[0].chunks[0].size()), tier);
-    }
-    if (strategy == "full-reuse") return cm.BlendSeconds(context_tokens, query_tokens, 0, tier);
-    return cm.BlendSeconds(context_tokens, query_tokens, ratio, tier);
+    if (strategy == "full-prefill") return cm.PredictFullPrefill(rs);
+    if (strategy == "prefix") return cm.PredictPrefix(rs, tier);
+    if (strategy == "full-reuse") return cm.PredictBlend(rs, 0, tier);
+    return cm.PredictBlend(rs, ratio, tier);
   };
-  double full_p50 = 0;
+  double full_p50 = 0, full_p50_grpc = 0;
   for (const Config& c : configs) {
-    const std::string tier = c.rq.tier ? c.rq.tier->name : "-";
+    const std::string tier = c.rq.tier ? (c.grpc ? "ram" : c.rq.tier->name) : "-";
+    const std::string path = c.grpc ? "grpc" : "inproc";
     std::vector<const TtftSample*> mine;
     for (const auto& s : rep.samples) {
-      if (s.phase == "matrix" && s.strategy == c.strategy && s.tier == tier &&
+      if (s.phase == "matrix" && s.strategy == c.strategy && s.tier == tier && s.path == path &&
           (c.strategy != "blend" || s.ratio == c.rq.ratio)) {
         mine.push_back(&s);
       }
@@ -677,18 +791,37 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
     TtftRow row;
     row.strategy = c.strategy;
     row.tier = tier;
+    row.path = path;
     row.ratio = ratio_sum / static_cast<double>(mine.size());
     row.ttft = Summarize(t);
     row.kv_mb = bytes / static_cast<double>(mine.size()) / 1e6;
     std::sort(mine.begin(), mine.end(),
               [](const TtftSample* a, const TtftSample* b) { return a->ttft_s < b->ttft_s; });
-    row.stages = mine[mine.size() / 2]->stages;
-    const blend::Tier bt = c.rq.tier ? c.rq.tier->tier : blend::Tier::kRam;
-    row.predicted_raw_s = predict(raw_cm, c.strategy, bt, row.ratio);
-    row.predicted_cal_s = predict(cal_cm, c.strategy, bt, row.ratio);
-    if (c.strategy == "full-prefill") full_p50 = row.ttft.p50;
-    row.vs_full = full_p50 > 0 ? row.ttft.p50 / full_p50 : 0;
+    row.median = *mine[mine.size() / 2];
+    row.stages = row.median.stages;
+    row.wire_mb = static_cast<double>(row.median.wire_bytes) / 1e6;
+    if (!c.grpc) {
+      // The in-process rows are what the cost model describes; the gRPC
+      // rows' extra is reported as measured transport overhead.
+      const blend::Tier bt = c.rq.tier ? c.rq.tier->tier : blend::Tier::kRam;
+      row.predicted_raw_s = predict(raw_cm, c.strategy, bt, row.ratio).total_s;
+      row.predicted = predict(cal_cm, c.strategy, bt, row.ratio);
+      row.predicted_cal_s = row.predicted.total_s;
+    }
+    if (c.strategy == "full-prefill") (c.grpc ? full_p50_grpc : full_p50) = row.ttft.p50;
+    const double base = c.grpc ? full_p50_grpc : full_p50;
+    row.vs_full = base > 0 ? row.ttft.p50 / base : 0;
     rep.rows.push_back(row);
+  }
+  // Transport overhead: each gRPC row against its in-process twin.
+  for (TtftRow& g : rep.rows) {
+    if (g.path != "grpc") continue;
+    for (const TtftRow& i : rep.rows) {
+      if (i.path == "inproc" && i.strategy == g.strategy && i.tier == g.tier &&
+          std::abs(i.ratio - g.ratio) < 1e-9) {
+        g.transport_s = g.ttft.p50 - i.ttft.p50;
+      }
+    }
   }
 
   // ---- Quality deltas (optional) ----
@@ -949,43 +1082,95 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
   // ---- Markdown ----
   std::ostringstream md;
   md << "Workload: " << workload << "; model `" << o.model_spec << "`, KV "
-     << kernels::DTypeName(o.kv_dtype) << ", " << o.repeats
-     << " pass(es), in-process path (Blender over StoreKvSource streams, loading overlapped).\n\n";
+     << kernels::DTypeName(o.kv_dtype) << ", " << o.repeats << " pass(es), path " << o.path
+     << " (inproc: Blender over StoreKvSource streams, loading overlapped; grpc: client -> "
+        "ragkv engine -> sidecar Blend over loopback gRPC).\n\n";
   md << absl::StrFormat(
-      "CPU calibration: sgemm %.1f GFLOP/s, memcpy %.2f GB/s, cold file read %.2f GB/s; a "
-      "full prefill of one %d-token chunk ran at %.0f%% of the sgemm roofline (the calibrated "
-      "prediction scales the peak by this efficiency and uses each tier's probed load "
-      "bandwidth).\n\n",
-      ceilings.sgemm_flops / 1e9, ceilings.copy_bytes_per_s / 1e9,
-      ceilings.file_read_bytes_per_s / 1e9, best_chunk_tokens, rep.efficiency * 100);
+      "CPU calibration (same run): sgemm %.1f GFLOP/s (n=%d), memcpy %.2f GB/s, cold file "
+      "read %.2f GB/s; %s. A full prefill of one %d-token chunk ran at %.0f%% of the sgemm "
+      "roofline (reported only). \"pred raw\" is the pure roofline; \"pred cal\" uses the "
+      "measured kernel rates and each tier's probed load bandwidth (docs/planner.md).\n\n",
+      ceilings.sgemm_flops / 1e9, ceilings.gemm_n, ceilings.copy_bytes_per_s / 1e9,
+      ceilings.file_read_bytes_per_s / 1e9, DescribeKernelRates(ceilings), best_chunk_tokens,
+      rep.efficiency * 100);
   for (const auto& n : rep.notes) md << "- " << n << "\n";
   if (!rep.notes.empty()) md << "\n";
   const bool quality = o.quality_prompts > 0;
-  md << "| strategy | tier | r | n | p50 ms | p95 ms | p99 ms | vs full | pred raw ms | pred cal ms "
-        "| cal/meas | KV MB | load ms | load-wait ms | layer0 ms | select ms | recompute ms |"
+  auto pred = [](double s) { return s > 0 ? Ms(s) : std::string("-"); };
+  md << "| strategy | tier | path | r | n | p50 ms | p95 ms | p99 ms | vs full | transport ms "
+        "| pred raw ms | pred cal ms | cal/meas | KV MB | load ms | load-wait ms | layer0 ms | "
+        "select ms | recompute ms |"
      << (quality ? " KL | top-1 |" : "") << "\n";
-  md << "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  md << "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "---:|"
      << (quality ? "---:|---:|" : "") << "\n";
   for (const TtftRow& r : rep.rows) {
+    const bool g = r.path == "grpc";
     md << absl::StrFormat(
-        "| %s | %s | %.2f | %d | %s | %s | %s | %.3f | %s | %s | %.2f | %.1f | %s | %s | %s | %s | "
-        "%s |",
-        r.strategy, r.tier, r.ratio, r.ttft.count, Ms(r.ttft.p50), Ms(r.ttft.p95),
-        Ms(r.ttft.p99), r.vs_full, Ms(r.predicted_raw_s), Ms(r.predicted_cal_s),
-        r.ttft.p50 > 0 ? r.predicted_cal_s / r.ttft.p50 : 0, r.kv_mb, Ms(r.stages.load_s),
-        Ms(r.stages.load_wait_s), Ms(r.stages.layer0_s), Ms(r.stages.selection_s),
-        Ms(r.stages.recompute_s));
+        "| %s | %s | %s | %.2f | %d | %s | %s | %s | %.3f | %s | %s | %s | %s | %.1f | %s | %s | "
+        "%s | %s | %s |",
+        r.strategy, r.tier, r.path, r.ratio, r.ttft.count, Ms(r.ttft.p50), Ms(r.ttft.p95),
+        Ms(r.ttft.p99), r.vs_full, g ? Ms(r.transport_s) : std::string("-"),
+        pred(r.predicted_raw_s), pred(r.predicted_cal_s),
+        r.predicted_cal_s > 0 && r.ttft.p50 > 0
+            ? absl::StrFormat("%.2f", r.predicted_cal_s / r.ttft.p50)
+            : std::string("-"),
+        g ? r.wire_mb : r.kv_mb, g ? "-" : Ms(r.stages.load_s),
+        g ? "-" : Ms(r.stages.load_wait_s), g ? "-" : Ms(r.stages.layer0_s),
+        g ? "-" : Ms(r.stages.selection_s), g ? "-" : Ms(r.stages.recompute_s));
     if (quality) {
       md << (r.quality_kl >= 0 ? absl::StrFormat(" %.4f | %.3f |", r.quality_kl, r.quality_top1)
                                : std::string(" - | - |"));
     }
     md << "\n";
   }
+  md << "\n(KV MB: bytes read from the tier per request; for gRPC rows, the fused f32 KV "
+        "streamed from the sidecar to the engine.)\n";
+  // Predicted vs measured, by stage (in-process rows; medians).
+  md << "\nPrediction by stage (calibrated model, ms; measured median in parentheses; "
+        "\"other\" = measured TTFT minus the measured stages: stream opening, fused-cache "
+        "allocation, embedding, merge, logits):\n\n"
+        "| strategy | tier | r | alloc | exposed load | layer0 | select | recompute | logits | "
+        "total | measured | cal/meas |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const TtftRow& r : rep.rows) {
+    if (r.path != "inproc" || r.predicted_cal_s <= 0) continue;
+    const blend::RequestPrediction& p = r.predicted;
+    const blend::StageTimings& st = r.stages;
+    const double other = r.median.ttft_s - st.load_wait_s - st.layer0_s - st.selection_s -
+                         st.recompute_s;
+    md << absl::StrFormat(
+        "| %s | %s | %.2f | %s | %s (%s) | %s (%s) | %s (%s) | %s (%s) | %s | %s (other %s) | "
+        "%s | %.2f |\n",
+        r.strategy, r.tier, r.ratio, Ms(p.alloc_s), Ms(p.exposed_load_s), Ms(st.load_wait_s),
+        Ms(p.layer0_s), Ms(st.layer0_s), Ms(p.selection_s), Ms(st.selection_s),
+        Ms(p.recompute_s), Ms(st.recompute_s), Ms(p.logits_s), Ms(p.total_s), Ms(other),
+        Ms(r.ttft.p50), r.ttft.p50 > 0 ? p.total_s / r.ttft.p50 : 0.0);
+  }
+  // The real path, by stage (engine breakdown of the median sample).
+  bool any_grpc = false;
+  for (const TtftRow& r : rep.rows) any_grpc |= r.path == "grpc";
+  if (any_grpc) {
+    md << "\ngRPC path by stage (median sample; engine.proto TtftBreakdown, ms): client TTFT = "
+          "engine TTFT + the client hop; engine TTFT = fetch (sidecar store reads, or GetChunks "
+          "for full prefill) + Blend RPC (sidecar blend + streaming the fused f32 KV + import "
+          "into the engine's cache) + the engine's own prefill (query rows on top of the "
+          "fused KV; every row for full prefill):\n\n"
+          "| strategy | r | client p50 | in-process p50 | transport | engine TTFT | fetch | "
+          "blend RPC | engine prefill | wire MB |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    for (const TtftRow& r : rep.rows) {
+      if (r.path != "grpc") continue;
+      const TtftSample& m = r.median;
+      md << absl::StrFormat("| %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %.1f |\n",
+                            r.strategy, r.ratio, Ms(r.ttft.p50), Ms(r.ttft.p50 - r.transport_s),
+                            Ms(r.transport_s), Ms(m.rpc_engine_ttft_s), Ms(m.rpc_fetch_s),
+                            Ms(m.rpc_blend_s), Ms(m.rpc_prefill_s), r.wire_mb);
+    }
+  }
   // Targets (issue 8).
   auto find_row = [&](const std::string& strategy, const std::string& tier,
                       double ratio) -> const TtftRow* {
     for (const TtftRow& r : rep.rows) {
-      if (r.strategy == strategy && r.tier == tier &&
+      if (r.path == "inproc" && r.strategy == strategy && r.tier == tier &&
           (strategy != "blend" || std::abs(r.ratio - ratio) < 1e-9)) {
         return &r;
       }
@@ -1048,19 +1233,21 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
     const std::string d = o.out_dir;
     {
       std::ofstream f(d + "/samples.csv");
-      f << "phase,strategy,tier,ratio,concurrency,prompt,rep,context_tokens,recomputed_rows,"
-           "kv_bytes,ttft_ms,open_ms,load_ms,load_wait_ms,rerotate_ms,embed_ms,layer0_ms,"
-           "selection_ms,recompute_ms,merge_ms,logits_ms\n";
+      f << "phase,strategy,tier,path,ratio,concurrency,prompt,rep,context_tokens,"
+           "recomputed_rows,kv_bytes,ttft_ms,open_ms,load_ms,load_wait_ms,rerotate_ms,embed_ms,"
+           "layer0_ms,selection_ms,recompute_ms,merge_ms,logits_ms,rpc_engine_ttft_ms,"
+           "rpc_fetch_ms,rpc_blend_ms,rpc_prefill_ms,wire_bytes\n";
       for (const auto& s : rep.samples) {
         const auto& t = s.stages;
-        f << absl::StrFormat("%s,%s,%s,%.4f,%d,%d,%d,%d,%d,%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,"
-                             "%.3f,%.3f,%.3f,%.3f\n",
-                             s.phase, s.strategy, s.tier, s.ratio, s.concurrency, s.prompt, s.rep,
-                             s.context_tokens, s.recomputed_rows, s.kv_bytes, s.ttft_s * 1e3,
-                             s.open_s * 1e3, t.load_s * 1e3, t.load_wait_s * 1e3,
+        f << absl::StrFormat("%s,%s,%s,%s,%.4f,%d,%d,%d,%d,%d,%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,"
+                             "%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%d\n",
+                             s.phase, s.strategy, s.tier, s.path, s.ratio, s.concurrency,
+                             s.prompt, s.rep, s.context_tokens, s.recomputed_rows, s.kv_bytes,
+                             s.ttft_s * 1e3, s.open_s * 1e3, t.load_s * 1e3, t.load_wait_s * 1e3,
                              t.rerotate_s * 1e3, t.embed_s * 1e3, t.layer0_s * 1e3,
                              t.selection_s * 1e3, t.recompute_s * 1e3, t.merge_s * 1e3,
-                             t.logits_s * 1e3);
+                             t.logits_s * 1e3, s.rpc_engine_ttft_s * 1e3, s.rpc_fetch_s * 1e3,
+                             s.rpc_blend_s * 1e3, s.rpc_prefill_s * 1e3, s.wire_bytes);
       }
       if (!f) return absl::InternalError("cannot write " + d + "/samples.csv");
       rep.files.push_back(d + "/samples.csv");
@@ -1073,24 +1260,33 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
       for (size_t i = 0; i < rep.rows.size(); ++i) {
         const auto& r = rep.rows[i];
         f << (i ? "," : "")
-          << absl::StrFormat("{\"strategy\":\"%s\",\"tier\":\"%s\",\"ratio\":%.4f,\"n\":%d,"
+          << absl::StrFormat("{\"strategy\":\"%s\",\"tier\":\"%s\",\"path\":\"%s\","
+                             "\"ratio\":%.4f,\"n\":%d,"
                              "\"p50_ms\":%.3f,\"p95_ms\":%.3f,\"p99_ms\":%.3f,\"vs_full\":%.4f,"
-                             "\"pred_raw_ms\":%.3f,\"pred_cal_ms\":%.3f,\"kv_mb\":%.3f}",
-                             r.strategy, r.tier, r.ratio, r.ttft.count, r.ttft.p50 * 1e3,
-                             r.ttft.p95 * 1e3, r.ttft.p99 * 1e3, r.vs_full,
-                             r.predicted_raw_s * 1e3, r.predicted_cal_s * 1e3, r.kv_mb);
+                             "\"transport_ms\":%.3f,\"wire_mb\":%.3f,"
+                             "\"pred_raw_ms\":%.3f,\"pred_cal_ms\":%.3f,\"kv_mb\":%.3f,"
+                             "\"pred_stages_ms\":{\"alloc\":%.3f,\"exposed_load\":%.3f,"
+                             "\"load\":%.3f,\"layer0\":%.3f,\"selection\":%.3f,"
+                             "\"recompute\":%.3f,\"logits\":%.3f}}",
+                             r.strategy, r.tier, r.path, r.ratio, r.ttft.count, r.ttft.p50 * 1e3,
+                             r.ttft.p95 * 1e3, r.ttft.p99 * 1e3, r.vs_full, r.transport_s * 1e3,
+                             r.wire_mb, r.predicted_raw_s * 1e3, r.predicted_cal_s * 1e3, r.kv_mb,
+                             r.predicted.alloc_s * 1e3, r.predicted.exposed_load_s * 1e3,
+                             r.predicted.load_s * 1e3, r.predicted.layer0_s * 1e3,
+                             r.predicted.selection_s * 1e3, r.predicted.recompute_s * 1e3,
+                             r.predicted.logits_s * 1e3);
       }
       f << "],\"samples\":[";
       for (size_t i = 0; i < rep.samples.size(); ++i) {
         const auto& s = rep.samples[i];
         f << (i ? "," : "")
           << absl::StrFormat("{\"phase\":\"%s\",\"strategy\":\"%s\",\"tier\":\"%s\","
-                             "\"ratio\":%.4f,\"concurrency\":%d,\"prompt\":%d,\"rep\":%d,"
+                             "\"path\":\"%s\",\"ratio\":%.4f,\"concurrency\":%d,\"prompt\":%d,\"rep\":%d,"
                              "\"context_tokens\":%d,\"recomputed_rows\":%d,\"kv_bytes\":%d,"
                              "\"ttft_ms\":%.3f,\"load_ms\":%.3f,\"recompute_ms\":%.3f}",
-                             s.phase, s.strategy, s.tier, s.ratio, s.concurrency, s.prompt, s.rep,
-                             s.context_tokens, s.recomputed_rows, s.kv_bytes, s.ttft_s * 1e3,
-                             s.stages.load_s * 1e3, s.stages.recompute_s * 1e3);
+                             s.phase, s.strategy, s.tier, s.path, s.ratio, s.concurrency,
+                             s.prompt, s.rep, s.context_tokens, s.recomputed_rows, s.kv_bytes,
+                             s.ttft_s * 1e3, s.stages.load_s * 1e3, s.stages.recompute_s * 1e3);
       }
       f << "]}\n";
       if (!f) return absl::InternalError("cannot write " + d + "/samples.json");
@@ -1115,7 +1311,8 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
           for (auto& t : tiers) {
             f << "# tier " << t->name << "\n";
             for (const TtftRow& r : rep.rows) {
-              if (r.tier == t->name && (r.strategy == "full-reuse" || r.strategy == "blend")) {
+              if (r.path == "inproc" && r.tier == t->name &&
+                  (r.strategy == "full-reuse" || r.strategy == "blend")) {
                 f << absl::StrFormat("%.3f %.3f\n", r.ratio * 100, r.ttft.p50 * 1e3);
               }
             }
@@ -1123,6 +1320,20 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
             absl::StrAppend(&plot, idx ? ", " : "", "'", d, "/ttft_vs_ratio.dat' index ", idx,
                             " with linespoints lw 2 title '", t->name, "'");
             ++idx;
+          }
+          if (full_p50_grpc > 0) {
+            f << "# grpc path (sidecar RAM tier)\n";
+            for (const TtftRow& r : rep.rows) {
+              if (r.path == "grpc" && (r.strategy == "full-reuse" || r.strategy == "blend")) {
+                f << absl::StrFormat("%.3f %.3f\n", r.ratio * 100, r.ttft.p50 * 1e3);
+              }
+            }
+            f << "\n\n";
+            absl::StrAppend(&plot, idx ? ", " : "", "'", d, "/ttft_vs_ratio.dat' index ", idx,
+                            " with linespoints lw 2 dt 3 title 'ram via gRPC (engine)'");
+            ++idx;
+            absl::StrAppend(&plot, ", ", full_p50_grpc * 1e3,
+                            " with lines dt 3 lw 2 title 'full prefill via gRPC'");
           }
           f.close();  // flushed before gnuplot reads it
           const double full = full_p50 * 1e3;

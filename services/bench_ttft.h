@@ -22,7 +22,19 @@
 // when not permitted) or O_DIRECT reads; the method used is reported), Redis (private redis-server on an ephemeral loopback
 // port unless `redis` is given; skipped with a note when absent). Each tier
 // is its own single-tier TieredStore so every read comes from that tier.
-// Path: in-process (Blender over StoreKvSource streams).
+// Paths (`path`): "inproc" -- Blender over StoreKvSource streams in this
+// process; "grpc" -- the real path (bench_ttft_grpc.h): client ->
+// EngineService.Generate of an in-process Sidecar on 127.0.0.1:0 ->
+// reference engine -> BlendService over gRPC, fused f32 KV streamed into the
+// engine's cache, query prefill, first token; "both" (default) runs the two
+// interleaved on the same prompts (the gRPC rows right after their
+// in-process twin) and reports the transport overhead per strategy (gRPC
+// p50 - in-process p50). With the gRPC path on, each chunk is ingested into
+// the sidecar as one document (synthetic mode: random words, one byte = one
+// token for the byte tokenizer) and the prompt uses the catalogue's tokens
+// for both paths; the KV precomputed here is stored in the sidecar with
+// PutChunk (RAM tier). The gRPC rows cover full prefill, prefix caching,
+// full reuse and each CacheBlend ratio (the engine has no controller mode).
 //
 // Outputs under `out_dir` (when non-empty): samples.csv and samples.json
 // (raw samples), summary.md (the Markdown table), and PNG plots drawn with
@@ -103,6 +115,9 @@ struct TtftBenchOptions {
   // CPU ceilings for the planner's prediction (scratch_dir is replaced by
   // the work dir).
   CpuMeasureOptions calibration;
+  // path: "inproc", "grpc" (in-process full prefill as the baseline +
+  // the gRPC rows) or "both".
+  std::string path = "both";
   std::string out_dir;           // outputs (empty: no files)
   bool plots = true;             // PNGs (needs gnuplot; a note if absent)
   uint64_t seed = 1;
@@ -113,6 +128,7 @@ struct TtftSample {
   std::string phase;      // "matrix", "load", "sweep", "multi-user"
   std::string strategy;   // "full-prefill", "prefix", "full-reuse", "blend", "controller"
   std::string tier;       // "-", "ram", "ssd", "redis"
+  std::string path = "inproc";  // "inproc" or "grpc"
   double ratio = 0;       // recompute ratio (controller: its choice)
   int concurrency = 1;
   int prompt = 0;
@@ -122,20 +138,31 @@ struct TtftSample {
   uint64_t kv_bytes = 0;        // KV record bytes read from the tier
   double ttft_s = 0;            // request wall time (open sources + blend)
   double open_s = 0;            // opening the tier streams (headers)
-  blend::StageTimings stages;
+  blend::StageTimings stages;   // in-process path only
+  // gRPC path only: the engine's breakdown (engine.proto TtftBreakdown).
+  double rpc_engine_ttft_s = 0;  // TTFT inside the engine (no client hop)
+  double rpc_fetch_s = 0;        // sidecar store reads (or GetChunks)
+  double rpc_blend_s = 0;        // Blend RPC - fetch: blend + stream + import
+  double rpc_prefill_s = 0;      // engine prefill (query; all rows for full prefill)
+  uint64_t wire_bytes = 0;       // fused f32 KV streamed sidecar -> engine
 };
 
 // TtftRow: one configuration of the matrix, aggregated.
 struct TtftRow {
   std::string strategy;
   std::string tier;
+  std::string path = "inproc";
   double ratio = 0;
   LatencySummary ttft;
   double vs_full = 0;           // p50 / full prefill p50
   double predicted_raw_s = 0;   // cost model, raw CPU roofline
-  double predicted_cal_s = 0;   // cost model, calibrated efficiency
+  double predicted_cal_s = 0;   // cost model with this CPU's measured kernel rates
+  blend::RequestPrediction predicted;  // the calibrated prediction by stage
+  double transport_s = 0;       // gRPC rows: p50 - the in-process twin's p50
+  double wire_mb = 0;           // gRPC rows: fused KV MB streamed per request
   double kv_mb = 0;             // mean KV MB moved per request
   blend::StageTimings stages;   // of the median sample
+  TtftSample median;            // the median sample itself
   double quality_kl = -1, quality_top1 = -1;  // -1: not measured
 };
 
@@ -146,7 +173,9 @@ struct TtftReport {
   std::vector<std::string> files;  // written outputs
   std::vector<std::string> notes;  // cold-read method, skipped tiers, ...
   blend::HardwareSpec cpu;         // the calibrated CPU spec used for predictions
-  double efficiency = 0;           // measured prefill FLOP/s / sgemm peak
+  // efficiency: roofline time of a one-chunk prefill at the sgemm peak /
+  // its measured time (reported; not used by the predictions).
+  double efficiency = 0;
 };
 
 // RunTtftBench: runs everything, prints progress and the table to `out`.

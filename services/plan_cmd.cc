@@ -10,10 +10,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/match.h"
 #include "base/status_macros.h"
+#include "kernels/attention.h"
+#include "kernels/elementwise.h"
 #include "kernels/gemm.h"
+#include "kernels/rope.h"
 #include "model/loader.h"
 
 namespace ragkv::services {
@@ -58,6 +62,143 @@ double MeasureFileRead(size_t bytes, const std::string& dir) {
   return bw;
 }
 
+// Best: the best wall time of `runs` calls of `f` (after one warm-up).
+template <typename F>
+absl::StatusOr<double> Best(int runs, F f) {
+  RETURN_IF_ERROR(f());
+  double best = 1e30;
+  for (int r = 0; r < runs; ++r) {
+    const double t0 = Now();
+    RETURN_IF_ERROR(f());
+    best = std::min(best, Now() - t0);
+  }
+  return best;
+}
+
+std::vector<float> Random(size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+using kernels::DType;
+using kernels::TensorView;
+
+// MeasureModelKernels: the kernel rates of one layer of `s` (see
+// CpuMeasureOptions::model).
+absl::Status MeasureModelKernels(const CpuMeasureOptions& o, CpuCeilings* c) {
+  const blend::ModelShape& s = o.model;
+  const int64_t dim = s.dim, hd = s.head_dim, qd = int64_t{s.heads} * hd,
+                kvd = int64_t{s.kv_heads} * hd, ffn = s.ffn;
+  if (dim <= 0 || hd <= 0 || s.heads <= 0 || s.kv_heads <= 0 || ffn <= 0 || hd % 2 != 0) {
+    return absl::InvalidArgumentError("MeasureCpu: model shape incomplete");
+  }
+  // 1. Projection GEMMs, as Model::ForwardLayer runs them.
+  const std::vector<float> wqkv = Random((qd + 2 * kvd) * dim, 11), wo = Random(dim * qd, 12),
+                           wgu = Random(2 * ffn * dim, 13), wd = Random(dim * ffn, 14);
+  const double layer_weights = static_cast<double>(wqkv.size() + wo.size() + wgu.size() + wd.size());
+  int max_rows = 1;
+  for (int m : o.gemm_rows) max_rows = std::max(max_rows, m);
+  std::vector<float> x = Random(max_rows * std::max(dim, ffn), 15);
+  std::vector<float> y(max_rows * std::max(qd + 2 * kvd, 2 * ffn));
+  auto v2 = [](const float* p, int64_t r, int64_t cols) {
+    return TensorView::Contiguous(const_cast<float*>(p), DType::kF32, {r, cols});
+  };
+  for (int m : o.gemm_rows) {
+    if (m <= 0) continue;
+    ASSIGN_OR_RETURN(double t, Best(o.runs, [&]() -> absl::Status {
+      RETURN_IF_ERROR(kernels::Gemm(v2(x.data(), m, dim), v2(wqkv.data(), qd + 2 * kvd, dim), true,
+                                    v2(y.data(), m, qd + 2 * kvd)));
+      RETURN_IF_ERROR(kernels::Gemm(v2(x.data(), m, qd), v2(wo.data(), dim, qd), true,
+                                    v2(y.data(), m, dim)));
+      RETURN_IF_ERROR(kernels::Gemm(v2(x.data(), m, dim), v2(wgu.data(), 2 * ffn, dim), true,
+                                    v2(y.data(), m, 2 * ffn)));
+      return kernels::Gemm(v2(x.data(), m, ffn), v2(wd.data(), dim, ffn), true,
+                           v2(y.data(), m, dim));
+    }));
+    c->gemm_flops_at_rows.push_back({static_cast<double>(m), 2.0 * m * layer_weights / t});
+  }
+  std::sort(c->gemm_flops_at_rows.begin(), c->gemm_flops_at_rows.end());
+  // 2. Attention: rows spread evenly over the keys (exact causal mask).
+  {
+    const int64_t rows = o.attention_rows, keys = o.attention_keys;
+    const std::vector<float> q = Random(rows * qd, 21), k = Random(s.kv_heads * keys * hd, 22),
+                             v = Random(s.kv_heads * keys * hd, 23);
+    std::vector<float> out(rows * qd);
+    std::vector<int32_t> pos(rows);
+    double visible = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      pos[r] = static_cast<int32_t>((r * keys) / rows + (keys / rows) / 2);
+      visible += pos[r] + 1;
+    }
+    kernels::AttentionParams ap;
+    ap.num_heads = s.heads;
+    ap.num_kv_heads = s.kv_heads;
+    ap.head_dim = s.head_dim;
+    auto q3 = TensorView::Contiguous(const_cast<float*>(q.data()), DType::kF32, {rows, s.heads, hd});
+    auto o3 = TensorView::Contiguous(out.data(), DType::kF32, {rows, s.heads, hd});
+    auto k3 = TensorView::Contiguous(const_cast<float*>(k.data()), DType::kF32, {s.kv_heads, keys, hd});
+    auto v3 = TensorView::Contiguous(const_cast<float*>(v.data()), DType::kF32, {s.kv_heads, keys, hd});
+    ASSIGN_OR_RETURN(double t, Best(o.runs, [&] {
+      return kernels::SelectiveAttention(q3, pos.data(), k3, v3, o3, ap);
+    }));
+    c->attention_flops = 4.0 * s.heads * hd * visible / t;
+  }
+  // 3. Per-row ops of a layer (the bytes of blend::CostModel::RowOpBytes).
+  {
+    const int64_t rows = o.row_op_rows;
+    std::vector<float> h = Random(rows * dim, 31), xb(rows * dim), nw(dim, 1.0f);
+    std::vector<float> qk = Random(rows * (qd + kvd), 32), gu = Random(rows * 2 * ffn, 33);
+    std::vector<float> kvsrc = Random(rows * 2 * kvd, 34), kvdst(rows * 2 * kvd);
+    std::vector<int32_t> pos(rows);
+    for (int64_t r = 0; r < rows; ++r) pos[r] = static_cast<int32_t>(r);
+    kernels::RopeParams rp;
+    rp.head_dim = s.head_dim;
+    const auto wv = TensorView::Contiguous(nw.data(), DType::kF32, {dim});
+    ASSIGN_OR_RETURN(double t, Best(o.runs, [&]() -> absl::Status {
+      for (int i = 0; i < 2; ++i) {
+        RETURN_IF_ERROR(kernels::RmsNorm(v2(h.data(), rows, dim), wv, 1e-5f,
+                                         v2(xb.data(), rows, dim)));
+      }
+      RETURN_IF_ERROR(kernels::ApplyRope(
+          TensorView::Contiguous(qk.data(), DType::kF32, {rows, s.heads + s.kv_heads, hd}),
+          pos.data(), rp));
+      TensorView gate = v2(gu.data(), rows, ffn), up = v2(gu.data() + ffn, rows, ffn);
+      gate.stride[0] = up.stride[0] = 2 * ffn;
+      RETURN_IF_ERROR(kernels::SwiGlu(gate, up, gate));
+      std::memcpy(kvdst.data(), kvsrc.data(), kvsrc.size() * sizeof(float));
+      return absl::OkStatus();
+    }));
+    const double q = static_cast<double>(qd), kv = static_cast<double>(kvd);
+    const double bytes = 4.0 * (4.0 * dim + 2.0 * (q + kv) + 3.0 * ffn + 4.0 * kv) * rows;
+    c->row_op_bytes_per_s = bytes / t;
+  }
+  // 4. Re-rotation of cached keys by an offset.
+  {
+    const int64_t keys = o.attention_keys;
+    std::vector<float> k = Random(s.kv_heads * keys * hd, 41);
+    kernels::RopeParams rp;
+    rp.head_dim = s.head_dim;
+    auto k3 = TensorView::Contiguous(k.data(), DType::kF32, {s.kv_heads, keys, hd});
+    ASSIGN_OR_RETURN(double t, Best(o.runs, [&] { return kernels::RerotateKeys(k3, 512, rp); }));
+    c->rerotate_bytes_per_s = static_cast<double>(k.size()) * 4 / t;
+  }
+  // 5. A fresh zero-filled f32 buffer (the fused cache: KVCache::Create).
+  if (o.alloc_bytes > 0) {
+    double sink = 0;
+    ASSIGN_OR_RETURN(double t, Best(o.runs, [&] {
+      std::vector<float> buf(o.alloc_bytes / sizeof(float), 0.0f);
+      sink += buf[buf.size() / 2];
+      return absl::OkStatus();
+    }));
+    if (sink != 0) return absl::InternalError("MeasureCpu: allocation not zero-filled");
+    c->alloc_bytes_per_s = static_cast<double>(o.alloc_bytes) / t;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<CpuCeilings> MeasureCpu(const CpuMeasureOptions& o) {
@@ -96,7 +237,21 @@ absl::StatusOr<CpuCeilings> MeasureCpu(const CpuMeasureOptions& o) {
   if (dst[0] == 42) c.gemm_n = o.gemm_n;  // keep the copy observable
   c.copy_bytes_per_s = static_cast<double>(o.copy_bytes) / best;
   c.file_read_bytes_per_s = MeasureFileRead(o.file_bytes, o.scratch_dir);
+  if (o.model.layers > 0) RETURN_IF_ERROR(MeasureModelKernels(o, &c));
   return c;
+}
+
+std::string DescribeKernelRates(const CpuCeilings& c) {
+  std::string gemm;
+  for (const auto& [rows, flops] : c.gemm_flops_at_rows) {
+    absl::StrAppend(&gemm, gemm.empty() ? "" : ", ", static_cast<int64_t>(rows), ":",
+                    absl::StrFormat("%.1f", flops / 1e9));
+  }
+  return absl::StrFormat(
+      "layer GEMM GFLOP/s by rows {%s}; attention %.1f GFLOP/s; row ops %.2f GB/s; "
+      "re-rotation %.2f GB/s; alloc+zero %.2f GB/s",
+      gemm, c.attention_flops / 1e9, c.row_op_bytes_per_s / 1e9, c.rerotate_bytes_per_s / 1e9,
+      c.alloc_bytes_per_s / 1e9);
 }
 
 blend::HardwareSpec CpuHardwareSpec(const CpuCeilings& c, double efficiency,
@@ -109,6 +264,11 @@ blend::HardwareSpec CpuHardwareSpec(const CpuCeilings& c, double efficiency,
   h.ssd_tier_bw = c.file_read_bytes_per_s > 0 ? c.file_read_bytes_per_s : c.copy_bytes_per_s / 4;
   h.remote_tier_bw = remote_bytes_per_s > 0 ? remote_bytes_per_s : c.copy_bytes_per_s / 4;
   h.layer_overhead_s = 0;
+  h.gemm_flops_at_rows = c.gemm_flops_at_rows;
+  h.attention_flops = c.attention_flops;
+  h.row_op_bytes_per_s = c.row_op_bytes_per_s;
+  h.rerotate_bytes_per_s = c.rerotate_bytes_per_s;
+  h.alloc_bytes_per_s = c.alloc_bytes_per_s;
   return h;
 }
 
@@ -148,13 +308,19 @@ absl::StatusOr<blend::ModelShape> ResolveModelShape(const std::string& model, bo
 
 absl::StatusOr<blend::Plan> RunPlanCommand(const PlanCommandOptions& o, std::ostream& out) {
   blend::HardwareSpec hw;
+  ASSIGN_OR_RETURN(blend::ModelShape shape, ResolveModelShape(o.model, o.calibrate_cpu));
   if (o.calibrate_cpu) {
-    ASSIGN_OR_RETURN(CpuCeilings c, MeasureCpu());
+    // The kernels of one layer of this model are timed too (GEMM efficiency
+    // by row count, attention, row ops, re-rotation, allocation).
+    CpuMeasureOptions mo;
+    mo.model = shape;
+    ASSIGN_OR_RETURN(CpuCeilings c, MeasureCpu(mo));
     hw = CpuHardwareSpec(c, o.cpu_efficiency);
     if (!o.json) {
       out << "# cpu calibration: sgemm " << c.sgemm_flops / 1e9 << " GFLOP/s (n=" << c.gemm_n
           << ", x efficiency " << o.cpu_efficiency << "), memcpy " << c.copy_bytes_per_s / 1e9
-          << " GB/s, cold file read " << c.file_read_bytes_per_s / 1e9 << " GB/s\n";
+          << " GB/s, cold file read " << c.file_read_bytes_per_s / 1e9 << " GB/s\n"
+          << "# " << DescribeKernelRates(c) << "\n";
     }
   } else {
     absl::StatusOr<blend::HardwareSpec> p = blend::HardwarePreset(o.hardware);
@@ -171,7 +337,6 @@ absl::StatusOr<blend::Plan> RunPlanCommand(const PlanCommandOptions& o, std::ost
   if (o.nvme_gbs > 0) hw.ssd_tier_bw = o.nvme_gbs * 1e9;
   if (o.net_gbs > 0) hw.remote_tier_bw = o.net_gbs * 1e9;
   if (o.layer_overhead_us >= 0) hw.layer_overhead_s = o.layer_overhead_us * 1e-6;
-  ASSIGN_OR_RETURN(blend::ModelShape shape, ResolveModelShape(o.model, o.calibrate_cpu));
   const blend::PlanWorkload& w = o.workload;
   if (w.chunks <= 0 || w.chunk_tokens <= 0 || w.query_tokens <= 0) {
     return absl::InvalidArgumentError("plan: --chunks, --chunk-tokens, --query-tokens must be > 0");

@@ -11,6 +11,8 @@
 
 #include <ostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "blend/cost_model.h"
@@ -24,6 +26,14 @@ struct CpuCeilings {
   double copy_bytes_per_s = 0;  // memcpy bandwidth, bytes copied per second (best of runs)
   double file_read_bytes_per_s = 0;  // cold sequential read (0: not measured)
   int gemm_n = 0;
+  // Kernel rates at a model's shapes (MeasureCpu with CpuMeasureOptions::
+  // model set; zero / empty otherwise). Same meaning and units as the
+  // blend::HardwareSpec fields of the same names.
+  std::vector<std::pair<double, double>> gemm_flops_at_rows;  // (rows, FLOP/s)
+  double attention_flops = 0;
+  double row_op_bytes_per_s = 0;
+  double rerotate_bytes_per_s = 0;
+  double alloc_bytes_per_s = 0;
 };
 
 struct CpuMeasureOptions {
@@ -34,14 +44,33 @@ struct CpuMeasureOptions {
   // file in `scratch_dir`, dropped from the page cache (fadvise), read back.
   size_t file_bytes = size_t{64} << 20;
   std::string scratch_dir = "/tmp";
+  // model: when layers > 0, also measure the kernels of one transformer layer
+  // of this shape (random weights): the four projection GEMMs (q/k/v fused,
+  // o, gate/up fused, down; trans_b, as model::Model) at each row count of
+  // `gemm_rows`; SelectiveAttention of `attention_rows` rows scattered over
+  // `attention_keys` keys; RMSNorm x2 + RoPE of q and k + SwiGLU + K/V copy
+  // over `row_op_rows` rows; RerotateKeys of `attention_keys` keys; and
+  // allocating + zero-filling `alloc_bytes`. Each timing is the best of
+  // `runs`.
+  blend::ModelShape model;
+  std::vector<int> gemm_rows = {1, 8, 32, 128, 512, 2048};
+  int attention_rows = 256;
+  int attention_keys = 2048;
+  int row_op_rows = 512;
+  size_t alloc_bytes = size_t{96} << 20;
 };
 
 // MeasureCpu: the ceilings above. Errors: kernels::Gemm or scratch I/O.
 absl::StatusOr<CpuCeilings> MeasureCpu(const CpuMeasureOptions& options = {});
 
+// DescribeKernelRates: one line with the kernel rates of `c` (GFLOP/s, GB/s).
+std::string DescribeKernelRates(const CpuCeilings& c);
+
 // CpuHardwareSpec: "cpu" spec from measured ceilings: peak = efficiency x
 // sgemm, mem_bw = ram tier = memcpy bandwidth, ssd = the file read (or
-// memcpy/4 when not measured), remote = `remote_bytes_per_s` (0: memcpy/4).
+// memcpy/4 when not measured), remote = `remote_bytes_per_s` (0: memcpy/4);
+// the kernel rates (GEMM by rows, attention, row ops, re-rotation,
+// allocation) are copied as measured.
 blend::HardwareSpec CpuHardwareSpec(const CpuCeilings& c, double efficiency = 1.0,
                                     double remote_bytes_per_s = 0);
 

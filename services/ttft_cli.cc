@@ -98,6 +98,10 @@ void RegisterTtftSubcommands(CLI::App* app) {
   g_ttft_cmd->add_option("--quality-prompts", t.quality_prompts,
                          "quality bench prompts on the same model (0: off)")
       ->capture_default_str();
+  g_ttft_cmd->add_option("--path", t.path,
+                         "inproc|grpc|both: in-process Blender and/or client -> sidecar engine "
+                         "over loopback gRPC")
+      ->capture_default_str();
   g_ttft_cmd->add_option("--out", t.out_dir, "CSV/JSON/Markdown/PNG output dir");
   g_ttft_cmd->add_option("--plots", t.plots)->capture_default_str();
   g_ttft_cmd->add_option("--seed", t.seed)->capture_default_str();

@@ -61,6 +61,94 @@ TEST(CostModel, KvBytesAndLoad) {
   EXPECT_DOUBLE_EQ(m.LmHead(1).flops, 160);
 }
 
+TEST(CostModel, GemmRateInterpolatesInLogRows) {
+  HardwareSpec hw = UnitHw();
+  hw.gemm_flops_at_rows = {{1, 100}, {100, 1100}};
+  CostModel m(Tiny(), hw);
+  EXPECT_DOUBLE_EQ(m.GemmFlops(0.5), 100);   // clamped below
+  EXPECT_DOUBLE_EQ(m.GemmFlops(1000), 1100); // clamped above
+  EXPECT_NEAR(m.GemmFlops(10), 600, 1e-9);   // log10(10) / log10(100) = 1/2
+  hw.gemm_flops_at_rows.clear();
+  EXPECT_DOUBLE_EQ(CostModel(Tiny(), hw).GemmFlops(10), 1000);  // the peak
+}
+
+TEST(CostModel, MeasuredRatesSplitTheComputeTime) {
+  HardwareSpec hw = UnitHw();
+  hw.mem_bw = 0;
+  hw.gemm_flops_at_rows = {{3, 500}};
+  hw.attention_flops = 48;
+  hw.row_op_bytes_per_s = 1e4;
+  CostModel m(Tiny(), hw);
+  // RowOpBytes for Tiny: 4 * (4*8 + 2*(8+4) + 3*16 + 4*4) = 480 per row.
+  EXPECT_DOUBLE_EQ(m.RowOpBytes(), 480);
+  const StageCost c = m.PrefillLayer(3, 0);
+  EXPECT_DOUBLE_EQ(c.attn_flops, 192);
+  EXPECT_DOUBLE_EQ(c.row_bytes, 1440);
+  // GEMM 3456 / 500 + attention 192 / 48 + rows 1440 / 1e4.
+  EXPECT_DOUBLE_EQ(m.ComputeSeconds(c), 3456.0 / 500 + 4 + 0.144);
+}
+
+TEST(CostModel, PredictionsReduceToTheRooflineWithoutRates) {
+  CostModel m(Tiny(), UnitHw());
+  RequestShape r;
+  r.context_tokens = 100;
+  r.query_tokens = 4;
+  EXPECT_DOUBLE_EQ(m.PredictFullPrefill(r).total_s, m.FullPrefillSeconds(100, 4));
+  // No exact prefix, no re-rotation / alloc rates: full reuse is the
+  // roofline's BlendSeconds at r = 0.
+  EXPECT_NEAR(m.PredictBlend(r, 0, Tier::kSsd).total_s, m.BlendSeconds(100, 4, 0, Tier::kSsd),
+              1e-9);
+}
+
+TEST(CostModel, PredictBlendFollowsTheGradualSchedule) {
+  HardwareSpec hw = UnitHw();
+  hw.ram_tier_bw = 1e12;  // loading free
+  ModelShape s = Tiny();
+  s.layers = 4;
+  CostModel m4(s, hw);
+  RequestShape r;
+  r.context_tokens = 100;
+  r.query_tokens = 4;
+  r.exact_prefix_tokens = 20;  // 80 selectable rows
+  const RequestPrediction p = m4.PredictBlend(r, 0.25, Tier::kRam);
+  // Layer 0: rows 20..103 (84 rows) see p + 1 keys: (104*105 - 20*21) / 2 = 5250.
+  EXPECT_DOUBLE_EQ(p.layer0_s, m4.ComputeSeconds(m4.SelectiveLayer(84, 104, 5250)));
+  // Check layer 1 keeps round(0.5 * 80) = 40, layer 2 round(0.25 * 80) = 20;
+  // selected rows see (20 + 100 + 1) / 2 keys on average, query rows 101..104.
+  const double q = 101 + 102 + 103 + 104;
+  const double l1 = m4.ComputeSeconds(m4.SelectiveLayer(44, 104, 40 * 60.5 + q));
+  const double l23 = m4.ComputeSeconds(m4.SelectiveLayer(24, 104, 20 * 60.5 + q));
+  EXPECT_NEAR(p.recompute_s, l1 + 2 * l23, 1e-9);
+  // Probes: 80 then 40 candidates, K/V projections 2 * n * dim * 2 * kv_dim.
+  EXPECT_NEAR(p.selection_s, (2.0 * 80 * 8 * 8 + 2.0 * 40 * 8 * 8) / 1000, 1e-9);
+  EXPECT_GT(p.total_s, p.layer0_s + p.recompute_s + p.selection_s);
+  // Full reuse computes only the query rows in every layer.
+  const RequestPrediction reuse = m4.PredictBlend(r, 0, Tier::kRam);
+  EXPECT_DOUBLE_EQ(reuse.selection_s, 0);
+  EXPECT_DOUBLE_EQ(reuse.layer0_s, m4.ComputeSeconds(m4.SelectiveLayer(4, 104, q)));
+}
+
+TEST(CostModel, PredictCountsAllocationAndExposedLoad) {
+  HardwareSpec hw = UnitHw();
+  hw.alloc_bytes_per_s = 1000;
+  hw.rerotate_bytes_per_s = 64;
+  CostModel m(Tiny(), hw);
+  RequestShape r;
+  r.context_tokens = 10;
+  r.query_tokens = 2;
+  r.exact_prefix_tokens = 2;
+  // Fused f32 cache: 2 layers x {K,V} x 1 head x 4 dims x 12 tokens x 4 B = 768 B.
+  const RequestPrediction p = m.PredictBlend(r, 0, Tier::kSsd);
+  EXPECT_DOUBLE_EQ(p.alloc_s, 0.768);
+  // Per layer: load KV(10) = 160 B at 10 B/s = 16 s + re-rotate 8 keys x 4
+  // dims x 4 B = 128 B at 64 B/s = 2 s; load-bound, so all but the last
+  // layer's compute is hidden: 2 x 18 on the clock, of which layer 0's
+  // compute overlaps the second load.
+  EXPECT_DOUBLE_EQ(p.load_s, 36);
+  EXPECT_NEAR(p.exposed_load_s, 36 - p.layer0_s, 1e-9);
+  EXPECT_NEAR(p.total_s, 0.768 + 36 + p.recompute_s + p.logits_s, 1e-9);
+}
+
 TEST(CostModel, BlendAtFullRatioCostsAtLeastPrefill) {
   CostModel m(Tiny(), UnitHw());
   const double full = m.FullPrefillSeconds(100, 4);

@@ -2,11 +2,14 @@
 // command (services/plan_cmd.h): percentile statistics on known samples, the
 // planner's per-layer arithmetic against hand-computed cases, and a smoke run
 // of the whole bench on a tiny synthetic model that must write its CSV, JSON,
-// Markdown and (when gnuplot is installed) non-empty PNG plots.
+// Markdown and (when gnuplot is installed) non-empty PNG plots, with the
+// gRPC path (client -> in-process sidecar's engine -> Blend over loopback)
+// interleaved with the in-process rows.
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -142,12 +145,52 @@ TEST(PlanCommand, CpuSpecFromCeilings) {
   EXPECT_GT(m->copy_bytes_per_s, 1e6);
 }
 
+TEST(PlanCommand, MeasureCpuTimesTheModelKernels) {
+  CpuMeasureOptions mo;
+  mo.gemm_n = 64;
+  mo.copy_bytes = 1 << 20;
+  mo.file_bytes = 0;
+  mo.runs = 1;
+  absl::StatusOr<blend::ModelShape> shape = ResolveModelShape(
+      "synthetic:layers=2,dim=64,heads=4,kv_heads=2,ffn=128,vocab=300,ctx=512", true);
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  mo.model = *shape;
+  mo.gemm_rows = {32, 1, 8};
+  mo.attention_rows = 16;
+  mo.attention_keys = 128;
+  mo.row_op_rows = 32;
+  mo.alloc_bytes = 1 << 20;
+  absl::StatusOr<CpuCeilings> c = MeasureCpu(mo);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->gemm_flops_at_rows.size(), 3u);
+  EXPECT_EQ(c->gemm_flops_at_rows.front().first, 1);  // sorted by rows
+  EXPECT_EQ(c->gemm_flops_at_rows.back().first, 32);
+  for (const auto& [rows, flops] : c->gemm_flops_at_rows) EXPECT_GT(flops, 0) << rows;
+  EXPECT_GT(c->attention_flops, 0);
+  EXPECT_GT(c->row_op_bytes_per_s, 0);
+  EXPECT_GT(c->rerotate_bytes_per_s, 0);
+  EXPECT_GT(c->alloc_bytes_per_s, 0);
+  const blend::HardwareSpec h = CpuHardwareSpec(*c);
+  EXPECT_EQ(h.gemm_flops_at_rows, c->gemm_flops_at_rows);
+  EXPECT_DOUBLE_EQ(h.attention_flops, c->attention_flops);
+  EXPECT_NE(DescribeKernelRates(*c).find("attention"), std::string::npos);
+  // Without a model the kernel rates stay unset.
+  mo.model = {};
+  absl::StatusOr<CpuCeilings> bare = MeasureCpu(mo);
+  ASSERT_TRUE(bare.ok());
+  EXPECT_TRUE(bare->gemm_flops_at_rows.empty());
+  EXPECT_EQ(bare->attention_flops, 0);
+}
+
 TEST(BenchTtft, SmokeTinyModelWritesOutputs) {
   char tmpl[] = "/tmp/ragkv-ttft-test-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
   TtftBenchOptions o;
-  o.model_spec = "synthetic:layers=2,dim=64,heads=4,kv_heads=2,ffn=128,vocab=256,ctx=512";
+  // vocab >= 259: the sidecar tokenizes the ingested chunk text with the
+  // byte tokenizer.
+  o.model_spec = "synthetic:layers=2,dim=64,heads=4,kv_heads=2,ffn=128,vocab=300,ctx=512";
+  o.path = "both";
   o.prompts = 2;
   o.chunks = 2;
   o.chunk_tokens = 32;
@@ -165,17 +208,46 @@ TEST(BenchTtft, SmokeTinyModelWritesOutputs) {
   o.calibration.gemm_n = 256;
   o.calibration.copy_bytes = 8 << 20;
   o.calibration.file_bytes = 4 << 20;
+  o.calibration.gemm_rows = {1, 16, 64};
+  o.calibration.runs = 1;
   o.work_dir = dir + "/work";
   o.out_dir = dir + "/out";
   std::ostringstream log;
   absl::StatusOr<TtftReport> r = RunTtftBench(o, log);
   ASSERT_TRUE(r.ok()) << r.status() << "\n" << log.str();
-  // full-prefill + per tier (prefix, reuse, 2 ratios, controller).
-  EXPECT_EQ(r->rows.size(), 1u + 2 * 5);
+  // In-process: full-prefill + per tier (prefix, reuse, 2 ratios,
+  // controller); gRPC: full-prefill, prefix, reuse, 2 ratios.
+  EXPECT_EQ(r->rows.size(), 1u + 2 * 5 + 5);
+  int grpc_rows = 0;
   for (const TtftRow& row : r->rows) {
-    EXPECT_EQ(row.ttft.count, 2u) << row.strategy << " " << row.tier;
+    EXPECT_EQ(row.ttft.count, 2u) << row.strategy << " " << row.tier << " " << row.path;
     EXPECT_GT(row.ttft.p50, 0);
+    if (row.path == "grpc") {
+      ++grpc_rows;
+      EXPECT_EQ(row.median.path, "grpc");
+      EXPECT_GT(row.median.rpc_engine_ttft_s, 0) << row.strategy;
+      // The client's TTFT includes the engine's.
+      EXPECT_GE(row.median.ttft_s, row.median.rpc_engine_ttft_s) << row.strategy;
+      // Context: 2 chunks of 32 byte tokens from the sidecar's catalogue.
+      EXPECT_EQ(row.median.context_tokens, 64) << row.strategy;
+      if (row.strategy == "full-prefill") {
+        EXPECT_EQ(row.wire_mb, 0);
+      } else {
+        // Fused f32 KV: 2 layers x {K,V} x 2 kv heads x 16 dims x (64 + 8) x 4 B.
+        EXPECT_DOUBLE_EQ(row.wire_mb, 2.0 * 2 * 2 * 16 * 72 * 4 / 1e6) << row.strategy;
+        EXPECT_GT(row.median.rpc_blend_s, 0) << row.strategy;
+      }
+      // Transport = gRPC p50 - the in-process twin's p50.
+      for (const TtftRow& twin : r->rows) {
+        if (twin.path == "inproc" && twin.strategy == row.strategy && twin.tier == row.tier &&
+            twin.ratio == row.ratio) {
+          EXPECT_DOUBLE_EQ(row.transport_s, row.ttft.p50 - twin.ttft.p50) << row.strategy;
+        }
+      }
+      continue;
+    }
     EXPECT_GT(row.predicted_cal_s, 0);
+    EXPECT_GT(row.predicted_raw_s, 0);
     if (row.strategy == "full-prefill") {
       EXPECT_EQ(row.kv_mb, 0);
     } else {
@@ -185,18 +257,33 @@ TEST(BenchTtft, SmokeTinyModelWritesOutputs) {
   // Prefix caching moves one chunk's KV, full reuse both.
   double prefix_mb = 0, reuse_mb = 0;
   for (const TtftRow& row : r->rows) {
-    if (row.tier != "ram") continue;
+    if (row.tier != "ram" || row.path != "inproc") continue;
     if (row.strategy == "prefix") prefix_mb = row.kv_mb;
     if (row.strategy == "full-reuse") reuse_mb = row.kv_mb;
   }
+  EXPECT_EQ(grpc_rows, 5);
   EXPECT_NEAR(reuse_mb, 2 * prefix_mb, 1e-9);
   EXPECT_GT(r->efficiency, 0);
   EXPECT_NE(r->markdown.find("| strategy | tier |"), std::string::npos);
   EXPECT_NE(r->markdown.find("Multi-user"), std::string::npos);
+  EXPECT_NE(r->markdown.find("gRPC path by stage"), std::string::npos);
+  EXPECT_NE(r->markdown.find("Prediction by stage"), std::string::npos);
+  // The calibration measured this model's kernels.
+  EXPECT_EQ(r->cpu.gemm_flops_at_rows.size(), 3u);
+  EXPECT_GT(r->cpu.attention_flops, 0);
+  EXPECT_GT(r->cpu.row_op_bytes_per_s, 0);
+  EXPECT_GT(r->cpu.rerotate_bytes_per_s, 0);
+  EXPECT_GT(r->cpu.alloc_bytes_per_s, 0);
   for (const char* f : {"samples.csv", "samples.json", "summary.md"}) {
     const std::string path = o.out_dir + "/" + f;
     ASSERT_TRUE(std::filesystem::exists(path)) << path;
     EXPECT_GT(std::filesystem::file_size(path), 0u) << path;
+  }
+  {
+    std::ifstream csv(o.out_dir + "/samples.csv");
+    std::stringstream all;
+    all << csv.rdbuf();
+    EXPECT_NE(all.str().find(",grpc,"), std::string::npos);
   }
   if (std::system("gnuplot --version >/dev/null 2>&1") == 0) {
     for (const char* f : {"ttft_vs_ratio.png", "speedup_vs_context.png", "ttft_cdf_load.png"}) {
@@ -216,6 +303,9 @@ TEST(BenchTtft, RejectsBadOptions) {
   EXPECT_EQ(RunTtftBench(o, log).status().code(), absl::StatusCode::kInvalidArgument);
   o.chunks = 1;
   o.ratios = {1.5};
+  EXPECT_EQ(RunTtftBench(o, log).status().code(), absl::StatusCode::kInvalidArgument);
+  o.ratios = {0.15};
+  o.path = "carrier-pigeon";
   EXPECT_EQ(RunTtftBench(o, log).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
