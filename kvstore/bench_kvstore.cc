@@ -91,64 +91,112 @@ absl::StatusOr<std::shared_ptr<const EncodedChunk>> MakeBenchChunk(const KvBench
   return std::shared_ptr<const EncodedChunk>(std::move(chunk));
 }
 
-// DropCache: best effort eviction of `dir`'s files from the page cache
+// DropCache: best effort eviction of a file, or of `dir`'s files, from the page cache
 // (fdatasync + posix_fadvise DONTNEED on every regular file).
-void DropCache(const std::string& dir) {
+void DropFileCache(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY);
+  if (fd < 0) return;
+  fdatasync(fd);
+  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  close(fd);
+}
+void DropCache(const std::string& dir_or_file) {
   std::error_code ec;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(dir, ec)) {
-    if (!e.is_regular_file()) continue;
-    int fd = open(e.path().c_str(), O_RDONLY);
-    if (fd < 0) continue;
-    fdatasync(fd);
-    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    close(fd);
+  if (std::filesystem::is_regular_file(dir_or_file, ec)) return DropFileCache(dir_or_file);
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir_or_file, ec)) {
+    if (e.is_regular_file()) DropFileCache(e.path().string());
   }
 }
 
-// RawDirectRead: writes `bytes` to a file in `dir`, drops it from the cache
-// and reads it back sequentially with O_DIRECT in 4 MiB blocks. GB/s, or an
-// error if the filesystem refuses O_DIRECT.
-absl::StatusOr<double> RawDirectRead(const std::string& dir, uint64_t bytes, int repeats) {
-  const std::string path = dir + "/raw_read_baseline.bin";
-  constexpr size_t kBlock = 4 << 20;
-  bytes = (bytes + kBlock - 1) / kBlock * kBlock;
-  void* buf = nullptr;
-  if (posix_memalign(&buf, 4096, kBlock) != 0) return absl::InternalError("posix_memalign");
-  std::unique_ptr<void, decltype(&std::free)> guard(buf, &std::free);
-  std::memset(buf, 0x5a, kBlock);
-  {
-    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return absl::InternalError(absl::StrCat("open ", path, ": ", std::strerror(errno)));
-    for (uint64_t off = 0; off < bytes; off += kBlock) {
-      if (write(fd, buf, kBlock) != static_cast<ssize_t>(kBlock)) {
+// RawReadFile: a file of `bytes` (rounded up to 4 MiB) of pseudo-random
+// bytes in `dir`, written and fsync'ed once, read back by RawRead. Removed
+// on destruction.
+class RawReadFile {
+ public:
+  static constexpr size_t kBlock = 4 << 20;
+  static absl::StatusOr<std::unique_ptr<RawReadFile>> Create(const std::string& dir,
+                                                              uint64_t bytes) {
+    auto f = std::unique_ptr<RawReadFile>(new RawReadFile(dir + "/raw_read_baseline.bin"));
+    f->bytes_ = (bytes + kBlock - 1) / kBlock * kBlock;
+    std::vector<uint64_t> block(kBlock / 8);
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    int fd = open(f->path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return absl::InternalError(absl::StrCat("open ", f->path_, ": ", std::strerror(errno)));
+    for (uint64_t off = 0; off < f->bytes_; off += kBlock) {
+      for (uint64_t& w : block) {  // xorshift: incompressible, not deduplicable
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        w = x;
+      }
+      if (write(fd, block.data(), kBlock) != static_cast<ssize_t>(kBlock)) {
         close(fd);
-        return absl::InternalError(absl::StrCat("write ", path, ": ", std::strerror(errno)));
+        return absl::InternalError(absl::StrCat("write ", f->path_, ": ", std::strerror(errno)));
       }
     }
     fsync(fd);
     close(fd);
+    return f;
   }
-  double best = 1e30;
-  for (int r = 0; r < repeats; ++r) {
-    int fd = open(path.c_str(), O_RDONLY | O_DIRECT);
-    if (fd < 0) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("O_DIRECT open ", path, ": ", std::strerror(errno)));
-    }
-    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    auto t0 = Clock::now();
-    for (uint64_t off = 0; off < bytes; off += kBlock) {
-      if (read(fd, buf, kBlock) != static_cast<ssize_t>(kBlock)) {
-        close(fd);
-        return absl::InternalError(absl::StrCat("O_DIRECT read: ", std::strerror(errno)));
+  ~RawReadFile() {
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+  }
+  uint64_t bytes() const { return bytes_; }
+
+  // Read: drops the file from the page cache (fadvise DONTNEED), then
+  // `threads` threads each read their own contiguous 1/threads of it
+  // sequentially in 4 MiB blocks (own fd, O_DIRECT if `direct`, else
+  // buffered reads as `dd` does). Returns the wall seconds. FailedPrecondition
+  // if the filesystem refuses O_DIRECT.
+  absl::StatusOr<double> Read(int threads, bool direct) const {
+    DropCache(path_);
+    std::atomic<bool> failed{false};
+    std::string error;
+    const uint64_t blocks = bytes_ / kBlock;
+    const double t = Parallel(threads, [&](int tid) {
+      const uint64_t b0 = blocks * tid / threads, b1 = blocks * (tid + 1) / threads;
+      void* buf = nullptr;
+      if (posix_memalign(&buf, 4096, kBlock) != 0) {
+        failed = true;
+        return;
       }
+      std::unique_ptr<void, decltype(&std::free)> guard(buf, &std::free);
+      int fd = open(path_.c_str(), O_RDONLY | (direct ? O_DIRECT : 0));
+      if (fd < 0) {
+        failed = true;
+        return;
+      }
+      for (uint64_t b = b0; b < b1; ++b) {
+        if (pread(fd, buf, kBlock, static_cast<off_t>(b * kBlock)) !=
+            static_cast<ssize_t>(kBlock)) {
+          failed = true;
+          break;
+        }
+      }
+      close(fd);
+    });
+    if (failed) {
+      return absl::FailedPreconditionError(absl::StrCat(direct ? "O_DIRECT " : "", "read of ",
+                                                        path_, " failed"));
     }
-    best = std::min(best, Seconds(t0, Clock::now()));
-    close(fd);
+    return t;
   }
-  std::filesystem::remove(path);
-  return bytes / best / 1e9;
-}
+  // BestGBps: best of `repeats` Read()s, as GB/s.
+  absl::StatusOr<double> BestGBps(int repeats, int threads, bool direct) const {
+    double best = 1e30;
+    for (int r = 0; r < repeats; ++r) {
+      ASSIGN_OR_RETURN(double t, Read(threads, direct));
+      best = std::min(best, t);
+    }
+    return bytes_ / best / 1e9;
+  }
+
+ private:
+  explicit RawReadFile(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+  uint64_t bytes_ = 0;
+};
 
 struct ShapeData {
   std::vector<ChunkKey> keys;
@@ -302,62 +350,102 @@ absl::Status BenchShape(const KvBenchOptions& o, const KvBenchShape& shape,
     row("ssd Put (verify + WAL fsync + blob)", "GB/s", total / t_put / 1e9, total / t_raw_put / 1e9,
         "raw RocksDB WriteBatch, same options", 0);
   }
-  // Cold read: fresh DB open + page cache dropped for the DB files.
-  ASSIGN_OR_RETURN(double direct_gbps, RawDirectRead(o.dir, static_cast<uint64_t>(total), o.repeats));
-  double best_cold = 1e30, best_cold_par = 1e30;
+  // Cold reads: a fresh tier (new RocksDB instance, empty block cache) after
+  // fdatasync + fadvise(DONTNEED) on every DB file, vs a raw sequential read
+  // of a file of the same size on the same filesystem, page cache dropped
+  // the same way. Tier and baselines alternate within each repetition (the
+  // machine is shared: load drifts); the best of `repeats` is kept for each.
+  ASSIGN_OR_RETURN(std::unique_ptr<RawReadFile> raw_file,
+                   RawReadFile::Create(o.dir, static_cast<uint64_t>(total)));
+  const int T = std::min(o.threads, o.chunks);
+  SsdTierOptions buffered = so;
+  buffered.use_direct_reads = false;
+  SsdTierOptions direct = so;
+  direct.use_direct_reads = true;
+  SsdTierOptions one_multiget = buffered;  // the read path before read_threads
+  one_multiget.read_threads = 1;
+  // ColdTierRead: seconds to Get every chunk once through a fresh tier with
+  // `threads` readers (chunks dealt round-robin).
+  auto cold_tier_read = [&](const SsdTierOptions& opts, int threads) -> absl::StatusOr<double> {
+    DropCache(ssd_dir);
+    ASSIGN_OR_RETURN(std::unique_ptr<Tier> ssd, CreateSsdTier(opts));
+    std::shared_ptr<Tier> ssd_shared(std::move(ssd));
+    ASSIGN_OR_RETURN(auto store, TieredStore::Create({}, {ssd_shared}));
+    std::atomic<bool> ok{true};
+    const double t = Parallel(threads, [&](int tid) {
+      std::vector<size_t> mine;
+      for (int i = tid; i < o.chunks; i += threads) mine.push_back(static_cast<size_t>(i));
+      if (!GetAll(*store, d, mine, nullptr)) ok = false;
+    });
+    if (!ok) return absl::InternalError("bench: SSD tier miss");
+    return t;
+  };
+  struct Best {
+    double s = 1e30;
+    void Add(double t) { s = std::min(s, t); }
+  };
+  Best raw_direct_1, raw_buffered_1, raw_direct_t, raw_buffered_t;
+  Best tier_buffered_1, tier_direct_1, tier_buffered_t, tier_direct_t, tier_multiget_1;
+  const double raw_bytes = static_cast<double>(raw_file->bytes());
   for (int r = 0; r < o.repeats; ++r) {
-    for (int mode = 0; mode < 2; ++mode) {
-      DropCache(ssd_dir);
-      ASSIGN_OR_RETURN(std::unique_ptr<Tier> ssd, CreateSsdTier(so));
-      std::shared_ptr<Tier> ssd_shared(std::move(ssd));
-      ASSIGN_OR_RETURN(auto store, TieredStore::Create({}, {ssd_shared}));
-      std::atomic<bool> ok{true};
-      if (mode == 0) {
-        auto t0 = Clock::now();
-        ok = GetAll(*store, d, order, nullptr);
-        best_cold = std::min(best_cold, Seconds(t0, Clock::now()));
-      } else {
-        const int T = std::min(o.threads, o.chunks);
-        const double t = Parallel(T, [&](int tid) {
-          std::vector<size_t> mine;
-          for (int i = tid; i < o.chunks; i += T) mine.push_back(static_cast<size_t>(i));
-          if (!GetAll(*store, d, mine, nullptr)) ok = false;
-        });
-        best_cold_par = std::min(best_cold_par, t);
-      }
-      if (!ok) return absl::InternalError("bench: SSD tier miss");
+    ASSIGN_OR_RETURN(double t, raw_file->Read(1, /*direct=*/true));
+    raw_direct_1.Add(t);
+    ASSIGN_OR_RETURN(t, cold_tier_read(buffered, 1));
+    tier_buffered_1.Add(t);
+    ASSIGN_OR_RETURN(t, raw_file->Read(1, /*direct=*/false));
+    raw_buffered_1.Add(t);
+    ASSIGN_OR_RETURN(t, cold_tier_read(direct, 1));
+    tier_direct_1.Add(t);
+    ASSIGN_OR_RETURN(t, cold_tier_read(one_multiget, 1));
+    tier_multiget_1.Add(t);
+    if (T > 1) {
+      ASSIGN_OR_RETURN(t, raw_file->Read(T, /*direct=*/true));
+      raw_direct_t.Add(t);
+      ASSIGN_OR_RETURN(t, cold_tier_read(buffered, T));
+      tier_buffered_t.Add(t);
+      ASSIGN_OR_RETURN(t, raw_file->Read(T, /*direct=*/false));
+      raw_buffered_t.Add(t);
+      ASSIGN_OR_RETURN(t, cold_tier_read(direct, T));
+      tier_direct_t.Add(t);
     }
   }
-  row("ssd cold Get (fresh open, fadvise DONTNEED), 1 thread", "GB/s", total / best_cold / 1e9,
-      direct_gbps, "O_DIRECT seq read 4 MiB blocks", 0.5);
-  {
-    // The same with the tier reading through O_DIRECT (use_direct_reads).
-    SsdTierOptions dio = so;
-    dio.use_direct_reads = true;
-    double best = 1e30;
-    for (int r = 0; r < o.repeats; ++r) {
-      DropCache(ssd_dir);
-      ASSIGN_OR_RETURN(std::unique_ptr<Tier> ssd, CreateSsdTier(dio));
-      std::shared_ptr<Tier> ssd_shared(std::move(ssd));
-      ASSIGN_OR_RETURN(auto store, TieredStore::Create({}, {ssd_shared}));
-      auto t0 = Clock::now();
-      if (!GetAll(*store, d, order, nullptr)) return absl::InternalError("bench: SSD miss (direct)");
-      best = std::min(best, Seconds(t0, Clock::now()));
-    }
-    row("ssd Get, tier with use_direct_reads, 1 thread", "GB/s", total / best / 1e9, direct_gbps,
-        "O_DIRECT seq read 4 MiB blocks", 0.5);
+  const double direct_gbps = raw_bytes / raw_direct_1.s / 1e9;
+  const double buffered_gbps = raw_bytes / raw_buffered_1.s / 1e9;
+  row("ssd cold Get, buffered reads, 1 thread", "GB/s", total / tier_buffered_1.s / 1e9,
+      direct_gbps, "raw O_DIRECT seq read, 4 MiB, 1 thread", 0.5);
+  row("ssd cold Get, buffered reads, 1 thread", "GB/s", total / tier_buffered_1.s / 1e9,
+      buffered_gbps, "raw buffered seq read (dd), 1 thread", 0.5);
+  row("ssd cold Get, use_direct_reads, 1 thread", "GB/s", total / tier_direct_1.s / 1e9,
+      direct_gbps, "raw O_DIRECT seq read, 4 MiB, 1 thread", 0.5);
+  row("ssd cold Get, buffered, read_threads=1 (one MultiGet)", "GB/s",
+      total / tier_multiget_1.s / 1e9, buffered_gbps, "raw buffered seq read (dd), 1 thread", 0);
+  if (T > 1) {
+    const double direct_t_gbps = raw_bytes / raw_direct_t.s / 1e9;
+    const double buffered_t_gbps = raw_bytes / raw_buffered_t.s / 1e9;
+    const std::string threads = absl::StrCat(T, " threads");
+    row(absl::StrCat("ssd cold Get, buffered reads, ", threads), "GB/s",
+        total / tier_buffered_t.s / 1e9, direct_t_gbps,
+        absl::StrCat("raw O_DIRECT seq read, 4 MiB, ", threads), 0.5);
+    row(absl::StrCat("ssd cold Get, buffered reads, ", threads), "GB/s",
+        total / tier_buffered_t.s / 1e9, buffered_t_gbps,
+        absl::StrCat("raw buffered seq read (dd), ", threads), 0.5);
+    row(absl::StrCat("ssd cold Get, use_direct_reads, ", threads), "GB/s",
+        total / tier_direct_t.s / 1e9, direct_t_gbps,
+        absl::StrCat("raw O_DIRECT seq read, 4 MiB, ", threads), 0.5);
+    row(absl::StrCat("ssd cold Get, use_direct_reads, ", threads), "GB/s",
+        total / tier_direct_t.s / 1e9, direct_gbps, "raw O_DIRECT seq read, 4 MiB, 1 thread",
+        0.5);
   }
-  row(absl::StrCat("ssd cold Get, ", std::min(o.threads, o.chunks), " threads (1 chunk each)"),
-      "GB/s", total / best_cold_par / 1e9, direct_gbps, "O_DIRECT seq read 4 MiB blocks", 0.5);
+  raw_file.reset();
   {
-    ASSIGN_OR_RETURN(std::unique_ptr<Tier> ssd, CreateSsdTier(so));
+    ASSIGN_OR_RETURN(std::unique_ptr<Tier> ssd, CreateSsdTier(buffered));
     std::shared_ptr<Tier> ssd_shared(std::move(ssd));
     ASSIGN_OR_RETURN(auto store, TieredStore::Create({}, {ssd_shared}));
     bool ok = GetAll(*store, d, order, nullptr);  // warm the page cache
     const double t_warm = BestOf(o.repeats, [&] { ok &= GetAll(*store, d, order, nullptr); });
     if (!ok) return absl::InternalError("bench: SSD tier miss");
-    row("ssd warm Get (page cache), 1 thread", "GB/s", total / t_warm / 1e9, direct_gbps,
-        "O_DIRECT seq read 4 MiB blocks", 0);
+    row("ssd warm Get (buffered reads, page cache), 1 thread", "GB/s", total / t_warm / 1e9, direct_gbps,
+        "raw O_DIRECT seq read, 4 MiB, 1 thread", 0);
   }
   std::filesystem::remove_all(ssd_dir);
 

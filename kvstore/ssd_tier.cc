@@ -1,7 +1,14 @@
 #include "kvstore/ssd_tier.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <deque>
+#include <filesystem>
+#include <functional>
 #include <thread>
 #include <list>
 #include <string>
@@ -80,6 +87,73 @@ bool DecodeMeta(std::string_view s, Meta* m) {
   return m->layers > 0 && m->layers <= kMaxLayers;
 }
 
+// ReadPool: threads that read layers of large chunks for GetLayers (see
+// SsdTierOptions::read_threads). Tasks must not block on anything but I/O.
+class ReadPool {
+ public:
+  explicit ReadPool(int threads) {
+    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+  }
+  ~ReadPool() {
+    {
+      internal::MutexLock l(&mu_);
+      stop_ = true;
+    }
+    cv_.SignalAll();
+    for (std::thread& t : threads_) t.join();
+  }
+  void Submit(std::function<void()> task) {
+    {
+      internal::MutexLock l(&mu_);
+      queue_.push_back(std::move(task));
+    }
+    cv_.SignalAll();
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        internal::MutexLock l(&mu_);
+        cv_.Wait(&mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stop_ || !queue_.empty();
+        });
+        if (queue_.empty()) return;
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      task();
+    }
+  }
+
+  internal::Mutex mu_;
+  internal::CondVar cv_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
+// Layers of at least this many bytes (on average) are read one Get per
+// layer, spread over the read threads; smaller ones in one MultiGet.
+constexpr uint64_t kParallelLayerBytes = 256 << 10;
+
+// DirectIoSupported: whether files under `dir` (created if missing) can be
+// opened with O_DIRECT (tmpfs, for one, refuses it).
+bool DirectIoSupported(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string probe = dir + "/.ragkv_direct_io_probe";
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return false;
+  ::close(fd);
+  fd = ::open(probe.c_str(), O_RDONLY | O_DIRECT);
+  const bool ok = fd >= 0;
+  if (ok) ::close(fd);
+  ::unlink(probe.c_str());
+  return ok;
+}
+
 class SsdTier final : public Tier {
  public:
   SsdTier(const SsdTierOptions& options, rocksdb::Env* env) : options_(options), env_(env) {
@@ -89,6 +163,7 @@ class SsdTier final : public Tier {
     // and the index keep RocksDB verification.
     layer_read_options_.verify_checksums = options.verify_rocksdb_checksums;
     write_options_.sync = options.sync_writes;
+    if (options.read_threads > 1) read_pool_ = std::make_unique<ReadPool>(options.read_threads - 1);
   }
 
   ~SsdTier() override {
@@ -179,6 +254,7 @@ class SsdTier final : public Tier {
       std::vector<rocksdb::Slice> slices;
       std::vector<rocksdb::PinnableSlice> values;
       std::vector<rocksdb::Status> statuses;
+      std::shared_ptr<rocksdb::Cache> block_cache;  // see Unpin
     };
     auto batch = std::make_shared<Batch>();
     batch->keys.reserve(count);
@@ -186,11 +262,23 @@ class SsdTier final : public Tier {
     for (const std::string& k : batch->keys) batch->slices.emplace_back(k);
     batch->values = std::vector<rocksdb::PinnableSlice>(count);
     batch->statuses.resize(count);
+    bool parallel = false;
+    if (read_pool_ != nullptr && count > 1) {
+      internal::MutexLock lock(&mu_);
+      auto it = index_.find(key);
+      parallel = it != index_.end() &&
+                 it->second.meta.bytes / it->second.meta.layers >= kParallelLayerBytes;
+    }
     {
       internal::ReaderMutexLock db_lock(&db_mu_);
       if (db_ == nullptr) return Closed();
-      db_->MultiGet(layer_read_options_, kv_, count, batch->slices.data(), batch->values.data(),
-                    batch->statuses.data(), /*sorted_input=*/true);
+      batch->block_cache = block_cache_;
+      if (parallel) {
+        ParallelGet(db_.get(), kv_, batch->slices, &batch->values, &batch->statuses);
+      } else {
+        db_->MultiGet(layer_read_options_, kv_, count, batch->slices.data(), batch->values.data(),
+                      batch->statuses.data(), /*sorted_input=*/true);
+      }
       for (uint32_t i = 0; i < count; ++i) {
         if (batch->statuses[i].ok()) Unpin(&batch->values[i]);
       }
@@ -382,11 +470,57 @@ class SsdTier final : public Tier {
                                                "': database closed after a failed reopen"));
   }
 
-  // Unpin: makes `v` own its bytes, so no handle outlives (or blocks) a
-  // reopen by pointing into a memtable or block-cache entry. Blob values are
-  // already self-owned; only recent (memtable) and small values are copied.
-  static void Unpin(rocksdb::PinnableSlice* v) {
-    if (!v->IsPinned()) return;
+  // ParallelGet: one Get per key, spread over the calling thread and up to
+  // read_threads-1 pool threads, so that the device reads one layer while
+  // another is copied and several requests are in flight. Returns when every
+  // key has been read. The caller holds db_mu_ (shared) throughout, which
+  // keeps `db` open; a pool task that starts after all keys were claimed
+  // touches nothing.
+  void ParallelGet(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf,
+                   const std::vector<rocksdb::Slice>& keys,
+                   std::vector<rocksdb::PinnableSlice>* values,
+                   std::vector<rocksdb::Status>* statuses) {
+    struct State {
+      std::atomic<size_t> next{0};
+      internal::Mutex mu;
+      internal::CondVar cv;
+      size_t finished ABSL_GUARDED_BY(mu) = 0;
+    };
+    auto st = std::make_shared<State>();
+    const size_t n = keys.size();
+    const rocksdb::ReadOptions& ro = layer_read_options_;
+    // Work: claims keys until none is left. Captures by pointer: it only
+    // dereferences them for a claimed key, i.e. before the caller returns.
+    auto work = [st, n, db, cf, &ro, &keys, values, statuses] {
+      size_t done = 0;
+      for (size_t i = st->next.fetch_add(1); i < n; i = st->next.fetch_add(1)) {
+        (*statuses)[i] = db->Get(ro, cf, keys[i], &(*values)[i]);
+        ++done;
+      }
+      if (done == 0) return;
+      internal::MutexLock l(&st->mu);
+      st->finished += done;
+      if (st->finished == n) st->cv.SignalAll();
+    };
+    const int helpers = std::min<int>(options_.read_threads - 1, static_cast<int>(n) - 1);
+    for (int h = 0; h < helpers; ++h) read_pool_->Submit(work);
+    work();
+    internal::MutexLock l(&st->mu);
+    st->cv.Wait(&st->mu, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(st->mu) { return st->finished == n; });
+  }
+
+  // Unpin: makes `v` own its bytes, so that no handle outlives (or blocks) a
+  // reopen by pointing into a block-cache entry. Memtable hits are already
+  // copies (not pinned). A value of min_blob_size bytes or more is a blob:
+  // RocksDB hands it over pinned to its own BlobContents buffer (no blob
+  // cache is configured), which is independent of the database, so it is
+  // kept as is; copying it (twice: into a string, then into the slice) used
+  // to cost two extra passes over every layer read. The owner of every
+  // handle also keeps the block cache alive (see KeepAlive), which covers
+  // an inline value that is pinned in the cache although it is this large
+  // (possible only if min_blob_size was lowered since it was written).
+  void Unpin(rocksdb::PinnableSlice* v) const {
+    if (!v->IsPinned() || v->size() >= options_.min_blob_size) return;
     std::string copy(v->data(), v->size());
     v->Reset();
     v->PinSelf(rocksdb::Slice(copy));
@@ -407,6 +541,8 @@ class SsdTier final : public Tier {
     rocksdb::Status s = rocksdb::DB::Open(db_options, options_.path, families, &handles, &raw);
     if (!s.ok()) return FromRocks(s, absl::StrCat("open ", options_.path));
     db_.reset(raw);
+    const auto* table = kv_options.table_factory->GetOptions<rocksdb::BlockBasedTableOptions>();
+    block_cache_ = table != nullptr ? table->block_cache : nullptr;
     handles_ = std::move(handles);
     kv_ = handles_[1];
     meta_ = handles_[2];
@@ -462,13 +598,18 @@ class SsdTier final : public Tier {
   // GetOne: point read of one record; Corruption -> reported miss.
   absl::StatusOr<Blob> GetOne(const ChunkKey& key, const std::string& db_key,
                               const rocksdb::ReadOptions& ro) {
-    auto value = std::make_shared<rocksdb::PinnableSlice>();
+    struct Value {
+      rocksdb::PinnableSlice slice;
+      std::shared_ptr<rocksdb::Cache> block_cache;  // see Unpin
+    };
+    auto value = std::make_shared<Value>();
     rocksdb::Status s;
     {
       internal::ReaderMutexLock db_lock(&db_mu_);
       if (db_ == nullptr) return Closed();
-      s = db_->Get(ro, kv_, db_key, value.get());
-      if (s.ok()) Unpin(value.get());
+      value->block_cache = block_cache_;
+      s = db_->Get(ro, kv_, db_key, &value->slice);
+      if (s.ok()) Unpin(&value->slice);
     }
     if (s.IsNotFound()) return Blob();
     if (s.IsCorruption()) {
@@ -479,8 +620,8 @@ class SsdTier final : public Tier {
       counters().errors.fetch_add(1, std::memory_order_relaxed);
       return FromRocks(s, "get");
     }
-    counters().bytes_read.fetch_add(value->size(), std::memory_order_relaxed);
-    std::string_view view(value->data(), value->size());
+    counters().bytes_read.fetch_add(value->slice.size(), std::memory_order_relaxed);
+    std::string_view view(value->slice.data(), value->slice.size());
     return PinnedBytes(view, std::move(value));
   }
 
@@ -508,12 +649,16 @@ class SsdTier final : public Tier {
 
   const SsdTierOptions options_;
   rocksdb::Env* const env_;  // not owned; nullptr = default
+  std::unique_ptr<ReadPool> read_pool_;  // null when read_threads <= 1
 
   // db_mu_: shared by every operation that uses the database, exclusive to
   // open/close/reopen it. Order: write_mu_ -> db_mu_ -> mu_.
   mutable internal::Mutex db_mu_ ABSL_ACQUIRED_AFTER(write_mu_) ABSL_ACQUIRED_BEFORE(mu_);
   std::unique_ptr<rocksdb::DB> db_ ABSL_GUARDED_BY(db_mu_);
   std::vector<rocksdb::ColumnFamilyHandle*> handles_ ABSL_GUARDED_BY(db_mu_);
+  // block_cache_: the open database's block cache; handles returned by Get*
+  // keep a reference (see Unpin).
+  std::shared_ptr<rocksdb::Cache> block_cache_ ABSL_GUARDED_BY(db_mu_);
   rocksdb::ColumnFamilyHandle* kv_ = nullptr;    // set under db_mu_ (exclusive)
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;  // set under db_mu_ (exclusive)
   rocksdb::ReadOptions read_options_;        // headers, index
@@ -562,7 +707,16 @@ absl::StatusOr<std::unique_ptr<Tier>> CreateSsdTierWithEnv(const SsdTierOptions&
   if (options.capacity_bytes == 0) {
     return absl::InvalidArgumentError("SsdTierOptions.capacity_bytes must be > 0");
   }
-  auto tier = std::make_unique<SsdTier>(options, env);
+  if (options.read_threads < 1 || options.read_threads > 64) {
+    return absl::InvalidArgumentError("SsdTierOptions.read_threads must be in [1, 64]");
+  }
+  SsdTierOptions opts = options;
+  if (opts.use_direct_reads && env == nullptr && !DirectIoSupported(opts.path)) {
+    RAGKV_LOG(INFO) << "ssd tier '" << opts.name << "': " << opts.path
+                    << " does not support O_DIRECT; using buffered reads";
+    opts.use_direct_reads = false;
+  }
+  auto tier = std::make_unique<SsdTier>(opts, env);
   RETURN_IF_ERROR(tier->Open());
   return std::unique_ptr<Tier>(std::move(tier));
 }
