@@ -53,6 +53,7 @@ class Retrier {
       grpc::ClientContext ctx;
       ctx.set_deadline(absl::ToChronoTime(deadline_));
       if (!o_.auth_token.empty()) ctx.AddMetadata("authorization", "Bearer " + o_.auth_token);
+      for (const auto& [key, value] : o_.metadata) ctx.AddMetadata(key, value);
       bool got_data = false;
       grpc::Status s = attempt(&ctx, &got_data);
       if (s.ok() || s.error_code() != grpc::StatusCode::UNAVAILABLE || got_data ||

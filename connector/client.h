@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -41,6 +42,9 @@ struct ClientOptions {
   std::string target;
   // auth_token: sent as "authorization: Bearer <token>" when non-empty.
   std::string auth_token;
+  // metadata: extra (key, value) pairs sent with every call (keys
+  // lower-case). Default none.
+  std::vector<std::pair<std::string, std::string>> metadata;
   // use_tls: TLS channel; tls_root_certs_pem: PEM roots (empty = system
   // roots); tls_server_name: override of the name checked in the server
   // certificate (empty = from target).

@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "connector/client.h"
 #include "connector/kv_sink.h"
+#include "services/cli.h"
 
 namespace ragkv::services {
 namespace {
@@ -228,6 +229,7 @@ std::string FormatBenchLoadReport(const BenchLoadOptions& o, const BenchLoadRepo
 namespace {
 CLI::App* g_load_cmd = nullptr;
 BenchLoadOptions g_load;
+AuthTokenFlags g_load_auth;
 }  // namespace
 
 void RegisterLoadSubcommand(CLI::App* app) {
@@ -243,7 +245,7 @@ void RegisterLoadSubcommand(CLI::App* app) {
       "load", "closed-loop Search/GetChunk/Blend load against a running sidecar");
   BenchLoadOptions& o = g_load;
   g_load_cmd->add_option("--server", o.server)->capture_default_str();
-  g_load_cmd->add_option("--auth-token", o.auth_token);
+  AddAuthTokenOptions(g_load_cmd, &g_load_auth, "the sidecar's bearer token");
   g_load_cmd->add_option("--concurrency", o.concurrency)->capture_default_str();
   g_load_cmd->add_option("--duration", o.duration_s, "measured seconds")->capture_default_str();
   g_load_cmd->add_option("--warmup", o.warmup_s, "seconds before measuring")->capture_default_str();
@@ -258,6 +260,13 @@ void RegisterLoadSubcommand(CLI::App* app) {
 
 bool RunLoadSubcommand(int* rc) {
   if (g_load_cmd == nullptr || !g_load_cmd->parsed()) return false;
+  absl::StatusOr<std::string> token = ResolveAuthToken(g_load_auth, "ragkv bench load");
+  if (!token.ok()) {
+    std::fprintf(stderr, "ragkv bench load: %s\n", token.status().ToString().c_str());
+    *rc = 2;
+    return true;
+  }
+  g_load.auth_token = *token;
   auto r = RunBenchLoad(g_load);
   if (!r.ok()) {
     std::fprintf(stderr, "ragkv bench load: %s\n", r.status().ToString().c_str());

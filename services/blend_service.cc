@@ -219,7 +219,7 @@ absl::Status RunBlend(const ServiceContext* ctx,
 grpc::ServerWriteReactor<v1::BlendResponse>* BlendServiceImpl::Blend(
     grpc::CallbackServerContext* c, const v1::BlendRequest* req) {
   return internal::StartStream<v1::BlendResponse>(
-      c, ctx_->executor, ctx_->auth_token,
+      c, ctx_->executor, ctx_->gate,
       [this, req](internal::StreamWriter<v1::BlendResponse>* w) -> absl::Status {
         return RunBlend(ctx_, req->segments(), req->options(), {}, 0, w);
       });
@@ -228,7 +228,7 @@ grpc::ServerWriteReactor<v1::BlendResponse>* BlendServiceImpl::Blend(
 grpc::ServerWriteReactor<v1::BlendResponse>* BlendServiceImpl::RetrieveAndBlend(
     grpc::CallbackServerContext* c, const v1::RetrieveAndBlendRequest* req) {
   return internal::StartStream<v1::BlendResponse>(
-      c, ctx_->executor, ctx_->auth_token,
+      c, ctx_->executor, ctx_->gate,
       [this, req](internal::StreamWriter<v1::BlendResponse>* w) -> absl::Status {
         if (req->query().empty()) return absl::InvalidArgumentError("empty query");
         if (req->k() < 1 || req->k() > kMaxRetrieveK) {

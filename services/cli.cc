@@ -1,9 +1,14 @@
 #include "services/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -12,6 +17,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "base/log.h"
 #include "absl/time/clock.h"
 #include "connector/client.h"
 #include "model/generate.h"
@@ -29,7 +36,8 @@ namespace {
 
 struct PrecomputeFlags {
   std::vector<std::string> corpus;
-  std::string model, tokenizer, server, data_dir, shard = "0/1", auth_token;
+  std::string model, tokenizer, server, data_dir, shard = "0/1";
+  AuthTokenFlags auth;
   int workers = 1;
   int max_seq_len = 0;
   int chunk_tokens = 128;
@@ -39,7 +47,8 @@ struct PrecomputeFlags {
 } g_pre;
 
 struct QueryFlags {
-  std::string server = "127.0.0.1:50051", question, mode = "cacheblend", auth_token, format = "text";
+  std::string server = "127.0.0.1:50051", question, mode = "cacheblend", format = "text";
+  AuthTokenFlags auth;
   float ratio = 0.15f;
   uint32_t k = 3;
   uint32_t max_new_tokens = 32;
@@ -131,7 +140,12 @@ int RunPrecompute() {
   if (!f.server.empty()) {
     ClientOptions co;
     co.target = f.server;
-    co.auth_token = f.auth_token;
+    absl::StatusOr<std::string> token = ResolveAuthToken(f.auth, "ragkv precompute");
+    if (!token.ok()) {
+      std::fprintf(stderr, "ragkv precompute: %s\n", token.status().ToString().c_str());
+      return 2;
+    }
+    co.auth_token = *token;
     co.default_deadline = absl::Hours(24 * 7);
     auto client = Client::Create(co);
     if (!client.ok()) {
@@ -224,7 +238,12 @@ int RunQuery() {
   }
   ClientOptions co;
   co.target = f.server;
-  co.auth_token = f.auth_token;
+  absl::StatusOr<std::string> token = ResolveAuthToken(f.auth, "ragkv query");
+  if (!token.ok()) {
+    std::fprintf(stderr, "ragkv query: %s\n", token.status().ToString().c_str());
+    return 2;
+  }
+  co.auth_token = *token;
   auto client = Client::Create(co);
   if (!client.ok()) {
     std::fprintf(stderr, "ragkv query: %s\n", client.status().ToString().c_str());
@@ -315,6 +334,66 @@ int RunBenchRetrievalCmd() {
 
 }  // namespace
 
+void AddAuthTokenOptions(CLI::App* cmd, AuthTokenFlags* flags, std::string_view what) {
+  cmd->add_option("--auth-token", flags->token,
+                  std::string(what) +
+                      " (visible in ps: prefer --auth-token-file or RAGKV_AUTH_TOKEN)");
+  cmd->add_option("--auth-token-file", flags->file,
+                  std::string(what) +
+                      ", read from this file (mode 600; default: $RAGKV_AUTH_TOKEN)");
+}
+
+absl::StatusOr<std::string> ResolveAuthToken(const AuthTokenFlags& flags,
+                                             std::string_view command) {
+  if (!flags.token.empty() && !flags.file.empty()) {
+    return absl::InvalidArgumentError("give --auth-token or --auth-token-file, not both");
+  }
+  if (!flags.file.empty()) {
+    struct stat st;
+    if (::stat(flags.file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      return absl::InvalidArgumentError("--auth-token-file " + flags.file +
+                                        ": not a readable regular file");
+    }
+    if (st.st_mode & (S_IROTH | S_IWOTH)) {
+      return absl::InvalidArgumentError("--auth-token-file " + flags.file +
+                                        ": readable or writable by other users (chmod 600 it)");
+    }
+    std::ifstream in(flags.file, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (!in) {
+      return absl::InvalidArgumentError("--auth-token-file " + flags.file + ": cannot read");
+    }
+    std::string token(absl::StripTrailingAsciiWhitespace(ss.str()));
+    if (token.empty()) {
+      return absl::InvalidArgumentError("--auth-token-file " + flags.file + ": empty");
+    }
+    return token;
+  }
+  if (!flags.token.empty()) {
+    RAGKV_LOG(WARNING) << command
+                       << ": --auth-token is visible to every local user in the process list "
+                          "(ps); prefer --auth-token-file PATH or RAGKV_AUTH_TOKEN";
+    return flags.token;
+  }
+  const char* env = std::getenv("RAGKV_AUTH_TOKEN");
+  return std::string(env ? absl::StripTrailingAsciiWhitespace(env) : "");
+}
+
+void ScrubTokenArgs(int argc, char** argv) {
+  static constexpr char kFlag[] = "--auth-token";
+  const size_t n = sizeof(kFlag) - 1;
+  for (int i = 1; i < argc; ++i) {
+    char* a = argv[i];
+    if (std::strcmp(a, kFlag) == 0 && i + 1 < argc) {
+      std::memset(argv[i + 1], 'x', std::strlen(argv[i + 1]));
+      ++i;
+    } else if (std::strncmp(a, kFlag, n) == 0 && a[n] == '=') {
+      std::memset(a + n + 1, 'x', std::strlen(a + n + 1));
+    }
+  }
+}
+
 void RegisterSubcommands(CLI::App* app) {
   // generate (model/generate.h)
   g_generate = app->add_subcommand("generate", "run the model on a prompt (llama2.c run.c style)");
@@ -357,7 +436,7 @@ void RegisterSubcommands(CLI::App* app) {
   g_precompute->add_option("--workers", p.workers, "parallel chunk workers")->capture_default_str();
   g_precompute->add_option("--max-seq-len", p.max_seq_len, "model context override");
   g_precompute->add_option("--chunk-tokens", p.chunk_tokens)->capture_default_str();
-  g_precompute->add_option("--auth-token", p.auth_token);
+  AddAuthTokenOptions(g_precompute, &p.auth, "the --server's bearer token");
   g_precompute->add_option("--sync-writes", p.sync_writes,
                            "fsync every chunk (default off: kill -9 safe, flushed at the end)")
       ->capture_default_str();
@@ -373,7 +452,7 @@ void RegisterSubcommands(CLI::App* app) {
   g_querycmd->add_option("--k", q.k, "retrieved chunks")->capture_default_str();
   g_querycmd->add_option("--max-new-tokens", q.max_new_tokens)->capture_default_str();
   g_querycmd->add_option("--add-bos", q.add_bos)->capture_default_str();
-  g_querycmd->add_option("--auth-token", q.auth_token);
+  AddAuthTokenOptions(g_querycmd, &q.auth, "the engine's bearer token");
   g_querycmd->add_option("--format", q.format, "text|tsv")->capture_default_str();
   g_querycmd->add_option("--deadline", q.deadline_s, "seconds")->capture_default_str();
   RegisterTtftSubcommands(app);  // bench ttft, plan (services/ttft_cli.h)

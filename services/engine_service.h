@@ -11,6 +11,7 @@
 #include "ragkv/v1/engine.grpc.pb.h"
 #include "services/engine.h"
 #include "services/executor.h"
+#include "services/internal/call_gate.h"
 #include "services/metrics.h"
 
 namespace ragkv::services {
@@ -19,8 +20,8 @@ class EngineServiceImpl final : public v1::EngineService::CallbackService {
  public:
   // All pointers are not owned and must outlive the service.
   EngineServiceImpl(const ReferenceEngine* engine, BoundedExecutor* executor, Metrics* metrics,
-                    std::string auth_token)
-      : engine_(engine), executor_(executor), metrics_(metrics), token_(std::move(auth_token)) {}
+                    internal::CallGate* gate)
+      : engine_(engine), executor_(executor), metrics_(metrics), gate_(gate) {}
 
   // set_engine: the engine is created after the server has a port.
   void set_engine(const ReferenceEngine* engine) { engine_ = engine; }
@@ -33,7 +34,7 @@ class EngineServiceImpl final : public v1::EngineService::CallbackService {
   std::atomic<const ReferenceEngine*> engine_;
   BoundedExecutor* executor_;
   Metrics* metrics_;
-  std::string token_;
+  internal::CallGate* gate_;
 };
 
 }  // namespace ragkv::services

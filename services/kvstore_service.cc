@@ -72,7 +72,7 @@ struct PutState {
 grpc::ServerUnaryReactor* KVStoreServiceImpl::Lookup(grpc::CallbackServerContext* c,
                                                      const v1::LookupRequest* req,
                                                      v1::LookupResponse* resp) {
-  return RunUnary(c, ctx_->executor, ctx_->auth_token, [this, req, resp]() -> absl::Status {
+  return RunUnary(c, ctx_->executor, ctx_->gate, [this, req, resp]() -> absl::Status {
     RETURN_IF_ERROR(NeedStore(ctx_));
     RETURN_IF_ERROR(CheckKeyCount(req->keys()));
     for (const std::string& raw : req->keys()) {
@@ -99,7 +99,7 @@ grpc::ServerUnaryReactor* KVStoreServiceImpl::Lookup(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* KVStoreServiceImpl::Contains(grpc::CallbackServerContext* c,
                                                        const v1::ContainsRequest* req,
                                                        v1::ContainsResponse* resp) {
-  return RunUnary(c, ctx_->executor, ctx_->auth_token, [this, req, resp]() -> absl::Status {
+  return RunUnary(c, ctx_->executor, ctx_->gate, [this, req, resp]() -> absl::Status {
     RETURN_IF_ERROR(NeedStore(ctx_));
     RETURN_IF_ERROR(CheckKeyCount(req->keys()));
     for (const std::string& raw : req->keys()) {
@@ -113,7 +113,7 @@ grpc::ServerUnaryReactor* KVStoreServiceImpl::Contains(grpc::CallbackServerConte
 grpc::ServerWriteReactor<v1::KVRecord>* KVStoreServiceImpl::GetChunk(
     grpc::CallbackServerContext* c, const v1::GetChunkRequest* req) {
   return internal::StartStream<v1::KVRecord>(
-      c, ctx_->executor, ctx_->auth_token,
+      c, ctx_->executor, ctx_->gate,
       [this, req](internal::StreamWriter<v1::KVRecord>* w) -> absl::Status {
         RETURN_IF_ERROR(NeedStore(ctx_));
         ASSIGN_OR_RETURN(kvstore::ChunkKey key, ParseKey(req->key()));
@@ -247,14 +247,14 @@ grpc::ServerReadReactor<v1::KVRecord>* KVStoreServiceImpl::PutChunk(
     ctx_->metrics->Add("ragkv_kv_put_bytes_total", "", static_cast<double>(total));
     return absl::OkStatus();
   };
-  return new internal::CollectReader<v1::KVRecord>(c, ctx_->executor, ctx_->auth_token,
+  return new internal::CollectReader<v1::KVRecord>(c, ctx_->executor, ctx_->gate,
                                                    std::move(on_message), std::move(on_end));
 }
 
 grpc::ServerUnaryReactor* KVStoreServiceImpl::DeleteChunks(grpc::CallbackServerContext* c,
                                                            const v1::DeleteChunksRequest* req,
                                                            v1::DeleteChunksResponse* resp) {
-  return RunUnary(c, ctx_->executor, ctx_->auth_token, [this, req, resp]() -> absl::Status {
+  return RunUnary(c, ctx_->executor, ctx_->gate, [this, req, resp]() -> absl::Status {
     RETURN_IF_ERROR(NeedStore(ctx_));
     RETURN_IF_ERROR(CheckKeyCount(req->keys()));
     std::vector<kvstore::ChunkKey> keys;
@@ -276,7 +276,7 @@ grpc::ServerUnaryReactor* KVStoreServiceImpl::DeleteChunks(grpc::CallbackServerC
 grpc::ServerUnaryReactor* KVStoreServiceImpl::GetStats(grpc::CallbackServerContext* c,
                                                        const v1::GetStatsRequest*,
                                                        v1::StoreStats* resp) {
-  return RunUnary(c, ctx_->executor, ctx_->auth_token, [this, resp]() -> absl::Status {
+  return RunUnary(c, ctx_->executor, ctx_->gate, [this, resp]() -> absl::Status {
     RETURN_IF_ERROR(NeedStore(ctx_));
     for (const kvstore::TierStats& t : ctx_->store->TierStatsAll()) {
       v1::TierStats* o = resp->add_tiers();

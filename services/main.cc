@@ -100,8 +100,22 @@ int main(int argc, char** argv) {
                     "sidecar address the engine calls (default: this process)");
   serve->add_option("--tls-cert", so.tls_cert_file, "PEM certificate chain");
   serve->add_option("--tls-key", so.tls_key_file, "PEM private key");
-  serve->add_option("--auth-token", so.auth_token, "require 'authorization: Bearer <token>'");
+  ragkv::services::AuthTokenFlags serve_auth;
+  ragkv::services::AddAuthTokenOptions(serve, &serve_auth,
+                                       "require 'authorization: Bearer <token>'");
   serve->add_option("--max-message-bytes", so.max_message_bytes)->capture_default_str();
+  serve->add_option("--max-rps", so.max_rps, "global request rate limit, requests/s (0 = off)")
+      ->capture_default_str();
+  serve->add_option("--max-rps-per-peer", so.max_rps_per_peer,
+                    "request rate limit per client IP, requests/s (0 = off)")
+      ->capture_default_str();
+  serve->add_option("--rps-burst", so.rps_burst,
+                    "token-bucket size of the rate limits (0 = one second's worth)")
+      ->capture_default_str();
+  serve->add_option("--max-inflight", so.max_inflight, "concurrent requests (0 = unbounded)")
+      ->capture_default_str();
+  serve->add_option("--corpus-root", so.corpus_roots,
+                    "directory StartJob corpus paths must lie in (repeatable; none: refused)");
   serve->add_option("--workers", so.worker_threads, "executor threads")->capture_default_str();
   serve->add_option("--max-queue", so.max_queued_tasks, "executor queue bound")->capture_default_str();
   serve->add_option("--metrics-port", so.metrics_port, "Prometheus port (0 any, -1 off)")
@@ -111,11 +125,21 @@ int main(int argc, char** argv) {
   ragkv::services::RegisterSubcommands(&app);
 
   CLI11_PARSE(app, argc, argv);
+  ragkv::services::ScrubTokenArgs(argc, argv);  // keep it out of later `ps` output
   if (log_level == "debug") ragkv::SetMinLogLevel(ragkv::LogLevel::kDebug);
   if (log_level == "warning") ragkv::SetMinLogLevel(ragkv::LogLevel::kWarning);
   if (log_level == "error") ragkv::SetMinLogLevel(ragkv::LogLevel::kError);
 
   ragkv::kernels::SetMaxThreads(std::max(1, kernel_threads));
-  if (serve->parsed()) return RunServe(std::move(so), services, ram, ssd);
+  if (serve->parsed()) {
+    absl::StatusOr<std::string> token =
+        ragkv::services::ResolveAuthToken(serve_auth, "ragkv serve");
+    if (!token.ok()) {
+      std::fprintf(stderr, "ragkv serve: %s\n", token.status().ToString().c_str());
+      return 2;
+    }
+    so.auth_token = *token;
+    return RunServe(std::move(so), services, ram, ssd);
+  }
   return ragkv::services::RunSubcommands(app);
 }

@@ -18,6 +18,7 @@
 #include "model/model.h"
 #include "retrieval/corpus_reader.h"
 #include "retrieval/retriever.h"
+#include "services/internal/path_guard.h"
 
 namespace ragkv::services {
 
@@ -28,19 +29,30 @@ bool IsCorpusFile(const std::filesystem::path& p) {
   return kExt.count(p.extension().string()) > 0;
 }
 
-std::vector<std::string> ListFiles(const v1::CorpusSpec& spec) {
+// ListFiles: the corpus files of `spec`. With `roots` (confined), a file
+// that resolves outside them (a symlink leading out) is skipped and logged.
+std::vector<std::string> ListFiles(const v1::CorpusSpec& spec,
+                                   const std::vector<std::filesystem::path>* roots) {
   std::vector<std::string> files;
+  auto keep = [roots](const std::filesystem::path& p) {
+    if (roots == nullptr || internal::IsInsideRoots(p, *roots)) return true;
+    RAGKV_LOG(WARNING) << "precompute: skipping " << p.string()
+                       << ": resolves outside the corpus roots";
+    return false;
+  };
   for (const std::string& path : spec.paths()) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) {
       std::vector<std::string> found;
       for (auto it = std::filesystem::recursive_directory_iterator(path, ec);
            !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-        if (it->is_regular_file(ec) && IsCorpusFile(it->path())) found.push_back(it->path());
+        if (it->is_regular_file(ec) && IsCorpusFile(it->path()) && keep(it->path())) {
+          found.push_back(it->path());
+        }
       }
       std::sort(found.begin(), found.end());
       files.insert(files.end(), found.begin(), found.end());
-    } else {
+    } else if (keep(path)) {
       files.push_back(path);
     }
   }
@@ -69,14 +81,22 @@ absl::StatusOr<std::string> JobManager::Start(const v1::CorpusSpec& corpus, int 
         absl::StrFormat("shard %d/%d: index must be < count", corpus.shard_index(), n));
   }
   if (workers < 0 || workers > 64) return absl::InvalidArgumentError("workers must be in [0, 64]");
-  for (const std::string& p : corpus.paths()) {
+  v1::CorpusSpec spec = corpus;
+  if (options_.confine_corpus) {
+    for (std::string& p : *spec.mutable_paths()) {
+      RETURN_IF_ERROR(internal::ResolveInRoots(p, options_.corpus_roots).status());
+      // Read the path as given (file names are document ids), made absolute.
+      if (std::filesystem::path(p).is_relative()) p = (options_.corpus_roots.front() / p).string();
+    }
+  }
+  for (const std::string& p : spec.paths()) {
     std::error_code ec;
     if (!std::filesystem::exists(p, ec)) {
       return absl::NotFoundError("corpus path does not exist: " + p);
     }
   }
   auto job = std::make_unique<JobRec>();
-  job->corpus = corpus;
+  job->corpus = std::move(spec);
   job->workers = workers > 0 ? workers : std::max(1, options_.default_workers);
   JobRec* raw = job.get();
   {
@@ -180,7 +200,9 @@ void JobManager::Run(JobRec* job) {
 
   // 1. Read and ingest documents (skip unchanged ones: resumable).
   std::vector<std::string> doc_ids;
-  for (const std::string& file : ListFiles(job->corpus)) {
+  const std::vector<std::filesystem::path>* roots =
+      options_.confine_corpus ? &options_.corpus_roots : nullptr;
+  for (const std::string& file : ListFiles(job->corpus, roots)) {
     if (job->cancel) break;
     auto corpus = retrieval::ReadCorpusFile(file);
     if (!corpus.ok()) {

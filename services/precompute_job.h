@@ -21,10 +21,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -55,13 +57,24 @@ class JobManager {
     // Testing seam: sleep this long before each computed chunk (lets tests
     // kill a job midway). Default 0.
     absl::Duration chunk_delay = absl::ZeroDuration();
+    // confine_corpus: corpus paths must resolve inside one of corpus_roots
+    // (canonical directories; services/internal/path_guard.h), and files
+    // met while walking a directory that resolve outside them (symlinks)
+    // are skipped. With no roots every corpus path is refused. Default off
+    // (`ragkv precompute --data-dir`: the operator's own files); the
+    // sidecar always confines (`ragkv serve --corpus-root`).
+    bool confine_corpus = false;
+    std::vector<std::filesystem::path> corpus_roots;
   };
   explicit JobManager(Options options) : options_(options) {}
   ~JobManager();  // CancelAll + join
 
   // Start: validates and starts a job; returns its id. NotFound: a corpus
   // path does not exist; InvalidArgument: no paths, shard_index >=
-  // shard_count, workers > 64; FailedPrecondition: no model/store/retriever.
+  // shard_count, workers > 64; FailedPrecondition: no model/store/retriever,
+  // or confine_corpus with no roots; PermissionDenied: confine_corpus and a
+  // path outside the roots (whether or not it exists). Relative paths are
+  // taken against the first root when confined.
   absl::StatusOr<std::string> Start(const v1::CorpusSpec& corpus, int workers);
   // Get: the job's current state; NotFound for an unknown id.
   absl::StatusOr<v1::Job> Get(const std::string& job_id) const;

@@ -19,7 +19,7 @@ absl::Status NeedJobs(const ServiceContext* ctx) {
 grpc::ServerUnaryReactor* PrecomputeServiceImpl::StartJob(grpc::CallbackServerContext* c,
                                                           const v1::StartJobRequest* req,
                                                           v1::Job* resp) {
-  return internal::RunUnary(c, ctx_->executor, ctx_->auth_token, [this, req, resp]() -> absl::Status {
+  return internal::RunUnary(c, ctx_->executor, ctx_->gate, [this, req, resp]() -> absl::Status {
     RETURN_IF_ERROR(NeedJobs(ctx_));
     ASSIGN_OR_RETURN(std::string id,
                      ctx_->jobs->Start(req->corpus(), static_cast<int>(req->workers())));
@@ -31,7 +31,7 @@ grpc::ServerUnaryReactor* PrecomputeServiceImpl::StartJob(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* PrecomputeServiceImpl::GetJob(grpc::CallbackServerContext* c,
                                                         const v1::GetJobRequest* req,
                                                         v1::Job* resp) {
-  return internal::RunUnary(c, ctx_->executor, ctx_->auth_token, [this, req, resp]() -> absl::Status {
+  return internal::RunUnary(c, ctx_->executor, ctx_->gate, [this, req, resp]() -> absl::Status {
     RETURN_IF_ERROR(NeedJobs(ctx_));
     ASSIGN_OR_RETURN(*resp, ctx_->jobs->Get(req->job_id()));
     return absl::OkStatus();
@@ -43,9 +43,9 @@ grpc::ServerWriteReactor<v1::Job>* PrecomputeServiceImpl::WatchJob(
   // A watch is long-lived and mostly waits: it gets its own thread instead
   // of holding an executor worker (which would starve short calls).
   auto* w = new internal::StreamWriter<v1::Job>();
-  absl::Status auth = internal::CheckBearer(*c, ctx_->auth_token);
-  if (!auth.ok()) {
-    w->Close(internal::ToGrpc(auth));
+  absl::StatusOr<internal::CallGate::Ticket> ticket = ctx_->gate->Admit(*c);
+  if (!ticket.ok()) {
+    w->Close(internal::ToGrpc(ticket.status()));
     return w;
   }
   if (absl::Status s = NeedJobs(ctx_); !s.ok()) {
@@ -56,21 +56,26 @@ grpc::ServerWriteReactor<v1::Job>* PrecomputeServiceImpl::WatchJob(
   const absl::Duration interval =
       absl::Milliseconds(req->interval_ms() > 0 ? req->interval_ms() : 500);
   JobManager* jobs = ctx_->jobs;
-  std::thread([w, id, interval, jobs] {
+  std::thread([w, id, interval, jobs, ticket = std::move(*ticket)]() mutable {
+    // Frees the in-flight slot before the client sees the end of the stream.
+    auto close = [&](grpc::Status status) {
+      ticket = internal::CallGate::Ticket();
+      w->Close(std::move(status));
+    };
     uint64_t version = 0;
     for (;;) {
       auto job = jobs->WaitForUpdate(id, &version, interval);
       if (!job.ok()) {
-        w->Close(internal::ToGrpc(job.status()));
+        close(internal::ToGrpc(job.status()));
         return;
       }
       const bool done = JobManager::Terminal(job->state());
       if (!w->Push(*job)) {
-        w->Close(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+        close(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
         return;
       }
       if (done) {
-        w->Close(grpc::Status::OK);
+        close(grpc::Status::OK);
         return;
       }
       absl::SleepFor(absl::Milliseconds(50));  // coalesce bursts of updates
@@ -82,7 +87,7 @@ grpc::ServerWriteReactor<v1::Job>* PrecomputeServiceImpl::WatchJob(
 grpc::ServerUnaryReactor* PrecomputeServiceImpl::CancelJob(grpc::CallbackServerContext* c,
                                                            const v1::CancelJobRequest* req,
                                                            v1::Job* resp) {
-  return internal::RunUnary(c, ctx_->executor, ctx_->auth_token, [this, req, resp]() -> absl::Status {
+  return internal::RunUnary(c, ctx_->executor, ctx_->gate, [this, req, resp]() -> absl::Status {
     RETURN_IF_ERROR(NeedJobs(ctx_));
     ASSIGN_OR_RETURN(*resp, ctx_->jobs->Cancel(req->job_id()));
     return absl::OkStatus();

@@ -87,13 +87,13 @@ grpc::ServerReadReactor<v1::IngestDocumentsRequest>* RetrievalServiceImpl::Inges
     return absl::OkStatus();
   };
   return new internal::CollectReader<v1::IngestDocumentsRequest>(
-      c, ctx_->executor, ctx_->auth_token, std::move(on_message), std::move(on_end));
+      c, ctx_->executor, ctx_->gate, std::move(on_message), std::move(on_end));
 }
 
 grpc::ServerUnaryReactor* RetrievalServiceImpl::DeleteDocument(
     grpc::CallbackServerContext* c, const v1::DeleteDocumentRequest* req,
     v1::DeleteDocumentResponse* resp) {
-  return RunUnary(c, ctx_->executor, ctx_->auth_token, [this, req, resp]() -> absl::Status {
+  return RunUnary(c, ctx_->executor, ctx_->gate, [this, req, resp]() -> absl::Status {
     RETURN_IF_ERROR(NeedRetriever(ctx_));
     if (req->doc_id().empty()) return absl::InvalidArgumentError("empty doc_id");
     ASSIGN_OR_RETURN(auto rec, ctx_->retriever->GetDocument(req->doc_id()));
@@ -107,7 +107,7 @@ grpc::ServerUnaryReactor* RetrievalServiceImpl::DeleteDocument(
 grpc::ServerUnaryReactor* RetrievalServiceImpl::Search(grpc::CallbackServerContext* c,
                                                        const v1::SearchRequest* req,
                                                        v1::SearchResponse* resp) {
-  return RunUnary(c, ctx_->executor, ctx_->auth_token, [this, req, resp]() -> absl::Status {
+  return RunUnary(c, ctx_->executor, ctx_->gate, [this, req, resp]() -> absl::Status {
     RETURN_IF_ERROR(NeedRetriever(ctx_));
     if (req->k() == 0 || req->k() > kMaxSearchK) {
       return absl::InvalidArgumentError(
@@ -159,7 +159,7 @@ grpc::ServerUnaryReactor* RetrievalServiceImpl::Search(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* RetrievalServiceImpl::GetChunks(grpc::CallbackServerContext* c,
                                                           const v1::GetChunksRequest* req,
                                                           v1::GetChunksResponse* resp) {
-  return RunUnary(c, ctx_->executor, ctx_->auth_token, [this, req, resp]() -> absl::Status {
+  return RunUnary(c, ctx_->executor, ctx_->gate, [this, req, resp]() -> absl::Status {
     RETURN_IF_ERROR(NeedRetriever(ctx_));
     if (req->chunk_ids_size() > 4096) return absl::InvalidArgumentError("over 4096 chunk ids");
     for (uint64_t id : req->chunk_ids()) {

@@ -1,5 +1,6 @@
 // service_context.h: ServiceContext, what every gRPC service implementation
-// of the sidecar shares: the bounded executor, metrics, the bearer token and
+// of the sidecar shares: the bounded executor, metrics, the call gate (auth,
+// rate and in-flight limits) and
 // non-owning pointers to the libraries it fronts. Owned by Sidecar
 // (sidecar.h), which outlives every service. A null backend pointer means
 // the sidecar runs without it; the services that need it then answer
@@ -29,11 +30,14 @@ class Retriever;
 namespace ragkv::services {
 
 class JobManager;  // services/precompute_job.h
+namespace internal {
+class CallGate;  // services/internal/call_gate.h
+}
 
 struct ServiceContext {
   BoundedExecutor* executor = nullptr;  // required
   Metrics* metrics = nullptr;           // required
-  std::string auth_token;               // empty = no auth
+  internal::CallGate* gate = nullptr;   // required: every RPC is admitted by it
   kvstore::TieredStore* store = nullptr;
   const model::Model* model = nullptr;
   const model::Tokenizer* tokenizer = nullptr;

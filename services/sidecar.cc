@@ -6,10 +6,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "base/log.h"
 #include "base/status_macros.h"
@@ -19,6 +21,8 @@
 #include "services/engine.h"
 #include "services/engine_service.h"
 #include "services/executor.h"
+#include "services/internal/call_gate.h"
+#include "services/internal/path_guard.h"
 #include "services/kvstore_service.h"
 #include "services/precompute_job.h"
 #include "services/precompute_service.h"
@@ -32,6 +36,7 @@ struct Sidecar::Impl {
   SidecarOptions options;
   std::unique_ptr<BoundedExecutor> executor;
   Metrics metrics;
+  std::unique_ptr<internal::CallGate> gate;
   std::unique_ptr<MetricsServer> metrics_server;
   std::unique_ptr<Backends> backends;
   std::unique_ptr<JobManager> jobs;
@@ -50,6 +55,15 @@ struct Sidecar::Impl {
 };
 
 namespace {
+
+// RandomSecret: 32 random bytes, hex (the engine's loopback bypass of the
+// rate limits; never logged, never leaves the process).
+std::string RandomSecret() {
+  std::random_device rd;
+  std::string out;
+  for (int i = 0; i < 8; ++i) absl::StrAppendFormat(&out, "%08x", rd());
+  return out;
+}
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -114,14 +128,29 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
                                                  "engine"};
     if (!kKnown.count(name)) return absl::InvalidArgumentError("unknown service '" + name + "'");
   }
+  if (options.max_rps < 0 || options.max_rps_per_peer < 0 || options.rps_burst < 0 ||
+      options.max_inflight < 0) {
+    return absl::InvalidArgumentError(
+        "--max-rps, --max-rps-per-peer, --rps-burst and --max-inflight must be >= 0");
+  }
+  ASSIGN_OR_RETURN(std::vector<std::filesystem::path> corpus_roots,
+                   internal::CanonicalRoots(options.corpus_roots));
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   const SidecarOptions& o = impl->options;
   ASSIGN_OR_RETURN(impl->executor,
                    BoundedExecutor::Create({o.worker_threads, o.max_queued_tasks}));
+  internal::CallGate::Options go;
+  go.auth_token = o.auth_token;
+  go.internal_secret = RandomSecret();
+  go.max_rps = o.max_rps;
+  go.max_rps_per_peer = o.max_rps_per_peer;
+  go.burst = o.rps_burst;
+  go.max_inflight = o.max_inflight;
+  impl->gate = std::make_unique<internal::CallGate>(go, &impl->metrics);
   impl->ctx.executor = impl->executor.get();
   impl->ctx.metrics = &impl->metrics;
-  impl->ctx.auth_token = o.auth_token;
+  impl->ctx.gate = impl->gate.get();
   BackendOptions bo;
   bo.data_dir = o.data_dir;
   bo.ram_budget_bytes = o.ram_budget_bytes;
@@ -150,6 +179,8 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
     jo.retriever = b.retriever.get();
     jo.store = b.store.get();
     jo.chunk_delay = o.precompute_chunk_delay;
+    jo.confine_corpus = true;
+    jo.corpus_roots = corpus_roots;
     impl->jobs = std::make_unique<JobManager>(jo);
     impl->ctx.jobs = impl->jobs.get();
   }
@@ -170,7 +201,7 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
     ASSIGN_OR_RETURN(impl->engine_executor,
                      BoundedExecutor::Create({o.worker_threads, o.max_queued_tasks}));
     impl->services.push_back(std::make_unique<EngineServiceImpl>(
-        nullptr, impl->engine_executor.get(), &impl->metrics, o.auth_token));
+        nullptr, impl->engine_executor.get(), &impl->metrics, impl->gate.get()));
   }
 
   std::shared_ptr<grpc::ServerCredentials> creds;
@@ -200,6 +231,12 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
     co.target = o.engine_upstream.empty() ? absl::StrFormat("127.0.0.1:%d", impl->port)
                                           : o.engine_upstream;
     co.auth_token = o.auth_token;
+    if (o.engine_upstream.empty()) {
+      // Calls to itself skip the rate/in-flight limits: the Generate that
+      // issues them has already been admitted.
+      co.metadata.emplace_back(internal::kInternalMetadataKey,
+                               impl->gate->options().internal_secret);
+    }
     co.max_message_bytes = o.max_message_bytes;
     if (!o.tls_cert_file.empty() && o.engine_upstream.empty()) {
       co.use_tls = true;
@@ -220,7 +257,17 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
   }
   RAGKV_LOG(INFO) << "ragkv serve: gRPC on port " << impl->port
                   << (o.tls_cert_file.empty() ? " (plaintext)" : " (TLS)")
-                  << (o.auth_token.empty() ? "" : ", bearer auth on") << ", metrics "
+                  << (o.auth_token.empty() ? "" : ", bearer auth on")
+                  << (o.max_rps > 0 ? absl::StrFormat(", max %g rps", o.max_rps) : "")
+                  << (o.max_rps_per_peer > 0
+                          ? absl::StrFormat(", max %g rps per peer", o.max_rps_per_peer)
+                          : "")
+                  << (o.max_inflight > 0 ? absl::StrFormat(", max %d in flight", o.max_inflight)
+                                         : "")
+                  << ", corpus roots "
+                  << (o.corpus_roots.empty() ? std::string("none (StartJob paths refused)")
+                                             : absl::StrJoin(o.corpus_roots, ":"))
+                  << ", metrics "
                   << (impl->metrics_server ? absl::StrFormat("http://%s:%d/metrics",
                                                              o.metrics_host,
                                                              impl->metrics_server->port())

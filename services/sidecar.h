@@ -1,7 +1,8 @@
 // sidecar.h: Sidecar, the `ragkv serve` process: builds the libraries (model,
 // tiered KV store, blender, retrieval corpus), the bounded executor, metrics,
 // and one gRPC server hosting the enabled services, with health checking,
-// reflection, optional TLS and bearer-token auth.
+// reflection, optional TLS, bearer-token auth, rate and in-flight limits and
+// confinement of client-named corpus paths.
 //
 // Lifecycle: Start() returns a serving sidecar; Shutdown() stops accepting
 // calls, lets in-flight calls finish (up to a grace period, then cancels
@@ -15,6 +16,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -34,6 +36,22 @@ struct SidecarOptions {
   std::string auth_token;
   // max_message_bytes: gRPC send/receive limit per message. Default 64 MiB.
   int max_message_bytes = 64 << 20;
+  // Admission limits (services/internal/call_gate.h), checked after auth on
+  // every ragkv RPC; exceeding one answers RESOURCE_EXHAUSTED and counts
+  // ragkv_rpc_rejected_total{reason}. The engine's own calls to this
+  // process are exempt. max_rps: global token bucket, requests/s (0 = off,
+  // default); max_rps_per_peer: one bucket per client IP (0 = off, default);
+  // rps_burst: bucket size (0 = one second's worth, at least 1);
+  // max_inflight: calls admitted and not finished (0 = off, default).
+  double max_rps = 0;
+  double max_rps_per_peer = 0;
+  double rps_burst = 0;
+  int max_inflight = 0;
+  // corpus_roots: directories PrecomputeService.StartJob may read corpus
+  // paths from (resolved, `..` and symlinks followed; outside =
+  // PERMISSION_DENIED). Empty (default): every server-side corpus path is
+  // refused with FAILED_PRECONDITION. Each must be an existing directory.
+  std::vector<std::string> corpus_roots;
   // Executor: worker threads for heavy work and queue bound (load shedding).
   int worker_threads = 2;
   size_t max_queued_tasks = 1024;
@@ -75,7 +93,7 @@ struct SidecarOptions {
 class Sidecar {
  public:
   // Start: builds everything and starts serving. Errors: InvalidArgument
-  // (bad options), NotFound (model path), Unavailable (address in use),
+  // (bad options, a --corpus-root that is not a directory), NotFound (model path), Unavailable (address in use),
   // Internal (store cannot open).
   static absl::StatusOr<std::unique_ptr<Sidecar>> Start(SidecarOptions options);
   ~Sidecar();

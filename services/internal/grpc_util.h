@@ -1,5 +1,7 @@
-// grpc_util.h: the one place absl::Status becomes grpc::Status, bearer-token
-// checks, and the reactor helpers the callback services share.
+// grpc_util.h: the one place absl::Status becomes grpc::Status, and the
+// reactor helpers the callback services share. Each helper admits the call
+// through the CallGate (auth, rate and in-flight limits; call_gate.h) first
+// and keeps its ticket until the call's work is done.
 // Private to services/.
 #ifndef RAGKV_SERVICES_INTERNAL_GRPC_UTIL_H_
 #define RAGKV_SERVICES_INTERNAL_GRPC_UTIL_H_
@@ -16,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "services/executor.h"
+#include "services/internal/call_gate.h"
 
 namespace ragkv::services::internal {
 
@@ -25,32 +28,29 @@ inline grpc::Status ToGrpc(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
-// CheckBearer: OK when `token` is empty (auth off) or the call carries
-// metadata "authorization: Bearer <token>"; else Unauthenticated. The
-// comparison is constant-time in the token length.
-absl::Status CheckBearer(const grpc::ServerContextBase& ctx, const std::string& token);
-
-// FinishUnaryOnExecutor: the standard unary handler body. Checks auth and
-// the deadline, then runs `work` (returning absl::Status, filling the
+// RunUnary: the standard unary handler body. Admits the call through
+// `gate`, checks the deadline, then runs `work` (returning absl::Status, filling the
 // response) on `ex` and finishes the reactor with its status.
 // RESOURCE_EXHAUSTED when the executor queue is full.
 template <typename Work>
 grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* ctx, BoundedExecutor* ex,
-                                   const std::string& token, Work&& work) {
+                                   CallGate* gate, Work&& work) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  absl::Status auth = CheckBearer(*ctx, token);
-  if (!auth.ok()) {
-    reactor->Finish(ToGrpc(auth));
+  absl::StatusOr<CallGate::Ticket> ticket = gate->Admit(*ctx);
+  if (!ticket.ok()) {
+    reactor->Finish(ToGrpc(ticket.status()));
     return reactor;
   }
-  absl::Status submitted =
-      ex->TrySubmit([ctx, reactor, work = std::forward<Work>(work)]() mutable {
+  absl::Status submitted = ex->TrySubmit(
+      [ctx, reactor, ticket = std::move(*ticket), work = std::forward<Work>(work)]() mutable {
         if (ctx->IsCancelled()) {
           reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED,
                                        "call cancelled or deadline exceeded before it ran"));
           return;
         }
-        reactor->Finish(ToGrpc(work()));
+        grpc::Status status = ToGrpc(work());
+        ticket = CallGate::Ticket();  // free the slot before the client sees the reply
+        reactor->Finish(status);
       });
   if (!submitted.ok()) reactor->Finish(ToGrpc(submitted));
   return reactor;
@@ -170,21 +170,22 @@ class StreamWriter final : public grpc::ServerWriteReactor<Msg> {
   grpc::Status final_status_;
 };
 
-// StartStream: creates a StreamWriter, checks auth, and runs
+// StartStream: creates a StreamWriter, admits the call through `gate`, and runs
 // `producer(StreamWriter<Msg>*)` -> absl::Status on `ex`; the returned
 // status closes the stream. Returns the reactor for the handler to return.
 template <typename Msg, typename Producer>
 grpc::ServerWriteReactor<Msg>* StartStream(grpc::CallbackServerContext* ctx, BoundedExecutor* ex,
-                                           const std::string& token, Producer&& producer) {
+                                           CallGate* gate, Producer&& producer) {
   auto* w = new StreamWriter<Msg>();
-  absl::Status auth = CheckBearer(*ctx, token);
-  if (!auth.ok()) {
-    w->Close(ToGrpc(auth));
+  absl::StatusOr<CallGate::Ticket> ticket = gate->Admit(*ctx);
+  if (!ticket.ok()) {
+    w->Close(ToGrpc(ticket.status()));
     return w;
   }
-  absl::Status submitted =
-      ex->TrySubmit([w, producer = std::forward<Producer>(producer)]() mutable {
+  absl::Status submitted = ex->TrySubmit(
+      [w, ticket = std::move(*ticket), producer = std::forward<Producer>(producer)]() mutable {
         absl::Status s = producer(w);
+        ticket = CallGate::Ticket();  // free the slot before the client sees the end
         w->Close(ToGrpc(s));
       });
   if (!submitted.ok()) w->Close(ToGrpc(submitted));
@@ -202,14 +203,15 @@ class CollectReader final : public grpc::ServerReadReactor<Req> {
   using OnMessage = absl::AnyInvocable<absl::Status(Req&&)>;
   using OnEnd = absl::AnyInvocable<absl::Status() &&>;
 
-  CollectReader(grpc::CallbackServerContext* ctx, BoundedExecutor* ex, const std::string& token,
+  CollectReader(grpc::CallbackServerContext* ctx, BoundedExecutor* ex, CallGate* gate,
                 OnMessage on_message, OnEnd on_end)
       : ex_(ex), on_message_(std::move(on_message)), on_end_(std::move(on_end)) {
-    absl::Status auth = CheckBearer(*ctx, token);
-    if (!auth.ok()) {
-      this->Finish(ToGrpc(auth));
+    absl::StatusOr<CallGate::Ticket> ticket = gate->Admit(*ctx);
+    if (!ticket.ok()) {
+      this->Finish(ToGrpc(ticket.status()));
       return;
     }
+    ticket_ = std::move(*ticket);  // released before Finish, at the latest in OnDone
     this->StartRead(&msg_);
   }
 
@@ -217,13 +219,18 @@ class CollectReader final : public grpc::ServerReadReactor<Req> {
     if (!ok) {  // half-close (or the client went away: Finish is then moot)
       absl::Status s = ex_->TrySubmit([this]() mutable {
         absl::Status r = std::move(on_end_)();
+        ticket_ = CallGate::Ticket();  // free the slot before the reply
         this->Finish(ToGrpc(r));
       });
-      if (!s.ok()) this->Finish(ToGrpc(s));
+      if (!s.ok()) {
+        ticket_ = CallGate::Ticket();
+        this->Finish(ToGrpc(s));
+      }
       return;
     }
     absl::Status s = on_message_(std::move(msg_));
     if (!s.ok()) {
+      ticket_ = CallGate::Ticket();
       this->Finish(ToGrpc(s));
       return;
     }
@@ -238,6 +245,7 @@ class CollectReader final : public grpc::ServerReadReactor<Req> {
   OnMessage on_message_;
   OnEnd on_end_;
   Req msg_;
+  CallGate::Ticket ticket_;
 };
 
 }  // namespace ragkv::services::internal

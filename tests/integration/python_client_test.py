@@ -36,18 +36,25 @@ class PythonClientTest(unittest.TestCase):
         for i, (who, what) in enumerate([("Lily", "ball"), ("Tom", "cat"), ("Sue", "kite")]):
             with open(os.path.join(cls.corpus, f"doc{i}.txt"), "w") as f:
                 f.write(f"Once upon a time, {who} had a big red {what}. " * 8)
+        # The token reaches the server through the environment (not argv) and
+        # the client through a mode-600 file; StartJob may read the corpus dir.
+        cls.token_file = os.path.join(cls.tmp, "token")
+        with open(os.open(cls.token_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+            f.write("tok\n")
         cls.proc = subprocess.Popen(
             [ARGS.ragkv, "serve", "--listen", "127.0.0.1:0", "--data-dir",
              os.path.join(cls.tmp, "data"), "--model", model, "--max-seq-len", "512",
-             "--chunk-tokens", "48", "--metrics-port", "-1", "--sync-writes", "false", "--auth-token", "tok"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+             "--chunk-tokens", "48", "--metrics-port", "-1", "--sync-writes", "false",
+             "--corpus-root", cls.corpus],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            env=dict(os.environ, RAGKV_AUTH_TOKEN="tok"))
         line = cls.proc.stdout.readline()
         if not line.startswith("LISTENING"):
             cls.proc.kill()
             raise RuntimeError(f"ragkv serve did not start: {line!r}")
         cls.address = line.split()[1]
         from ragkv_client import Client
-        cls.client = Client(cls.address, auth_token="tok", deadline_s=60)
+        cls.client = Client(cls.address, auth_token_file=cls.token_file, deadline_s=60)
 
     @classmethod
     def tearDownClass(cls):
@@ -111,8 +118,12 @@ class PythonClientTest(unittest.TestCase):
             c.get_chunk(b"y" * 16)
         self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)
         with self.assertRaises(RagkvError) as e:
-            c.start_job(["/no/such/corpus"])
+            c.start_job([os.path.join(self.corpus, "no_such_doc.txt")])
         self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)
+        for outside in ["/no/such/corpus", "/etc/passwd", os.path.join(self.corpus, "..")]:
+            with self.assertRaises(RagkvError) as e:
+                c.start_job([outside])
+            self.assertEqual(e.exception.code, grpc.StatusCode.PERMISSION_DENIED)
         with self.assertRaises(RagkvError) as e:
             c.delete_document("never-ingested")
         self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)

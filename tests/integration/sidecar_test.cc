@@ -29,7 +29,9 @@ class SidecarTest : public ::testing::Test {
     if (!HaveTestModel()) return;
     dir_ = new TempDir();
     WriteCorpus(dir_->path() + "/corpus", 8);
-    auto s = services::Sidecar::Start(TestSidecarOptions(dir_->path() + "/data"));
+    services::SidecarOptions o = TestSidecarOptions(dir_->path() + "/data");
+    o.corpus_roots = {dir_->path()};  // StartJob reads corpus paths only under it
+    auto s = services::Sidecar::Start(o);
     ASSERT_TRUE(s.ok()) << s.status();
     sidecar_ = s->release();
     client_ = ClientFor(sidecar_->address()).release();
@@ -573,6 +575,7 @@ TEST(SidecarLifecycleTest, ServerRestartedMidJobResumes) {
   TempDir dir;
   WriteCorpus(dir.path() + "/corpus", 6);
   auto o = TestSidecarOptions(dir.path() + "/data");
+  o.corpus_roots = {dir.path() + "/corpus"};
   o.precompute_chunk_delay = absl::Milliseconds(40);
   o.metrics_port = -1;
   uint64_t stored_before = 0;

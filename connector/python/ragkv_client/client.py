@@ -5,7 +5,9 @@ exponential backoff (every ragkv RPC is idempotent). Server streams are
 retried only if nothing was received yet. Errors raise RagkvError carrying
 the gRPC status code and message.
 """
+import os
 import random
+import stat
 import time
 
 import grpc
@@ -43,10 +45,34 @@ class FusedKV:
         return token // 8 < len(m) and (m[token // 8] >> (token % 8)) & 1 == 1
 
 
+def resolve_auth_token(auth_token=None, auth_token_file=None):
+    """The bearer token, as the ragkv CLI resolves it: auth_token_file (its
+    content, trailing whitespace stripped; refused when other users may read
+    or write it), else auth_token, else $RAGKV_AUTH_TOKEN, else None."""
+    if auth_token and auth_token_file:
+        raise ValueError("give auth_token or auth_token_file, not both")
+    if auth_token_file:
+        st = os.stat(auth_token_file)
+        if st.st_mode & (stat.S_IROTH | stat.S_IWOTH):
+            raise ValueError(f"{auth_token_file}: readable or writable by other users "
+                             "(chmod 600 it)")
+        with open(auth_token_file, encoding="utf-8") as f:
+            token = f.read().rstrip()
+        if not token:
+            raise ValueError(f"{auth_token_file}: empty")
+        return token
+    if auth_token:
+        return auth_token
+    return os.environ.get("RAGKV_AUTH_TOKEN", "").rstrip() or None
+
+
 class Client:
+    """auth_token / auth_token_file / $RAGKV_AUTH_TOKEN: see resolve_auth_token."""
+
     def __init__(self, target, auth_token=None, deadline_s=60.0, max_attempts=5,
                  initial_backoff_s=0.05, max_backoff_s=2.0, root_certificates=None,
-                 server_name=None, max_message_bytes=64 << 20):
+                 server_name=None, max_message_bytes=64 << 20, auth_token_file=None):
+        auth_token = resolve_auth_token(auth_token, auth_token_file)
         opts = [("grpc.max_receive_message_length", max_message_bytes),
                 ("grpc.max_send_message_length", max_message_bytes)]
         if root_certificates is not None:
