@@ -6,8 +6,10 @@
 //    (kv_chunk.h): the header blob and num_layers layer-record blobs. A tier
 //    treats them as opaque bytes and must return them byte-identical. A tier
 //    may keep each blob under its own storage key (remote tiers should: the
-//    Redis tier stores "<prefix>:<keyhex>:h" and "<prefix>:<keyhex>:<layer>"),
-//    or concatenate them; either way GetLayer(key, i) returns record i alone.
+//    Redis tier stores "<prefix>:{<keyhex>}:h" and "<prefix>:{<keyhex>}:L<i>",
+//    the hash tag keeping a chunk in one cluster slot; the SSD tier
+//    key16||'H' and key16||'L'||be32(i)), or concatenate them; either way
+//    GetLayer(key, i) returns record i alone.
 //  * Atomicity: Put must make a chunk visible all-or-nothing to GetHeader:
 //    write the layers first and the header last (the header is the commit
 //    marker), or use an atomic batch. Delete removes the header first.
