@@ -13,7 +13,8 @@ absl::Status Bm25Index::Add(int64_t id, std::string_view text) {
   absl::flat_hash_map<std::string, int32_t> tf;
   for (std::string& w : words) ++tf[std::move(w)];
   absl::MutexLock lock(&mu_);
-  if (docs_.contains(id)) return absl::AlreadyExistsError(absl::StrCat("Bm25Index: id ", id, " present"));
+  if (docs_.contains(id))
+    return absl::AlreadyExistsError(absl::StrCat("Bm25Index: id ", id, " present"));
   std::vector<std::string> terms;
   terms.reserve(tf.size());
   for (auto& [term, count] : tf) {
@@ -93,9 +94,9 @@ std::vector<SearchHit> Bm25Index::ScoreLocked(const std::vector<Bm25WeightedTerm
   return hits;
 }
 
-std::vector<Bm25WeightedTerm> Bm25Index::ExpandLocked(std::vector<Bm25WeightedTerm> terms,
-                                                      const Bm25Feedback& feedback,
-                                                      const absl::flat_hash_set<int64_t>* allowed) const {
+std::vector<Bm25WeightedTerm> Bm25Index::ExpandLocked(
+    std::vector<Bm25WeightedTerm> terms, const Bm25Feedback& feedback,
+    const absl::flat_hash_set<int64_t>* allowed) const {
   if (feedback.docs <= 0 || feedback.terms <= 0 || !(feedback.weight > 0)) return terms;
   const std::vector<SearchHit> first = ScoreLocked(terms, feedback.docs, allowed);
   if (first.empty()) return terms;
@@ -109,11 +110,14 @@ std::vector<Bm25WeightedTerm> Bm25Index::ExpandLocked(std::vector<Bm25WeightedTe
       if (in_query.contains(w)) continue;
       const auto& posting = postings_.at(w);
       const double tf = static_cast<double>(posting.at(h.id));
-      candidates[w] += tf / static_cast<double>(len) * IdfLocked(static_cast<double>(posting.size()));
+      candidates[w] +=
+          tf / static_cast<double>(len) * IdfLocked(static_cast<double>(posting.size()));
     }
   }
   std::vector<std::pair<std::string_view, double>> ranked(candidates.begin(), candidates.end());
-  auto better = [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; };
+  auto better = [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  };
   const size_t n = std::min(ranked.size(), static_cast<size_t>(feedback.terms));
   std::partial_sort(ranked.begin(), ranked.begin() + n, ranked.end(), better);
   ranked.resize(n);
@@ -132,16 +136,18 @@ std::vector<SearchHit> Bm25Index::Search(std::string_view query, int k,
   return ScoreLocked(terms, k, allowed);
 }
 
-std::vector<SearchHit> Bm25Index::SearchWithFeedback(std::string_view query, int k, const Bm25Feedback& feedback,
-                                                     const absl::flat_hash_set<int64_t>* allowed) const {
+std::vector<SearchHit> Bm25Index::SearchWithFeedback(
+    std::string_view query, int k, const Bm25Feedback& feedback,
+    const absl::flat_hash_set<int64_t>* allowed) const {
   std::vector<Bm25WeightedTerm> terms = QueryTerms(query);
   absl::ReaderMutexLock lock(&mu_);
   if (k <= 0) return {};
   return ScoreLocked(ExpandLocked(std::move(terms), feedback, allowed), k, allowed);
 }
 
-std::vector<Bm25WeightedTerm> Bm25Index::ExpandQuery(std::string_view query, const Bm25Feedback& feedback,
-                                                     const absl::flat_hash_set<int64_t>* allowed) const {
+std::vector<Bm25WeightedTerm> Bm25Index::ExpandQuery(
+    std::string_view query, const Bm25Feedback& feedback,
+    const absl::flat_hash_set<int64_t>* allowed) const {
   std::vector<Bm25WeightedTerm> terms = QueryTerms(query);
   absl::ReaderMutexLock lock(&mu_);
   return ExpandLocked(std::move(terms), feedback, allowed);

@@ -74,16 +74,16 @@ class Bm25Index final : public TermStatistics {
   // SearchWithFeedback: Search with the query expanded by pseudo-relevance
   // feedback (see the top of this file). With feedback disabled, or no
   // first-pass hit, it is exactly Search.
-  std::vector<SearchHit> SearchWithFeedback(std::string_view query, int k, const Bm25Feedback& feedback,
-                                            const absl::flat_hash_set<int64_t>* allowed = nullptr) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<SearchHit> SearchWithFeedback(
+      std::string_view query, int k, const Bm25Feedback& feedback,
+      const absl::flat_hash_set<int64_t>* allowed = nullptr) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // ExpandQuery: the weighted query SearchWithFeedback ranks with: the
   // query's words (in first-occurrence order, weight = count) followed by
   // the expansion words (best first). Exposed for tests and diagnostics.
-  std::vector<Bm25WeightedTerm> ExpandQuery(std::string_view query, const Bm25Feedback& feedback,
-                                            const absl::flat_hash_set<int64_t>* allowed = nullptr) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<Bm25WeightedTerm> ExpandQuery(
+      std::string_view query, const Bm25Feedback& feedback,
+      const absl::flat_hash_set<int64_t>* allowed = nullptr) const ABSL_LOCKS_EXCLUDED(mu_);
 
   int64_t DocumentFrequency(std::string_view word) const override ABSL_LOCKS_EXCLUDED(mu_);
   int64_t NumDocuments() const override ABSL_LOCKS_EXCLUDED(mu_);
@@ -95,16 +95,19 @@ class Bm25Index final : public TermStatistics {
   std::vector<SearchHit> ScoreLocked(const std::vector<Bm25WeightedTerm>& terms, int k,
                                      const absl::flat_hash_set<int64_t>* allowed) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  std::vector<Bm25WeightedTerm> ExpandLocked(std::vector<Bm25WeightedTerm> terms, const Bm25Feedback& feedback,
+  std::vector<Bm25WeightedTerm> ExpandLocked(std::vector<Bm25WeightedTerm> terms,
+                                             const Bm25Feedback& feedback,
                                              const absl::flat_hash_set<int64_t>* allowed) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   const Bm25Params params_;
   mutable absl::Mutex mu_;
   // term -> (id -> tf)
-  absl::flat_hash_map<std::string, absl::flat_hash_map<int64_t, int32_t>> postings_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, absl::flat_hash_map<int64_t, int32_t>> postings_
+      ABSL_GUARDED_BY(mu_);
   // id -> (length in terms, distinct terms)
-  absl::flat_hash_map<int64_t, std::pair<int64_t, std::vector<std::string>>> docs_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int64_t, std::pair<int64_t, std::vector<std::string>>> docs_
+      ABSL_GUARDED_BY(mu_);
   int64_t total_len_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
