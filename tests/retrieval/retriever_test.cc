@@ -441,8 +441,9 @@ TEST(Retriever, MusiqueEndToEnd) {
     hits10 += hit;
   }
   // The default (hybrid: dense + BM25 + BM25 with feedback) measured 0.79
-  // (docs/benchmarks.md); dense alone 0.76. A regression gate just below.
-  EXPECT_GE(hits10, 77);
+  // (docs/benchmarks.md); dense alone 0.76, dense + BM25 without feedback
+  // 0.77. A regression gate one question below the default.
+  EXPECT_GE(hits10, 78);
 }
 
 }  // namespace
