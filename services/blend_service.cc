@@ -15,6 +15,7 @@
 #include "retrieval/retriever.h"
 #include "services/internal/grpc_util.h"
 #include "services/internal/kv_wire.h"
+#include "services/internal/validate.h"
 
 namespace ragkv::services {
 namespace {
@@ -67,11 +68,8 @@ absl::Status RunBlend(const ServiceContext* ctx,
   if (ctx->model == nullptr || ctx->blender == nullptr) {
     return absl::FailedPreconditionError("this server has no model loaded (--model)");
   }
+  // The request itself was validated by the handler (internal/validate.h).
   if (segments.empty()) return absl::InvalidArgumentError("no segments");
-  if (opts.recompute_ratio() < 0 || opts.recompute_ratio() > 1) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("recompute_ratio %g outside [0, 1]", opts.recompute_ratio()));
-  }
   kernels::DType out_dtype = kernels::DType::kF32;
   if (opts.output_dtype() != v1::DTYPE_UNSPECIFIED) {
     ASSIGN_OR_RETURN(out_dtype, internal::FromWire(opts.output_dtype()));
@@ -221,6 +219,8 @@ grpc::ServerWriteReactor<v1::BlendResponse>* BlendServiceImpl::Blend(
   return internal::StartStream<v1::BlendResponse>(
       c, ctx_->executor, ctx_->gate,
       [this, req](internal::StreamWriter<v1::BlendResponse>* w) -> absl::Status {
+        RETURN_IF_ERROR(internal::ValidateBlendRequest(
+            *req, ctx_->model != nullptr ? ctx_->model->config().vocab_size : 0));
         return RunBlend(ctx_, req->segments(), req->options(), {}, 0, w);
       });
 }
@@ -230,11 +230,7 @@ grpc::ServerWriteReactor<v1::BlendResponse>* BlendServiceImpl::RetrieveAndBlend(
   return internal::StartStream<v1::BlendResponse>(
       c, ctx_->executor, ctx_->gate,
       [this, req](internal::StreamWriter<v1::BlendResponse>* w) -> absl::Status {
-        if (req->query().empty()) return absl::InvalidArgumentError("empty query");
-        if (req->k() < 1 || req->k() > kMaxRetrieveK) {
-          return absl::InvalidArgumentError(
-              absl::StrFormat("k = %d out of range [1, %d]", req->k(), kMaxRetrieveK));
-        }
+        RETURN_IF_ERROR(internal::ValidateRetrieveAndBlendRequest(*req));
         if (ctx_->retriever == nullptr) {
           return absl::FailedPreconditionError("this server has no retrieval service");
         }

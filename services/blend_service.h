@@ -10,12 +10,13 @@
 #include <cstdint>
 
 #include "ragkv/v1/blend.grpc.pb.h"
+#include "services/internal/validate.h"
 #include "services/service_context.h"
 
 namespace ragkv::services {
 
 // kMaxRetrieveK: the largest k RetrieveAndBlend and the engine accept.
-inline constexpr uint32_t kMaxRetrieveK = 64;
+inline constexpr uint32_t kMaxRetrieveK = internal::kMaxRetrieveTopK;
 // kDefaultRecomputeRatio: CacheBlend ratio when the request leaves it 0.
 inline constexpr float kDefaultRecomputeRatio = 0.15f;
 

@@ -11,35 +11,32 @@
 #include "model/model.h"
 #include "services/internal/grpc_util.h"
 #include "services/internal/kv_wire.h"
+#include "services/internal/validate.h"
 
 namespace ragkv::services {
 namespace {
 
 using internal::RunUnary;
 
-constexpr int kMaxKeysPerCall = 4096;
-
 absl::Status NeedStore(const ServiceContext* ctx) {
   if (ctx->store == nullptr) return absl::FailedPreconditionError("this server has no KV store");
   return absl::OkStatus();
 }
 
-absl::StatusOr<kvstore::ChunkKey> ParseKey(const std::string& raw) {
-  auto k = kvstore::ChunkKey::FromBytes(raw);
-  if (!k.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("chunk key must be 16 bytes, got %d", raw.size()));
-  }
-  return *k;
-}
+using internal::ParseChunkKey;
 
-template <typename Keys>
-absl::Status CheckKeyCount(const Keys& keys) {
-  if (keys.size() > kMaxKeysPerCall) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%d keys in one call (max %d)", keys.size(), kMaxKeysPerCall));
+// StoredBeyondTier0: whether a tier below the fastest one holds `key`. A
+// chunk that only tier 0 (RAM) holds may be a concurrent Put still writing
+// the lower tiers; acknowledging a duplicate Put as already_present then
+// would break "acknowledged == durable" if the process died before that
+// write finished (tests/integration/put_storm_kill_test.cc).
+bool StoredBeyondTier0(kvstore::TieredStore* store, const kvstore::ChunkKey& key) {
+  const size_t n = store->num_tiers();
+  for (size_t i = n > 1 ? 1 : 0; i < n; ++i) {
+    absl::StatusOr<bool> c = store->tier(i).Contains(key);
+    if (c.ok() && *c) return true;
   }
-  return absl::OkStatus();
+  return false;
 }
 
 // ResolveFingerprint: the request's, else the served model's, else the one
@@ -59,14 +56,6 @@ absl::StatusOr<std::optional<kvstore::Fingerprint>> ResolveFingerprint(
   return std::optional<kvstore::Fingerprint>(fp);
 }
 
-// PutState: a chunk being received by PutChunk.
-struct PutState {
-  bool have_header = false;
-  v1::KVHeader header;
-  std::vector<v1::LayerKV> layers;
-  size_t layer_bytes = 0;
-};
-
 }  // namespace
 
 grpc::ServerUnaryReactor* KVStoreServiceImpl::Lookup(grpc::CallbackServerContext* c,
@@ -74,9 +63,9 @@ grpc::ServerUnaryReactor* KVStoreServiceImpl::Lookup(grpc::CallbackServerContext
                                                      v1::LookupResponse* resp) {
   return RunUnary(c, ctx_->executor, ctx_->gate, [this, req, resp]() -> absl::Status {
     RETURN_IF_ERROR(NeedStore(ctx_));
-    RETURN_IF_ERROR(CheckKeyCount(req->keys()));
+    RETURN_IF_ERROR(internal::ValidateKeyList(req->keys()));
     for (const std::string& raw : req->keys()) {
-      ASSIGN_OR_RETURN(kvstore::ChunkKey key, ParseKey(raw));
+      ASSIGN_OR_RETURN(kvstore::ChunkKey key, ParseChunkKey(raw));
       v1::LookupResult* r = resp->add_results();
       r->set_key(raw);
       std::optional<size_t> tier = ctx_->store->Locate(key);
@@ -101,9 +90,9 @@ grpc::ServerUnaryReactor* KVStoreServiceImpl::Contains(grpc::CallbackServerConte
                                                        v1::ContainsResponse* resp) {
   return RunUnary(c, ctx_->executor, ctx_->gate, [this, req, resp]() -> absl::Status {
     RETURN_IF_ERROR(NeedStore(ctx_));
-    RETURN_IF_ERROR(CheckKeyCount(req->keys()));
+    RETURN_IF_ERROR(internal::ValidateKeyList(req->keys()));
     for (const std::string& raw : req->keys()) {
-      ASSIGN_OR_RETURN(kvstore::ChunkKey key, ParseKey(raw));
+      ASSIGN_OR_RETURN(kvstore::ChunkKey key, ParseChunkKey(raw));
       resp->add_present(ctx_->store->Contains(key));
     }
     return absl::OkStatus();
@@ -115,8 +104,9 @@ grpc::ServerWriteReactor<v1::KVRecord>* KVStoreServiceImpl::GetChunk(
   return internal::StartStream<v1::KVRecord>(
       c, ctx_->executor, ctx_->gate,
       [this, req](internal::StreamWriter<v1::KVRecord>* w) -> absl::Status {
+        RETURN_IF_ERROR(internal::ValidateGetChunkRequest(*req));
         RETURN_IF_ERROR(NeedStore(ctx_));
-        ASSIGN_OR_RETURN(kvstore::ChunkKey key, ParseKey(req->key()));
+        ASSIGN_OR_RETURN(kvstore::ChunkKey key, ParseChunkKey(req->key()));
         ASSIGN_OR_RETURN(auto fp, ResolveFingerprint(ctx_, key, req->model_fingerprint()));
         if (!fp) return absl::NotFoundError("chunk " + key.ToHex() + " is not stored");
         bool header_sent = false;
@@ -156,93 +146,30 @@ grpc::ServerWriteReactor<v1::KVRecord>* KVStoreServiceImpl::GetChunk(
 
 grpc::ServerReadReactor<v1::KVRecord>* KVStoreServiceImpl::PutChunk(
     grpc::CallbackServerContext* c, v1::PutChunkResponse* resp) {
-  auto state = std::make_shared<PutState>();
+  auto state = std::make_shared<internal::PutChunkAssembler>();
   auto on_message = [state](v1::KVRecord&& rec) -> absl::Status {
-    if (rec.has_header()) {
-      if (state->have_header) return absl::InvalidArgumentError("PutChunk: second header");
-      const v1::KVLayout& l = rec.header().layout();
-      ASSIGN_OR_RETURN(kernels::DType dt, internal::FromWire(l.dtype()));
-      if (l.num_layers() == 0 || l.num_kv_heads() == 0 || l.head_dim() == 0 ||
-          l.num_tokens() == 0 || l.num_layers() > kvstore::kMaxLayers ||
-          l.num_kv_heads() > kvstore::kMaxKvHeads || l.head_dim() > kvstore::kMaxHeadDim ||
-          l.num_tokens() > kvstore::kMaxTokens) {
-        return absl::InvalidArgumentError("PutChunk: layout out of range");
-      }
-      if (static_cast<uint32_t>(rec.header().token_ids_size()) != l.num_tokens()) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("PutChunk: %d token ids for num_tokens %d",
-                            rec.header().token_ids_size(), l.num_tokens()));
-      }
-      state->layer_bytes = static_cast<size_t>(l.num_kv_heads()) * l.num_tokens() *
-                           l.head_dim() * kernels::DTypeSize(dt);
-      state->header = std::move(*rec.mutable_header());
-      state->have_header = true;
-      return absl::OkStatus();
-    }
-    if (!rec.has_layer()) return absl::InvalidArgumentError("PutChunk: empty record");
-    if (!state->have_header) return absl::InvalidArgumentError("PutChunk: layer before header");
-    const v1::LayerKV& kv = rec.layer();
-    if (kv.layer() != state->layers.size() ||
-        kv.layer() >= state->header.layout().num_layers()) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("PutChunk: got layer %d, expected %d", kv.layer(), state->layers.size()));
-    }
-    if (kv.k().size() != state->layer_bytes || kv.v().size() != state->layer_bytes) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("PutChunk: layer %d has %d/%d bytes, expected %d", kv.layer(),
-                          kv.k().size(), kv.v().size(), state->layer_bytes));
-    }
-    if (kv.checksum() != internal::LayerChecksum(kv.k(), kv.v())) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("PutChunk: layer %d checksum mismatch", kv.layer()));
-    }
-    state->layers.push_back(std::move(*rec.mutable_layer()));
-    return absl::OkStatus();
+    return state->Add(std::move(rec));
   };
   auto on_end = [this, state, resp]() -> absl::Status {
     RETURN_IF_ERROR(NeedStore(ctx_));
-    if (!state->have_header) return absl::InvalidArgumentError("PutChunk: no header");
-    const v1::KVLayout& l = state->header.layout();
-    if (state->layers.size() != l.num_layers()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "PutChunk: stream ended after %d of %d layers", state->layers.size(), l.num_layers()));
-    }
-    kvstore::KvChunkHeader h;
-    ASSIGN_OR_RETURN(h.fingerprint, internal::FingerprintFromBytes(l.model_fingerprint()));
+    ASSIGN_OR_RETURN(kvstore::KvChunkHeader h, state->Finish());
     if (ctx_->model != nullptr && h.fingerprint != ctx_->model->fingerprint()) {
       return absl::InvalidArgumentError(
           "PutChunk: model_fingerprint is not the served model's (" +
           model::FingerprintHex(ctx_->model->fingerprint()) + ")");
     }
-    h.tokens.assign(state->header.token_ids().begin(), state->header.token_ids().end());
-    ASSIGN_OR_RETURN(kvstore::ChunkKey key, ParseKey(state->header.key()));
-    if (key != kvstore::ChunkKey::Of(h.fingerprint, h.tokens)) {
-      return absl::InvalidArgumentError(
-          "PutChunk: key is not ChunkKey::Of(fingerprint, token_ids) (docs/kv_format.md)");
-    }
-    h.key = key;
-    ASSIGN_OR_RETURN(h.dtype, internal::FromWire(l.dtype()));
-    h.codec = kvstore::Codec::kRaw;
-    h.compression = kvstore::Compression::kNone;
-    h.num_layers = l.num_layers();
-    h.num_kv_heads = l.num_kv_heads();
-    h.head_dim = l.head_dim();
-    resp->set_key(state->header.key());
-    if (ctx_->store->Contains(key)) {
+    resp->set_key(state->header().key());
+    if (StoredBeyondTier0(ctx_->store, h.key)) {
       resp->set_already_present(true);
       return absl::OkStatus();
     }
-    auto chunk = std::make_shared<kvstore::EncodedChunk>();
-    ASSIGN_OR_RETURN(chunk->header, kvstore::EncodeHeader(&h));
-    const int64_t H = h.num_kv_heads, T = h.num_tokens(), D = h.head_dim;
-    for (const v1::LayerKV& kv : state->layers) {
-      auto k = kernels::TensorView::Contiguous(kv.k().data(), h.dtype, {H, T, D});
-      auto v = kernels::TensorView::Contiguous(kv.v().data(), h.dtype, {H, T, D});
-      ASSIGN_OR_RETURN(std::string rec, kvstore::EncodeLayer(h, kv.layer(), k, v));
-      chunk->layers.push_back(std::move(rec));
-    }
+    ASSIGN_OR_RETURN(kvstore::EncodedChunk encoded, state->Encode());
+    auto chunk = std::make_shared<kvstore::EncodedChunk>(std::move(encoded));
     const size_t total = chunk->TotalBytes();
-    RETURN_IF_ERROR(ctx_->store->Put(key, std::move(chunk)));
+    // Write-through (backends.cc): OK means every required tier -- the SSD
+    // tier, RocksDB WAL written (and fsynced with --sync-writes) -- holds
+    // the chunk, so an acknowledged Put survives kill -9.
+    RETURN_IF_ERROR(ctx_->store->Put(h.key, std::move(chunk)));
     resp->set_bytes_stored(total);
     ctx_->metrics->Add("ragkv_kv_put_bytes_total", "", static_cast<double>(total));
     return absl::OkStatus();
@@ -256,10 +183,10 @@ grpc::ServerUnaryReactor* KVStoreServiceImpl::DeleteChunks(grpc::CallbackServerC
                                                            v1::DeleteChunksResponse* resp) {
   return RunUnary(c, ctx_->executor, ctx_->gate, [this, req, resp]() -> absl::Status {
     RETURN_IF_ERROR(NeedStore(ctx_));
-    RETURN_IF_ERROR(CheckKeyCount(req->keys()));
+    RETURN_IF_ERROR(internal::ValidateKeyList(req->keys()));
     std::vector<kvstore::ChunkKey> keys;
     for (const std::string& raw : req->keys()) {
-      ASSIGN_OR_RETURN(kvstore::ChunkKey key, ParseKey(raw));
+      ASSIGN_OR_RETURN(kvstore::ChunkKey key, ParseChunkKey(raw));
       keys.push_back(key);
     }
     uint32_t deleted = 0;

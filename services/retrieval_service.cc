@@ -10,6 +10,7 @@
 #include "model/model.h"
 #include "retrieval/retriever.h"
 #include "services/internal/grpc_util.h"
+#include "services/internal/validate.h"
 
 namespace ragkv::services {
 namespace {
@@ -39,11 +40,8 @@ grpc::ServerReadReactor<v1::IngestDocumentsRequest>* RetrievalServiceImpl::Inges
     grpc::CallbackServerContext* c, v1::IngestDocumentsResponse* resp) {
   auto state = std::make_shared<IngestState>();
   auto on_message = [state](v1::IngestDocumentsRequest&& req) -> absl::Status {
+    RETURN_IF_ERROR(internal::ValidateIngestDocument(req));
     const v1::Document& d = req.document();
-    if (d.doc_id().empty()) return absl::InvalidArgumentError("document with an empty doc_id");
-    if (d.text().empty()) {
-      return absl::InvalidArgumentError("document '" + d.doc_id() + "' has empty text");
-    }
     state->bytes += d.text().size();
     if (state->docs.size() >= kMaxIngestDocuments || state->bytes > kMaxIngestBytes) {
       return absl::ResourceExhaustedError(
@@ -94,8 +92,8 @@ grpc::ServerUnaryReactor* RetrievalServiceImpl::DeleteDocument(
     grpc::CallbackServerContext* c, const v1::DeleteDocumentRequest* req,
     v1::DeleteDocumentResponse* resp) {
   return RunUnary(c, ctx_->executor, ctx_->gate, [this, req, resp]() -> absl::Status {
+    RETURN_IF_ERROR(internal::ValidateDeleteDocumentRequest(*req));
     RETURN_IF_ERROR(NeedRetriever(ctx_));
-    if (req->doc_id().empty()) return absl::InvalidArgumentError("empty doc_id");
     ASSIGN_OR_RETURN(auto rec, ctx_->retriever->GetDocument(req->doc_id()));
     if (!rec) return absl::NotFoundError("unknown document '" + req->doc_id() + "'");
     RETURN_IF_ERROR(ctx_->retriever->Delete(req->doc_id()));
@@ -108,11 +106,8 @@ grpc::ServerUnaryReactor* RetrievalServiceImpl::Search(grpc::CallbackServerConte
                                                        const v1::SearchRequest* req,
                                                        v1::SearchResponse* resp) {
   return RunUnary(c, ctx_->executor, ctx_->gate, [this, req, resp]() -> absl::Status {
+    RETURN_IF_ERROR(internal::ValidateSearchRequest(*req));
     RETURN_IF_ERROR(NeedRetriever(ctx_));
-    if (req->k() == 0 || req->k() > kMaxSearchK) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("k = %d out of range [1, %d]", req->k(), kMaxSearchK));
-    }
     retrieval::SearchOptions so;
     so.k = static_cast<int>(req->k());
     so.with_text = req->include_content();
@@ -127,10 +122,8 @@ grpc::ServerUnaryReactor* RetrievalServiceImpl::Search(grpc::CallbackServerConte
       }
       hits = ctx_->retriever->SearchByVector(
           absl::MakeConstSpan(req->vector().values().data(), req->vector().values_size()), so);
-    } else if (!req->text().empty()) {
-      hits = ctx_->retriever->Search(req->text(), so);
     } else {
-      return absl::InvalidArgumentError("empty query (set text or vector)");
+      hits = ctx_->retriever->Search(req->text(), so);  // non-empty (validated)
     }
     if (!hits.ok()) return hits.status();
     const double ms =
@@ -160,8 +153,8 @@ grpc::ServerUnaryReactor* RetrievalServiceImpl::GetChunks(grpc::CallbackServerCo
                                                           const v1::GetChunksRequest* req,
                                                           v1::GetChunksResponse* resp) {
   return RunUnary(c, ctx_->executor, ctx_->gate, [this, req, resp]() -> absl::Status {
+    RETURN_IF_ERROR(internal::ValidateGetChunksRequest(*req));
     RETURN_IF_ERROR(NeedRetriever(ctx_));
-    if (req->chunk_ids_size() > 4096) return absl::InvalidArgumentError("over 4096 chunk ids");
     for (uint64_t id : req->chunk_ids()) {
       ASSIGN_OR_RETURN(auto ch, ctx_->retriever->GetChunk(static_cast<int64_t>(id)));
       if (!ch) return absl::NotFoundError(absl::StrFormat("unknown chunk id %d", id));

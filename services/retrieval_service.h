@@ -7,6 +7,7 @@
 #define RAGKV_SERVICES_RETRIEVAL_SERVICE_H_
 
 #include "ragkv/v1/retrieval.grpc.pb.h"
+#include "services/internal/validate.h"
 #include "services/service_context.h"
 
 namespace ragkv::services {
@@ -31,9 +32,9 @@ class RetrievalServiceImpl final : public v1::RetrievalService::CallbackService 
 };
 
 // Limits shared with the Blend service.
-inline constexpr uint32_t kMaxSearchK = 1024;
-inline constexpr size_t kMaxIngestDocuments = 100000;
-inline constexpr size_t kMaxIngestBytes = size_t{1} << 30;
+inline constexpr uint32_t kMaxSearchK = internal::kMaxSearchTopK;
+inline constexpr size_t kMaxIngestDocuments = internal::kMaxIngestDocs;
+inline constexpr size_t kMaxIngestBytes = internal::kMaxIngestTextBytes;
 
 }  // namespace ragkv::services
 

@@ -1,0 +1,259 @@
+#include "services/internal/validate.h"
+
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "kernels/tensor.h"
+#include "services/internal/kv_wire.h"
+
+namespace ragkv::services::internal {
+namespace {
+
+absl::Status CheckTokenIds(const google::protobuf::RepeatedField<int32_t>& ids, int vocab_size,
+                           std::string_view what) {
+  for (int i = 0; i < ids.size(); ++i) {
+    const int32_t t = ids[i];
+    if (t < 0 || (vocab_size > 0 && t >= vocab_size)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: token id %d at %d outside [0, %d)", what, t, i, vocab_size > 0 ? vocab_size : 0));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<kvstore::ChunkKey> ParseChunkKey(std::string_view raw) {
+  auto k = kvstore::ChunkKey::FromBytes(raw);
+  if (!k.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("chunk key must be 16 bytes, got %d", raw.size()));
+  }
+  return *k;
+}
+
+absl::Status ValidateKeyList(const google::protobuf::RepeatedPtrField<std::string>& keys) {
+  if (keys.size() > kMaxKeysPerCall) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%d keys in one call (max %d)", keys.size(), kMaxKeysPerCall));
+  }
+  for (const std::string& k : keys) RETURN_IF_ERROR(ParseChunkKey(k).status());
+  return absl::OkStatus();
+}
+
+absl::Status ValidateGetChunkRequest(const v1::GetChunkRequest& req) {
+  RETURN_IF_ERROR(ParseChunkKey(req.key()).status());
+  if (!req.model_fingerprint().empty()) {
+    RETURN_IF_ERROR(FingerprintFromBytes(req.model_fingerprint()).status());
+  }
+  return absl::OkStatus();
+}
+
+// ---- PutChunk ----
+
+absl::Status PutChunkAssembler::Add(v1::KVRecord&& rec) {
+  if (rec.has_header()) {
+    if (have_header_) return absl::InvalidArgumentError("PutChunk: second header");
+    const v1::KVLayout& l = rec.header().layout();
+    ASSIGN_OR_RETURN(kernels::DType dt, FromWire(l.dtype()));
+    if (l.num_layers() == 0 || l.num_kv_heads() == 0 || l.head_dim() == 0 ||
+        l.num_tokens() == 0 || l.num_layers() > kvstore::kMaxLayers ||
+        l.num_kv_heads() > kvstore::kMaxKvHeads || l.head_dim() > kvstore::kMaxHeadDim ||
+        l.num_tokens() > kvstore::kMaxTokens) {
+      return absl::InvalidArgumentError("PutChunk: layout out of range");
+    }
+    if (static_cast<uint32_t>(rec.header().token_ids_size()) != l.num_tokens()) {
+      return absl::InvalidArgumentError(absl::StrFormat("PutChunk: %d token ids for num_tokens %d",
+                                                        rec.header().token_ids_size(),
+                                                        l.num_tokens()));
+    }
+    layer_bytes_ = static_cast<size_t>(l.num_kv_heads()) * l.num_tokens() * l.head_dim() *
+                   kernels::DTypeSize(dt);
+    if (layer_bytes_ > kvstore::kMaxLayerPayloadBytes / 2) {
+      return absl::InvalidArgumentError("PutChunk: layer payload over the record limit");
+    }
+    header_ = std::move(*rec.mutable_header());
+    have_header_ = true;
+    return absl::OkStatus();
+  }
+  if (!rec.has_layer()) return absl::InvalidArgumentError("PutChunk: empty record");
+  if (!have_header_) return absl::InvalidArgumentError("PutChunk: layer before header");
+  const v1::LayerKV& kv = rec.layer();
+  if (kv.layer() != layers_.size() || kv.layer() >= header_.layout().num_layers()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("PutChunk: got layer %d, expected %d", kv.layer(), layers_.size()));
+  }
+  if (kv.k().size() != layer_bytes_ || kv.v().size() != layer_bytes_) {
+    return absl::InvalidArgumentError(absl::StrFormat("PutChunk: layer %d has %d/%d bytes, expected %d",
+                                                      kv.layer(), kv.k().size(), kv.v().size(),
+                                                      layer_bytes_));
+  }
+  if (kv.checksum() != LayerChecksum(kv.k(), kv.v())) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("PutChunk: layer %d checksum mismatch", kv.layer()));
+  }
+  layers_.push_back(std::move(*rec.mutable_layer()));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<kvstore::KvChunkHeader> PutChunkAssembler::Finish() const {
+  if (!have_header_) return absl::InvalidArgumentError("PutChunk: no header");
+  const v1::KVLayout& l = header_.layout();
+  if (layers_.size() != l.num_layers()) {
+    return absl::InvalidArgumentError(absl::StrFormat("PutChunk: stream ended after %d of %d layers",
+                                                      layers_.size(), l.num_layers()));
+  }
+  kvstore::KvChunkHeader h;
+  ASSIGN_OR_RETURN(h.fingerprint, FingerprintFromBytes(l.model_fingerprint()));
+  h.tokens.assign(header_.token_ids().begin(), header_.token_ids().end());
+  ASSIGN_OR_RETURN(kvstore::ChunkKey key, ParseChunkKey(header_.key()));
+  if (key != kvstore::ChunkKey::Of(h.fingerprint, h.tokens)) {
+    return absl::InvalidArgumentError(
+        "PutChunk: key is not ChunkKey::Of(fingerprint, token_ids) (docs/kv_format.md)");
+  }
+  h.key = key;
+  ASSIGN_OR_RETURN(h.dtype, FromWire(l.dtype()));
+  h.codec = kvstore::Codec::kRaw;
+  h.compression = kvstore::Compression::kNone;
+  h.num_layers = l.num_layers();
+  h.num_kv_heads = l.num_kv_heads();
+  h.head_dim = l.head_dim();
+  return h;
+}
+
+absl::StatusOr<kvstore::EncodedChunk> PutChunkAssembler::Encode() const {
+  ASSIGN_OR_RETURN(kvstore::KvChunkHeader h, Finish());
+  kvstore::EncodedChunk chunk;
+  ASSIGN_OR_RETURN(chunk.header, kvstore::EncodeHeader(&h));
+  const int64_t H = h.num_kv_heads, T = h.num_tokens(), D = h.head_dim;
+  for (const v1::LayerKV& kv : layers_) {
+    auto k = kernels::TensorView::Contiguous(kv.k().data(), h.dtype, {H, T, D});
+    auto v = kernels::TensorView::Contiguous(kv.v().data(), h.dtype, {H, T, D});
+    ASSIGN_OR_RETURN(std::string rec, kvstore::EncodeLayer(h, kv.layer(), k, v));
+    chunk.layers.push_back(std::move(rec));
+  }
+  return chunk;
+}
+
+// ---- Blend ----
+
+absl::Status ValidateBlendOptions(const v1::BlendOptions& opts) {
+  const float r = opts.recompute_ratio();
+  if (!std::isfinite(r) || r < 0 || r > 1) {
+    return absl::InvalidArgumentError(absl::StrFormat("recompute_ratio %g outside [0, 1]", r));
+  }
+  if (!v1::BlendMode_IsValid(opts.mode())) {
+    return absl::InvalidArgumentError(absl::StrFormat("unknown blend mode %d", opts.mode()));
+  }
+  if (opts.output_dtype() != v1::DTYPE_UNSPECIFIED) {
+    RETURN_IF_ERROR(FromWire(opts.output_dtype()).status());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateBlendRequest(const v1::BlendRequest& req, int vocab_size) {
+  if (req.segments().empty()) return absl::InvalidArgumentError("no segments");
+  if (req.segments_size() > kMaxBlendSegments) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%d segments (max %d)", req.segments_size(), kMaxBlendSegments));
+  }
+  for (int i = 0; i < req.segments_size(); ++i) {
+    const v1::Segment& s = req.segments(i);
+    switch (s.source_case()) {
+      case v1::Segment::kChunkId:
+        break;
+      case v1::Segment::kTokens:
+        if (s.tokens().ids().empty()) {
+          return absl::InvalidArgumentError(absl::StrFormat("segment %d is empty", i));
+        }
+        RETURN_IF_ERROR(
+            CheckTokenIds(s.tokens().ids(), vocab_size, absl::StrFormat("segment %d", i)));
+        break;
+      case v1::Segment::kText:
+        if (s.text().empty()) {
+          return absl::InvalidArgumentError(absl::StrFormat("segment %d is empty", i));
+        }
+        break;
+      default:
+        return absl::InvalidArgumentError(absl::StrFormat("segment %d has no source", i));
+    }
+  }
+  if (req.segments(req.segments_size() - 1).source_case() == v1::Segment::kChunkId) {
+    return absl::InvalidArgumentError("the last segment must be the query (tokens or text)");
+  }
+  return ValidateBlendOptions(req.options());
+}
+
+absl::Status ValidateRetrieveAndBlendRequest(const v1::RetrieveAndBlendRequest& req) {
+  if (req.query().empty()) return absl::InvalidArgumentError("empty query");
+  if (req.k() < 1 || req.k() > kMaxRetrieveTopK) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("k = %d out of range [1, %d]", req.k(), kMaxRetrieveTopK));
+  }
+  return ValidateBlendOptions(req.options());
+}
+
+// ---- Retrieval ----
+
+absl::Status ValidateIngestDocument(const v1::IngestDocumentsRequest& req) {
+  const v1::Document& d = req.document();
+  if (d.doc_id().empty()) return absl::InvalidArgumentError("document with an empty doc_id");
+  if (d.text().empty()) {
+    return absl::InvalidArgumentError("document '" + d.doc_id() + "' has empty text");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateDeleteDocumentRequest(const v1::DeleteDocumentRequest& req) {
+  if (req.doc_id().empty()) return absl::InvalidArgumentError("empty doc_id");
+  return absl::OkStatus();
+}
+
+absl::Status ValidateSearchRequest(const v1::SearchRequest& req) {
+  if (req.k() == 0 || req.k() > kMaxSearchTopK) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("k = %d out of range [1, %d]", req.k(), kMaxSearchTopK));
+  }
+  if (req.has_vector()) {
+    if (req.vector().values().empty()) return absl::InvalidArgumentError("empty query vector");
+    for (float v : req.vector().values()) {
+      if (!std::isfinite(v)) return absl::InvalidArgumentError("query vector has a non-finite value");
+    }
+    return absl::OkStatus();
+  }
+  if (req.text().empty()) return absl::InvalidArgumentError("empty query (set text or vector)");
+  return absl::OkStatus();
+}
+
+absl::Status ValidateGetChunksRequest(const v1::GetChunksRequest& req) {
+  if (req.chunk_ids_size() > kMaxChunkIdsPerCall) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("over %d chunk ids", kMaxChunkIdsPerCall));
+  }
+  return absl::OkStatus();
+}
+
+// ---- Engine ----
+
+absl::Status ValidateGenerateRequest(const v1::GenerateRequest& req, int vocab_size) {
+  if (req.question().empty() && req.question_tokens().empty()) {
+    return absl::InvalidArgumentError("empty question");
+  }
+  RETURN_IF_ERROR(CheckTokenIds(req.question_tokens(), vocab_size, "question_tokens"));
+  if (req.k() > kMaxRetrieveTopK) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("k = %d out of range [0, %d]", req.k(), kMaxRetrieveTopK));
+  }
+  if (req.chunk_ids_size() > kMaxChunkIdsPerCall) {
+    return absl::InvalidArgumentError(absl::StrFormat("over %d chunk ids", kMaxChunkIdsPerCall));
+  }
+  if (req.max_new_tokens() > kMaxGenerateNewTokens) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("max_new_tokens %d > %d", req.max_new_tokens(), kMaxGenerateNewTokens));
+  }
+  return ValidateBlendOptions(req.blend());
+}
+
+}  // namespace ragkv::services::internal

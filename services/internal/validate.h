@@ -1,0 +1,116 @@
+// validate.h: request validation of the ragkv.v1 services as pure functions
+// of the request message (no server, no I/O), so that the gRPC handlers and
+// the protobuf-request fuzzer (fuzz/proto_request_fuzzer.cc) run the same
+// code. Each function checks everything that can be decided from the request
+// alone (sizes, counts, ranges, enum values, key/fingerprint lengths, the
+// PutChunk stream's record order and checksums); what depends on server
+// state (the served model's fingerprint, the index dimension, whether a
+// chunk exists) stays in the handler.
+//
+// Errors: INVALID_ARGUMENT for a malformed request, RESOURCE_EXHAUSTED for
+// one over a size limit; the message names the field. Thread safety: the
+// free functions are pure; a PutChunkAssembler is used by one call at a time.
+// Private to services/.
+#ifndef RAGKV_SERVICES_INTERNAL_VALIDATE_H_
+#define RAGKV_SERVICES_INTERNAL_VALIDATE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "google/protobuf/repeated_field.h"
+#include "kvstore/chunk_key.h"
+#include "kvstore/kv_chunk.h"
+#include "ragkv/v1/blend.pb.h"
+#include "ragkv/v1/engine.pb.h"
+#include "ragkv/v1/kvstore.pb.h"
+#include "ragkv/v1/retrieval.pb.h"
+
+namespace ragkv::services::internal {
+
+// Limits (documented in the .proto comments and docs/protocol.md).
+inline constexpr int kMaxKeysPerCall = 4096;         // Lookup/Contains/DeleteChunks
+inline constexpr int kMaxChunkIdsPerCall = 4096;     // GetChunks, Generate.chunk_ids
+inline constexpr int kMaxBlendSegments = 4096;       // Blend segments
+inline constexpr uint32_t kMaxSearchTopK = 1024;     // Search.k
+inline constexpr uint32_t kMaxRetrieveTopK = 64;     // RetrieveAndBlend.k, Generate.k
+inline constexpr uint32_t kMaxGenerateNewTokens = 1024;
+inline constexpr size_t kMaxIngestDocs = 100000;     // per IngestDocuments stream
+inline constexpr size_t kMaxIngestTextBytes = size_t{1} << 30;
+
+// ParseChunkKey: the 16-byte content key. INVALID_ARGUMENT otherwise.
+absl::StatusOr<kvstore::ChunkKey> ParseChunkKey(std::string_view raw);
+
+// ValidateKeyList: at most kMaxKeysPerCall keys, each 16 bytes.
+absl::Status ValidateKeyList(const google::protobuf::RepeatedPtrField<std::string>& keys);
+
+// ValidateGetChunkRequest: key 16 bytes; model_fingerprint empty or 16 bytes.
+absl::Status ValidateGetChunkRequest(const v1::GetChunkRequest& req);
+
+// PutChunkAssembler: the client stream of PutChunk (a header record, then
+// layers 0..L-1 in order), checked record by record as it arrives. Add
+// rejects: a second header, a layer before the header, an empty record, a
+// layout out of kvstore's limits or with an unknown dtype, a token-id count
+// != num_tokens, a layer out of order or beyond num_layers, K/V sizes that do
+// not match the layout, a LayerKV.checksum that does not match. Finish
+// (end of stream) rejects an incomplete chunk, a fingerprint that is not 16
+// bytes, and a key that is not ChunkKey::Of(fingerprint, token_ids).
+class PutChunkAssembler {
+ public:
+  absl::Status Add(v1::KVRecord&& rec);
+  // Finish: the validated chunk's header fields (codec raw, no compression).
+  absl::StatusOr<kvstore::KvChunkHeader> Finish() const;
+  // Encode: Finish, then the chunk in kvstore's record format (kv_chunk.h).
+  absl::StatusOr<kvstore::EncodedChunk> Encode() const;
+
+  const v1::KVHeader& header() const { return header_; }
+  const std::vector<v1::LayerKV>& layers() const { return layers_; }
+
+ private:
+  bool have_header_ = false;
+  v1::KVHeader header_;
+  std::vector<v1::LayerKV> layers_;
+  size_t layer_bytes_ = 0;
+};
+
+// ValidateBlendOptions: recompute_ratio finite and in [0, 1]; mode and
+// output_dtype known enum values.
+absl::Status ValidateBlendOptions(const v1::BlendOptions& opts);
+
+// ValidateBlendRequest: 1..kMaxBlendSegments segments, each with a source;
+// token segments non-empty with ids >= 0 (and < vocab_size when > 0); text
+// segments non-empty; the last segment is the query (tokens or text, not a
+// chunk id); the options as ValidateBlendOptions.
+absl::Status ValidateBlendRequest(const v1::BlendRequest& req, int vocab_size);
+
+// ValidateRetrieveAndBlendRequest: a non-empty query, k in [1, kMaxRetrieveTopK],
+// the options as ValidateBlendOptions.
+absl::Status ValidateRetrieveAndBlendRequest(const v1::RetrieveAndBlendRequest& req);
+
+// ValidateIngestDocument: one IngestDocuments message: non-empty doc_id and text.
+absl::Status ValidateIngestDocument(const v1::IngestDocumentsRequest& req);
+
+// ValidateDeleteDocumentRequest: non-empty doc_id.
+absl::Status ValidateDeleteDocumentRequest(const v1::DeleteDocumentRequest& req);
+
+// ValidateSearchRequest: k in [1, kMaxSearchTopK]; a text or a vector query;
+// a vector's values finite (its length is checked against the index by the
+// handler).
+absl::Status ValidateSearchRequest(const v1::SearchRequest& req);
+
+// ValidateGetChunksRequest: at most kMaxChunkIdsPerCall ids.
+absl::Status ValidateGetChunksRequest(const v1::GetChunksRequest& req);
+
+// ValidateGenerateRequest: a question (text or tokens, token ids >= 0, and
+// < vocab_size when > 0); k <= kMaxRetrieveTopK; at most kMaxChunkIdsPerCall
+// chunk ids; max_new_tokens <= kMaxGenerateNewTokens; blend options as
+// ValidateBlendOptions.
+absl::Status ValidateGenerateRequest(const v1::GenerateRequest& req, int vocab_size);
+
+}  // namespace ragkv::services::internal
+
+#endif  // RAGKV_SERVICES_INTERNAL_VALIDATE_H_
