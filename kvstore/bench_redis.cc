@@ -110,30 +110,6 @@ absl::StatusOr<std::vector<KvBenchRow>> RedisTierBenchRows(const KvBenchShape& s
       return true;
     }
   };
-  double tier_s = std::numeric_limits<double>::max();
-  for (int r = 0; r < repeats; ++r) {
-    Collect c;
-    c.n = shape.layers;
-    absl::Time t0 = absl::Now();
-    RETURN_IF_ERROR(tier->ReadChunk(key, c, /*stream=*/false));
-    tier_s = std::min(tier_s, Seconds(t0));
-    if (c.blobs.size() != shape.layers + 1) return absl::InternalError("redis bench: chunk miss");
-  }
-  // The same through GetHeader + GetLayers (two round trips), for comparison.
-  double two_rt_s = std::numeric_limits<double>::max();
-  for (int r = 0; r < repeats; ++r) {
-    absl::Time t0 = absl::Now();
-    absl::StatusOr<Tier::Blob> h = tier->GetHeader(key);
-    absl::StatusOr<std::vector<Tier::Blob>> layers = tier->GetLayers(key, 0, shape.layers);
-    two_rt_s = std::min(two_rt_s, Seconds(t0));
-    if (!h.ok()) return h.status();
-    if (!layers.ok()) return layers.status();
-    if (!h->has_value()) return absl::InternalError("redis bench: header miss");
-    for (const Tier::Blob& b : *layers) {
-      if (!b.has_value()) return absl::InternalError("redis bench: layer miss");
-    }
-  }
-
   // Raw hiredis: one connection, one pipeline of GETs of the same values.
   ASSIGN_OR_RETURN(internal::RedisEndpoint ep, internal::RedisEndpoint::Parse(options.endpoint));
   RawContext raw;
@@ -145,54 +121,82 @@ absl::StatusOr<std::vector<KvBenchRow>> RedisTierBenchRows(const KvBenchShape& s
   }
   redisSetTimeout(raw.c, tv);
   std::vector<std::string> values(keys.size());
+
+  // The four read variants alternate within each repetition, so that load
+  // drift on a shared machine (and any server-side warm-up after the Put)
+  // hits them alike; the best of `repeats` is kept for each.
+  double tier_s = std::numeric_limits<double>::max();
+  double two_rt_s = std::numeric_limits<double>::max();
   double raw_s = std::numeric_limits<double>::max();
   double raw_hold_s = std::numeric_limits<double>::max();
   for (int r = 0; r < repeats; ++r) {
-    // Variant "hold": every reply is kept until the whole chunk is in, as a
-    // caller that needs the bytes would (the tier returns all layers).
-    absl::Time t0 = absl::Now();
-    for (const std::string& k : keys) {
-      const char* argv[2] = {"GET", k.data()};
-      size_t lens[2] = {3, k.size()};
-      redisAppendCommandArgv(raw.c, 2, argv, lens);
+    {
+      Collect c;
+      c.n = shape.layers;
+      absl::Time t0 = absl::Now();
+      RETURN_IF_ERROR(tier->ReadChunk(key, c, /*stream=*/false));
+      tier_s = std::min(tier_s, Seconds(t0));
+      if (c.blobs.size() != shape.layers + 1) return absl::InternalError("redis bench: chunk miss");
     }
-    std::vector<redisReply*> held;
-    bool failed = false;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      void* rep = nullptr;
-      if (redisGetReply(raw.c, &rep) != REDIS_OK || rep == nullptr) {
-        failed = true;
-        break;
+    {
+      // Variant "hold": every reply is kept until the whole chunk is in, as
+      // a caller that needs the bytes would (the tier returns all layers).
+      absl::Time t0 = absl::Now();
+      for (const std::string& k : keys) {
+        const char* argv[2] = {"GET", k.data()};
+        size_t lens[2] = {3, k.size()};
+        redisAppendCommandArgv(raw.c, 2, argv, lens);
       }
-      held.push_back(static_cast<redisReply*>(rep));
-    }
-    raw_hold_s = std::min(raw_hold_s, Seconds(t0));
-    for (redisReply* h : held) freeReplyObject(h);
-    if (failed) return absl::UnavailableError("redis bench: raw GET failed");
-  }
-  for (int r = 0; r < repeats; ++r) {
-    // Variant "free": each reply is freed before the next is read (the
-    // cheapest possible client; memory is recycled).
-
-    absl::Time t0 = absl::Now();
-    for (const std::string& k : keys) {
-      const char* argv[2] = {"GET", k.data()};
-      size_t lens[2] = {3, k.size()};
-      redisAppendCommandArgv(raw.c, 2, argv, lens);
-    }
-    size_t got = 0;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      void* rep = nullptr;
-      if (redisGetReply(raw.c, &rep) != REDIS_OK || rep == nullptr) {
-        return absl::UnavailableError("redis bench: raw GET failed");
+      std::vector<redisReply*> held;
+      bool failed = false;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        void* rep = nullptr;
+        if (redisGetReply(raw.c, &rep) != REDIS_OK || rep == nullptr) {
+          failed = true;
+          break;
+        }
+        held.push_back(static_cast<redisReply*>(rep));
       }
-      auto* rr = static_cast<redisReply*>(rep);
-      got += rr->type == REDIS_REPLY_STRING ? rr->len : 0;
-      if (r == 0 && rr->type == REDIS_REPLY_STRING) values[i].assign(rr->str, rr->len);
-      freeReplyObject(rr);
+      raw_hold_s = std::min(raw_hold_s, Seconds(t0));
+      for (redisReply* h : held) freeReplyObject(h);
+      if (failed) return absl::UnavailableError("redis bench: raw GET failed");
     }
-    raw_s = std::min(raw_s, Seconds(t0));
-    if (got < chunk->TotalBytes()) return absl::InternalError("redis bench: raw GET short");
+    {
+      // The same through GetHeader + GetLayers (two round trips).
+      absl::Time t0 = absl::Now();
+      absl::StatusOr<Tier::Blob> h = tier->GetHeader(key);
+      absl::StatusOr<std::vector<Tier::Blob>> layers = tier->GetLayers(key, 0, shape.layers);
+      two_rt_s = std::min(two_rt_s, Seconds(t0));
+      if (!h.ok()) return h.status();
+      if (!layers.ok()) return layers.status();
+      if (!h->has_value()) return absl::InternalError("redis bench: header miss");
+      for (const Tier::Blob& b : *layers) {
+        if (!b.has_value()) return absl::InternalError("redis bench: layer miss");
+      }
+    }
+    {
+      // Variant "free": each reply is freed before the next is read (the
+      // cheapest possible client; memory is recycled).
+      absl::Time t0 = absl::Now();
+      for (const std::string& k : keys) {
+        const char* argv[2] = {"GET", k.data()};
+        size_t lens[2] = {3, k.size()};
+        redisAppendCommandArgv(raw.c, 2, argv, lens);
+      }
+      size_t got = 0;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        void* rep = nullptr;
+        if (redisGetReply(raw.c, &rep) != REDIS_OK || rep == nullptr) {
+          return absl::UnavailableError("redis bench: raw GET failed");
+        }
+        auto* rr = static_cast<redisReply*>(rep);
+        got += rr->type == REDIS_REPLY_STRING ? rr->len : 0;
+        if (r == 0 && rr->type == REDIS_REPLY_STRING) values[i].assign(rr->str, rr->len);
+        freeReplyObject(rr);
+      }
+      raw_s = std::min(raw_s, Seconds(t0));
+      if (got < chunk->TotalBytes()) return absl::InternalError("redis bench: raw GET short");
+    }
   }
 
   // Raw pipelined SET of the same values (baseline for Put).

@@ -1,8 +1,9 @@
 // ragkv_bench_redis: runs RedisTierBenchRows (bench_redis.h) against a
 // running Redis server and prints one line per row.
 //
-//   ragkv_bench_redis HOST:PORT [REPEATS] [--tune-malloc]
+//   ragkv_bench_redis HOST:PORT [REPEATS] [--tune-malloc] [--small|--large]
 //
+// --small / --large: only the stories260K shape / only the 64 MiB shapes.
 // --tune-malloc: glibc keeps freed large blocks (M_MMAP_THRESHOLD 32 MiB,
 // M_TRIM_THRESHOLD 1 GiB) as a sidecar's main may do; then raw hiredis no
 // longer pays fresh page faults per read either.
@@ -21,14 +22,19 @@
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s HOST:PORT [REPEATS] [--tune-malloc]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s HOST:PORT [REPEATS] [--tune-malloc] [--small|--large]\n",
+                 argv[0]);
     return 2;
   }
   ragkv::kvstore::RedisBenchOptions o;
   o.endpoint = argv[1];
-  bool tune = false;
+  bool tune = false, small_only = false, large_only = false;
   for (int i = 2; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--tune-malloc") == 0) {
+    if (std::strcmp(argv[i], "--small") == 0) {
+      small_only = true;
+    } else if (std::strcmp(argv[i], "--large") == 0) {
+      large_only = true;
+    } else if (std::strcmp(argv[i], "--tune-malloc") == 0) {
       tune = true;
     } else {
       o.repeats = std::atoi(argv[i]);
@@ -51,6 +57,8 @@ int main(int argc, char** argv) {
               "baseline what");
   int rc = 0;
   for (const Case& c : cases) {
+    const bool is_small = c.shape.layers < 32;
+    if ((small_only && !is_small) || (large_only && is_small)) continue;
     o.max_value_bytes = c.max_value_bytes;
     auto rows = ragkv::kvstore::RedisTierBenchRows(c.shape, o);
     if (!rows.ok()) {

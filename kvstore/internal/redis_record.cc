@@ -3,8 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
-#include "xxhash.h"
+#include "kvstore/internal/xxh3_fast.h"
 
 namespace ragkv::kvstore::internal {
 namespace {
@@ -29,13 +28,11 @@ uint64_t GetU64(const char* p) {
   return v;
 }
 
+// Checksum: XXH3-64 of key || frame bytes 0..39 || payload (the AVX2 build
+// where the CPU has it: same value, about twice the speed of libxxhash's).
 uint64_t Checksum(std::string_view redis_key, const char* frame40, std::string_view rest) {
-  XXH3_state_t st;
-  XXH3_64bits_reset(&st);
-  XXH3_64bits_update(&st, redis_key.data(), redis_key.size());
-  XXH3_64bits_update(&st, frame40, kChecksumOffset);
-  XXH3_64bits_update(&st, rest.data(), rest.size());
-  return XXH3_64bits_digest(&st);
+  return Xxh3_64x3(redis_key.data(), redis_key.size(), frame40, kChecksumOffset, rest.data(),
+                   rest.size());
 }
 
 }  // namespace

@@ -19,4 +19,15 @@ uint64_t Xxh3_64Avx2(const void* a, size_t na, const void* b, size_t nb) {
   return XXH3_64bits_digest(&st);
 }
 
+uint64_t Xxh3_64x3Avx2(const void* a, size_t na, const void* b, size_t nb, const void* c,
+                       size_t nc) {
+  XXH3_state_t st;
+  XXH3_INITSTATE(&st);
+  XXH3_64bits_reset(&st);
+  XXH3_64bits_update(&st, a, na);
+  XXH3_64bits_update(&st, b, nb);
+  XXH3_64bits_update(&st, c, nc);
+  return XXH3_64bits_digest(&st);
+}
+
 }  // namespace ragkv::kvstore::internal

@@ -15,6 +15,9 @@ namespace ragkv::kvstore::internal {
 
 // Xxh3_64: XXH3_64bits(a[0..na) || b[0..nb)), seed 0. `b` may be null if nb == 0.
 uint64_t Xxh3_64(const void* a, size_t na, const void* b, size_t nb);
+// Xxh3_64x3: XXH3_64bits(a || b || c), seed 0 (the Redis tier's frame
+// checksum: key || frame || payload). Pointers may be null when their size is 0.
+uint64_t Xxh3_64x3(const void* a, size_t na, const void* b, size_t nb, const void* c, size_t nc);
 
 }  // namespace ragkv::kvstore::internal
 
