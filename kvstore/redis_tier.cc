@@ -181,6 +181,52 @@ absl::Status ValidateOptions(const RedisTierOptions& o) {
 
 }  // namespace
 
+namespace {
+
+// HealthTrackingExecutor: forwards every round trip to the real executor and
+// records whether it reached its node: OK (replies, even error replies) sets
+// `up`; UNAVAILABLE / DEADLINE_EXCEEDED (refused, reset, in reconnect
+// backoff, timed out) clears it and counts an outage on a 1 -> 0 transition.
+class HealthTrackingExecutor final : public internal::RedisExecutor {
+ public:
+  HealthTrackingExecutor(std::unique_ptr<internal::RedisExecutor> inner, std::atomic<bool>* up,
+                         std::atomic<uint64_t>* outages)
+      : inner_(std::move(inner)), up_(up), outages_(outages) {}
+
+  absl::StatusOr<std::vector<Reply>> Pipeline(std::string_view routing_key,
+                                              absl::Span<const RedisArgv> commands) override {
+    absl::StatusOr<std::vector<Reply>> r = inner_->Pipeline(routing_key, commands);
+    Note(r.status());
+    return r;
+  }
+  absl::Status PipelineStream(std::string_view routing_key, absl::Span<const RedisArgv> commands,
+                              const internal::ReplyCallback& on_reply) override {
+    absl::Status s = inner_->PipelineStream(routing_key, commands, on_reply);
+    Note(s);
+    return s;
+  }
+  std::string NodeKeyFor(std::string_view routing_key) const override {
+    return inner_->NodeKeyFor(routing_key);
+  }
+  std::string Describe() const override { return inner_->Describe(); }
+
+ private:
+  void Note(const absl::Status& s) {
+    if (s.ok()) {
+      up_->store(true, std::memory_order_relaxed);
+    } else if (absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s)) {
+      if (up_->exchange(false, std::memory_order_relaxed)) {
+        outages_->fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+  }
+
+  const std::unique_ptr<internal::RedisExecutor> inner_;
+  std::atomic<bool>* const up_;
+  std::atomic<uint64_t>* const outages_;
+};
+
+}  // namespace
 
 // ------------------------------------------------------------------ create --
 
@@ -245,7 +291,8 @@ absl::StatusOr<std::unique_ptr<Tier>> CreateRedisTier(const RedisTierOptions& op
 RedisTier::RedisTier(RedisTierOptions options, std::unique_ptr<internal::RedisExecutor> exec,
                      bool cluster_mode)
     : options_(std::move(options)),
-      exec_(std::move(exec)),
+      exec_(std::make_unique<HealthTrackingExecutor>(std::move(exec), &health_.up,
+                                                     &health_.outages)),
       cluster_mode_(cluster_mode),
       hint_(std::make_unique<internal::RedisLayoutHint>()) {}
 
@@ -262,6 +309,13 @@ void RedisTier::SetLayoutHint(const std::vector<uint32_t>& parts) {
 RedisTier::~RedisTier() = default;
 
 std::string RedisTier::Describe() const { return exec_->Describe(); }
+
+TierStats RedisTier::Stats() const {
+  TierStats s = Tier::Stats();
+  s.up = health_.up.load(std::memory_order_relaxed) ? 1 : 0;
+  s.outages = health_.outages.load(std::memory_order_relaxed);
+  return s;
+}
 
 absl::Status RedisTier::CountError(absl::Status s) {
   if (!s.ok()) counters().errors.fetch_add(1, std::memory_order_relaxed);

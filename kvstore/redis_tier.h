@@ -32,6 +32,7 @@
 #ifndef RAGKV_KVSTORE_REDIS_TIER_H_
 #define RAGKV_KVSTORE_REDIS_TIER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -137,6 +138,11 @@ class RedisTier : public Tier {
   bool cluster_mode() const { return cluster_mode_; }
   // Describe: e.g. "redis 127.0.0.1:6379" or "redis-cluster(3 masters)".
   std::string Describe() const;
+  // Stats: the counters plus `up` (0 after a round trip that could not reach
+  // its node -- UNAVAILABLE or DEADLINE_EXCEEDED --, 1 again after the next
+  // one that did; in cluster mode, the last round trip to any node decides)
+  // and `outages` (1 -> 0 transitions).
+  TierStats Stats() const override;
 
  private:
   RedisTier(RedisTierOptions options, std::unique_ptr<internal::RedisExecutor> exec,
@@ -149,6 +155,13 @@ class RedisTier : public Tier {
   void SetLayoutHint(const std::vector<uint32_t>& parts);
 
   const RedisTierOptions options_;
+  // health_: reachability as seen by every round trip (TierStats::up and
+  // ::outages); exec_ is wrapped to update it, so it is declared first.
+  struct Health {
+    std::atomic<bool> up{true};
+    std::atomic<uint64_t> outages{0};
+  };
+  Health health_;
   const std::unique_ptr<internal::RedisExecutor> exec_;
   const bool cluster_mode_;
   const std::unique_ptr<internal::RedisLayoutHint> hint_;

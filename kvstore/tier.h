@@ -110,6 +110,12 @@ struct TierStats {
   uint64_t bytes_used = 0;       // current occupancy (0 if unknown)
   uint64_t capacity_bytes = 0;   // byte budget (0 = unbounded / unknown)
   uint64_t entries = 0;          // current chunk count (0 if unknown)
+  // up: 1 while the tier's medium is reachable, 0 after a round trip failed
+  // to reach it (remote tiers: connection refused/reset, timeout) until one
+  // succeeds again. Local tiers are always 1.
+  uint64_t up = 1;
+  // outages: how many times `up` went from 1 to 0 (remote tiers; else 0).
+  uint64_t outages = 0;
 
   double ReadGBps() const { return read_seconds > 0 ? bytes_read / read_seconds / 1e9 : 0; }
   double WriteGBps() const { return write_seconds > 0 ? bytes_written / write_seconds / 1e9 : 0; }

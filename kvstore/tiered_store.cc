@@ -1,5 +1,6 @@
 #include "kvstore/tiered_store.h"
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <string>
@@ -65,11 +66,20 @@ class TieredStore::Impl {
   absl::Status WriteTiers(size_t first, const ChunkKey& key,
                           const std::shared_ptr<const EncodedChunk>& chunk) {
     absl::Status first_error;
+    // Tiers from `best_effort_from` on may fail once a tier above accepted.
+    const size_t best_effort_from =
+        tiers_.size() - std::min(options_.best_effort_tiers, tiers_.size() - 1);
+    bool accepted = false;
     for (size_t i = first; i < tiers_.size(); ++i) {
       absl::Status s = tiers_[i]->Put(key, chunk);
+      if (s.ok()) accepted = true;
       if (!s.ok()) {
         RAGKV_LOG(WARNING) << "kvstore: put " << key.ToHex() << " to tier '" << tiers_[i]->Name()
                            << "' failed: " << s;
+        if (accepted && i >= best_effort_from) {
+          tier_errors_.fetch_add(1, std::memory_order_relaxed);  // degraded, not failed
+          continue;
+        }
         if (first_error.ok()) {
           first_error = absl::Status(s.code(), absl::StrCat("tier '", std::string(tiers_[i]->Name()), "': ",
                                                             s.message()));

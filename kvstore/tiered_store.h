@@ -55,6 +55,13 @@ struct TieredStoreOptions {
   bool promote_on_hit = true;
   // Verify every layer record's checksum in Put before storing. Default true.
   bool verify_on_put = true;
+  // best_effort_tiers: the last N tiers (never tier 0) are best-effort for
+  // writes: when one of them fails a Put that a tier above it accepted, the
+  // failure is logged and counted (the tier's errors and
+  // StoreStats::tier_errors) but Put still returns OK. For a shared remote
+  // tier (Redis) whose outage must not fail writes that are already stored
+  // locally. Default 0: a write-through Put is OK iff every tier accepted it.
+  size_t best_effort_tiers = 0;
 };
 
 // LoadedLayer: one verified layer as delivered to a reader. The blob is
@@ -124,8 +131,9 @@ class TieredStore {
   // Put: stores `chunk` under `key` per the write policy. The chunk is
   // checked first (header decodes, header key == key, layer count, and with
   // verify_on_put every layer record): InvalidArgument/DataLoss on malformed
-  // input, nothing is written. Write-through: OK iff every tier accepted it;
-  // otherwise the first failure (tiers that accepted keep the valid chunk).
+  // input, nothing is written. Write-through: OK iff every tier accepted it
+  // (best-effort tiers excepted, see the option); otherwise the first failure
+  // (tiers that accepted keep the valid chunk).
   // Write-back: OK once tier 0 holds the chunk and the lower tiers' write is
   // queued (blocking while the queue is full); if tier 0 rejects it (e.g.
   // too large for RAM), the lower tiers are written synchronously and their

@@ -69,7 +69,11 @@ absl::StatusOr<std::unique_ptr<Backends>> BuildBackends(const BackendOptions& o)
       ASSIGN_OR_RETURN(auto redis_tier, kvstore::CreateRedisTier(ro));
       tiers.push_back(std::move(redis_tier));
     }
-    ASSIGN_OR_RETURN(b->store, kvstore::TieredStore::Create({}, std::move(tiers)));
+    kvstore::TieredStoreOptions so;
+    // A Redis outage degrades the shared tier, it does not fail writes that
+    // RAM and SSD already hold (docs/reliability.md, fault injection).
+    so.best_effort_tiers = o.redis_url.empty() ? 0 : 1;
+    ASSIGN_OR_RETURN(b->store, kvstore::TieredStore::Create(so, std::move(tiers)));
   }
   if (o.want_retrieval) {
     std::filesystem::create_directories(o.data_dir + "/retrieval", ec);

@@ -92,6 +92,9 @@ void AddStoreCollector(Metrics* metrics, kvstore::TieredStore* store) {
         {"ragkv_tier_bytes_used", "gauge", &kvstore::TierStats::bytes_used},
         {"ragkv_tier_capacity_bytes", "gauge", &kvstore::TierStats::capacity_bytes},
         {"ragkv_tier_entries", "gauge", &kvstore::TierStats::entries},
+        {"ragkv_tier_puts_total", "counter", &kvstore::TierStats::puts},
+        {"ragkv_tier_up", "gauge", &kvstore::TierStats::up},
+        {"ragkv_tier_outages_total", "counter", &kvstore::TierStats::outages},
     };
     for (const Field& f : kFields) {
       absl::StrAppendFormat(out, "# TYPE %s %s\n", f.name, f.type);
