@@ -7,7 +7,8 @@
 //    rejections in /metrics;
 //  - the bearer token given by file, environment or argv never appears in the
 //    real `ragkv serve` binary's stdout/stderr, in /metrics, in error
-//    messages, or (argv) in /proc/PID/cmdline once the server is up.
+//    messages, or (argv) in /proc/PID/cmdline once the server is up; nor
+//    does the TLS private key.
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
@@ -16,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -384,12 +386,25 @@ std::string Cmdline(pid_t pid) {
 
 // Exercise: right token, wrong token, no token, errors, metrics; returns
 // every text a client or scraper saw. Fails the test on wrong behaviour.
+std::unique_ptr<Client> TlsOrPlainClient(const std::string& address, const std::string& token,
+                                         const std::string& root_pem) {
+  if (root_pem.empty()) return ClientFor(address, token);
+  ClientOptions co;
+  co.target = address;
+  co.auth_token = token;
+  co.use_tls = true;
+  co.tls_root_certs_pem = root_pem;
+  co.tls_server_name = "localhost";
+  auto c = Client::Create(co);
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
 std::string Exercise(const ServeRun& r, const std::string& token, const std::string& wrong,
-                     const std::string& corpus_dir) {
+                     const std::string& corpus_dir, const std::string& root_pem = "") {
   std::string seen;
-  auto good = ClientFor(r.address, token);
-  auto bad = ClientFor(r.address, wrong);
-  auto none = ClientFor(r.address);
+  auto good = TlsOrPlainClient(r.address, token, root_pem);
+  auto bad = TlsOrPlainClient(r.address, wrong, root_pem);
+  auto none = TlsOrPlainClient(r.address, "", root_pem);
   EXPECT_TRUE(good->GetStats().ok());
   for (Client* c : {bad.get(), none.get()}) {
     absl::Status st = c->GetStats().status();
@@ -447,7 +462,7 @@ class SecretInLogsTest : public ::testing::Test {
     EXPECT_EQ(rc, 0);
     const std::string logs = ReadAll(r->out_path) + ReadAll(r->err_path);
     EXPECT_NE(logs.find("bearer auth on"), std::string::npos) << logs;
-    for (const std::string& secret : {kToken, kWrong}) {
+    for (const char* secret : {kToken, kWrong}) {
       EXPECT_EQ(logs.find(secret), std::string::npos) << "secret in the server's logs:\n" << logs;
       EXPECT_EQ(seen.find(secret), std::string::npos) << "secret seen by a client:\n" << seen;
     }
@@ -491,6 +506,36 @@ TEST_F(SecretInLogsTest, TokenOnArgvWarnsAndIsScrubbedFromTheProcessList) {
   const std::string seen = Exercise(r, kToken, kWrong, corpus_);
   ExpectNoSecret(&r, seen);
   EXPECT_NE(ReadAll(r.err_path).find("visible to every local user"), std::string::npos);
+}
+
+TEST_F(SecretInLogsTest, TlsKeyMaterialIsNotLoggedEither) {
+  const std::string cert = dir_.path() + "/cert.pem", key = dir_.path() + "/key.pem";
+  const std::string cmd = absl::StrFormat(
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+      "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout %s -out %s 2>/dev/null",
+      key, cert);
+  if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "openssl not available";
+  chmod(key.c_str(), 0600);
+  std::vector<std::string> args = base_;
+  args.insert(args.end(), {"--tls-cert", cert, "--tls-key", key});
+  ServeRun r = StartServe(dir_.path(), args, {std::string("RAGKV_AUTH_TOKEN=") + kToken});
+  ASSERT_GT(r.pid, 0) << ReadAll(r.err_path);
+  const std::string seen = Exercise(r, kToken, kWrong, corpus_, ReadAll(cert));
+  const std::string logs_before_stop = ReadAll(r.out_path) + ReadAll(r.err_path);
+  ExpectNoSecret(&r, seen);
+  // Every base64 line of the private key (64 characters each).
+  std::istringstream pem(ReadAll(key));
+  std::string line;
+  int lines = 0;
+  const std::string logs = ReadAll(r.out_path) + ReadAll(r.err_path);
+  while (std::getline(pem, line)) {
+    if (line.empty() || line[0] == '-') continue;
+    ++lines;
+    EXPECT_EQ(logs.find(line), std::string::npos) << "key material in the logs";
+    EXPECT_EQ(seen.find(line), std::string::npos) << "key material seen by a client";
+  }
+  EXPECT_GT(lines, 10);
+  EXPECT_NE(logs_before_stop.find("(TLS)"), std::string::npos) << logs_before_stop;
 }
 
 TEST_F(SecretInLogsTest, UnsafeTokenFileIsRefusedWithoutPrintingIt) {
