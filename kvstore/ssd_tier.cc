@@ -711,7 +711,7 @@ absl::StatusOr<std::unique_ptr<Tier>> CreateSsdTierWithEnv(const SsdTierOptions&
     return absl::InvalidArgumentError("SsdTierOptions.read_threads must be in [1, 64]");
   }
   SsdTierOptions opts = options;
-  if (opts.use_direct_reads && env == nullptr && !DirectIoSupported(opts.path)) {
+  if (opts.use_direct_reads && !DirectIoSupported(opts.path)) {
     RAGKV_LOG(INFO) << "ssd tier '" << opts.name << "': " << opts.path
                     << " does not support O_DIRECT; using buffered reads";
     opts.use_direct_reads = false;

@@ -534,3 +534,46 @@ TEST(SsdTier, BadReadThreadsIsInvalidArgument) {
 
 }  // namespace
 }  // namespace ragkv::kvstore
+
+namespace ragkv::kvstore {
+namespace {
+
+// The default use_direct_reads must not make the tier unusable on a
+// filesystem that may refuse O_DIRECT (tmpfs before Linux 6.6): it falls
+// back to buffered reads.
+TEST(SsdTier, DefaultOptionsWorkOnTmpfs) {
+  if (!std::filesystem::is_directory("/dev/shm")) GTEST_SKIP() << "no /dev/shm";
+  char tmpl[] = "/dev/shm/ragkv_kvstore_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string path = tmpl;
+  {
+    SsdTierOptions o = Opts(path);
+    ASSERT_TRUE(o.use_direct_reads);  // the default
+    auto t = Open(o);
+    ASSERT_NE(t, nullptr);
+    TestChunk c = LargeChunk(80);
+    ASSERT_TRUE(t->Put(c.key, c.encoded).ok());
+    auto ls = t->GetLayers(c.key, 0, 5);
+    ASSERT_TRUE(ls.ok()) << ls.status();
+    for (uint32_t l = 0; l < 5; ++l) {
+      ASSERT_TRUE((*ls)[l].has_value());
+      EXPECT_TRUE((*ls)[l]->view() == c.encoded->layers[l]);
+    }
+  }
+  {
+    auto t = Open(Opts(path));  // reopened: reads from the blob files
+    ASSERT_NE(t, nullptr);
+    TestChunk c = LargeChunk(80);
+    auto ls = t->GetLayers(c.key, 0, 5);
+    ASSERT_TRUE(ls.ok()) << ls.status();
+    for (uint32_t l = 0; l < 5; ++l) {
+      ASSERT_TRUE((*ls)[l].has_value());
+      EXPECT_TRUE((*ls)[l]->view() == c.encoded->layers[l]);
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+}
+
+}  // namespace
+}  // namespace ragkv::kvstore
