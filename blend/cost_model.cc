@@ -354,13 +354,18 @@ RequestPrediction CostModel::PredictBlend(const RequestShape& r, double ratio, T
     if (next_check < schedule.size() && schedule[next_check].layer == l) {
       const double want = std::min(sel, std::round(schedule[next_check++].ratio * S));
       if (want < sel) {
-        // Probe: ProjectKV of the candidates (K/V projections, norm, RoPE of
-        // k) + gathers of hidden rows and cached K/V, deviation, scatter of
-        // the probe's K/V, compaction of the hidden rows.
+        // Probe: Model::ProjectKV of the candidates runs the layer's fused
+        // q/k/v projection (q included) after the attention RMSNorm, RoPE on
+        // q and k, and copies K/V out; then gathers of the hidden rows and
+        // cached K/V, the deviation, the scatter of the probe's K/V and the
+        // compaction of the hidden rows. f32 elements read + written per
+        // candidate: norm 2 dim, RoPE 2 (q + kv), K/V copy 4 kv, gathers
+        // 2 dim + 4 kv, deviation 4 kv, scatter 4 kv, compaction 2 dim.
+        const double q = static_cast<double>(s.heads) * s.head_dim;
         StageCost probe;
-        probe.flops = 2.0 * sel * s.dim * 2 * kv;
+        probe.flops = 2.0 * sel * s.dim * (q + 2 * kv);
         probe.rows = sel;
-        probe.row_bytes = sel * 4.0 * (6.0 * s.dim + 14.0 * kv);
+        probe.row_bytes = sel * 4.0 * (6.0 * s.dim + 2.0 * (q + kv) + 16.0 * kv);
         selection = ComputeTime(*this, hw_, probe);
         sel = want;
       }

@@ -630,8 +630,6 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
                                                 : &cal.remote_tier_bw;
     *bw = t->probe_bytes_per_s;
   }
-  rep.cpu = cal;
-  const blend::CostModel cal_cm(shape, cal);
   out << absl::StrFormat(
       "# bench ttft: %s, %s, KV %s, %d repeats\n"
       "# cpu: sgemm %.1f GFLOP/s (n=%d), memcpy %.2f GB/s, cold file read %.2f GB/s; "
@@ -698,9 +696,22 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
                                  static_cast<double>(context_tokens + query_tokens) * 4;
   out << absl::StrFormat("# matrix: %d configurations x %d prompts x %d repeats\n", configs.size(),
                          prompts.size(), o.repeats);
+  // Kernel rates are re-measured between requests (every
+  // `calibrate_every` configurations) so that they see the same machine load
+  // as the requests; the prediction uses their field-wise median.
+  std::vector<CpuCeilings> kernel_samples = {ceilings};
+  CpuMeasureOptions recal = cmo;
+  recal.file_bytes = 0;
+  recal.copy_bytes = std::min<size_t>(recal.copy_bytes, size_t{32} << 20);
+  int since_cal = 0;
   for (int r = 0; r < o.repeats; ++r) {
     for (size_t pi = 0; pi < prompts.size(); ++pi) {
       for (const Config& c : configs) {
+        if (o.calibrate_every > 0 && ++since_cal >= o.calibrate_every) {
+          since_cal = 0;
+          ASSIGN_OR_RETURN(CpuCeilings k, MeasureCpu(recal));
+          kernel_samples.push_back(std::move(k));
+        }
         if (c.grpc) {
           std::vector<uint64_t> ids;
           for (const CatalogueChunk& cc : prompts[pi].cat) ids.push_back(cc.chunk_id);
@@ -754,6 +765,20 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
       }
     }
   }
+  const CpuCeilings kernel_median = MedianCeilings(kernel_samples);
+  {
+    blend::HardwareSpec spec = CpuHardwareSpec(kernel_median, 1.0);
+    // Loads: the tier probes (measured once, before the matrix).
+    spec.name = "cpu-calibrated";
+    spec.ram_tier_bw = cal.ram_tier_bw;
+    spec.ssd_tier_bw = cal.ssd_tier_bw;
+    spec.remote_tier_bw = cal.remote_tier_bw;
+    cal = spec;
+  }
+  rep.cpu = cal;
+  const blend::CostModel final_cm(shape, cal);
+  out << absl::StrFormat("# kernels, median of %d calibrations during the matrix: %s\n",
+                         kernel_samples.size(), DescribeKernelRates(kernel_median));
 
   // ---- Aggregate ----
   // The Blender's first chunk sits at offset 0 (exact; the prefix of
@@ -805,7 +830,7 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
       // rows' extra is reported as measured transport overhead.
       const blend::Tier bt = c.rq.tier ? c.rq.tier->tier : blend::Tier::kRam;
       row.predicted_raw_s = predict(raw_cm, c.strategy, bt, row.ratio).total_s;
-      row.predicted = predict(cal_cm, c.strategy, bt, row.ratio);
+      row.predicted = predict(final_cm, c.strategy, bt, row.ratio);
       row.predicted_cal_s = row.predicted.total_s;
     }
     if (c.strategy == "full-prefill") (c.grpc ? full_p50_grpc : full_p50) = row.ttft.p50;
@@ -1087,12 +1112,14 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
         "ragkv engine -> sidecar Blend over loopback gRPC).\n\n";
   md << absl::StrFormat(
       "CPU calibration (same run): sgemm %.1f GFLOP/s (n=%d), memcpy %.2f GB/s, cold file "
-      "read %.2f GB/s; %s. A full prefill of one %d-token chunk ran at %.0f%% of the sgemm "
-      "roofline (reported only). \"pred raw\" is the pure roofline; \"pred cal\" uses the "
-      "measured kernel rates and each tier's probed load bandwidth (docs/planner.md).\n\n",
+      "read %.2f GB/s; kernels of one layer of this model (median of %d calibrations "
+      "interleaved with the matrix, each the median of its runs): %s. A full prefill of one "
+      "%d-token chunk ran at %.0f%% of the sgemm roofline (reported only). \"pred raw\" is "
+      "the pure roofline; \"pred cal\" uses the measured kernel rates and each tier's "
+      "probed load bandwidth (docs/planner.md).\n\n",
       ceilings.sgemm_flops / 1e9, ceilings.gemm_n, ceilings.copy_bytes_per_s / 1e9,
-      ceilings.file_read_bytes_per_s / 1e9, DescribeKernelRates(ceilings), best_chunk_tokens,
-      rep.efficiency * 100);
+      ceilings.file_read_bytes_per_s / 1e9, kernel_samples.size(),
+      DescribeKernelRates(kernel_median), best_chunk_tokens, rep.efficiency * 100);
   for (const auto& n : rep.notes) md << "- " << n << "\n";
   if (!rep.notes.empty()) md << "\n";
   const bool quality = o.quality_prompts > 0;

@@ -112,9 +112,12 @@ struct TtftBenchOptions {
   // Quality deltas (stories260K-class checkpoints): prompts for
   // blend::RunQualityBench (0: off).
   int quality_prompts = 0;
-  // CPU ceilings for the planner's prediction (scratch_dir is replaced by
-  // the work dir).
+  // CPU ceilings and kernel rates for the planner's prediction (scratch_dir,
+  // model, attention_keys and alloc_bytes are set from the workload).
   CpuMeasureOptions calibration;
+  // Re-measure the kernel rates every this many matrix requests (0: only
+  // once, before the matrix); the prediction uses the median.
+  int calibrate_every = 8;
   // path: "inproc", "grpc" (in-process full prefill as the baseline +
   // the gRPC rows) or "both".
   std::string path = "both";

@@ -11,7 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/match.h"
 #include "base/status_macros.h"
 #include "kernels/attention.h"
@@ -62,17 +64,20 @@ double MeasureFileRead(size_t bytes, const std::string& dir) {
   return bw;
 }
 
-// Best: the best wall time of `runs` calls of `f` (after one warm-up).
+// Typical: the median wall time of `runs` calls of `f` (after one warm-up).
+// The median, not the best: these rates predict median TTFTs measured on the
+// same (possibly loaded) machine, not its unloaded peak.
 template <typename F>
-absl::StatusOr<double> Best(int runs, F f) {
+absl::StatusOr<double> Typical(int runs, F f) {
   RETURN_IF_ERROR(f());
-  double best = 1e30;
-  for (int r = 0; r < runs; ++r) {
+  std::vector<double> t;
+  for (int r = 0; r < std::max(1, runs); ++r) {
     const double t0 = Now();
     RETURN_IF_ERROR(f());
-    best = std::min(best, Now() - t0);
+    t.push_back(Now() - t0);
   }
-  return best;
+  std::sort(t.begin(), t.end());
+  return t.size() % 2 ? t[t.size() / 2] : (t[t.size() / 2 - 1] + t[t.size() / 2]) / 2;
 }
 
 std::vector<float> Random(size_t n, uint32_t seed) {
@@ -108,7 +113,7 @@ absl::Status MeasureModelKernels(const CpuMeasureOptions& o, CpuCeilings* c) {
   };
   for (int m : o.gemm_rows) {
     if (m <= 0) continue;
-    ASSIGN_OR_RETURN(double t, Best(o.runs, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(double t, Typical(o.runs, [&]() -> absl::Status {
       RETURN_IF_ERROR(kernels::Gemm(v2(x.data(), m, dim), v2(wqkv.data(), qd + 2 * kvd, dim), true,
                                     v2(y.data(), m, qd + 2 * kvd)));
       RETURN_IF_ERROR(kernels::Gemm(v2(x.data(), m, qd), v2(wo.data(), dim, qd), true,
@@ -141,7 +146,7 @@ absl::Status MeasureModelKernels(const CpuMeasureOptions& o, CpuCeilings* c) {
     auto o3 = TensorView::Contiguous(out.data(), DType::kF32, {rows, s.heads, hd});
     auto k3 = TensorView::Contiguous(const_cast<float*>(k.data()), DType::kF32, {s.kv_heads, keys, hd});
     auto v3 = TensorView::Contiguous(const_cast<float*>(v.data()), DType::kF32, {s.kv_heads, keys, hd});
-    ASSIGN_OR_RETURN(double t, Best(o.runs, [&] {
+    ASSIGN_OR_RETURN(double t, Typical(o.runs, [&] {
       return kernels::SelectiveAttention(q3, pos.data(), k3, v3, o3, ap);
     }));
     c->attention_flops = 4.0 * s.heads * hd * visible / t;
@@ -157,7 +162,7 @@ absl::Status MeasureModelKernels(const CpuMeasureOptions& o, CpuCeilings* c) {
     kernels::RopeParams rp;
     rp.head_dim = s.head_dim;
     const auto wv = TensorView::Contiguous(nw.data(), DType::kF32, {dim});
-    ASSIGN_OR_RETURN(double t, Best(o.runs, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(double t, Typical(o.runs, [&]() -> absl::Status {
       for (int i = 0; i < 2; ++i) {
         RETURN_IF_ERROR(kernels::RmsNorm(v2(h.data(), rows, dim), wv, 1e-5f,
                                          v2(xb.data(), rows, dim)));
@@ -182,13 +187,13 @@ absl::Status MeasureModelKernels(const CpuMeasureOptions& o, CpuCeilings* c) {
     kernels::RopeParams rp;
     rp.head_dim = s.head_dim;
     auto k3 = TensorView::Contiguous(k.data(), DType::kF32, {s.kv_heads, keys, hd});
-    ASSIGN_OR_RETURN(double t, Best(o.runs, [&] { return kernels::RerotateKeys(k3, 512, rp); }));
+    ASSIGN_OR_RETURN(double t, Typical(o.runs, [&] { return kernels::RerotateKeys(k3, 512, rp); }));
     c->rerotate_bytes_per_s = static_cast<double>(k.size()) * 4 / t;
   }
   // 5. A fresh zero-filled f32 buffer (the fused cache: KVCache::Create).
   if (o.alloc_bytes > 0) {
     double sink = 0;
-    ASSIGN_OR_RETURN(double t, Best(o.runs, [&] {
+    ASSIGN_OR_RETURN(double t, Typical(o.runs, [&] {
       std::vector<float> buf(o.alloc_bytes / sizeof(float), 0.0f);
       sink += buf[buf.size() / 2];
       return absl::OkStatus();
@@ -239,6 +244,32 @@ absl::StatusOr<CpuCeilings> MeasureCpu(const CpuMeasureOptions& o) {
   c.file_read_bytes_per_s = MeasureFileRead(o.file_bytes, o.scratch_dir);
   if (o.model.layers > 0) RETURN_IF_ERROR(MeasureModelKernels(o, &c));
   return c;
+}
+
+CpuCeilings MedianCeilings(const std::vector<CpuCeilings>& samples) {
+  CpuCeilings out;
+  if (samples.empty()) return out;
+  auto med = [&](auto field) {
+    std::vector<double> v;
+    for (const CpuCeilings& c : samples) v.push_back(field(c));
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  out.gemm_n = samples.front().gemm_n;
+  out.sgemm_flops = med([](const CpuCeilings& c) { return c.sgemm_flops; });
+  out.copy_bytes_per_s = med([](const CpuCeilings& c) { return c.copy_bytes_per_s; });
+  out.file_read_bytes_per_s = med([](const CpuCeilings& c) { return c.file_read_bytes_per_s; });
+  out.attention_flops = med([](const CpuCeilings& c) { return c.attention_flops; });
+  out.row_op_bytes_per_s = med([](const CpuCeilings& c) { return c.row_op_bytes_per_s; });
+  out.rerotate_bytes_per_s = med([](const CpuCeilings& c) { return c.rerotate_bytes_per_s; });
+  out.alloc_bytes_per_s = med([](const CpuCeilings& c) { return c.alloc_bytes_per_s; });
+  for (size_t i = 0; i < samples.front().gemm_flops_at_rows.size(); ++i) {
+    out.gemm_flops_at_rows.push_back(
+        {samples.front().gemm_flops_at_rows[i].first, med([i](const CpuCeilings& c) {
+           return i < c.gemm_flops_at_rows.size() ? c.gemm_flops_at_rows[i].second : 0.0;
+         })});
+  }
+  return out;
 }
 
 std::string DescribeKernelRates(const CpuCeilings& c) {
@@ -337,6 +368,24 @@ absl::StatusOr<blend::Plan> RunPlanCommand(const PlanCommandOptions& o, std::ost
   if (o.nvme_gbs > 0) hw.ssd_tier_bw = o.nvme_gbs * 1e9;
   if (o.net_gbs > 0) hw.remote_tier_bw = o.net_gbs * 1e9;
   if (o.layer_overhead_us >= 0) hw.layer_overhead_s = o.layer_overhead_us * 1e-6;
+  if (!o.gemm_gflops_by_rows.empty()) {
+    hw.gemm_flops_at_rows.clear();
+    for (absl::string_view item : absl::StrSplit(o.gemm_gflops_by_rows, ',')) {
+      std::vector<absl::string_view> kv = absl::StrSplit(item, ':');
+      double rows = 0, gflops = 0;
+      if (kv.size() != 2 || !absl::SimpleAtod(kv[0], &rows) ||
+          !absl::SimpleAtod(kv[1], &gflops) || rows <= 0 || gflops <= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("plan: --gemm-gflops-by-rows wants rows:gflops,..., got '", item, "'"));
+      }
+      hw.gemm_flops_at_rows.push_back({rows, gflops * 1e9});
+    }
+    std::sort(hw.gemm_flops_at_rows.begin(), hw.gemm_flops_at_rows.end());
+  }
+  if (o.attention_gflops > 0) hw.attention_flops = o.attention_gflops * 1e9;
+  if (o.row_op_gbs > 0) hw.row_op_bytes_per_s = o.row_op_gbs * 1e9;
+  if (o.rerotate_gbs > 0) hw.rerotate_bytes_per_s = o.rerotate_gbs * 1e9;
+  if (o.alloc_gbs > 0) hw.alloc_bytes_per_s = o.alloc_gbs * 1e9;
   const blend::PlanWorkload& w = o.workload;
   if (w.chunks <= 0 || w.chunk_tokens <= 0 || w.query_tokens <= 0) {
     return absl::InvalidArgumentError("plan: --chunks, --chunk-tokens, --query-tokens must be > 0");

@@ -50,8 +50,10 @@ struct CpuMeasureOptions {
   // `gemm_rows`; SelectiveAttention of `attention_rows` rows scattered over
   // `attention_keys` keys; RMSNorm x2 + RoPE of q and k + SwiGLU + K/V copy
   // over `row_op_rows` rows; RerotateKeys of `attention_keys` keys; and
-  // allocating + zero-filling `alloc_bytes`. Each timing is the best of
-  // `runs`.
+  // allocating + zero-filling `alloc_bytes`. Each kernel timing is the
+  // median of `runs` (after a warm-up): the rates are meant to predict median
+  // TTFTs on the same, possibly loaded, machine (the sgemm / memcpy ceilings
+  // above stay best-of-runs).
   blend::ModelShape model;
   std::vector<int> gemm_rows = {1, 8, 32, 128, 512, 2048};
   int attention_rows = 256;
@@ -62,6 +64,11 @@ struct CpuMeasureOptions {
 
 // MeasureCpu: the ceilings above. Errors: kernels::Gemm or scratch I/O.
 absl::StatusOr<CpuCeilings> MeasureCpu(const CpuMeasureOptions& options = {});
+
+// MedianCeilings: the field-wise median of several measurements (the GEMM
+// table row by row; the tables must have the same row counts). Empty input:
+// all zero.
+CpuCeilings MedianCeilings(const std::vector<CpuCeilings>& samples);
 
 // DescribeKernelRates: one line with the kernel rates of `c` (GFLOP/s, GB/s).
 std::string DescribeKernelRates(const CpuCeilings& c);
@@ -89,6 +96,11 @@ struct PlanCommandOptions {
   // Overrides (<= 0: keep the preset's): TFLOP/s and GB/s (1e9 bytes/s).
   double peak_tflops = 0, hbm_gbs = 0, host_gbs = 0, nvme_gbs = 0, net_gbs = 0;
   double layer_overhead_us = -1;  // < 0: keep
+  // Kernel-rate overrides (blend::HardwareSpec; <= 0 / empty: keep), e.g. to
+  // replay the rates a `ragkv bench ttft` run logged: GEMM GFLOP/s by rows
+  // as "rows:gflops,rows:gflops,..." and GFLOP/s / GB/s figures.
+  std::string gemm_gflops_by_rows;
+  double attention_gflops = 0, row_op_gbs = 0, rerotate_gbs = 0, alloc_gbs = 0;
   blend::PlanWorkload workload;
   bool json = false;
 };

@@ -102,6 +102,9 @@ void RegisterTtftSubcommands(CLI::App* app) {
                          "inproc|grpc|both: in-process Blender and/or client -> sidecar engine "
                          "over loopback gRPC")
       ->capture_default_str();
+  g_ttft_cmd->add_option("--calibrate-every", t.calibrate_every,
+                         "re-measure kernel rates every N matrix requests (0: once)")
+      ->capture_default_str();
   g_ttft_cmd->add_option("--out", t.out_dir, "CSV/JSON/Markdown/PNG output dir");
   g_ttft_cmd->add_option("--plots", t.plots)->capture_default_str();
   g_ttft_cmd->add_option("--seed", t.seed)->capture_default_str();
@@ -121,6 +124,12 @@ void RegisterTtftSubcommands(CLI::App* app) {
   g_plan_cmd->add_option("--nvme-gbs", p.nvme_gbs, "override (SSD tier)");
   g_plan_cmd->add_option("--net-gbs", p.net_gbs, "override (remote tier)");
   g_plan_cmd->add_option("--layer-overhead-us", p.layer_overhead_us, "override");
+  g_plan_cmd->add_option("--gemm-gflops-by-rows", p.gemm_gflops_by_rows,
+                         "override: layer GEMM rate by row count, rows:gflops,...");
+  g_plan_cmd->add_option("--attention-gflops", p.attention_gflops, "override");
+  g_plan_cmd->add_option("--row-op-gbs", p.row_op_gbs, "override (norms, RoPE, SwiGLU)");
+  g_plan_cmd->add_option("--rerotate-gbs", p.rerotate_gbs, "override (key re-rotation)");
+  g_plan_cmd->add_option("--alloc-gbs", p.alloc_gbs, "override (fused-cache allocation)");
   g_plan_cmd->add_option("--chunks", p.workload.chunks)->capture_default_str();
   g_plan_cmd->add_option("--chunk-tokens", p.workload.chunk_tokens)->capture_default_str();
   g_plan_cmd->add_option("--query-tokens", p.workload.query_tokens)->capture_default_str();

@@ -119,8 +119,9 @@ TEST(CostModel, PredictBlendFollowsTheGradualSchedule) {
   const double l1 = m4.ComputeSeconds(m4.SelectiveLayer(44, 104, 40 * 60.5 + q));
   const double l23 = m4.ComputeSeconds(m4.SelectiveLayer(24, 104, 20 * 60.5 + q));
   EXPECT_NEAR(p.recompute_s, l1 + 2 * l23, 1e-9);
-  // Probes: 80 then 40 candidates, K/V projections 2 * n * dim * 2 * kv_dim.
-  EXPECT_NEAR(p.selection_s, (2.0 * 80 * 8 * 8 + 2.0 * 40 * 8 * 8) / 1000, 1e-9);
+  // Probes: 80 then 40 candidates through the fused q/k/v projection,
+  // 2 * n * dim * (q_dim + 2 kv_dim) = 2 * n * 8 * 16.
+  EXPECT_NEAR(p.selection_s, (2.0 * 80 * 8 * 16 + 2.0 * 40 * 8 * 16) / 1000, 1e-9);
   EXPECT_GT(p.total_s, p.layer0_s + p.recompute_s + p.selection_s);
   // Full reuse computes only the query rows in every layer.
   const RequestPrediction reuse = m4.PredictBlend(r, 0, Tier::kRam);

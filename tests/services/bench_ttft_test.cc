@@ -121,6 +121,19 @@ TEST(PlanCommand, TableJsonAndErrors) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("h100-sxm"), std::string::npos);
   o.hardware = "h100-sxm";
+  // Kernel-rate overrides reach the hardware spec; malformed ones are refused.
+  o.json = false;
+  o.gemm_gflops_by_rows = "512:20,1:5";
+  o.attention_gflops = 70;
+  absl::StatusOr<blend::Plan> rates = RunPlanCommand(o, json);
+  ASSERT_TRUE(rates.ok()) << rates.status();
+  ASSERT_EQ(rates->hardware.gemm_flops_at_rows.size(), 2u);
+  EXPECT_DOUBLE_EQ(rates->hardware.gemm_flops_at_rows[0].first, 1);  // sorted
+  EXPECT_DOUBLE_EQ(rates->hardware.gemm_flops_at_rows[1].second, 20e9);
+  EXPECT_DOUBLE_EQ(rates->hardware.attention_flops, 70e9);
+  o.gemm_gflops_by_rows = "512=20";
+  EXPECT_EQ(RunPlanCommand(o, json).status().code(), absl::StatusCode::kInvalidArgument);
+  o.gemm_gflops_by_rows.clear();
   o.model = "no-such-model";
   EXPECT_EQ(RunPlanCommand(o, json).status().code(), absl::StatusCode::kInvalidArgument);
 }
@@ -182,6 +195,26 @@ TEST(PlanCommand, MeasureCpuTimesTheModelKernels) {
   EXPECT_EQ(bare->attention_flops, 0);
 }
 
+TEST(PlanCommand, MedianCeilingsFieldWise) {
+  std::vector<CpuCeilings> v(3);
+  const double attn[] = {5, 1, 3}, gemm1[] = {10, 30, 20}, alloc[] = {7, 9, 8};
+  for (int i = 0; i < 3; ++i) {
+    v[i].attention_flops = attn[i];
+    v[i].alloc_bytes_per_s = alloc[i];
+    v[i].gemm_flops_at_rows = {{1, gemm1[i]}, {64, 100.0 + i}};
+  }
+  const CpuCeilings m = MedianCeilings(v);
+  EXPECT_DOUBLE_EQ(m.attention_flops, 3);
+  EXPECT_DOUBLE_EQ(m.alloc_bytes_per_s, 8);
+  ASSERT_EQ(m.gemm_flops_at_rows.size(), 2u);
+  EXPECT_DOUBLE_EQ(m.gemm_flops_at_rows[0].first, 1);
+  EXPECT_DOUBLE_EQ(m.gemm_flops_at_rows[0].second, 20);
+  EXPECT_DOUBLE_EQ(m.gemm_flops_at_rows[1].second, 101);
+  v.pop_back();  // even count: mean of the middle two
+  EXPECT_DOUBLE_EQ(MedianCeilings(v).attention_flops, 3);
+  EXPECT_EQ(MedianCeilings({}).attention_flops, 0);
+}
+
 TEST(BenchTtft, SmokeTinyModelWritesOutputs) {
   char tmpl[] = "/tmp/ragkv-ttft-test-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
@@ -210,6 +243,7 @@ TEST(BenchTtft, SmokeTinyModelWritesOutputs) {
   o.calibration.file_bytes = 4 << 20;
   o.calibration.gemm_rows = {1, 16, 64};
   o.calibration.runs = 1;
+  o.calibrate_every = 4;  // several calibrations during the matrix
   o.work_dir = dir + "/work";
   o.out_dir = dir + "/out";
   std::ostringstream log;
