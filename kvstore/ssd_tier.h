@@ -62,10 +62,10 @@ struct SsdTierOptions {
   // Read through O_DIRECT (RocksDB use_direct_reads): the device writes into
   // RocksDB's buffer (no page-cache copy, no double caching of what the RAM
   // tier above already holds); every read goes to the device. If the
-  // filesystem refuses O_DIRECT (e.g. tmpfs), CreateSsdTier falls back to
-  // buffered reads and logs it. Cold 64 MiB chunk reads measured 0.75-0.89
-  // GB/s direct vs 0.67-0.68 buffered on the dev VM (docs/benchmarks.md).
-  // Default true.
+  // filesystem refuses O_DIRECT (tmpfs before Linux 6.6), CreateSsdTier
+  // falls back to buffered reads and logs it. Cold reads of a 64 MiB chunk:
+  // 0.58-0.97 of a raw O_DIRECT read of the same disk, 1 or 2 readers
+  // (docs/benchmarks.md, "KV store (kvstore)"). Default true.
   bool use_direct_reads = true;
   // read_threads: threads that read the layers of one large chunk (average
   // layer >= 256 KiB) in parallel, one Get per layer: the calling thread plus
