@@ -1,0 +1,9 @@
+set terminal pngcairo size 900,560
+set output 'docs/img/ttft-h200host/ttft_vs_ratio.png'
+set title 'TTFT vs recompute ratio (H200 host CPU, 1 kernel thread)'
+set xlabel 'recompute ratio r (%)'
+set ylabel 'TTFT p50 (ms)'
+set yrange [0:*]
+set key top left
+set grid
+plot 'docs/img/ttft-h200host/ttft_vs_ratio.dat' index 0 with linespoints lw 2 title 'ram', 'docs/img/ttft-h200host/ttft_vs_ratio.dat' index 1 with linespoints lw 2 title 'ssd', 'docs/img/ttft-h200host/ttft_vs_ratio.dat' index 2 with linespoints lw 2 dt 3 title 'ram via gRPC (engine)', 8417.805 with lines dt 3 lw 2 title 'full prefill via gRPC', 9486.407 with lines dt 2 lw 2 title 'full prefill'
