@@ -67,6 +67,8 @@ class FuzzInput {
     return s;
   }
   std::string_view Rest() { return Take(size_ - pos_); }
+  // remaining: bytes not consumed yet.
+  size_t remaining() const { return size_ - pos_; }
 
  private:
   const char* data_;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <iterator>
 #include <map>
 #include <string>
@@ -41,6 +42,13 @@
 #include "fuzz/safetensors_fuzzer.cc"
 #undef LLVMFuzzerInitialize
 #undef LLVMFuzzerTestOneInput
+#ifdef RAGKV_HAVE_PROTO_FUZZER
+#define LLVMFuzzerInitialize ProtoRequestInit
+#define LLVMFuzzerTestOneInput ProtoRequestOne
+#include "fuzz/proto_request_fuzzer.cc"
+#undef LLVMFuzzerInitialize
+#undef LLVMFuzzerTestOneInput
+#endif
 
 namespace {
 
@@ -52,6 +60,9 @@ const std::map<std::string, OneInput>& Targets() {
       {"kv_chunk_fuzzer", &KvChunkOne},       {"corpus_fuzzer", &CorpusOne},
       {"gguf_fuzzer", &GgufOne},              {"llama2c_fuzzer", &Llama2cOne},
       {"tokenizer_json_fuzzer", &TokJsonOne}, {"safetensors_fuzzer", &SafetensorsOne},
+#ifdef RAGKV_HAVE_PROTO_FUZZER
+      {"proto_request_fuzzer", &ProtoRequestOne},
+#endif
   };
   return t;
 }
@@ -124,5 +135,69 @@ TEST(FuzzReplay, GeneratedSeedsParse) {
   EXPECT_TRUE(parts.ok()) << parts.status();
   fs::remove_all(dir);
 }
+
+#ifdef RAGKV_HAVE_PROTO_FUZZER
+// The protobuf request seeds are valid requests: every one passes the
+// handlers' validation (so the fuzzer starts past the first checks); and
+// invalid requests are rejected (negative controls).
+TEST(FuzzReplay, ProtoRequestSeedsValidate) {
+  namespace prf = proto_request_fuzz;
+  const std::string dir =
+      ::testing::TempDir() + "/ragkv_proto_seeds_" + std::to_string(::getpid());
+  fs::create_directories(dir);
+  prf::WriteProtoSeeds(dir);
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string s = ReadAll(e.path());
+    ASSERT_GE(s.size(), 2u);
+    SCOPED_TRACE(e.path().filename().string());
+    EXPECT_EQ(RunInput(&ProtoRequestOne, s), 0);
+    const auto type = static_cast<prf::Type>(static_cast<uint8_t>(s[0]) % prf::kNumTypes);
+    const uint8_t flags = static_cast<uint8_t>(s[1]);
+    if (type == prf::kPutChunk) {
+      ragkv::fuzz::FuzzInput in(reinterpret_cast<const uint8_t*>(s.data()) + 2, s.size() - 2);
+      ragkv::services::internal::PutChunkAssembler a;
+      while (in.remaining() > 0) {
+        ragkv::v1::KVRecord rec;
+        std::string_view b = in.Take(in.U16());
+        ASSERT_TRUE(rec.ParseFromArray(b.data(), static_cast<int>(b.size())));
+        ASSERT_TRUE(a.Add(std::move(rec)).ok());
+      }
+      ASSERT_TRUE(a.Encode().ok());
+    } else {
+      auto m = prf::NewMessage(type);
+      ASSERT_TRUE(m->ParseFromArray(s.data() + 2, static_cast<int>(s.size() - 2)));
+      EXPECT_TRUE(prf::Validate(type, *m, prf::VocabOf(flags)).ok());
+    }
+    ++n;
+  }
+  EXPECT_EQ(n, 15);
+  fs::remove_all(dir);
+
+  // Negative controls: invalid requests are rejected with INVALID_ARGUMENT.
+  ragkv::v1::GetChunkRequest g;
+  g.set_key("short");
+  EXPECT_EQ(prf::Validate(prf::kGetChunk, g, 0).code(), absl::StatusCode::kInvalidArgument);
+  ragkv::v1::BlendRequest b;
+  b.add_segments()->mutable_tokens()->add_ids(600);
+  EXPECT_TRUE(prf::Validate(prf::kBlend, b, 0).ok());
+  EXPECT_EQ(prf::Validate(prf::kBlend, b, 512).code(), absl::StatusCode::kInvalidArgument);
+  b.mutable_options()->set_recompute_ratio(std::numeric_limits<float>::quiet_NaN());
+  EXPECT_EQ(prf::Validate(prf::kBlend, b, 0).code(), absl::StatusCode::kInvalidArgument);
+  b.mutable_options()->set_recompute_ratio(0.2f);
+  b.mutable_options()->set_mode(static_cast<ragkv::v1::BlendMode>(77));
+  EXPECT_EQ(prf::Validate(prf::kBlend, b, 0).code(), absl::StatusCode::kInvalidArgument);
+  b.mutable_options()->set_mode(ragkv::v1::BLEND_MODE_FULL_REUSE);
+  b.add_segments()->set_chunk_id(4);
+  EXPECT_EQ(prf::Validate(prf::kBlend, b, 0).code(), absl::StatusCode::kInvalidArgument);
+  ragkv::v1::SearchRequest sr;
+  sr.set_k(3);
+  sr.mutable_vector()->add_values(std::numeric_limits<float>::infinity());
+  EXPECT_EQ(prf::Validate(prf::kSearch, sr, 0).code(), absl::StatusCode::kInvalidArgument);
+  ragkv::v1::LookupRequest lk;
+  for (int i = 0; i <= ragkv::services::internal::kMaxKeysPerCall; ++i) lk.add_keys(std::string(16, 'k'));
+  EXPECT_EQ(prf::Validate(prf::kLookup, lk, 0).code(), absl::StatusCode::kInvalidArgument);
+}
+#endif
 
 }  // namespace
