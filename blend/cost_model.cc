@@ -296,7 +296,7 @@ void Overlap(const std::vector<double>& compute, double load_per_layer, RequestP
   }
   p->load_s = load_per_layer * static_cast<double>(L);
   p->exposed_load_s = t - busy;
-  p->total_s = p->alloc_s + t + p->logits_s;
+  p->total_s = p->open_s + p->alloc_s + t + p->logits_s;
 }
 
 }  // namespace
@@ -317,6 +317,7 @@ RequestPrediction CostModel::PredictPrefix(const RequestShape& r, Tier tier) con
   const int64_t n = r.context_tokens + r.query_tokens;
   const int64_t prefix = std::clamp<int64_t>(r.exact_prefix_tokens, 0, r.context_tokens);
   RequestPrediction p;
+  if (r.cached_chunks > 0) p.open_s = hw_.tier_open_s[static_cast<int>(tier)];
   p.alloc_s = AllocSeconds(shape_, hw_, n);
   p.logits_s = ComputeSeconds(LmHead(1));
   const double layer = ComputeSeconds(PrefillLayer(n - prefix, prefix));
@@ -337,6 +338,7 @@ RequestPrediction CostModel::PredictBlend(const RequestShape& r, double ratio, T
   const double N = C + Q;
   const double kv = static_cast<double>(s.kv_heads) * s.head_dim;
   RequestPrediction p;
+  p.open_s = static_cast<double>(r.cached_chunks) * hw_.tier_open_s[static_cast<int>(tier)];
   p.alloc_s = AllocSeconds(s, hw_, r.context_tokens + r.query_tokens);
   p.logits_s = ComputeSeconds(LmHead(1));
   // Per layer: load the whole context, re-rotate every chunk but the first.

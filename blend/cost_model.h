@@ -71,6 +71,10 @@ struct HardwareSpec {
   // alloc_bytes_per_s: bytes/s of allocating and zero-filling a fresh f32
   // KV cache (page faults included).
   double alloc_bytes_per_s = 0;
+  // tier_open_s: seconds to open one cached chunk's stream (lookup + header)
+  // on each tier, indexed by Tier; paid before the blend starts (0: not
+  // modelled).
+  double tier_open_s[3] = {0, 0, 0};
 };
 
 // Presets: "h100-sxm", "h200", "a100-80gb", "l40s", "ascend-910b", "a40".
@@ -97,6 +101,9 @@ struct RequestShape {
   // precomputed offset (the Blender's first chunk): never recomputed by
   // CacheBlend, never re-rotated, and the prefix of prefix caching.
   int64_t exact_prefix_tokens = 0;
+  // cached_chunks: chunk streams opened before blending (prefix caching
+  // opens only the first).
+  int64_t cached_chunks = 0;
 };
 
 // RequestPrediction: seconds to first token of one request, by stage (the
@@ -105,6 +112,7 @@ struct RequestShape {
 // previous layer's compute) adds to the total.
 struct RequestPrediction {
   double total_s = 0;
+  double open_s = 0;         // opening the chunks' streams (tier_open_s each)
   double alloc_s = 0;        // fused-cache allocation + zero fill
   double load_s = 0;         // KV load + re-rotation of every layer (overlapped)
   double exposed_load_s = 0;

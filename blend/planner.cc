@@ -46,6 +46,7 @@ Plan MakePlan(const ModelShape& shape, const HardwareSpec& hw, const PlanWorkloa
   rs.context_tokens = ctx;
   rs.query_tokens = q;
   rs.exact_prefix_tokens = std::min<int64_t>(w.chunk_tokens, ctx);
+  rs.cached_chunks = w.chunks;
   const double full = m.PredictFullPrefill(rs).total_s;
   const StageCost full_stage = m.PrefillLayer(ctx + q, 0);
   plan.rows.push_back({"full-prefill", "-", full, 1.0,

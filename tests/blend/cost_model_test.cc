@@ -133,11 +133,13 @@ TEST(CostModel, PredictCountsAllocationAndExposedLoad) {
   HardwareSpec hw = UnitHw();
   hw.alloc_bytes_per_s = 1000;
   hw.rerotate_bytes_per_s = 64;
+  hw.tier_open_s[static_cast<int>(Tier::kSsd)] = 0.5;
   CostModel m(Tiny(), hw);
   RequestShape r;
   r.context_tokens = 10;
   r.query_tokens = 2;
   r.exact_prefix_tokens = 2;
+  r.cached_chunks = 3;
   // Fused f32 cache: 2 layers x {K,V} x 1 head x 4 dims x 12 tokens x 4 B = 768 B.
   const RequestPrediction p = m.PredictBlend(r, 0, Tier::kSsd);
   EXPECT_DOUBLE_EQ(p.alloc_s, 0.768);
@@ -147,7 +149,12 @@ TEST(CostModel, PredictCountsAllocationAndExposedLoad) {
   // compute overlaps the second load.
   EXPECT_DOUBLE_EQ(p.load_s, 36);
   EXPECT_NEAR(p.exposed_load_s, 36 - p.layer0_s, 1e-9);
-  EXPECT_NEAR(p.total_s, 0.768 + 36 + p.recompute_s + p.logits_s, 1e-9);
+  // Three streams opened at 0.5 s each before the blend.
+  EXPECT_DOUBLE_EQ(p.open_s, 1.5);
+  EXPECT_NEAR(p.total_s, 1.5 + 0.768 + 36 + p.recompute_s + p.logits_s, 1e-9);
+  // Prefix caching opens only the first chunk.
+  EXPECT_DOUBLE_EQ(m.PredictPrefix(r, Tier::kSsd).open_s, 0.5);
+  EXPECT_DOUBLE_EQ(m.PredictPrefix(r, Tier::kRam).open_s, 0);
 }
 
 TEST(CostModel, BlendAtFullRatioCostsAtLeastPrefill) {
