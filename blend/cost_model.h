@@ -7,8 +7,13 @@
 //   - a selective recompute of R rows against a KV of N tokens,
 //   - loading the cached KV of N tokens from a storage tier,
 // and turns them into time with a roofline: t = max(flops / peak_flops,
-// bytes / memory_bw) (+ a fixed per-layer overhead). Pure value type: thread-
-// compatible, no I/O.
+// bytes / memory_bw) (+ a fixed per-layer overhead). When the HardwareSpec
+// carries measured kernel rates (a CPU calibration), the compute side is
+// split into GEMM FLOPs at the GEMM rate for the row count, attention FLOPs
+// at the attention rate and per-row elementwise bytes at their bandwidth;
+// the Predict* methods add the request-level terms (stream opening, fused-
+// cache allocation, probes, re-rotation) stage by stage. Pure value type:
+// thread-compatible, no I/O.
 #ifndef RAGKV_BLEND_COST_MODEL_H_
 #define RAGKV_BLEND_COST_MODEL_H_
 

@@ -4,7 +4,8 @@
 // a hardware spec to predicted time to first token per strategy and tier,
 // with the bound of each stage, the loading controller's choice, and the KV
 // storage cost per million tokens per tier. It uses the same CostModel as the
-// loading controller. Pure computation; thread-compatible.
+// loading controller; the TTFT of each row is CostModel::Predict* (first
+// chunk exact, gradual schedule, probes). Pure computation; thread-compatible.
 #ifndef RAGKV_BLEND_PLANNER_H_
 #define RAGKV_BLEND_PLANNER_H_
 

@@ -6,4 +6,4 @@ set ylabel 'TTFT p50 (ms)'
 set yrange [0:*]
 set key top left
 set grid
-plot 'docs/img/ttft/ttft_vs_ratio.dat' index 0 with linespoints lw 2 title 'ram', 'docs/img/ttft/ttft_vs_ratio.dat' index 1 with linespoints lw 2 title 'ssd', 'docs/img/ttft/ttft_vs_ratio.dat' index 2 with linespoints lw 2 title 'redis', 'docs/img/ttft/ttft_vs_ratio.dat' index 3 with linespoints lw 2 dt 3 title 'ram via gRPC (engine)', 4264.72 with lines dt 3 lw 2 title 'full prefill via gRPC', 4481.95 with lines dt 2 lw 2 title 'full prefill'
+plot 'docs/img/ttft/ttft_vs_ratio.dat' index 0 with linespoints lw 2 title 'ram', 'docs/img/ttft/ttft_vs_ratio.dat' index 1 with linespoints lw 2 title 'ssd', 'docs/img/ttft/ttft_vs_ratio.dat' index 2 with linespoints lw 2 title 'redis', 'docs/img/ttft/ttft_vs_ratio.dat' index 3 with linespoints lw 2 dt 3 title 'ram via gRPC (engine)', 5158.52 with lines dt 3 lw 2 title 'full prefill via gRPC', 5435.96 with lines dt 2 lw 2 title 'full prefill'
