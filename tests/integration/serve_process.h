@@ -53,6 +53,19 @@ inline int FreeLoopbackPort() {
   return port;
 }
 
+// Accepts: whether 127.0.0.1:port accepts a TCP connection now.
+inline bool Accepts(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return ok;
+}
+
 // ServeProcess: one `ragkv serve` child. Killed (SIGKILL) on destruction.
 class ServeProcess {
  public:
@@ -152,8 +165,10 @@ class ServeProcess {
       ::_exit(127);
     }
     pid_ = pid;
-    auto client = NewClient(absl::Seconds(2));
-    if (client == nullptr) return absl::InternalError("client");
+    // The gRPC client is made once the port accepts connections: a channel
+    // whose first connect is refused waits out gRPC's reconnect backoff (1 s,
+    // growing) before it tries again.
+    std::unique_ptr<Client> client;
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
     while (absl::Now() < deadline) {
       int st = 0;
@@ -161,8 +176,11 @@ class ServeProcess {
         pid_ = -1;
         return absl::UnavailableError(absl::StrCat("ragkv serve exited early (see ", log_path, ")"));
       }
-      if (client->HealthCheck("", absl::Seconds(2)).ok()) return absl::OkStatus();
-      absl::SleepFor(absl::Milliseconds(50));
+      if (client == nullptr && Accepts(port_)) client = NewClient(absl::Seconds(2));
+      if (client != nullptr && client->HealthCheck("", absl::Seconds(2)).ok()) {
+        return absl::OkStatus();
+      }
+      absl::SleepFor(absl::Milliseconds(20));
     }
     Kill9();
     return absl::DeadlineExceededError("ragkv serve not healthy within 60 s");
