@@ -8,7 +8,8 @@ target_sources(ragkv_kvstore PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/bench_redis.cc
   ${CMAKE_CURRENT_LIST_DIR}/internal/redis_client.cc
   ${CMAKE_CURRENT_LIST_DIR}/internal/redis_cluster.cc
-  ${CMAKE_CURRENT_LIST_DIR}/internal/redis_record.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/internal/redis_record.cc
+  ${CMAKE_CURRENT_LIST_DIR}/redis_server_process.cc)
 target_link_libraries(ragkv_kvstore PRIVATE PkgConfig::HIREDIS absl::time)
 
 # ragkv_bench_redis HOST:PORT [REPEATS]: Redis tier vs raw hiredis (docs/benchmarks.md).

@@ -1,11 +1,6 @@
 #include "services/bench_ttft.h"
 
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,6 +30,7 @@
 #include "blend/loading_controller.h"
 #include "blend/store_source.h"
 #include "kvstore/ram_tier.h"
+#include "kvstore/redis_server_process.h"
 #include "kvstore/redis_tier.h"
 #include "kvstore/ssd_tier.h"
 #include "kvstore/tiered_store.h"
@@ -90,84 +86,6 @@ struct Prompt {
   std::vector<kvstore::ChunkKey> keys;
   std::vector<std::string> texts;     // gRPC path: one document per chunk
   std::vector<CatalogueChunk> cat;    // gRPC path: the sidecar's chunks
-};
-
-// ---- Private redis-server --------------------------------------------------
-
-int PickFreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  int port = -1;
-  socklen_t len = sizeof(a);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
-class PrivateRedis {
- public:
-  ~PrivateRedis() { Stop(); }
-  // Start: redis-server on 127.0.0.1:<free port>, no persistence; waits
-  // until a RedisTier can connect.
-  absl::Status Start(const std::string& dir) {
-    port_ = PickFreePort();
-    if (port_ <= 0) return absl::InternalError("no free port for redis-server");
-    std::vector<std::string> args = {"redis-server", "--port", std::to_string(port_), "--bind",
-                                     "127.0.0.1", "--save", "", "--appendonly", "no",
-                                     "--daemonize", "no", "--dir", dir, "--protected-mode", "no",
-                                     "--maxmemory", "0"};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const std::string log = dir + "/redis.log";
-    const pid_t parent = ::getpid();
-    const pid_t pid = ::fork();
-    if (pid < 0) return absl::InternalError("fork failed");
-    if (pid == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(127);
-      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd >= 0) {
-        ::dup2(fd, 1);
-        ::dup2(fd, 2);
-      }
-      ::execvp("redis-server", argv.data());
-      ::_exit(127);
-    }
-    pid_ = pid;
-    for (int i = 0; i < 200; ++i) {
-      int st = 0;
-      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-        pid_ = -1;
-        return absl::UnavailableError("redis-server exited at start (see " + log + ")");
-      }
-      kvstore::RedisTierOptions ro;
-      ro.endpoints = {endpoint()};
-      if (kvstore::CreateRedisTier(ro).ok()) return absl::OkStatus();
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-    Stop();
-    return absl::DeadlineExceededError("redis-server did not answer within 5 s");
-  }
-  void Stop() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    int st = 0;
-    ::waitpid(pid_, &st, 0);
-    pid_ = -1;
-  }
-  std::string endpoint() const { return absl::StrCat("127.0.0.1:", port_); }
-
- private:
-  pid_t pid_ = -1;
-  int port_ = 0;
 };
 
 // ---- Cold page cache -------------------------------------------------------
@@ -462,7 +380,7 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
 
   // ---- Tiers ----
   std::vector<std::unique_ptr<TierStore>> tiers;
-  PrivateRedis redis;
+  std::unique_ptr<kvstore::RedisServerProcess> redis;  // private redis-server
   std::string cold = o.ssd_cold;
   for (const std::string& name : o.tiers) {
     auto ts = std::make_unique<TierStore>();
@@ -492,18 +410,18 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
       ts->tier = blend::Tier::kRemote;
       std::string endpoint = o.redis;
       if (endpoint.empty()) {
-        if (std::system("redis-server --version >/dev/null 2>&1") != 0) {
+        if (!kvstore::RedisServerOnPath()) {
           rep.notes.push_back("redis tier skipped: redis-server not on PATH and --redis not given");
           continue;
         }
-        const std::string rdir = work + "/redis";
-        std::filesystem::create_directories(rdir);
-        absl::Status st = redis.Start(rdir);
-        if (!st.ok()) {
-          rep.notes.push_back("redis tier skipped: " + st.ToString());
+        absl::StatusOr<std::unique_ptr<kvstore::RedisServerProcess>> started =
+            kvstore::RedisServerProcess::Start({"--maxmemory", "0"});
+        if (!started.ok()) {
+          rep.notes.push_back("redis tier skipped: " + started.status().ToString());
           continue;
         }
-        endpoint = redis.endpoint();
+        redis = *std::move(started);
+        endpoint = redis->endpoint();
         rep.notes.push_back("redis tier: private redis-server on " + endpoint);
       }
       kvstore::RedisTierOptions ro;

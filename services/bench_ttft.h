@@ -19,9 +19,11 @@
 // each ratio, and the loading controller's choice. Tiers: RAM, SSD (RocksDB;
 // page cache dropped before every read: by default posix_fadvise(DONTNEED)
 // on the DB files; `ssd_cold` selects drop_caches (falls back to fadvise
-// when not permitted) or O_DIRECT reads; the method used is reported), Redis (private redis-server on an ephemeral loopback
-// port unless `redis` is given; skipped with a note when absent). Each tier
-// is its own single-tier TieredStore so every read comes from that tier.
+// when not permitted) or O_DIRECT reads; the method used is reported), Redis
+// (a private redis-server, kvstore::RedisServerProcess, on an ephemeral
+// loopback port unless `redis` is given; skipped with a note when absent).
+// Each tier is its own single-tier TieredStore so every read comes from that
+// tier.
 // Paths (`path`): "inproc" -- Blender over StoreKvSource streams in this
 // process; "grpc" -- the real path (bench_ttft_grpc.h): client ->
 // EngineService.Generate of an in-process Sidecar on 127.0.0.1:0 ->
@@ -36,9 +38,15 @@
 // PutChunk (RAM tier). The gRPC rows cover full prefill, prefix caching,
 // full reuse and each CacheBlend ratio (the engine has no controller mode).
 //
+// Prediction: every in-process row next to blend::CostModel::Predict* for
+// this machine -- raw (roofline at the sgemm peak) and calibrated (kernel
+// rates of one layer of this model measured by MeasureCpu between requests,
+// median; tier probes) -- with a by-stage table of predicted vs measured.
+//
 // Outputs under `out_dir` (when non-empty): samples.csv and samples.json
-// (raw samples), summary.md (the Markdown table), and PNG plots drawn with
-// gnuplot: ttft_vs_ratio.png, speedup_vs_context.png, ttft_cdf_load.png.
+// (raw samples), summary.md (the Markdown tables), and PNG plots drawn with
+// gnuplot: ttft_vs_ratio.png (with the gRPC series), speedup_vs_context.png,
+// ttft_cdf_load.png.
 //
 // Thread safety: RunTtftBench is reentrant (all state is local); it starts
 // and stops its own helper processes.
