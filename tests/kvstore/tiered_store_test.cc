@@ -224,6 +224,52 @@ TEST(TieredStore, TierErrorDegradesToAMiss) {
   EXPECT_FALSE(*ssd->Contains(d.key)) << "delete must still reach the healthy tiers";
 }
 
+// best_effort_tiers = 1: the last tier (the remote one, as `serve --redis`
+// configures it) failing a Put is counted, not returned, once a tier above
+// accepted the chunk; a failure of a tier above it is still an error, and a
+// store where no tier accepted still fails.
+TEST(TieredStore, BestEffortLastTierIsCountedNotReturned) {
+  TempDir dir;
+  auto ram = std::make_shared<WrapperTier>(Ram(), "ram");
+  auto ssd = std::make_shared<WrapperTier>(Ssd(dir.path()), "ssd");
+  auto remote = std::make_shared<WrapperTier>(Ram(64 << 20, "remote-base"), "remote");
+  TieredStoreOptions o;
+  o.best_effort_tiers = 1;
+  auto store = Store({ram, ssd, remote}, o);
+
+  remote->down = true;
+  TestChunk a = Chunk(1);
+  const uint64_t errors_before = store->Stats().tier_errors;
+  ASSERT_TRUE(store->Put(a.key, a.encoded).ok()) << "remote outage must not fail the Put";
+  EXPECT_EQ(store->Stats().tier_errors, errors_before + 1);
+  EXPECT_TRUE(*ssd->Contains(a.key));
+  auto got = store->Get(a.key, a.header.fingerprint);
+  ASSERT_TRUE(got.ok() && got->has_value());
+  ExpectSameKv(**got, a);
+
+  // The SSD tier is not best-effort: its failure is returned and named.
+  remote->down = false;
+  ssd->down = true;
+  TestChunk b = Chunk(2);
+  absl::Status s = store->Put(b.key, b.encoded);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(s.message().find("ssd"), std::string_view::npos) << s;
+
+  // Nothing above the remote tier accepted: the remote failure is an error.
+  ssd->down = false;
+  ram->down = true;
+  ssd->down = true;
+  remote->down = true;
+  TestChunk c = Chunk(3);
+  EXPECT_FALSE(store->Put(c.key, c.encoded).ok());
+
+  // Back up: a new Put reaches every tier again.
+  ram->down = ssd->down = remote->down = false;
+  TestChunk d = Chunk(4);
+  ASSERT_TRUE(store->Put(d.key, d.encoded).ok());
+  EXPECT_TRUE(*remote->Contains(d.key));
+}
+
 TEST(TieredStore, StreamsLayersInOrderAndFallsBackMidStream) {
   auto base = Ram(64 << 20, "ram-base");
   auto flaky = std::make_shared<WrapperTier>(base, "flaky");
