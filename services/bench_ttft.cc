@@ -623,8 +623,10 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
       add("controller", Request{Strategy::kCacheBlend, true, 0, t.get(), -1});
     }
   }
-  const double fused_f32_bytes = 2.0 * shape.layers * shape.kv_heads * shape.head_dim *
-                                 static_cast<double>(context_tokens + query_tokens) * 4;
+  // Bytes of the fused KV the engine receives per request: the sidecar's
+  // default wire dtype, f16 (SidecarOptions::engine_kv_wire_dtype).
+  const double fused_wire_bytes = 2.0 * shape.layers * shape.kv_heads * shape.head_dim *
+                                  static_cast<double>(context_tokens + query_tokens) * 2;
   out << absl::StrFormat("# matrix: %d configurations x %d prompts x %d repeats\n", configs.size(),
                          prompts.size(), o.repeats);
   // Kernel rates are re-measured between requests (every
@@ -664,7 +666,7 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
           s.rpc_blend_s = g.blend_s;
           s.rpc_prefill_s = g.query_prefill_s;
           s.wire_bytes =
-              c.rq.strategy == Strategy::kFullPrefill ? 0 : static_cast<uint64_t>(fused_f32_bytes);
+              c.rq.strategy == Strategy::kFullPrefill ? 0 : static_cast<uint64_t>(fused_wire_bytes);
           out << absl::StrFormat("  %-16s %-5s prompt %d rep %d: %8.1f ms (grpc)\n",
                                  StrategyLabel(s.strategy, s.ratio), s.tier, s.prompt, r,
                                  s.ttft_s * 1e3);
@@ -1084,7 +1086,7 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
     }
     md << "\n";
   }
-  md << "\n(KV MB: bytes read from the tier per request; for gRPC rows, the fused f32 KV "
+  md << "\n(KV MB: bytes read from the tier per request; for gRPC rows, the fused f16 KV "
         "streamed from the sidecar to the engine.)\n";
   // Predicted vs measured, by stage (in-process rows; medians).
   md << "\nPrediction by stage (calibrated model, ms; measured median in parentheses; "

@@ -27,8 +27,8 @@
 // Paths (`path`): "inproc" -- Blender over StoreKvSource streams in this
 // process; "grpc" -- the real path (bench_ttft_grpc.h): client ->
 // EngineService.Generate of an in-process Sidecar on 127.0.0.1:0 ->
-// reference engine -> BlendService over gRPC, fused f32 KV streamed into the
-// engine's cache, query prefill, first token; "both" (default) runs the two
+// reference engine -> BlendService over gRPC, fused f16 KV streamed into the
+// engine's cache, forward of the last query token, first token; "both" (default) runs the two
 // interleaved on the same prompts (the gRPC rows right after their
 // in-process twin) and reports the transport overhead per strategy (gRPC
 // p50 - in-process p50). With the gRPC path on, each chunk is ingested into
@@ -155,7 +155,7 @@ struct TtftSample {
   double rpc_fetch_s = 0;        // sidecar store reads (or GetChunks)
   double rpc_blend_s = 0;        // Blend RPC - fetch: blend + stream + import
   double rpc_prefill_s = 0;      // engine prefill (query; all rows for full prefill)
-  uint64_t wire_bytes = 0;       // fused f32 KV streamed sidecar -> engine
+  uint64_t wire_bytes = 0;       // fused f16 KV streamed sidecar -> engine
 };
 
 // TtftRow: one configuration of the matrix, aggregated.

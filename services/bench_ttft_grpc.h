@@ -2,8 +2,9 @@
 // EngineService.Generate of a Sidecar (the `ragkv serve` stack, in this
 // process, on 127.0.0.1:<ephemeral>) -> the reference engine, which calls
 // the sidecar's BlendService over gRPC (a second loopback hop), imports the
-// streamed f32 fused KV into its own cache (connector KVSink), prefills the
-// query on top and produces the first token. TTFT is the client's wall time
+// streamed fused KV (f16 on the wire, the serve default) into its own cache
+// (connector KVSink), keeps the sidecar's query rows and runs the last query
+// token forward for the first token. TTFT is the client's wall time
 // of one Generate with max_new_tokens = 1 (no decode step runs).
 //
 // The chunks reach the sidecar as a real deployment's do: one document per
@@ -53,7 +54,7 @@ struct GrpcOutcome {
   double query_prefill_s = 0;  // the engine's prefill (query, or all rows for full prefill)
   int64_t context_tokens = 0;
   int64_t recomputed_tokens = 0;
-  uint64_t wire_bytes = 0;     // fused f32 KV streamed sidecar -> engine
+  uint64_t wire_bytes = 0;     // fused KV streamed sidecar -> engine (f16)
 };
 
 class GrpcTtftPath {

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "kernels/tensor.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
@@ -23,14 +24,32 @@ double MsSince(Clock::time_point t0) {
 
 constexpr uint32_t kMaxNewTokens = 1024;
 
-// CacheSink: imports fused f32 layers straight into a KVCache.
+absl::StatusOr<kernels::DType> KernelDType(v1::DType t) {
+  switch (t) {
+    case v1::DTYPE_F32: return kernels::DType::kF32;
+    case v1::DTYPE_F16: return kernels::DType::kF16;
+    case v1::DTYPE_BF16: return kernels::DType::kBF16;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrFormat("engine: unsupported KV wire dtype %s", v1::DType_Name(t)));
+  }
+}
+
+// CacheSink: imports fused layers (of the requested wire dtype) straight
+// into an f32 KVCache; f16/bf16 are converted by kernels::Convert inside
+// KVCache::ImportLayer.
 class CacheSink : public KVSink {
  public:
-  CacheSink(const model::Model* m, int64_t extra) : model_(m), extra_(extra) {}
+  CacheSink(const model::Model* m, int64_t extra, v1::DType wire, kernels::DType dtype)
+      : model_(m), extra_(extra), wire_(wire), dtype_(dtype) {}
 
   absl::Status OnHeader(const FusedPromptInfo& info) override {
     const auto& c = model_->config();
-    if (info.dtype != WireDType::kF32) return absl::InternalError("engine expects f32 KV");
+    if (static_cast<int>(info.dtype) != static_cast<int>(wire_)) {
+      return absl::InternalError(
+          absl::StrFormat("engine asked for %s KV, the sidecar sent dtype %d",
+                          v1::DType_Name(wire_), static_cast<int>(info.dtype)));
+    }
     if (info.num_layers != c.n_layers || info.num_kv_heads != c.n_kv_heads ||
         info.head_dim != c.head_dim) {
       return absl::FailedPreconditionError("fused KV layout does not match the engine's model");
@@ -46,8 +65,7 @@ class CacheSink : public KVSink {
     return absl::OkStatus();
   }
   absl::Status OnLayer(const FusedLayerView& l) override {
-    return cache_->ImportLayer(l.layer, 0, info_.num_tokens, kernels::DType::kF32, l.k.data(),
-                               l.v.data());
+    return cache_->ImportLayer(l.layer, 0, info_.num_tokens, dtype_, l.k.data(), l.v.data());
   }
   absl::Status OnSummary(const BlendStats& s) override {
     stats_ = s;
@@ -56,6 +74,8 @@ class CacheSink : public KVSink {
 
   const model::Model* model_;
   int64_t extra_;
+  v1::DType wire_;
+  kernels::DType dtype_;
   FusedPromptInfo info_;
   BlendStats stats_;
   std::unique_ptr<model::KVCache> cache_;
@@ -96,6 +116,7 @@ absl::StatusOr<std::unique_ptr<ReferenceEngine>> ReferenceEngine::Create(Options
   if (o.model == nullptr || o.tokenizer == nullptr || o.sidecar == nullptr) {
     return absl::InvalidArgumentError("engine needs a model, a tokenizer and a sidecar client");
   }
+  RETURN_IF_ERROR(KernelDType(o.kv_wire_dtype).status());
   return std::unique_ptr<ReferenceEngine>(new ReferenceEngine(o));
 }
 
@@ -172,30 +193,43 @@ absl::StatusOr<v1::GenerateResponse> ReferenceEngine::Generate(
     tt->set_query_prefill_ms(MsSince(t1));
     resp.set_recomputed_tokens(static_cast<uint32_t>(prompt.size()));
   } else {
-    // Blend through the sidecar, then prefill the query on top.
+    // Blend through the sidecar; the fused cache holds the query rows too.
     v1::BlendRequest br;
     if (!req.system_prompt().empty()) br.add_segments()->set_text(req.system_prompt());
     for (uint64_t id : ids) br.add_segments()->set_chunk_id(id);
     br.add_segments()->mutable_tokens()->mutable_ids()->Assign(query.begin(), query.end());
     *br.mutable_options() = bo;
-    br.mutable_options()->set_output_dtype(v1::DTYPE_F32);
-    CacheSink sink(&m, max_new);
+    br.mutable_options()->set_output_dtype(o_.kv_wire_dtype);
+    ASSIGN_OR_RETURN(const kernels::DType import_dtype, KernelDType(o_.kv_wire_dtype));
+    CacheSink sink(&m, max_new, o_.kv_wire_dtype, import_dtype);
     const auto t0 = Clock::now();
     RETURN_IF_ERROR(o_.sidecar->Blend(br, &sink));
     const double rpc_ms = MsSince(t0);
     const double fetch_ms = sink.stats_.TimingMs("fetch");
     tt->set_fetch_ms(fetch_ms);
     tt->set_blend_ms(std::max(0.0, rpc_ms - fetch_ms));
-    // Drop the query rows the sidecar computed; prefill the query here.
-    const int64_t query_begin = sink.info_.num_tokens - static_cast<int64_t>(query.size());
-    prompt.assign(sink.info_.token_ids.begin(), sink.info_.token_ids.begin() + query_begin);
+    const int64_t total = sink.info_.num_tokens;
+    const int64_t query_begin = total - static_cast<int64_t>(query.size());
+    if (query_begin < 0 || sink.cache_ == nullptr ||
+        sink.info_.token_ids.size() != static_cast<size_t>(total) ||
+        !std::equal(query.begin(), query.end(), sink.info_.token_ids.begin() + query_begin)) {
+      return absl::InternalError("the fused prompt does not end with the query");
+    }
+    prompt.assign(sink.info_.token_ids.begin(), sink.info_.token_ids.end());
     resp.set_context_tokens(static_cast<uint32_t>(query_begin));
     resp.set_recomputed_tokens(sink.stats_.recomputed_tokens);
     cache = std::move(sink.cache_);
-    RETURN_IF_ERROR(cache->set_num_tokens(query_begin));
-    prompt.insert(prompt.end(), query.begin(), query.end());
     const auto t1 = Clock::now();
-    RETURN_IF_ERROR(m.Prefill(query, cache.get(), &ws, model::LogitsMode::kLast, logits.data()));
+    if (o_.reuse_query_kv) {
+      // Keep the sidecar's query rows but the last; forward that one token.
+      RETURN_IF_ERROR(cache->set_num_tokens(total - 1));
+      RETURN_IF_ERROR(m.DecodeStep(query.back(), cache.get(), &ws, logits.data()));
+    } else {
+      // Former path: drop the query rows, prefill the whole query here.
+      RETURN_IF_ERROR(cache->set_num_tokens(query_begin));
+      RETURN_IF_ERROR(
+          m.Prefill(query, cache.get(), &ws, model::LogitsMode::kLast, logits.data()));
+    }
     tt->set_query_prefill_ms(MsSince(t1));
   }
   tt->set_ttft_ms(MsSince(t_start));

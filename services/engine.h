@@ -7,9 +7,19 @@
 //
 // Modes (v1::BlendMode): FULL_PREFILL prefills context + query locally (the
 // baseline: chunk tokens come from GetChunks); PREFIX_CACHING, FULL_REUSE
-// and CACHEBLEND(r) call Blend with that strategy. The engine always asks
-// for f32 KV (exact) and drops the query rows of the fused cache before its
-// own query prefill.
+// and CACHEBLEND(r) call Blend with that strategy.
+//
+// Wire dtype (Options::kv_wire_dtype): the engine asks the sidecar for the
+// fused KV in f16 by default (half the bytes of f32 on the wire) and
+// converts to f32 on import (kernels::Convert, vectorized); f32 is exact
+// (bit-equal to the sidecar's cache), bf16 is accepted too.
+//
+// No double work: the sidecar's Blend always computes the query rows' K/V
+// (every strategy recomputes the query suffix), so the engine keeps every
+// fused row except the last query token's and runs the model forward for
+// that one token only (DecodeStep) to get the first logits. The first
+// token's logits are those of the same forward the old path ran (query
+// prefilled on the imported context), up to float summation order.
 //
 // Thread safety: Generate may run concurrently (each call has its own cache
 // and workspace); the model and client are shared, thread-safe objects.
@@ -35,6 +45,13 @@ class ReferenceEngine {
     const model::Model* model = nullptr;          // required, not owned
     const model::Tokenizer* tokenizer = nullptr;  // required, not owned
     Client* sidecar = nullptr;                    // required, not owned
+    // Fused KV element type requested from the sidecar: DTYPE_F16 (default),
+    // DTYPE_BF16 or DTYPE_F32 (exact).
+    v1::DType kv_wire_dtype = v1::DTYPE_F16;
+    // true (default): reuse the sidecar's query rows, forward only the last
+    // query token. false: drop the query rows and prefill the whole query
+    // locally (the former path; kept to compare against).
+    bool reuse_query_kv = true;
   };
   static absl::StatusOr<std::unique_ptr<ReferenceEngine>> Create(Options options);
 

@@ -98,6 +98,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   serve->add_option("--engine-upstream", so.engine_upstream,
                     "sidecar address the engine calls (default: this process)");
+  serve->add_option("--kv-wire-dtype", so.engine_kv_wire_dtype,
+                    "fused KV element type the engine requests: f16 (half the bytes), bf16, "
+                    "f32 (exact)")
+      ->check(CLI::IsMember({"f16", "bf16", "f32"}))
+      ->capture_default_str();
   serve->add_option("--tls-cert", so.tls_cert_file, "PEM certificate chain");
   serve->add_option("--tls-key", so.tls_key_file, "PEM private key");
   ragkv::services::AuthTokenFlags serve_auth;

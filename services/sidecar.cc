@@ -247,9 +247,18 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
       co.tls_server_name = "localhost";
     }
     ASSIGN_OR_RETURN(impl->engine_client, Client::Create(co));
-    ASSIGN_OR_RETURN(impl->engine, ReferenceEngine::Create(
-                                       {b.model.get(), b.tokenizer.get(),
-                                        impl->engine_client.get()}));
+    ReferenceEngine::Options eo{b.model.get(), b.tokenizer.get(), impl->engine_client.get()};
+    if (o.engine_kv_wire_dtype == "f32") {
+      eo.kv_wire_dtype = v1::DTYPE_F32;
+    } else if (o.engine_kv_wire_dtype == "bf16") {
+      eo.kv_wire_dtype = v1::DTYPE_BF16;
+    } else if (o.engine_kv_wire_dtype == "f16") {
+      eo.kv_wire_dtype = v1::DTYPE_F16;
+    } else {
+      return absl::InvalidArgumentError("--kv-wire-dtype must be f16, bf16 or f32, not '" +
+                                        o.engine_kv_wire_dtype + "'");
+    }
+    ASSIGN_OR_RETURN(impl->engine, ReferenceEngine::Create(eo));
     for (auto& svc : impl->services) {
       if (auto* e = dynamic_cast<EngineServiceImpl*>(svc.get())) e->set_engine(impl->engine.get());
     }

@@ -88,6 +88,9 @@ struct SidecarOptions {
   // engine_upstream: the sidecar the engine calls through the connector;
   // empty = this process itself.
   std::string engine_upstream;
+  // engine_kv_wire_dtype: the fused KV element type the engine requests from
+  // the Blend RPC: "f16" (default, half the bytes), "bf16" or "f32" (exact).
+  std::string engine_kv_wire_dtype = "f16";
 };
 
 class Sidecar {

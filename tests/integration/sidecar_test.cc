@@ -13,9 +13,12 @@
 #include "blend/kv_source.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/convert.h"
 #include "kvstore/chunk_key.h"
 #include "model/loader.h"
 #include "model/model.h"
+#include "model/tokenizer.h"
+#include "services/engine.h"
 #include "tests/integration/sidecar_fixture.h"
 
 namespace ragkv::testing {
@@ -31,6 +34,9 @@ class SidecarTest : public ::testing::Test {
     WriteCorpus(dir_->path() + "/corpus", 8);
     services::SidecarOptions o = TestSidecarOptions(dir_->path() + "/data");
     o.corpus_roots = {dir_->path()};  // StartJob reads corpus paths only under it
+    // f32 on the wire: EngineCacheBlendAtFullRatioEqualsFullPrefill asserts
+    // exactness (f16, the serve default, is tested on its own below).
+    o.engine_kv_wire_dtype = "f32";
     auto s = services::Sidecar::Start(o);
     ASSERT_TRUE(s.ok()) << s.status();
     sidecar_ = s->release();
@@ -425,6 +431,91 @@ TEST_F(SidecarTest, EngineCacheBlendAtFullRatioEqualsFullPrefill) {
   bad.set_question("x");
   bad.set_k(100);
   EXPECT_EQ(client_->Generate(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The engine's wire dtype and query-row reuse (services/engine.h): engines
+// built here against the fixture's sidecar. Reusing the sidecar's query rows
+// (forward of the last query token only) gives the same greedy tokens as
+// prefilling the whole query on the imported context (the former path); f16
+// on the wire gives the same first token as f32 on these prompts (its logit
+// error, ~1e-3 of the logit range, is measured by tests/services/
+// engine_wire_test.cc); the f16 bytes are exactly kernels::Convert of the f32.
+TEST_F(SidecarTest, EngineQueryRowReuseAndF16Wire) {
+  auto chunks = SomeChunks(3);
+  ASSERT_EQ(chunks.size(), 3u);
+  auto tok = model::LoadTokenizer(TestModelPath());
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  auto make = [&](v1::DType dt, bool reuse) {
+    services::ReferenceEngine::Options eo{model_, tok->get(), client_};
+    eo.kv_wire_dtype = dt;
+    eo.reuse_query_kv = reuse;
+    auto e = services::ReferenceEngine::Create(eo);
+    EXPECT_TRUE(e.ok()) << e.status();
+    return e.ok() ? std::move(*e) : nullptr;
+  };
+  auto old32 = make(v1::DTYPE_F32, false), new32 = make(v1::DTYPE_F32, true),
+       new16 = make(v1::DTYPE_F16, true);
+  ASSERT_TRUE(old32 && new32 && new16);
+  EXPECT_FALSE(services::ReferenceEngine::Create(
+                   {model_, tok->get(), client_, v1::DTYPE_UNSPECIFIED, true})
+                   .ok());
+  const std::vector<std::vector<int32_t>> queries = {
+      {1, 415, 301, 262}, {1, 349, 263, 461, 285, 271, 418}, {1, 260}};
+  int compared = 0;
+  for (size_t q = 0; q < queries.size(); ++q) {
+    for (auto [mode, ratio] : {std::pair{v1::BLEND_MODE_CACHEBLEND, 0.15f},
+                               std::pair{v1::BLEND_MODE_CACHEBLEND, 1.0f},
+                               std::pair{v1::BLEND_MODE_FULL_REUSE, 0.f},
+                               std::pair{v1::BLEND_MODE_PREFIX_CACHING, 0.f}}) {
+      v1::GenerateRequest req;
+      for (int id : queries[q]) req.add_question_tokens(id);
+      // Two of the three chunks, a different pair per query.
+      for (size_t c = 0; c < chunks.size(); ++c) {
+        if (c != q) req.add_chunk_ids(chunks[c].chunk_id());
+      }
+      req.set_max_new_tokens(4);
+      req.mutable_blend()->set_mode(mode);
+      req.mutable_blend()->set_recompute_ratio(ratio);
+      auto a = old32->Generate(req);
+      auto b = new32->Generate(req);
+      auto c = new16->Generate(req);
+      ASSERT_TRUE(a.ok() && b.ok() && c.ok()) << a.status() << b.status() << c.status();
+      EXPECT_THAT(std::vector<int>(b->answer_tokens().begin(), b->answer_tokens().end()),
+                  ::testing::ElementsAreArray(a->answer_tokens()))
+          << "query " << q << " mode " << mode << " r " << ratio;
+      ASSERT_GT(c->answer_tokens_size(), 0);
+      EXPECT_EQ(c->answer_tokens(0), a->answer_tokens(0))
+          << "f16 wire, query " << q << " mode " << mode << " r " << ratio;
+      EXPECT_THAT(std::vector<int>(b->prompt_tokens().begin(), b->prompt_tokens().end()),
+                  ::testing::ElementsAreArray(a->prompt_tokens()));
+      EXPECT_EQ(b->context_tokens(), a->context_tokens());
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 12);
+  // BlendService's f16 output is the f32 fused KV converted by the kernels.
+  v1::BlendRequest br;
+  br.add_segments()->set_chunk_id(chunks[0].chunk_id());
+  br.add_segments()->set_chunk_id(chunks[1].chunk_id());
+  br.add_segments()->mutable_tokens()->add_ids(415);
+  br.mutable_options()->set_mode(v1::BLEND_MODE_FULL_REUSE);
+  br.mutable_options()->set_output_dtype(v1::DTYPE_F32);
+  CollectingKVSink s32, s16;
+  ASSERT_TRUE(client_->Blend(br, &s32).ok());
+  br.mutable_options()->set_output_dtype(v1::DTYPE_F16);
+  ASSERT_TRUE(client_->Blend(br, &s16).ok());
+  EXPECT_EQ(s16.info.dtype, WireDType::kF16);
+  ASSERT_EQ(s16.k.size(), s32.k.size());
+  for (size_t l = 0; l < s32.k.size(); ++l) {
+    ASSERT_EQ(s16.k[l].size() * 2, s32.k[l].size());
+    const int64_t n = static_cast<int64_t>(s32.k[l].size() / 4);
+    std::string conv(n * 2, '\0');
+    ASSERT_TRUE(kernels::Convert(
+                    kernels::TensorView::Contiguous(s32.v[l].data(), kernels::DType::kF32, {n}),
+                    kernels::TensorView::Contiguous(conv.data(), kernels::DType::kF16, {n}))
+                    .ok());
+    EXPECT_EQ(conv, s16.v[l]) << "layer " << l;
+  }
 }
 
 TEST_F(SidecarTest, ThirtyTwoConcurrentClients) {

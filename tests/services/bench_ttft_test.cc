@@ -267,8 +267,9 @@ TEST(BenchTtft, SmokeTinyModelWritesOutputs) {
       if (row.strategy == "full-prefill") {
         EXPECT_EQ(row.wire_mb, 0);
       } else {
-        // Fused f32 KV: 2 layers x {K,V} x 2 kv heads x 16 dims x (64 + 8) x 4 B.
-        EXPECT_DOUBLE_EQ(row.wire_mb, 2.0 * 2 * 2 * 16 * 72 * 4 / 1e6) << row.strategy;
+        // Fused f16 KV (the engine's default wire dtype): 2 layers x {K,V} x
+        // 2 kv heads x 16 dims x (64 + 8) x 2 B.
+        EXPECT_DOUBLE_EQ(row.wire_mb, 2.0 * 2 * 2 * 16 * 72 * 2 / 1e6) << row.strategy;
         EXPECT_GT(row.median.rpc_blend_s, 0) << row.strategy;
       }
       // Transport = gRPC p50 - the in-process twin's p50.
