@@ -299,9 +299,9 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
     go.data_dir = work + "/sidecar";
     ASSIGN_OR_RETURN(grpc, GrpcTtftPath::Start(go));
     rep.notes.push_back("grpc path: client -> EngineService.Generate on " + grpc->address() +
-                        " -> reference engine -> BlendService (loopback gRPC), fused f32 KV "
-                        "streamed into the engine's cache, query prefill, first token; chunks "
-                        "in the sidecar's RAM tier");
+                        " -> reference engine -> BlendService (loopback gRPC), fused f16 KV "
+                        "streamed into the engine's cache, last query token forward, first "
+                        "token; chunks in the sidecar's RAM tier");
   }
 
   // ---- Prompts ----
@@ -1116,9 +1116,10 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
   if (any_grpc) {
     md << "\ngRPC path by stage (median sample; engine.proto TtftBreakdown, ms): client TTFT = "
           "engine TTFT + the client hop; engine TTFT = fetch (sidecar store reads, or GetChunks "
-          "for full prefill) + Blend RPC (sidecar blend + streaming the fused f32 KV + import "
-          "into the engine's cache) + the engine's own prefill (query rows on top of the "
-          "fused KV; every row for full prefill):\n\n"
+          "for full prefill) + Blend RPC (sidecar blend + streaming the fused f16 KV + import "
+          "into the engine's cache) + the engine's own prefill (the last query token on top "
+          "of the fused KV, which holds the sidecar's query rows; every row for full "
+          "prefill):\n\n"
           "| strategy | r | client p50 | in-process p50 | transport | engine TTFT | fetch | "
           "blend RPC | engine prefill | wire MB |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (const TtftRow& r : rep.rows) {
