@@ -14,6 +14,7 @@
 #include "kvstore/bench_redis.h"
 #include "kvstore/process_tuning.h"
 #include "model/bench_prefill.h"
+#include "services/cli.h"
 
 namespace ragkv::services {
 namespace {
@@ -109,14 +110,7 @@ int RunQuality() {
 }  // namespace
 
 void RegisterBenchSubcommands(CLI::App* app) {
-  CLI::App* bench = nullptr;
-  for (CLI::App* s : app->get_subcommands([](CLI::App* a) { return a->get_name() == "bench"; })) {
-    bench = s;
-  }
-  if (bench == nullptr) {
-    bench = app->add_subcommand("bench", "benchmarks");
-    bench->require_subcommand(1);
-  }
+  CLI::App* bench = BenchCommand(app);
   Flags& f = F();
 
   g_prefill = bench->add_subcommand("prefill", "full-prefill tokens/s vs the same run's sgemm roofline");

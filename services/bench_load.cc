@@ -233,14 +233,7 @@ AuthTokenFlags g_load_auth;
 }  // namespace
 
 void RegisterLoadSubcommand(CLI::App* app) {
-  CLI::App* bench = nullptr;
-  for (CLI::App* s : app->get_subcommands([](CLI::App* a) { return a->get_name() == "bench"; })) {
-    bench = s;
-  }
-  if (bench == nullptr) {
-    bench = app->add_subcommand("bench", "benchmarks");
-    bench->require_subcommand(1);
-  }
+  CLI::App* bench = BenchCommand(app);
   g_load_cmd = bench->add_subcommand(
       "load", "closed-loop Search/GetChunk/Blend load against a running sidecar");
   BenchLoadOptions& o = g_load;

@@ -394,6 +394,15 @@ void ScrubTokenArgs(int argc, char** argv) {
   }
 }
 
+CLI::App* BenchCommand(CLI::App* app) {
+  for (CLI::App* s : app->get_subcommands([](CLI::App* a) { return a->get_name() == "bench"; })) {
+    return s;
+  }
+  CLI::App* bench = app->add_subcommand("bench", "benchmarks");
+  bench->require_subcommand(1);
+  return bench;
+}
+
 void RegisterSubcommands(CLI::App* app) {
   // generate (model/generate.h)
   g_generate = app->add_subcommand("generate", "run the model on a prompt (llama2.c run.c style)");
@@ -406,8 +415,7 @@ void RegisterSubcommands(CLI::App* app) {
   g_generate->add_flag("--print-ids", g_gen.print_ids);
   g_generate->add_option("--max-seq-len", g_gen.max_seq_len);
   // bench retrieval (retrieval/bench_retrieval.h)
-  CLI::App* bench = app->add_subcommand("bench", "benchmarks");
-  bench->require_subcommand(1);
+  CLI::App* bench = BenchCommand(app);
   g_bench_retrieval_cmd =
       bench->add_subcommand("retrieval", "answer recall of the retrieval configurations");
   g_bench_retrieval_cmd->add_option("--corpus", g_bench_retrieval.corpus_path,

@@ -36,6 +36,10 @@ absl::StatusOr<std::string> ResolveAuthToken(const AuthTokenFlags& flags,
 // it. Call after parsing. Does not help against a `ps` run before it.
 void ScrubTokenArgs(int argc, char** argv);
 
+// BenchCommand: the `bench` subcommand of `app`, created on first use (each
+// bench family registers its own `bench X` under it).
+CLI::App* BenchCommand(CLI::App* app);
+
 // RegisterSubcommands: adds the subcommands and their flags to `app`.
 void RegisterSubcommands(CLI::App* app);
 // RunSubcommands: runs the parsed subcommand; the process exit code.

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "services/cli.h"
 #include "services/bench_ttft.h"
 #include "services/plan_cmd.h"
 
@@ -49,14 +50,7 @@ int RunPlan() {
 }  // namespace
 
 void RegisterTtftSubcommands(CLI::App* app) {
-  CLI::App* bench = nullptr;
-  for (CLI::App* s : app->get_subcommands([](CLI::App* a) { return a->get_name() == "bench"; })) {
-    bench = s;
-  }
-  if (bench == nullptr) {
-    bench = app->add_subcommand("bench", "benchmarks");
-    bench->require_subcommand(1);
-  }
+  CLI::App* bench = BenchCommand(app);
   TtftBenchOptions& t = g_ttft;
   g_ttft_cmd = bench->add_subcommand(
       "ttft", "TTFT of every strategy x KV tier on the same prompts, under load, vs the planner");
