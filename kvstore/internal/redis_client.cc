@@ -367,13 +367,23 @@ absl::Status RedisConnection::Fail(std::string_view during) {
   return s;
 }
 
-absl::StatusOr<std::vector<Reply>> RedisConnection::Pipeline(absl::Span<const RedisArgv> commands) {
+namespace {
+// CollectReplies: Pipeline in terms of PipelineStream (every reply kept, in
+// order), shared by RedisConnection and RedisNodePool.
+template <typename StreamFn>
+absl::StatusOr<std::vector<Reply>> CollectReplies(absl::Span<const RedisArgv> commands,
+                                                  StreamFn&& stream) {
   std::vector<Reply> replies;
   replies.reserve(commands.size());
-  RETURN_IF_ERROR(PipelineStream(commands, [&replies](size_t, Reply r) {
-    replies.push_back(std::move(r));
-  }));
+  RETURN_IF_ERROR(stream(commands, [&replies](size_t, Reply r) { replies.push_back(std::move(r)); }));
   return replies;
+}
+}  // namespace
+
+absl::StatusOr<std::vector<Reply>> RedisConnection::Pipeline(absl::Span<const RedisArgv> commands) {
+  return CollectReplies(commands, [this](absl::Span<const RedisArgv> c, const ReplyCallback& cb) {
+    return PipelineStream(c, cb);
+  });
 }
 
 absl::Status RedisConnection::PipelineStream(absl::Span<const RedisArgv> commands,
@@ -481,12 +491,9 @@ void RedisNodePool::Release(std::unique_ptr<RedisConnection> conn) {
 }
 
 absl::StatusOr<std::vector<Reply>> RedisNodePool::Pipeline(absl::Span<const RedisArgv> commands) {
-  std::vector<Reply> replies;
-  replies.reserve(commands.size());
-  RETURN_IF_ERROR(PipelineStream(commands, [&replies](size_t, Reply r) {
-    replies.push_back(std::move(r));
-  }));
-  return replies;
+  return CollectReplies(commands, [this](absl::Span<const RedisArgv> c, const ReplyCallback& cb) {
+    return PipelineStream(c, cb);
+  });
 }
 
 absl::Status RedisNodePool::PipelineStream(absl::Span<const RedisArgv> commands,
