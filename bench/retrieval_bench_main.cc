@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
       std::cerr << "usage: ragkv_bench_retrieval --corpus PATH [--embedder NAME[,NAME...]] "
                    "[--factory F] [--chunk-tokens N] [--speed] [--hash-seed S] [--questions BEGIN:END]\n"
                    "       [--prf DOCS,TERMS,WEIGHT] [--rrf-k K]\n"
-                   "  embedders: default, hashed, hashed16k, hashed-char, bm25, hybrid, hybrid16k, hybrid-noprf\n";
+                   "  embedders: default, hashed, hashed16k, hashed-char, bm25, hybrid, hybrid16k, hybrid-noprf, lexical\n";
       return 2;
     }
   }

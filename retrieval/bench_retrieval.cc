@@ -80,10 +80,12 @@ absl::StatusOr<Config> BuiltinConfig(const std::string& name, uint64_t hash_seed
   } else if (name == "hybrid-noprf") {
     mode = SearchMode::kHybrid;
     feedback = false;
+  } else if (name == "lexical") {
+    mode = SearchMode::kLexical;
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown embedder configuration '", name,
-                     "' (known: default, hashed, hashed16k, hashed-char, bm25, hybrid, hybrid16k, hybrid-noprf)"));
+                     "' (known: default, hashed, hashed16k, hashed-char, bm25, hybrid, hybrid16k, hybrid-noprf, lexical)"));
   }
   ASSIGN_OR_RETURN(auto e, HashedEmbedder::Create(ho));
   return Config{name, std::shared_ptr<const Embedder>(std::move(e)), mode, feedback};

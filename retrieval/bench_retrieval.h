@@ -31,8 +31,10 @@ struct RetrievalBenchOptions {
   // (default embedder, dense only), "hashed16k" (dim 16384), "hashed-char"
   // (with char n-grams), "bm25" (BM25 only), "hybrid" (RRF of hashed dense,
   // BM25 and BM25 with pseudo-relevance feedback), "hybrid16k" (the same
-  // with dim 16384), "hybrid-noprf" (RRF of hashed dense and BM25 only).
-  std::vector<std::string> embedders = {"default", "hashed", "bm25", "hybrid-noprf"};
+  // with dim 16384), "hybrid-noprf" (RRF of hashed dense and BM25 only),
+  // "lexical" (SearchMode::kLexical: RRF of BM25 and BM25 with feedback, no
+  // dense list).
+  std::vector<std::string> embedders = {"default", "hashed", "bm25", "hybrid-noprf", "lexical"};
   // Hash seed of the built-in hashed embedders (default 0, the library
   // default). Other seeds measure how much of a figure is hash-collision luck.
   uint64_t hash_seed = 0;

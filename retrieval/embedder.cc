@@ -51,7 +51,7 @@ absl::StatusOr<std::unique_ptr<HashedEmbedder>> HashedEmbedder::Create(HashedEmb
 }
 
 std::string HashedEmbedder::Fingerprint() const {
-  return absl::StrFormat("hashed-tfidf-v1:dim=%d:char=%g:seed=%u", options_.dim,
+  return absl::StrFormat("hashed-tfidf-v2:dim=%d:char=%g:seed=%u", options_.dim,
                          options_.char_ngram_weight, options_.seed);
 }
 

@@ -439,7 +439,8 @@ absl::StatusOr<std::vector<SearchResult>> Retriever::SearchLocked(const std::vec
     }
   }
   const absl::flat_hash_set<int64_t>* allowed_ptr = allowed ? &*allowed : nullptr;
-  const int depth = mode == SearchMode::kHybrid ? std::max(k, options_.rrf_depth) : k;
+  const bool fuse = mode == SearchMode::kHybrid || mode == SearchMode::kLexical;
+  const int depth = fuse ? std::max(k, options_.rrf_depth) : k;
 
   std::vector<SearchHit> dense_hits, bm25_hits, feedback_hits;
   if (vector != nullptr) {
@@ -451,15 +452,15 @@ absl::StatusOr<std::vector<SearchResult>> Retriever::SearchLocked(const std::vec
     ASSIGN_OR_RETURN(auto hits, index_->Search(*vector, std::min(depth, VectorIndex::kMaxK), allowed_ptr));
     dense_hits = std::move(hits[0]);
   }
-  if (mode == SearchMode::kBm25 || mode == SearchMode::kHybrid) {
+  if (mode == SearchMode::kBm25 || fuse) {
     bm25_hits = bm25_.Search(text, depth, allowed_ptr);
   }
   const Bm25Feedback& fb = options_.bm25_feedback;
-  if (mode == SearchMode::kHybrid && fb.docs > 0 && fb.terms > 0 && fb.weight > 0) {
+  if (fuse && fb.docs > 0 && fb.terms > 0 && fb.weight > 0) {
     feedback_hits = bm25_.SearchWithFeedback(text, depth, fb, allowed_ptr);
   }
   std::vector<SearchHit> fused;
-  if (mode == SearchMode::kHybrid) {
+  if (fuse) {
     absl::flat_hash_map<int64_t, double> rrf;
     for (const auto* list : {&dense_hits, &bm25_hits, &feedback_hits}) {
       for (size_t r = 0; r < list->size(); ++r) rrf[(*list)[r].id] += 1.0 / (options_.rrf_k + r + 1.0);

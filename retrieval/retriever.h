@@ -50,6 +50,7 @@ enum class SearchMode {
   kDense,    // vector index only
   kBm25,     // BM25 only
   kHybrid,   // reciprocal rank fusion of dense, BM25 and BM25 with feedback
+  kLexical,  // reciprocal rank fusion of BM25 and BM25 with feedback (no dense)
 };
 
 struct RetrieverOptions {

@@ -64,12 +64,57 @@ bool LooksBinary(std::string_view text) {
   return n > 0 && ctrl * 10 > n;
 }
 
+namespace {
+// Lowercase ASCII spelling of U+00C0..U+017F (Latin-1 Supplement letters and
+// Latin Extended-A), "" where none (the multiplication/division signs): the
+// Unicode NFKD decomposition without combining marks, plus the usual
+// transliterations for letters that do not decompose (ss, ae, oe, o, l, d,
+// th, ng). Generated from Python's unicodedata.
+constexpr const char* kLatinFold[0x180 - 0xC0] = {
+    "a", "a", "a", "a", "a", "a", "ae", "c", "e", "e", "e", "e",
+    "i", "i", "i", "i", "d", "n", "o", "o", "o", "o", "o", "",
+    "o", "u", "u", "u", "u", "y", "th", "ss", "a", "a", "a", "a",
+    "a", "a", "ae", "c", "e", "e", "e", "e", "i", "i", "i", "i",
+    "d", "n", "o", "o", "o", "o", "o", "", "o", "u", "u", "u",
+    "u", "y", "th", "y", "a", "a", "a", "a", "a", "a", "c", "c",
+    "c", "c", "c", "c", "c", "c", "d", "d", "d", "d", "e", "e",
+    "e", "e", "e", "e", "e", "e", "e", "e", "g", "g", "g", "g",
+    "g", "g", "g", "g", "h", "h", "h", "h", "i", "i", "i", "i",
+    "i", "i", "i", "i", "i", "i", "ij", "ij", "j", "j", "k", "k",
+    "k", "l", "l", "l", "l", "l", "l", "l", "l", "l", "l", "n",
+    "n", "n", "n", "n", "n", "n", "ng", "ng", "o", "o", "o", "o",
+    "o", "o", "oe", "oe", "r", "r", "r", "r", "r", "r", "s", "s",
+    "s", "s", "s", "s", "s", "s", "t", "t", "t", "t", "t", "t",
+    "u", "u", "u", "u", "u", "u", "u", "u", "u", "u", "u", "u",
+    "w", "w", "y", "y", "y", "z", "z", "z", "z", "z", "z", "s"};
+}  // namespace
+
+std::string_view FoldLatin(uint32_t code_point) {
+  if (code_point < 0xC0 || code_point >= 0x180) return {};
+  return kLatinFold[code_point - 0xC0];
+}
+
 std::vector<std::string> AnalyzeWords(std::string_view text) {
   std::vector<std::string> words;
   std::string cur;
-  for (char ch : text) {
+  const size_t n = text.size();
+  for (size_t i = 0; i < n; ++i) {
+    const char ch = text[i];
     const unsigned char c = static_cast<unsigned char>(ch);
-    if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c >= 0x80) {
+    if (c >= 0xC3 && c <= 0xC5 && i + 1 < n &&
+        (static_cast<unsigned char>(text[i + 1]) & 0xC0) == 0x80) {
+      // A two-byte UTF-8 sequence in U+00C0..U+017F: fold accented Latin
+      // letters to ASCII ("São" -> "sao"), keep anything else as bytes.
+      const uint32_t cp = ((c & 0x1Fu) << 6) | (static_cast<unsigned char>(text[i + 1]) & 0x3Fu);
+      const std::string_view folded = FoldLatin(cp);
+      if (!folded.empty()) {
+        cur.append(folded);
+      } else {
+        cur.push_back(ch);
+        cur.push_back(text[i + 1]);
+      }
+      ++i;
+    } else if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c >= 0x80) {
       cur.push_back(ch);
     } else if (c >= 'A' && c <= 'Z') {
       cur.push_back(static_cast<char>(c - 'A' + 'a'));

@@ -4,6 +4,7 @@
 #define RAGKV_RETRIEVAL_INTERNAL_TEXT_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,9 +21,16 @@ absl::Status ValidateUtf8(std::string_view text);
 // first 64 KiB) control bytes other than \t \n \r \f \v.
 bool LooksBinary(std::string_view text);
 
+// FoldLatin: the lowercase ASCII spelling of an accented Latin letter in
+// U+00C0..U+017F ("a" for U+00E3, "ss" for U+00DF); empty for any other code
+// point or one without a letter spelling (U+00D7, U+00F7).
+std::string_view FoldLatin(uint32_t code_point);
+
 // AnalyzeWords: the lowercase ASCII-alphanumeric words of `text` (every other
-// byte is a separator; non-ASCII bytes stay inside words). This is the one
-// word analyzer of BM25 and the hashed embedder, so their terms agree.
+// ASCII byte is a separator; non-ASCII bytes stay inside words). Accented
+// Latin letters (U+00C0..U+017F, two-byte UTF-8) are folded by FoldLatin, so
+// "São José" and "sao jose" give the same words. This is the one word
+// analyzer of BM25 and the hashed embedder, so their terms agree.
 std::vector<std::string> AnalyzeWords(std::string_view text);
 
 // WordSpan: a whitespace-delimited word [begin, end) in bytes, plus flags the

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "retrieval/bm25.h"
@@ -16,6 +18,71 @@ double Dot(const float* a, const float* b, int n) {
   double s = 0;
   for (int i = 0; i < n; ++i) s += static_cast<double>(a[i]) * b[i];
   return s;
+}
+
+// UTF-8 of a code point below U+0800 (two bytes from U+0080).
+std::string Utf8(uint32_t cp) {
+  std::string s;
+  if (cp < 0x80) {
+    s.push_back(static_cast<char>(cp));
+  } else {
+    s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+  return s;
+}
+
+TEST(AnalyzeWords, FoldsAccentedLatinLettersToAscii) {
+  using internal::AnalyzeWords;
+  using internal::FoldLatin;
+  using Words = std::vector<std::string>;
+  // MuSiQue's passages are accent-stripped, its questions are not.
+  EXPECT_EQ(AnalyzeWords("S\xC3\xA3o Jos\xC3\xA9 dos Campos"), (Words{"sao", "jose", "dos", "campos"}));
+  EXPECT_EQ(AnalyzeWords("P\xC3\xB3voa de Santa Iria's"), AnalyzeWords("povoa de santa iria s"));
+  EXPECT_EQ(AnalyzeWords("Stra\xC3\x9F" "e \xC5\x81\xC3\xB3" "d\xC5\xBA \xC3\x86sir \xC5\x92uvre"),
+            (Words{"strasse", "lodz", "aesir", "oeuvre"}));
+  // Upper and lower case fold alike.
+  EXPECT_EQ(AnalyzeWords("\xC3\x89\xC3\x89 \xC3\xA9\xC3\xA9"), (Words{"ee", "ee"}));
+  // Not letters, or outside U+00C0..U+017F: the bytes stay inside the word.
+  EXPECT_EQ(AnalyzeWords("5\xC3\x97" "3"), (Words{"5\xC3\x97" "3"}));  // U+00D7 multiplication sign
+  EXPECT_EQ(AnalyzeWords("\xD0\x9C\xD0\xB8\xD1\x80 x"), (Words{"\xD0\x9C\xD0\xB8\xD1\x80", "x"}));  // Cyrillic
+  EXPECT_EQ(AnalyzeWords("a\xC2\xB0" "b"), (Words{"a\xC2\xB0" "b"}));  // U+00B0 degree sign
+  // A truncated sequence or a lone continuation byte is kept as bytes.
+  EXPECT_EQ(AnalyzeWords("ab\xC3"), (Words{"ab\xC3"}));
+  EXPECT_EQ(AnalyzeWords("\xC3 x"), (Words{"\xC3", "x"}));
+  EXPECT_EQ(AnalyzeWords("\xC3\xC3\xA9"), (Words{"\xC3" "e"}));
+
+  // Every code point of the folded block against a brute-force reference:
+  // the word is the ASCII spelling when FoldLatin has one, else the bytes.
+  const std::string vowels_a = "\xC3\x80\xC3\x81\xC3\x82\xC3\x83\xC3\x84\xC3\x85\xC3\xA0\xC3\xA1\xC3\xA2\xC3\xA3"
+                               "\xC3\xA4\xC3\xA5\xC4\x80\xC4\x81\xC4\x82\xC4\x83\xC4\x84\xC4\x85";
+  EXPECT_EQ(AnalyzeWords(vowels_a), (Words{std::string(18, 'a')}));
+  int folded = 0;
+  for (uint32_t cp = 0x80; cp < 0x800; ++cp) {
+    const std::string_view f = FoldLatin(cp);
+    if (cp < 0xC0 || cp >= 0x180) {
+      EXPECT_TRUE(f.empty()) << cp;
+    }
+    for (char c : f) EXPECT_TRUE(c >= 'a' && c <= 'z') << cp;
+    folded += f.empty() ? 0 : 1;
+    const std::string expect = f.empty() ? "x" + Utf8(cp) + "y" : "x" + std::string(f) + "y";
+    EXPECT_EQ(AnalyzeWords("X" + Utf8(cp) + "Y."), (Words{expect})) << cp;
+  }
+  EXPECT_EQ(folded, 0x180 - 0xC0 - 2);  // all but U+00D7 and U+00F7
+  EXPECT_TRUE(FoldLatin(0xD7).empty());
+  EXPECT_TRUE(FoldLatin(0xF7).empty());
+  EXPECT_EQ(FoldLatin(0xDF), "ss");
+  EXPECT_EQ(FoldLatin(0x0107), "c");  // c acute
+
+  // Both consumers see the folded words: BM25 and the hashed embedder.
+  Bm25Index bm25;
+  ASSERT_TRUE(bm25.Add(1, "sao jose dos campos is a city in brazil").ok());
+  ASSERT_TRUE(bm25.Add(2, "porto is a city in portugal").ok());
+  const auto hits = bm25.Search("S\xC3\xA3o Jos\xC3\xA9", 10);
+  ASSERT_EQ(hits.size(), 1u);
+  EXPECT_EQ(hits[0].id, 1);
+  auto e = HashedEmbedder::Create({}).value();
+  EXPECT_EQ(e->EmbedQuery("S\xC3\xA3o Jos\xC3\xA9", nullptr).value(), e->EmbedQuery("sao jose", nullptr).value());
 }
 
 TEST(HashedEmbedder, DeterministicNormalizedAndSimilarityOrdered) {

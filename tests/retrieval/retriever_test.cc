@@ -2,15 +2,18 @@
 // restart, caller vectors, filters, concurrency, MuSiQue end to end.
 #include "retrieval/retriever.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "retrieval/bm25.h"
 #include "retrieval/corpus_reader.h"
 #include "tests/retrieval/test_util.h"
 
@@ -165,6 +168,71 @@ TEST(Retriever, DefaultIsHybridWithFeedbackAndSurvivesRestart) {
     RetrieverOptions b = Options(d.path());
     b.bm25_feedback = bad;
     EXPECT_EQ(Retriever::Create(b).status().code(), absl::StatusCode::kInvalidArgument);
+  }
+}
+
+TEST(Retriever, LexicalIsRrfOfBm25AndFeedbackWithoutDense) {
+  // kLexical = RRF(BM25, BM25 with feedback): checked against a naive fusion
+  // of a standalone Bm25Index over the same texts. It needs no text embedder.
+  std::vector<Document> docs = {
+      {"play", "Hannibal and Scipio", "Hannibal and Scipio is a play by Thomas Nabbes, first performed in 1635."},
+      {"nabbes", "", "Thomas Nabbes, an English dramatist, studied at Exeter College."},
+      {"exeter", "", "Exeter is a city in Devon with a cathedral."},
+  };
+  for (int i = 0; i < 12; ++i) {
+    docs.push_back({absl::StrCat("note", i), "", absl::StrCat("Note ", i, " is a card in the archive at the library.")});
+  }
+  const std::string q = "Who wrote Hannibal and Scipio, and where was he educated?";
+  for (bool external : {false, true}) {
+    TempDir dir;
+    RetrieverOptions o = Options(dir.path());
+    o.chunker.target_tokens = 4096;  // one chunk per document
+    if (external) o.embedder = std::make_shared<ExternalEmbedder>(4, "test-4d");
+    auto r = Retriever::Create(o).value();
+    Bm25Index naive;
+    for (size_t i = 0; i < docs.size(); ++i) {
+      if (external) {
+        ASSERT_TRUE(r->IngestWithVectors(docs[i], std::vector<float>{1, 0, 0, static_cast<float>(i)}).ok());
+      } else {
+        ASSERT_TRUE(r->Ingest({docs[i]}).ok());
+      }
+      const int64_t id = r->GetDocument(docs[i].id).value()->chunk_ids.at(0);
+      ASSERT_TRUE(naive.Add(id, docs[i].title + "\n" + docs[i].text).ok());
+    }
+    std::map<int64_t, double> rrf;
+    for (const auto& list : {naive.Search(q, 100), naive.SearchWithFeedback(q, 100, o.bm25_feedback)}) {
+      for (size_t rank = 0; rank < list.size(); ++rank) rrf[list[rank].id] += 1.0 / (o.rrf_k + rank + 1.0);
+    }
+    std::vector<std::pair<double, int64_t>> expect;
+    for (const auto& [id, score] : rrf) expect.push_back({-score, id});
+    std::sort(expect.begin(), expect.end());
+    SearchOptions so;
+    so.k = 100;
+    so.mode = SearchMode::kLexical;
+    const auto got = r->Search(q, so).value();
+    ASSERT_EQ(got.size(), expect.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].chunk_id, expect[i].second) << i;
+      EXPECT_FLOAT_EQ(got[i].score, static_cast<float>(-expect[i].first)) << i;
+    }
+    // The feedback list brings in the second hop that BM25 alone misses.
+    EXPECT_GE(RankOf(got, "nabbes"), 0);
+    so.mode = SearchMode::kBm25;
+    EXPECT_EQ(RankOf(r->Search(q, so).value(), "nabbes"), -1);
+    // Hybrid needs the text embedder; lexical does not.
+    so.mode = SearchMode::kHybrid;
+    EXPECT_EQ(r->Search(q, so).ok(), !external);
+
+    // Deleted documents never come back; a filter applies to both lists.
+    ASSERT_TRUE(r->Delete("nabbes").ok());
+    so.mode = SearchMode::kLexical;
+    for (const auto& x : r->Search(q, so).value()) EXPECT_NE(x.doc_id, "nabbes");
+    absl::flat_hash_set<std::string> only{"exeter", "note3"};
+    so.doc_filter = &only;
+    for (const auto& x : r->Search(q, so).value()) EXPECT_TRUE(only.contains(x.doc_id)) << x.doc_id;
+    so.doc_filter = nullptr;
+    so.k = 0;
+    EXPECT_EQ(r->Search(q, so).status().code(), absl::StatusCode::kInvalidArgument);
   }
 }
 
