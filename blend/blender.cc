@@ -398,12 +398,13 @@ absl::StatusOr<BlendResult> Blender::Blend(absl::Span<const BlendSegment> segmen
     result.recomputed.assign(L, {});
     std::vector<float> probe_h, fk, fv, ck, cv, dev, dev_v;
     std::vector<int32_t> cand_idx, cand_pos, top;
-    std::vector<uint8_t> keep;
+    std::vector<uint8_t> keep, kv_in_cache;
     size_t next_check = 0;
     for (int l = 0; l < L; ++l) {
       RETURN_IF_ERROR(wait_layer(l));
       const Clock::time_point t_layer = Clock::now();
       const KvPlane pk = plane(l, true), pv = plane(l, false);
+      bool probed = false;  // this layer's probe wrote fresh K/V of the kept candidates
       // Check layer: probe, rank, shrink the row set.
       if (next_check < plan.schedule.size() && plan.schedule[next_check].layer == l) {
         const CheckLayer& check = plan.schedule[next_check++];
@@ -462,6 +463,7 @@ absl::StatusOr<BlendResult> Blender::Blend(absl::Span<const BlendSegment> segmen
           if (options.scatter_probe_kv) {
             ScatterKv(fk.data(), cand_pos, pk);
             ScatterKv(fv.data(), cand_pos, pv);
+            probed = true;
           }
           // Compact rows/hidden in place, keeping forced rows and the top set.
           keep.assign(rows.size(), 1);
@@ -487,6 +489,13 @@ absl::StatusOr<BlendResult> Blender::Blend(absl::Span<const BlendSegment> segmen
       model::LayerOptions lo;
       lo.causal = options.causal;
       const int64_t nr = static_cast<int64_t>(rows.size());
+      // Selectable rows whose K/V in the cache are already what this layer
+      // would compute: layer 0 (loaded + re-rotated), or just probed.
+      if (options.reuse_exact_kv && (l == 0 || probed)) {
+        kv_in_cache.resize(nr);
+        for (int64_t i = 0; i < nr; ++i) kv_in_cache[i] = plan.row_class[rows[i]] == kSelectable;
+        lo.kv_in_cache = kv_in_cache.data();
+      }
       RETURN_IF_ERROR(m.ForwardLayer(
           l, TensorView::Contiguous(hidden.data(), DType::kF32, {nr, dim}), rows.data(),
           kv.Layer(l, N), lo, &ws));

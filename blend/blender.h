@@ -110,6 +110,14 @@ struct BlendOptions {
   // cache also for the rows that are then dropped (free: already computed).
   // False reproduces the public implementations (dropped rows keep cache).
   bool scatter_probe_kv = true;
+  // Skip recomputing K/V that the fused cache already holds exactly: at
+  // layer 0 (input = token embeddings, so a loaded and re-rotated K/V is
+  // what a recompute would give, up to the store's rounding) for every
+  // selectable row, and at a check layer with scatter_probe_kv for the rows
+  // the probe has just written. Those rows then project only Q (model::
+  // LayerOptions::kv_in_cache). False: every recomputed row projects Q, K
+  // and V (slower; layer-0 K/V then carry no f16 rounding).
+  bool reuse_exact_kv = true;
   // Always recompute the first `chunk_head_tokens` rows of every cached,
   // non-exact segment (forced rows, in addition to the ratio). A chunk
   // precomputed alone uses its first tokens as its attention sink, so their

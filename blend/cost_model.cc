@@ -118,12 +118,16 @@ StageCost CostModel::PrefillLayer(int64_t new_tokens, int64_t cached_tokens) con
   return SelectiveLayer(new_tokens, cached_tokens + new_tokens, visible);
 }
 
-StageCost CostModel::SelectiveLayer(int64_t rows, int64_t kv_tokens, double visible_keys) const {
+StageCost CostModel::SelectiveLayer(int64_t rows, int64_t kv_tokens, double visible_keys,
+                                    double kv_rows) const {
   const ModelShape& s = shape_;
   const double r = static_cast<double>(rows);
   if (visible_keys <= 0) visible_keys = r * (static_cast<double>(kv_tokens) + 1) / 2;
+  const bool subset = kv_rows >= 0 && kv_rows < r;
+  if (!subset) kv_rows = r;
+  const double kv_w = 2.0 * s.dim * static_cast<double>(s.kv_heads) * s.head_dim;
   StageCost c;
-  c.flops = 2.0 * r * LinearWeightsPerLayer(s) +
+  c.flops = 2.0 * r * (LinearWeightsPerLayer(s) - kv_w) + 2.0 * kv_rows * kv_w +
             4.0 * static_cast<double>(s.heads) * s.head_dim * visible_keys;
   const double weight_bytes = LinearWeightsPerLayer(s) * s.weight_bytes_per_elem;
   // The attention reads the layer's whole KV once (flash-style tiles), and the
@@ -133,6 +137,12 @@ StageCost CostModel::SelectiveLayer(int64_t rows, int64_t kv_tokens, double visi
   c.bytes = weight_bytes + kv_bytes + act_bytes;
   c.attn_flops = 4.0 * static_cast<double>(s.heads) * s.head_dim * visible_keys;
   c.row_bytes = r * RowOpBytes();
+  if (subset) {
+    // Rows with cached K/V skip RoPE of k (2 kv) and the K/V scatter (4 kv);
+    // the projected subset is gathered (2 dim) and copied back (2 * 2 kv).
+    const double kv = static_cast<double>(s.kv_heads) * s.head_dim;
+    c.row_bytes += 4.0 * ((kv_rows - r) * 6.0 * kv + kv_rows * (2.0 * s.dim + 4.0 * kv));
+  }
   c.rows = r;
   return c;
 }
@@ -353,22 +363,23 @@ RequestPrediction CostModel::PredictBlend(const RequestShape& r, double ratio, T
   size_t next_check = 0;
   for (int l = 0; l < s.layers; ++l) {
     double selection = 0;
+    bool probed = false;
     if (next_check < schedule.size() && schedule[next_check].layer == l) {
       const double want = std::min(sel, std::round(schedule[next_check++].ratio * S));
       if (want < sel) {
-        // Probe: Model::ProjectKV of the candidates runs the layer's fused
-        // q/k/v projection (q included) after the attention RMSNorm, RoPE on
-        // q and k, and copies K/V out; then gathers of the hidden rows and
-        // cached K/V, the deviation, the scatter of the probe's K/V and the
-        // compaction of the hidden rows. f32 elements read + written per
-        // candidate: norm 2 dim, RoPE 2 (q + kv), K/V copy 4 kv, gathers
-        // 2 dim + 4 kv, deviation 4 kv, scatter 4 kv, compaction 2 dim.
-        const double q = static_cast<double>(s.heads) * s.head_dim;
+        // Probe: Model::ProjectKV of the candidates runs the layer's k/v
+        // projection after the attention RMSNorm, RoPE on k, and copies K/V
+        // out; then gathers of the hidden rows and cached K/V, the
+        // deviation, the scatter of the probe's K/V and the compaction of
+        // the hidden rows. f32 elements read + written per candidate: norm
+        // 2 dim, RoPE 2 kv, K/V copy 4 kv, gathers 2 dim + 4 kv, deviation
+        // 4 kv, scatter 4 kv, compaction 2 dim.
         StageCost probe;
-        probe.flops = 2.0 * sel * s.dim * (q + 2 * kv);
+        probe.flops = 2.0 * sel * s.dim * (2 * kv);
         probe.rows = sel;
-        probe.row_bytes = sel * 4.0 * (6.0 * s.dim + 2.0 * (q + kv) + 16.0 * kv);
+        probe.row_bytes = sel * 4.0 * (6.0 * s.dim + 2.0 * kv + 16.0 * kv);
         selection = ComputeTime(*this, hw_, probe);
+        probed = bo.scatter_probe_kv;
         sel = want;
       }
     }
@@ -376,8 +387,12 @@ RequestPrediction CostModel::PredictBlend(const RequestShape& r, double ratio, T
     const double visible =
         (l == 0 && ratio > 0) ? RangeVisible(E, N) : sel * ((E + C + 1) / 2) + RangeVisible(C, N);
     const double rows = sel + Q;
+    // Selected rows whose K/V are exact in the cache (layer 0's loaded
+    // values, a probe's fresh ones) project only Q: K/V for the query rows.
+    const bool reuse = bo.reuse_exact_kv && sel > 0 && (l == 0 || probed);
     const double fwd = ComputeSeconds(SelectiveLayer(static_cast<int64_t>(rows),
-                                                     r.context_tokens + r.query_tokens, visible));
+                                                     r.context_tokens + r.query_tokens, visible,
+                                                     reuse ? Q : -1.0));
     (l == 0 ? p.layer0_s : p.recompute_s) += fwd;
     p.selection_s += selection;
     compute[l] = fwd + selection;

@@ -140,7 +140,10 @@ class CostModel {
   // SelectiveLayer: `rows` rows recomputed against a KV of `kv_tokens`; each
   // row attends to half the KV on average (uniformly scattered rows) unless
   // `visible_keys` (sum over rows of keys each sees) is given (> 0).
-  StageCost SelectiveLayer(int64_t rows, int64_t kv_tokens, double visible_keys = 0) const;
+  // `kv_rows` (>= 0) of the rows project K and V; the others take them from
+  // the cache and project only Q (BlendOptions::reuse_exact_kv); < 0: all.
+  StageCost SelectiveLayer(int64_t rows, int64_t kv_tokens, double visible_keys = 0,
+                           double kv_rows = -1) const;
   // KvBytesPerLayer: K and V of `tokens` tokens in the store's dtype.
   double KvBytesPerLayer(int64_t tokens) const;
   // LmHead: final norm + classifier for `rows` rows.

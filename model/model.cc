@@ -87,9 +87,10 @@ std::string FingerprintHex(const Fingerprint& fp) {
 
 size_t Workspace::bytes() const {
   return (xb_.capacity() + qkv_.capacity() + att_.capacity() + ffn_.capacity() +
-          ffn_out_.capacity() + hidden_.capacity() + logits_norm_.capacity()) *
+          ffn_out_.capacity() + hidden_.capacity() + logits_norm_.capacity() +
+          gather_.capacity() + gather_kv_.capacity()) *
              sizeof(float) +
-         positions_.capacity() * sizeof(int32_t);
+         (positions_.capacity() + kv_rows_.capacity()) * sizeof(int32_t);
 }
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(ModelConfig config, ModelWeights weights) {
@@ -216,10 +217,12 @@ absl::Status Model::Embed(absl::Span<const int32_t> tokens, TensorView hidden) c
   return absl::OkStatus();
 }
 
-// ComputeQKV: ws->qkv_ = RoPE([q | k | v] = RMSNorm(hidden) * Wqkv^T + b),
-// f32 [rows, q_dim + 2*kv_dim].
+// ComputeQKV: see model.h. One fused GEMM over [q | k | v] when every block
+// of every row is wanted; otherwise a q GEMM over all rows and a k|v GEMM
+// over the rows that need it (gathered when that is a subset).
 absl::Status Model::ComputeQKV(int layer, TensorView hidden, const int32_t* positions,
-                               int64_t rows, Workspace* ws) const {
+                               int64_t rows, bool want_q, bool want_kv,
+                               const uint8_t* kv_in_cache, Workspace* ws) const {
   const ModelConfig& c = config_;
   const int64_t dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), ld = qd + 2 * kvd;
   float* xb = ws->Get(ws->xb_, rows * dim);
@@ -227,23 +230,71 @@ absl::Status Model::ComputeQKV(int layer, TensorView hidden, const int32_t* posi
   const LayerWeights& w = weights_.layers[layer];
   RETURN_IF_ERROR(kernels::RmsNorm(hidden, TensorView::Contiguous(w.attn_norm.data(), DType::kF32, {dim}),
                                    c.norm_eps, View2D(xb, rows, dim, dim)));
-  RETURN_IF_ERROR(kernels::Gemm(View2D(xb, rows, dim, dim), View2D(wqkv_[layer].data(), ld, dim, dim),
-                                /*trans_b=*/true, View2D(qkv, rows, ld, ld)));
-  if (c.qkv_bias) {
-    const float* b = bqkv_[layer].data();
-    for (int64_t r = 0; r < rows; ++r) {
-      float* row = qkv + r * ld;
-      for (int64_t j = 0; j < ld; ++j) row[j] += b[j];
+  const float* wqkv = wqkv_[layer].data();
+  const float* bias = c.qkv_bias ? bqkv_[layer].data() : nullptr;
+  // Project(x [n, dim]) -> out [n, cols] (row stride ldo) from weight rows
+  // [col0, col0 + cols), plus bias.
+  auto project = [&](const float* x, int64_t n, int64_t col0, int64_t cols, float* out,
+                     int64_t ldo) -> absl::Status {
+    RETURN_IF_ERROR(kernels::Gemm(View2D(x, n, dim, dim), View2D(wqkv + col0 * dim, cols, dim, dim),
+                                  /*trans_b=*/true, View2D(out, n, cols, ldo)));
+    if (bias != nullptr) {
+      for (int64_t r = 0; r < n; ++r) {
+        float* row = out + r * ldo;
+        for (int64_t j = 0; j < cols; ++j) row[j] += bias[col0 + j];
+      }
     }
-  }
+    return absl::OkStatus();
+  };
   kernels::RopeParams rp;
   rp.head_dim = c.head_dim;
   rp.theta = c.rope_theta;
   rp.layout = c.rope_layout;
-  RETURN_IF_ERROR(kernels::ApplyRope(View3D(qkv, rows, c.n_heads, c.head_dim, ld, c.head_dim),
-                                     positions, rp));
-  RETURN_IF_ERROR(kernels::ApplyRope(
-      View3D(qkv + qd, rows, c.n_kv_heads, c.head_dim, ld, c.head_dim), positions, rp));
+  auto rope = [&](float* base, int64_t n, int heads, int64_t ldr, const int32_t* pos) {
+    return kernels::ApplyRope(View3D(base, n, heads, c.head_dim, ldr, c.head_dim), pos, rp);
+  };
+
+  // Rows whose K/V must be projected.
+  int64_t n_kv = 0;
+  if (want_kv) {
+    if (kv_in_cache == nullptr) {
+      n_kv = rows;
+    } else {
+      ws->kv_rows_.clear();
+      for (int64_t r = 0; r < rows; ++r) {
+        if (!kv_in_cache[r]) ws->kv_rows_.push_back(static_cast<int32_t>(r));
+      }
+      n_kv = static_cast<int64_t>(ws->kv_rows_.size());
+    }
+  }
+  if (want_q && n_kv == rows) {
+    RETURN_IF_ERROR(project(xb, rows, 0, ld, qkv, ld));
+    RETURN_IF_ERROR(rope(qkv, rows, c.n_heads, ld, positions));
+    return rope(qkv + qd, rows, c.n_kv_heads, ld, positions);
+  }
+  if (want_q) {
+    RETURN_IF_ERROR(project(xb, rows, 0, qd, qkv, ld));
+    RETURN_IF_ERROR(rope(qkv, rows, c.n_heads, ld, positions));
+  }
+  if (n_kv == rows) {
+    RETURN_IF_ERROR(project(xb, rows, qd, 2 * kvd, qkv + qd, ld));
+    return rope(qkv + qd, rows, c.n_kv_heads, ld, positions);
+  }
+  if (n_kv == 0) return absl::OkStatus();
+  // A subset: gather its normalized rows, project, rotate, scatter back.
+  float* gx = ws->Get(ws->gather_, n_kv * dim);
+  float* gkv = ws->Get(ws->gather_kv_, n_kv * 2 * kvd);
+  ws->positions_.resize(n_kv);
+  for (int64_t i = 0; i < n_kv; ++i) {
+    const int32_t r = ws->kv_rows_[i];
+    std::memcpy(gx + i * dim, xb + r * dim, dim * sizeof(float));
+    ws->positions_[i] = positions[r];
+  }
+  RETURN_IF_ERROR(project(gx, n_kv, qd, 2 * kvd, gkv, 2 * kvd));
+  RETURN_IF_ERROR(rope(gkv, n_kv, c.n_kv_heads, 2 * kvd, ws->positions_.data()));
+  for (int64_t i = 0; i < n_kv; ++i) {
+    std::memcpy(qkv + ws->kv_rows_[i] * ld + qd, gkv + i * 2 * kvd, 2 * kvd * sizeof(float));
+  }
   return absl::OkStatus();
 }
 
@@ -282,27 +333,34 @@ absl::Status Model::ForwardLayer(int layer, TensorView hidden, const int32_t* po
   }
   const int64_t dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), ld = qd + 2 * kvd,
                 hd = c.head_dim, ffn = c.hidden_dim;
-  RETURN_IF_ERROR(ComputeQKV(layer, hidden, positions, rows, ws));
+  RETURN_IF_ERROR(ComputeQKV(layer, hidden, positions, rows, /*want_q=*/true, /*want_kv=*/true,
+                             options.kv_in_cache, ws));
   const float* qkv = ws->qkv_.data();
 
-  // Scatter the rows' fresh K/V into the cache (and the optional outputs).
+  // Scatter the rows' fresh K/V into the cache (and the optional outputs);
+  // rows flagged kv_in_cache keep the cache's values.
   float* kc = kv.k.as<float>();
   float* vc = kv.v.as<float>();
   for (int64_t r = 0; r < rows; ++r) {
-    const float* kr = qkv + r * ld + qd;
-    const float* vr = kr + kvd;
+    const bool cached = options.kv_in_cache != nullptr && options.kv_in_cache[r];
     for (int h = 0; h < c.n_kv_heads; ++h) {
-      std::memcpy(kc + h * kv.k.stride[0] + positions[r] * kv.k.stride[1], kr + h * hd, hd * 4);
-      std::memcpy(vc + h * kv.v.stride[0] + positions[r] * kv.v.stride[1], vr + h * hd, hd * 4);
+      float* kdst = kc + h * kv.k.stride[0] + positions[r] * kv.k.stride[1];
+      float* vdst = vc + h * kv.v.stride[0] + positions[r] * kv.v.stride[1];
+      const float* kr = cached ? kdst : qkv + r * ld + qd + h * hd;
+      const float* vr = cached ? vdst : qkv + r * ld + qd + kvd + h * hd;
+      if (!cached) {
+        std::memcpy(kdst, kr, hd * 4);
+        std::memcpy(vdst, vr, hd * 4);
+      }
       if (options.fresh_k.data != nullptr) {
         std::memcpy(options.fresh_k.as<float>() + h * options.fresh_k.stride[0] +
                         r * options.fresh_k.stride[1],
-                    kr + h * hd, hd * 4);
+                    kr, hd * 4);
       }
       if (options.fresh_v.data != nullptr) {
         std::memcpy(options.fresh_v.as<float>() + h * options.fresh_v.stride[0] +
                         r * options.fresh_v.stride[1],
-                    vr + h * hd, hd * 4);
+                    vr, hd * 4);
       }
     }
   }
@@ -353,7 +411,8 @@ absl::Status Model::ProjectKV(int layer, TensorView hidden, const int32_t* posit
     return absl::InvalidArgumentError("ProjectKV: outputs must have one token per row");
   }
   if (rows == 0) return absl::OkStatus();
-  RETURN_IF_ERROR(ComputeQKV(layer, hidden, positions, rows, ws));
+  RETURN_IF_ERROR(ComputeQKV(layer, hidden, positions, rows, /*want_q=*/false, /*want_kv=*/true,
+                             /*kv_in_cache=*/nullptr, ws));
   const int64_t qd = c.q_dim(), kvd = c.kv_dim(), ld = qd + 2 * kvd, hd = c.head_dim;
   const float* qkv = ws->qkv_.data();
   for (int64_t r = 0; r < rows; ++r) {

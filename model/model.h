@@ -59,8 +59,8 @@ class Workspace {
     if (buf.size() < n) buf.resize(n);
     return buf.data();
   }
-  std::vector<float> xb_, qkv_, att_, ffn_, ffn_out_, hidden_, logits_norm_;
-  std::vector<int32_t> positions_;
+  std::vector<float> xb_, qkv_, att_, ffn_, ffn_out_, hidden_, logits_norm_, gather_, gather_kv_;
+  std::vector<int32_t> positions_, kv_rows_;
 };
 
 struct LayerOptions {
@@ -72,6 +72,14 @@ struct LayerOptions {
   // written). Same values ForwardLayer scatters into the KV view.
   kernels::TensorView fresh_k;
   kernels::TensorView fresh_v;
+  // Optional per-row flags ([rows], nullptr = all 0): 1 means the row's
+  // post-RoPE K/V for this layer already sit in the KV view at its position
+  // (loaded and re-rotated where they cannot differ from a recompute, e.g.
+  // layer 0, whose input is the token embedding; or just written by a
+  // deviation probe), so only the row's Q is projected and its K/V are
+  // neither recomputed nor overwritten. fresh_k/fresh_v then receive the
+  // cached values for those rows.
+  const uint8_t* kv_in_cache = nullptr;
 };
 
 // Where Prefill writes logits.
@@ -157,8 +165,13 @@ class Model {
 
  private:
   Model() = default;
+  // ComputeQKV: ws->qkv_ [rows, q_dim + 2*kv_dim] = RoPE(RMSNorm(hidden) *
+  // Wqkv^T + b), by column block: q for every row if want_q; k|v if want_kv,
+  // for the rows whose kv_in_cache flag is 0 (every row if null). Blocks not
+  // computed are left unspecified.
   absl::Status ComputeQKV(int layer, kernels::TensorView hidden, const int32_t* positions,
-                          int64_t rows, Workspace* ws) const;
+                          int64_t rows, bool want_q, bool want_kv, const uint8_t* kv_in_cache,
+                          Workspace* ws) const;
 
   ModelConfig config_;
   // Weights as loaded, except that per layer wq/wk/wv (and bq/bk/bv) are

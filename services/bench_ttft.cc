@@ -122,7 +122,8 @@ struct TierStore {
   std::shared_ptr<kvstore::TieredStore> store;
   std::string dir;    // ssd: RocksDB directory
   double probe_bytes_per_s = 0;  // measured effective load bandwidth (open + read)
-  double probe_open_s = 0;       // opening one chunk's stream
+  double probe_open_s = 0;       // per chunk, opening a whole prompt's streams
+  double probe_single_open_s = 0;  // opening one chunk's stream alone
   double probe_read_bytes_per_s = 0;  // reading + decoding its layers
 };
 
@@ -528,9 +529,27 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
       best_read = std::min(best_read, Now() - t_open);
       bytes = src->bytes_read();
     }
+    // Opening, as a request does it: every chunk of a prompt in turn, each
+    // Open starting a producer that streams its chunk while the next ones
+    // open (so the opens share the CPU with that streaming); cold for SSD.
+    // Per chunk, best of 2. The single open above (best_open) is reported.
+    double best_all = 1e30;
+    for (int r = 0; r < 2; ++r) {
+      make_cold(t.get());
+      std::vector<std::unique_ptr<blend::StoreKvSource>> all;
+      const double t0 = Now();
+      for (const auto& key : prompts[0].keys) {
+        ASSIGN_OR_RETURN(auto src, blend::StoreKvSource::Open(t->store.get(), key,
+                                                              model->fingerprint()));
+        if (src == nullptr) return absl::InternalError("bench ttft: probe chunk missing");
+        all.push_back(std::move(src));
+      }
+      best_all = std::min(best_all, Now() - t0);
+    }
     // Bandwidth in the cost model's unit: KV bytes of the store's dtype.
     t->probe_bytes_per_s = static_cast<double>(bytes) / best;
-    t->probe_open_s = best_open;
+    t->probe_single_open_s = best_open;
+    t->probe_open_s = best_all / static_cast<double>(std::max<size_t>(1, prompts[0].keys.size()));
     t->probe_read_bytes_per_s = static_cast<double>(bytes) / best_read;
   }
   // raw: the pure roofline (sgemm peak, memcpy / file-read bandwidths).
@@ -570,9 +589,10 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
   for (auto& t : tiers) {
     out << absl::StrFormat(
         "# tier %s: probe load %.2f GB/s (open + read + decode one chunk; open %.2f ms, "
-        "read + decode %.2f GB/s)\n",
-        t->name, t->probe_bytes_per_s / 1e9, t->probe_open_s * 1e3,
-        t->probe_read_bytes_per_s / 1e9);
+        "read + decode %.2f GB/s); opening a prompt's %d streams: %.2f ms per chunk\n",
+        t->name, t->probe_bytes_per_s / 1e9, t->probe_single_open_s * 1e3,
+        t->probe_read_bytes_per_s / 1e9, static_cast<int>(prompts[0].keys.size()),
+        t->probe_open_s * 1e3);
   }
   for (const auto& n : rep.notes) out << "# " << n << "\n";
 

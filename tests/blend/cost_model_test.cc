@@ -88,6 +88,19 @@ TEST(CostModel, MeasuredRatesSplitTheComputeTime) {
   EXPECT_DOUBLE_EQ(m.ComputeSeconds(c), 3456.0 / 500 + 4 + 0.144);
 }
 
+TEST(CostModel, RowsWithCachedKvProjectOnlyQ) {
+  CostModel m(Tiny(), UnitHw());
+  // Tiny: W = q 8x8 + k,v 2 x 8x4 + o 8x8 + MLP 3 x 8x16 = 576 weights, of
+  // which k,v = 64. 3 rows, 1 of them projecting K/V: 2*3*512 + 2*1*64.
+  const StageCost all = m.SelectiveLayer(3, 10, 6);
+  const StageCost one = m.SelectiveLayer(3, 10, 6, 1);
+  EXPECT_DOUBLE_EQ(all.flops - all.attn_flops, 2.0 * 3 * 576);
+  EXPECT_DOUBLE_EQ(one.flops - one.attn_flops, 2.0 * 3 * 512 + 2.0 * 1 * 64);
+  EXPECT_DOUBLE_EQ(one.attn_flops, all.attn_flops);
+  // kv_rows >= rows is every row.
+  EXPECT_DOUBLE_EQ(m.SelectiveLayer(3, 10, 6, 3).flops, all.flops);
+}
+
 TEST(CostModel, PredictionsReduceToTheRooflineWithoutRates) {
   CostModel m(Tiny(), UnitHw());
   RequestShape r;
@@ -112,16 +125,21 @@ TEST(CostModel, PredictBlendFollowsTheGradualSchedule) {
   r.exact_prefix_tokens = 20;  // 80 selectable rows
   const RequestPrediction p = m4.PredictBlend(r, 0.25, Tier::kRam);
   // Layer 0: rows 20..103 (84 rows) see p + 1 keys: (104*105 - 20*21) / 2 = 5250.
-  EXPECT_DOUBLE_EQ(p.layer0_s, m4.ComputeSeconds(m4.SelectiveLayer(84, 104, 5250)));
+  // The 80 selectable rows take layer 0's K/V from the cache: only the 4
+  // query rows project K/V (reuse_exact_kv).
+  EXPECT_DOUBLE_EQ(p.layer0_s, m4.ComputeSeconds(m4.SelectiveLayer(84, 104, 5250, 4)));
   // Check layer 1 keeps round(0.5 * 80) = 40, layer 2 round(0.25 * 80) = 20;
   // selected rows see (20 + 100 + 1) / 2 keys on average, query rows 101..104.
+  // At the check layers the kept rows' K/V come from the probe (4 K/V rows);
+  // layer 3 projects K/V for all 24.
   const double q = 101 + 102 + 103 + 104;
-  const double l1 = m4.ComputeSeconds(m4.SelectiveLayer(44, 104, 40 * 60.5 + q));
-  const double l23 = m4.ComputeSeconds(m4.SelectiveLayer(24, 104, 20 * 60.5 + q));
-  EXPECT_NEAR(p.recompute_s, l1 + 2 * l23, 1e-9);
-  // Probes: 80 then 40 candidates through the fused q/k/v projection,
-  // 2 * n * dim * (q_dim + 2 kv_dim) = 2 * n * 8 * 16.
-  EXPECT_NEAR(p.selection_s, (2.0 * 80 * 8 * 16 + 2.0 * 40 * 8 * 16) / 1000, 1e-9);
+  const double l1 = m4.ComputeSeconds(m4.SelectiveLayer(44, 104, 40 * 60.5 + q, 4));
+  const double l2 = m4.ComputeSeconds(m4.SelectiveLayer(24, 104, 20 * 60.5 + q, 4));
+  const double l3 = m4.ComputeSeconds(m4.SelectiveLayer(24, 104, 20 * 60.5 + q));
+  EXPECT_NEAR(p.recompute_s, l1 + l2 + l3, 1e-9);
+  // Probes: 80 then 40 candidates through the k/v projection,
+  // 2 * n * dim * 2 kv_dim = 2 * n * 8 * 8.
+  EXPECT_NEAR(p.selection_s, (2.0 * 80 * 8 * 8 + 2.0 * 40 * 8 * 8) / 1000, 1e-9);
   EXPECT_GT(p.total_s, p.layer0_s + p.recompute_s + p.selection_s);
   // Full reuse computes only the query rows in every layer.
   const RequestPrediction reuse = m4.PredictBlend(r, 0, Tier::kRam);

@@ -259,6 +259,85 @@ TEST_P(ForwardTest, ProjectKvMatchesFreshKv) {
   EXPECT_EQ(pv, fv);
 }
 
+// kv_in_cache: flagged rows take K/V from the cache and project only Q. With
+// the exact K/V in the cache the layer output equals a full recompute; with
+// other values there, they are used and kept (never overwritten).
+TEST_P(ForwardTest, KvInCacheRowsUseTheCachedKv) {
+  const ModelConfig& c = model_->config();
+  const int n = 9, layer = 1;
+  Workspace ws;
+  std::vector<int32_t> pos = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<float> h0(size_t(n) * c.dim);
+  ASSERT_TRUE(model_->Embed(absl::MakeConstSpan(tokens_).subspan(0, n), Mat(h0.data(), n, c.dim)).ok());
+  // Reference: every row projects Q, K, V.
+  auto ref_kv = model_->NewCache(n);
+  ASSERT_TRUE(ref_kv.ok());
+  std::vector<float> ref = h0;
+  ASSERT_TRUE(model_->ForwardLayer(layer, Mat(ref.data(), n, c.dim), pos.data(), ref_kv->Layer(layer, n), {}, &ws).ok());
+  const size_t e = size_t(c.n_kv_heads) * n * c.head_dim;
+  std::vector<float> k(e), v(e);
+  ASSERT_TRUE(ref_kv->ExportLayer(layer, 0, n, kernels::DType::kF32, k.data(), v.data()).ok());
+
+  const std::vector<uint8_t> flags = {0, 1, 1, 0, 1, 1, 1, 0, 1};  // rows 0, 3, 7 project K/V
+  auto kview = [&](std::vector<float>& b) {
+    return TensorView::Contiguous(b.data(), kernels::DType::kF32, {c.n_kv_heads, n, c.head_dim});
+  };
+  {
+    auto kv = model_->NewCache(n);
+    ASSERT_TRUE(kv.ok());
+    ASSERT_TRUE(kv->ImportLayer(layer, 0, n, kernels::DType::kF32, k.data(), v.data()).ok());
+    std::vector<float> h = h0, fk(e), fv(e);
+    LayerOptions opt;
+    opt.kv_in_cache = flags.data();
+    opt.fresh_k = kview(fk);
+    opt.fresh_v = kview(fv);
+    ASSERT_TRUE(model_->ForwardLayer(layer, Mat(h.data(), n, c.dim), pos.data(), kv->Layer(layer, n), opt, &ws).ok());
+    // Separate q and k|v GEMMs may round differently from the fused one:
+    // 1e-5 relative to max(1, max |value|).
+    auto scale = [](const std::vector<float>& x) {
+      double m = 1.0;
+      for (float f : x) m = std::max(m, double(std::abs(f)));
+      return m;
+    };
+    EXPECT_LT(MaxAbsDiff(h.data(), ref.data(), h.size()), 1e-5 * scale(ref));
+    EXPECT_LT(MaxAbsDiff(fk.data(), k.data(), e), 1e-5 * scale(k));
+    EXPECT_LT(MaxAbsDiff(fv.data(), v.data(), e), 1e-5 * scale(v));
+  }
+  {
+    // Perturbed K/V in the cache for the flagged rows: kept as they are and
+    // used (the output moves); the unflagged rows are recomputed.
+    std::vector<float> k2 = k, v2 = v;
+    for (int hh = 0; hh < c.n_kv_heads; ++hh) {
+      for (int t = 0; t < n; ++t) {
+        for (int d = 0; d < c.head_dim; ++d) {
+          const size_t i = (size_t(hh) * n + t) * c.head_dim + d;
+          k2[i] += flags[t] ? 0.25f : 7.0f;  // unflagged garbage must be overwritten
+          v2[i] += flags[t] ? 0.25f : 7.0f;
+        }
+      }
+    }
+    auto kv = model_->NewCache(n);
+    ASSERT_TRUE(kv.ok());
+    ASSERT_TRUE(kv->ImportLayer(layer, 0, n, kernels::DType::kF32, k2.data(), v2.data()).ok());
+    std::vector<float> h = h0;
+    LayerOptions opt;
+    opt.kv_in_cache = flags.data();
+    ASSERT_TRUE(model_->ForwardLayer(layer, Mat(h.data(), n, c.dim), pos.data(), kv->Layer(layer, n), opt, &ws).ok());
+    EXPECT_GT(MaxAbsDiff(h.data(), ref.data(), h.size()), 1e-4);
+    std::vector<float> k3(e), v3(e);
+    ASSERT_TRUE(kv->ExportLayer(layer, 0, n, kernels::DType::kF32, k3.data(), v3.data()).ok());
+    for (int hh = 0; hh < c.n_kv_heads; ++hh) {
+      for (int t = 0; t < n; ++t) {
+        const size_t i = (size_t(hh) * n + t) * c.head_dim;
+        const std::vector<float>& want_k = flags[t] ? k2 : k;
+        const std::vector<float>& want_v = flags[t] ? v2 : v;
+        EXPECT_LT(MaxAbsDiff(k3.data() + i, want_k.data() + i, c.head_dim), 1e-5) << "row " << t;
+        EXPECT_LT(MaxAbsDiff(v3.data() + i, want_v.data() + i, c.head_dim), 1e-5) << "row " << t;
+      }
+    }
+  }
+}
+
 TEST_P(ForwardTest, ExportLayoutAndDtypes) {
   const ModelConfig& c = model_->config();
   const int n = 20;
