@@ -205,7 +205,8 @@ absl::Status RunRetrievalSpeedBench(const RetrievalSpeedBenchOptions& options, s
         // End-to-end search: embed query + index + catalogue hydration, per
         // mode (hybrid = the default: dense + BM25 + BM25 with feedback).
         const std::pair<const char*, SearchMode> modes[] = {
-            {"dense", SearchMode::kDense}, {"bm25", SearchMode::kBm25}, {"hybrid", SearchMode::kHybrid}};
+            {"dense", SearchMode::kDense}, {"bm25", SearchMode::kBm25}, {"hybrid", SearchMode::kHybrid},
+            {"lexical", SearchMode::kLexical}};
         for (const auto& [mode_name, mode] : modes) {
           SearchOptions so;
           so.k = 10;
