@@ -215,6 +215,15 @@ TEST(Retriever, LexicalIsRrfOfBm25AndFeedbackWithoutDense) {
       EXPECT_EQ(got[i].chunk_id, expect[i].second) << i;
       EXPECT_FLOAT_EQ(got[i].score, static_cast<float>(-expect[i].first)) << i;
     }
+    // Deterministic, and a reopened retriever (BM25 rebuilt from the
+    // catalogue) serves identical ids and scores.
+    const auto again = r->Search(q, so).value();
+    ASSERT_EQ(ChunkIds(again), ChunkIds(got));
+    r.reset();
+    r = Retriever::Create(o).value();
+    const auto reopened = r->Search(q, so).value();
+    ASSERT_EQ(ChunkIds(reopened), ChunkIds(got));
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(reopened[i].score, got[i].score) << i;
     // The feedback list brings in the second hop that BM25 alone misses.
     EXPECT_GE(RankOf(got, "nabbes"), 0);
     so.mode = SearchMode::kBm25;
