@@ -4,7 +4,7 @@
 //   ragkv_bench_retrieval --corpus PATH [--embedder NAME[,NAME...]]
 //                         [--factory F] [--chunk-tokens N] [--speed]
 //                         [--hash-seed S] [--questions BEGIN:END]
-//                         [--prf DOCS,TERMS,WEIGHT] [--rrf-k K]
+//                         [--prf DOCS,TERMS,WEIGHT] [--rrf-k K] [--near-dup C]
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -52,12 +52,17 @@ int main(int argc, char** argv) {
       }
     } else if (arg == "--rrf-k") {
       options.rrf_k = std::atoi(next().c_str());
+    } else if (arg == "--near-dup") {
+      if (!absl::SimpleAtod(next(), &options.near_duplicate_containment)) {
+        std::cerr << "--near-dup takes a containment in [0, 1] (0 = off)\n";
+        return 2;
+      }
     } else if (arg == "--speed") {
       speed = true;
     } else {
       std::cerr << "usage: ragkv_bench_retrieval --corpus PATH [--embedder NAME[,NAME...]] "
                    "[--factory F] [--chunk-tokens N] [--speed] [--hash-seed S] [--questions BEGIN:END]\n"
-                   "       [--prf DOCS,TERMS,WEIGHT] [--rrf-k K]\n"
+                   "       [--prf DOCS,TERMS,WEIGHT] [--rrf-k K] [--near-dup C]\n"
                    "  embedders: default, hashed, hashed16k, hashed-char, bm25, hybrid, hybrid16k, hybrid-noprf, lexical\n";
       return 2;
     }

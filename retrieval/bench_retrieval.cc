@@ -139,6 +139,7 @@ absl::Status RunRetrievalBench(const RetrievalBenchOptions& options, std::ostrea
     ro.min_train_vectors = 256;
     ro.bm25_feedback = options.bm25_feedback;
     ro.rrf_k = options.rrf_k;
+    ro.near_duplicate_containment = options.near_duplicate_containment;
     if (!cfg.feedback) ro.bm25_feedback.docs = 0;
     ASSIGN_OR_RETURN(auto retriever, Retriever::Create(ro));
     constexpr size_t kBatch = 64;

@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "retrieval/bm25.h"
 #include "retrieval/embedder.h"
+#include "retrieval/retriever.h"
 #include "retrieval/tokenizer.h"
 
 namespace ragkv::retrieval {
@@ -46,6 +47,9 @@ struct RetrievalBenchOptions {
   // Hybrid knobs of every configuration (defaults: RetrieverOptions').
   Bm25Feedback bm25_feedback;
   int rrf_k = 60;
+  // RetrieverOptions::near_duplicate_containment of every configuration
+  // (default: the library default; 0 = off).
+  double near_duplicate_containment = RetrieverOptions{}.near_duplicate_containment;
   // Extra embedders (e.g. services/' model embedder): a dense line each, plus
   // "<name>+bm25" hybrid when add_hybrid_for_extra.
   std::vector<std::pair<std::string, std::shared_ptr<const Embedder>>> extra_embedders;

@@ -10,11 +10,14 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "retrieval/internal/text.h"
 
 namespace ragkv::retrieval {
 namespace {
 
 constexpr char kFormatVersion[] = "1";
+// Shingle length of the near-duplicate test (RetrieverOptions::near_duplicate_containment).
+constexpr int kNearDuplicateShingleWords = 5;
 constexpr char kMetaFormat[] = "format_version";
 constexpr char kMetaTokenizer[] = "tokenizer";
 constexpr char kMetaEmbedder[] = "embedder";
@@ -68,6 +71,9 @@ absl::StatusOr<std::unique_ptr<Retriever>> Retriever::Create(RetrieverOptions op
   if (options.dir.empty()) return absl::InvalidArgumentError("Retriever: dir is empty");
   if (options.rrf_k < 1 || options.rrf_depth < 1) {
     return absl::InvalidArgumentError("Retriever: rrf_k and rrf_depth must be >= 1");
+  }
+  if (!(options.near_duplicate_containment >= 0 && options.near_duplicate_containment <= 1)) {
+    return absl::InvalidArgumentError("Retriever: near_duplicate_containment must be in [0, 1]");
   }
   if (options.bm25_feedback.docs < 0 || options.bm25_feedback.terms < 0 ||
       !std::isfinite(options.bm25_feedback.weight) || options.bm25_feedback.weight < 0) {
@@ -440,7 +446,9 @@ absl::StatusOr<std::vector<SearchResult>> Retriever::SearchLocked(const std::vec
   }
   const absl::flat_hash_set<int64_t>* allowed_ptr = allowed ? &*allowed : nullptr;
   const bool fuse = mode == SearchMode::kHybrid || mode == SearchMode::kLexical;
-  const int depth = fuse ? std::max(k, options_.rrf_depth) : k;
+  const double near_dup = options_.near_duplicate_containment;
+  // Demoting near-duplicates needs candidates beyond k in every mode.
+  const int depth = fuse || near_dup > 0 ? std::max(k, options_.rrf_depth) : k;
 
   std::vector<SearchHit> dense_hits, bm25_hits, feedback_hits;
   if (vector != nullptr) {
@@ -473,11 +481,24 @@ absl::StatusOr<std::vector<SearchResult>> Retriever::SearchLocked(const std::vec
     fused = mode == SearchMode::kBm25 ? std::move(bm25_hits) : std::move(dense_hits);
   }
 
-  std::vector<SearchResult> results;
+  std::vector<SearchResult> results, set_aside;
+  std::vector<std::vector<uint64_t>> kept_shingles;
   for (const SearchHit& h : fused) {
     if (static_cast<int>(results.size()) >= k) break;
     ASSIGN_OR_RETURN(std::optional<ChunkRecord> c, catalogue_->GetChunk(h.id));
     if (!c) continue;  // not (or no longer) in the catalogue: never returned
+    bool duplicate = false;
+    if (near_dup > 0) {
+      std::vector<uint64_t> shingles = internal::WordShingles(c->text, kNearDuplicateShingleWords);
+      for (const auto& kept : kept_shingles) {
+        if (internal::ShingleContainment(shingles, kept) > near_dup) {
+          duplicate = true;
+          break;
+        }
+      }
+      if (!duplicate) kept_shingles.push_back(std::move(shingles));
+      if (duplicate && static_cast<int>(set_aside.size()) >= k) continue;
+    }
     SearchResult r;
     r.chunk_id = h.id;
     r.doc_id = std::move(c->doc_id);
@@ -486,6 +507,10 @@ absl::StatusOr<std::vector<SearchResult>> Retriever::SearchLocked(const std::vec
     if (options.with_tokens) r.token_ids = std::move(c->token_ids);
     if (options.with_text) r.text = std::move(c->text);
     r.kv_key = std::move(c->kv_key);
+    (duplicate ? set_aside : results).push_back(std::move(r));
+  }
+  for (SearchResult& r : set_aside) {
+    if (static_cast<int>(results.size()) >= k) break;
     results.push_back(std::move(r));
   }
   return results;

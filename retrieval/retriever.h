@@ -83,6 +83,16 @@ struct RetrieverOptions {
   // Pseudo-relevance feedback for the third hybrid list (default 3 feedback
   // chunks, 10 expansion words, weight 0.5; docs = 0 fuses only dense + BM25).
   Bm25Feedback bm25_feedback;
+  // Near-duplicate demotion (every search mode): walking the ranked
+  // candidates, a chunk whose 5-word-shingle containment
+  // (internal::ShingleContainment) with an already returned chunk exceeds
+  // this value is set aside, and set-aside chunks fill the list, in rank
+  // order, only when fewer than k distinct ones exist. Overlapping windows
+  // of one text (sliding-window chunking, re-ingested copies, quoted
+  // passages) then take one slot instead of several. Results are still
+  // best-first among the distinct ones; a set-aside chunk may follow one
+  // with a lower score. 0 = off; must be in [0, 1]. Default 0.7.
+  double near_duplicate_containment = 0.7;
   // Rebuild the vector index when tombstones exceed this share (HNSW/IVF).
   double rebuild_tombstone_fraction = 0.25;
   // fsync each catalogue mutation (default true).

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <xxhash.h>
+
 #include "absl/strings/str_cat.h"
 
 namespace ragkv::retrieval::internal {
@@ -125,6 +127,42 @@ std::vector<std::string> AnalyzeWords(std::string_view text) {
   }
   if (!cur.empty()) words.push_back(std::move(cur));
   return words;
+}
+
+std::vector<uint64_t> WordShingles(std::string_view text, int n) {
+  const std::vector<std::string> words = AnalyzeWords(text);
+  std::vector<uint64_t> out;
+  if (words.empty() || n < 1) return out;
+  const size_t w = std::min<size_t>(static_cast<size_t>(n), words.size());
+  std::string buf;
+  for (size_t i = 0; i + w <= words.size(); ++i) {
+    buf.clear();
+    for (size_t j = i; j < i + w; ++j) {
+      buf.append(words[j]);
+      buf.push_back(' ');  // words never contain a space: the join is unambiguous
+    }
+    out.push_back(XXH3_64bits(buf.data(), buf.size()));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+double ShingleContainment(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
+  if (a.empty() || b.empty()) return 0;
+  size_t i = 0, j = 0, common = 0;
+  while (i < a.size() && j < b.size()) {
+    if (a[i] < b[j]) {
+      ++i;
+    } else if (b[j] < a[i]) {
+      ++j;
+    } else {
+      ++common;
+      ++i;
+      ++j;
+    }
+  }
+  return static_cast<double>(common) / static_cast<double>(std::min(a.size(), b.size()));
 }
 
 namespace {

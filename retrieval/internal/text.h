@@ -33,6 +33,17 @@ std::string_view FoldLatin(uint32_t code_point);
 // analyzer of BM25 and the hashed embedder, so their terms agree.
 std::vector<std::string> AnalyzeWords(std::string_view text);
 
+// WordShingles: the sorted, distinct 64-bit hashes (xxh3) of every run of
+// `n` consecutive AnalyzeWords words of `text` (w-shingling, Broder 1997);
+// a text with fewer than n words (but at least one) gives one shingle of all
+// its words; no words gives none. n must be >= 1.
+std::vector<uint64_t> WordShingles(std::string_view text, int n);
+
+// ShingleContainment: |a ∩ b| / min(|a|, |b|) for sorted distinct shingle
+// sets, in [0, 1]; 0 when either is empty. 1 means one text's shingles are
+// all in the other (e.g. a chunk that is a window of another).
+double ShingleContainment(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b);
+
 // WordSpan: a whitespace-delimited word [begin, end) in bytes, plus flags the
 // chunker uses to prefer good cut points after it.
 struct WordSpan {

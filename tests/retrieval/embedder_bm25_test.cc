@@ -2,6 +2,7 @@
 #include <cmath>
 #include <algorithm>
 #include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -83,6 +84,61 @@ TEST(AnalyzeWords, FoldsAccentedLatinLettersToAscii) {
   EXPECT_EQ(hits[0].id, 1);
   auto e = HashedEmbedder::Create({}).value();
   EXPECT_EQ(e->EmbedQuery("S\xC3\xA3o Jos\xC3\xA9", nullptr).value(), e->EmbedQuery("sao jose", nullptr).value());
+}
+
+TEST(WordShingles, ContainmentMatchesNaiveWordTupleSets) {
+  using internal::AnalyzeWords;
+  using internal::ShingleContainment;
+  using internal::WordShingles;
+  // Naive reference: sets of word n-tuples (no hashing).
+  auto naive_set = [](const std::string& text, int n) {
+    const std::vector<std::string> w = AnalyzeWords(text);
+    std::set<std::vector<std::string>> out;
+    if (w.empty()) return out;
+    const size_t len = std::min<size_t>(n, w.size());
+    for (size_t i = 0; i + len <= w.size(); ++i) out.insert({w.begin() + i, w.begin() + i + len});
+    return out;
+  };
+  auto naive_containment = [](const std::set<std::vector<std::string>>& a,
+                              const std::set<std::vector<std::string>>& b) {
+    if (a.empty() || b.empty()) return 0.0;
+    size_t common = 0;
+    for (const auto& x : a) common += b.count(x);
+    return static_cast<double>(common) / static_cast<double>(std::min(a.size(), b.size()));
+  };
+  std::mt19937 rng(7);
+  const std::vector<std::string> vocab = {"the", "a", "river", "Lisbon", "district", "born", "in", "of",
+                                          "municipality", "Vila", "Franca", "de", "Xira"};
+  std::vector<std::string> texts = {"", "  ,. ", "one", "two words", "The river. the RIVER!"};
+  for (int t = 0; t < 40; ++t) {
+    std::string s;
+    const int len = 1 + static_cast<int>(rng() % 30);
+    for (int i = 0; i < len; ++i) s += vocab[rng() % vocab.size()] + (rng() % 5 == 0 ? ", " : " ");
+    texts.push_back(s);
+    // An overlapping window of the previous text, as sliding-window chunks.
+    texts.push_back(s.substr(s.size() / 3) + " Lisbon district");
+  }
+  for (int n : {1, 3, 5}) {
+    std::vector<std::vector<uint64_t>> sh;
+    for (const std::string& t : texts) {
+      sh.push_back(WordShingles(t, n));
+      EXPECT_TRUE(std::is_sorted(sh.back().begin(), sh.back().end()));
+      EXPECT_EQ(std::adjacent_find(sh.back().begin(), sh.back().end()), sh.back().end());
+      EXPECT_EQ(sh.back().size(), naive_set(t, n).size()) << t;
+    }
+    for (size_t i = 0; i < texts.size(); ++i) {
+      for (size_t j = 0; j < texts.size(); ++j) {
+        const double c = ShingleContainment(sh[i], sh[j]);
+        EXPECT_DOUBLE_EQ(c, naive_containment(naive_set(texts[i], n), naive_set(texts[j], n)))
+            << texts[i] << " | " << texts[j];
+        EXPECT_DOUBLE_EQ(c, ShingleContainment(sh[j], sh[i]));
+      }
+    }
+  }
+  // Case and punctuation do not matter; a window is contained in its text.
+  EXPECT_EQ(WordShingles("Vila Franca de Xira, Lisbon", 3), WordShingles("vila franca de xira lisbon", 3));
+  EXPECT_DOUBLE_EQ(ShingleContainment(WordShingles("a b c d e f g h", 3), WordShingles("c d e f", 3)), 1.0);
+  EXPECT_DOUBLE_EQ(ShingleContainment(WordShingles("a b c d", 3), WordShingles("e f g h", 3)), 0.0);
 }
 
 TEST(HashedEmbedder, DeterministicNormalizedAndSimilarityOrdered) {

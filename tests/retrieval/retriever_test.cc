@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "absl/strings/ascii.h"
@@ -187,6 +188,7 @@ TEST(Retriever, LexicalIsRrfOfBm25AndFeedbackWithoutDense) {
     TempDir dir;
     RetrieverOptions o = Options(dir.path());
     o.chunker.target_tokens = 4096;  // one chunk per document
+    o.near_duplicate_containment = 0;  // the fusion alone (demotion: its own test)
     if (external) o.embedder = std::make_shared<ExternalEmbedder>(4, "test-4d");
     auto r = Retriever::Create(o).value();
     Bm25Index naive;
@@ -242,6 +244,83 @@ TEST(Retriever, LexicalIsRrfOfBm25AndFeedbackWithoutDense) {
     so.doc_filter = nullptr;
     so.k = 0;
     EXPECT_EQ(r->Search(q, so).status().code(), absl::StatusCode::kInvalidArgument);
+  }
+}
+
+TEST(Retriever, NearDuplicatesAreSetAsideNotDropped) {
+  // "window" is an overlapping window of "base" (as sliding-window chunking
+  // or a re-ingested excerpt gives); "other" is a distinct, weaker match.
+  const std::string base_text =
+      "Thomas Nabbes was an English dramatist of the Caroline era who wrote the play Hannibal and "
+      "Scipio and several masques; he studied at Exeter College in Oxford before moving to London.";
+  std::vector<Document> docs = {
+      {"base", "", base_text},
+      {"window", "", base_text.substr(30) + " He died in 1641 and was buried in the Temple church."},
+      {"other", "", "Hannibal crossed the Alps with elephants; Scipio later defeated him at Zama."},
+      {"far", "", "Menteng is an administrative village in Jakarta."},
+  };
+  const std::string q = "Who wrote the play Hannibal and Scipio and where did he study?";
+  auto open = [&](const std::string& dir, double near_dup) {
+    RetrieverOptions o = Options(dir);
+    o.chunker.target_tokens = 4096;
+    o.near_duplicate_containment = near_dup;
+    return Retriever::Create(o);
+  };
+  EXPECT_EQ(RetrieverOptions{}.near_duplicate_containment, 0.7);
+  TempDir off_dir, on_dir;
+  auto off = open(off_dir.path(), 0).value();
+  auto on = open(on_dir.path(), 0.7).value();
+  ASSERT_TRUE(off->Ingest(docs).ok());
+  ASSERT_TRUE(on->Ingest(docs).ok());
+  for (SearchMode mode : {SearchMode::kBm25, SearchMode::kDense, SearchMode::kHybrid, SearchMode::kLexical}) {
+    SearchOptions so;
+    so.mode = mode;
+    so.k = 2;
+    const auto plain = off->Search(q, so).value();
+    ASSERT_EQ(plain.size(), 2u);
+    // Without demotion the two windows of one text fill BM25's top 2.
+    if (mode == SearchMode::kBm25) {
+      EXPECT_EQ(RankOf(plain, "other"), -1) << static_cast<int>(mode);
+    }
+    const auto top2 = on->Search(q, so).value();
+    ASSERT_EQ(top2.size(), 2u);
+    EXPECT_EQ(top2[0].chunk_id, plain[0].chunk_id);  // rank 1 never changes
+    EXPECT_TRUE(top2[0].doc_id == "base" || top2[0].doc_id == "window") << top2[0].doc_id;
+    EXPECT_TRUE(top2[1].doc_id != "base" && top2[1].doc_id != "window") << top2[1].doc_id;
+    // Set aside, not dropped: with room for all, the same chunks come back
+    // (BM25 matches 3 of the 4), the demoted copy after every distinct one.
+    so.k = 4;
+    const auto all = on->Search(q, so).value();
+    const auto all_off = off->Search(q, so).value();
+    ASSERT_EQ(all.size(), all_off.size());
+    ASSERT_GE(all.size(), 3u);
+    std::set<std::string> ids, ids_off;
+    for (const auto& x : all) ids.insert(x.doc_id);
+    for (const auto& x : all_off) ids_off.insert(x.doc_id);
+    EXPECT_EQ(ids, ids_off);
+    EXPECT_EQ(ids.size(), all.size());
+    EXPECT_EQ(std::max(RankOf(all, "base"), RankOf(all, "window")), static_cast<int>(all.size()) - 1)
+        << static_cast<int>(mode);
+  }
+  // A deleted chunk neither returns nor keeps its near-duplicate out.
+  SearchOptions so;
+  so.mode = SearchMode::kBm25;
+  so.k = 2;
+  const std::string first = on->Search(q, so).value()[0].doc_id;
+  const std::string second_copy = first == "base" ? "window" : "base";
+  ASSERT_TRUE(on->Delete(first).ok());
+  const auto after = on->Search(q, so).value();
+  ASSERT_EQ(after.size(), 2u);
+  EXPECT_EQ(after[0].doc_id, second_copy);
+  for (const auto& x : after) EXPECT_NE(x.doc_id, first);
+  // Reopened: identical results.
+  on.reset();
+  on = open(on_dir.path(), 0.7).value();
+  EXPECT_EQ(ChunkIds(on->Search(q, so).value()), ChunkIds(after));
+  // Bad values.
+  for (double bad : {-0.1, 1.5, static_cast<double>(NAN)}) {
+    TempDir d;
+    EXPECT_EQ(open(d.path(), bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
 }
 
