@@ -434,9 +434,9 @@ Decision ChooseRatioAndTier(const CostModel& model, int64_t context_tokens, int6
       d.recompute_s_per_layer = recompute_min;
       d.predicted_ttft_s = model.BlendSeconds(context_tokens, query_tokens, r_min, t);
       d.why = absl::StrFormat(
-          "cheapest tier whose per-layer load (%.3f ms) hides under recompute at r_min=%.2f "
-          "(%.3f ms)",
-          load * 1e3, r_min, recompute_min * 1e3);
+          "cheapest tier (%s) whose per-layer load (%.3f ms) hides under recompute at "
+          "r_min=%.2f (%.3f ms)",
+          TierName(t), load * 1e3, r_min, recompute_min * 1e3);
       return d;
     }
   }

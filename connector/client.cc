@@ -176,6 +176,8 @@ absl::Status ReadBlendStream(grpc::ClientContext* ctx, grpc::ClientReader<v1::Bl
         BlendStats st;
         st.recomputed_tokens = msg.summary().recomputed_tokens();
         st.effective_ratio = msg.summary().effective_ratio();
+        st.ratio = msg.summary().ratio();
+        st.controller_reason = msg.summary().controller_reason();
         for (const auto& t : msg.summary().timings()) st.timings_ms.emplace_back(t.stage(), t.ms());
         s = sink->OnSummary(st);
         if (!s.ok()) *sink_error = s;

@@ -69,6 +69,8 @@ struct FusedLayerView {
 struct BlendStats {
   uint32_t recomputed_tokens = 0;
   float effective_ratio = 0;
+  float ratio = 0;                // the CacheBlend ratio applied (0: other modes)
+  std::string controller_reason;  // BLEND_MODE_AUTO: the controller's why
   std::vector<std::pair<std::string, double>> timings_ms;  // stage -> ms
   double TimingMs(std::string_view stage) const;           // 0 if absent
 };

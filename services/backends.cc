@@ -1,9 +1,12 @@
 #include "services/backends.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "kvstore/ram_tier.h"
@@ -15,6 +18,7 @@
 namespace ragkv::services {
 
 Backends::~Backends() {
+  controller.reset();
   blender.reset();
   if (retriever) {
     absl::Status s = retriever->Save();
@@ -32,6 +36,34 @@ Backends::~Backends() {
   }
 }
 
+absl::StatusOr<std::vector<std::string>> ResolveKvTiers(const BackendOptions& o) {
+  std::vector<std::string> names = o.kv_tiers;
+  if (names.empty()) {
+    names = {"ram", "ssd"};
+    if (!o.redis_url.empty()) names.push_back("redis");
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& n = names[i];
+    if (n != "ram" && n != "ssd" && n != "redis") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown KV tier '", n, "' (known: ram, ssd, redis)"));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (names[j] == n) return absl::InvalidArgumentError(absl::StrCat("KV tier '", n, "' listed twice"));
+    }
+  }
+  const bool has_redis = std::find(names.begin(), names.end(), "redis") != names.end();
+  if (has_redis && o.redis_url.empty()) {
+    return absl::InvalidArgumentError("KV tier 'redis' needs a Redis address (--redis)");
+  }
+  if (!has_redis && !o.redis_url.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a Redis address is set but the KV tiers (", absl::StrJoin(names, ","),
+        ") do not list 'redis'"));
+  }
+  return names;
+}
+
 absl::StatusOr<std::unique_ptr<Backends>> BuildBackends(const BackendOptions& o) {
   auto b = std::make_unique<Backends>();
   if (!o.model_path.empty()) {
@@ -44,35 +76,50 @@ absl::StatusOr<std::unique_ptr<Backends>> BuildBackends(const BackendOptions& o)
     }
     ASSIGN_OR_RETURN(b->tokenizer, model::LoadTokenizer(tok_path));
     ASSIGN_OR_RETURN(b->blender, blend::Blender::Create({b->model.get()}));
+    blend::ControllerOptions co;
+    co.model = b->model.get();
+    co.r_min = o.controller_r_min;
+    co.r_max = o.controller_r_max;
+    co.blend.logits = blend::QueryLogits::kNone;  // BlendService streams KV, no logits
+    ASSIGN_OR_RETURN(b->controller, blend::LoadingController::Create(co));
     RAGKV_LOG(INFO) << "model " << o.model_path << " fingerprint " << b->model->fingerprint_hex();
   }
   std::error_code ec;
   if (o.want_store) {
     std::filesystem::create_directories(o.data_dir + "/kv", ec);
     if (ec) return absl::InternalError("cannot create " + o.data_dir + "/kv: " + ec.message());
+    ASSIGN_OR_RETURN(const std::vector<std::string> names, ResolveKvTiers(o));
     std::vector<std::shared_ptr<kvstore::Tier>> tiers;
-    kvstore::RamTierOptions ram;
-    ram.capacity_bytes = o.ram_budget_bytes;
-    ASSIGN_OR_RETURN(auto ram_tier, kvstore::CreateRamTier(ram));
-    tiers.push_back(std::move(ram_tier));
-    kvstore::SsdTierOptions ssd;
-    ssd.path = o.data_dir + "/kv";
-    ssd.capacity_bytes = o.ssd_budget_bytes;
-    ssd.sync_writes = o.sync_writes;
-    ASSIGN_OR_RETURN(auto ssd_tier, kvstore::CreateSsdTier(ssd));
-    tiers.push_back(std::move(ssd_tier));
-    if (!o.redis_url.empty()) {
-      kvstore::RedisTierOptions ro;
-      std::string ep = o.redis_url;
-      if (absl::StartsWith(ep, "redis://")) ep = ep.substr(8);
-      ro.endpoints.push_back(ep);
-      ASSIGN_OR_RETURN(auto redis_tier, kvstore::CreateRedisTier(ro));
-      tiers.push_back(std::move(redis_tier));
+    for (const std::string& name : names) {
+      if (name == "ram") {
+        kvstore::RamTierOptions ram;
+        ram.capacity_bytes = o.ram_budget_bytes;
+        ASSIGN_OR_RETURN(auto ram_tier, kvstore::CreateRamTier(ram));
+        tiers.push_back(std::move(ram_tier));
+        b->store_tiers.push_back(blend::Tier::kRam);
+      } else if (name == "ssd") {
+        kvstore::SsdTierOptions ssd;
+        ssd.path = o.data_dir + "/kv";
+        ssd.capacity_bytes = o.ssd_budget_bytes;
+        ssd.sync_writes = o.sync_writes;
+        ASSIGN_OR_RETURN(auto ssd_tier, kvstore::CreateSsdTier(ssd));
+        tiers.push_back(std::move(ssd_tier));
+        b->store_tiers.push_back(blend::Tier::kSsd);
+      } else {
+        kvstore::RedisTierOptions ro;
+        std::string ep = o.redis_url;
+        if (absl::StartsWith(ep, "redis://")) ep = ep.substr(8);
+        ro.endpoints.push_back(ep);
+        ASSIGN_OR_RETURN(auto redis_tier, kvstore::CreateRedisTier(ro));
+        tiers.push_back(std::move(redis_tier));
+        b->store_tiers.push_back(blend::Tier::kRemote);
+      }
     }
     kvstore::TieredStoreOptions so;
     // A Redis outage degrades the shared tier, it does not fail writes that
-    // RAM and SSD already hold (docs/reliability.md, fault injection).
-    so.best_effort_tiers = o.redis_url.empty() ? 0 : 1;
+    // RAM and SSD already hold (docs/reliability.md, fault injection). When
+    // Redis is the only tier, its writes must succeed.
+    so.best_effort_tiers = names.back() == "redis" && names.size() > 1 ? 1 : 0;
     ASSIGN_OR_RETURN(b->store, kvstore::TieredStore::Create(so, std::move(tiers)));
   }
   if (o.want_retrieval) {

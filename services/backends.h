@@ -10,9 +10,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "blend/blender.h"
+#include "blend/cost_model.h"
+#include "blend/loading_controller.h"
 #include "kvstore/tiered_store.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
@@ -35,6 +38,16 @@ struct BackendOptions {
   bool sync_writes = true;
   bool want_store = true;
   bool want_retrieval = true;
+  // kv_tiers: the KV store's tiers, fastest first, from {"ram", "ssd",
+  // "redis"}; empty = ram, ssd (+ redis when redis_url is set). E.g. a
+  // stateless sidecar that relies on the shared tier: {"redis"}.
+  // InvalidArgument for an unknown or repeated name, "redis" without
+  // redis_url, or redis_url set but "redis" not listed.
+  std::vector<std::string> kv_tiers;
+  // With a model: a loading controller for BLEND_MODE_AUTO (quality floor
+  // controller_r_min, ceiling controller_r_max).
+  double controller_r_min = 0.15;
+  double controller_r_max = 0.5;
 };
 
 struct Backends {
@@ -43,12 +56,19 @@ struct Backends {
   std::unique_ptr<kvstore::TieredStore> store;
   std::unique_ptr<retrieval::Retriever> retriever;
   std::unique_ptr<blend::Blender> blender;
+  std::unique_ptr<blend::LoadingController> controller;  // with a model
+  // The cost model's tier of each store tier (index = TieredStore tier).
+  std::vector<blend::Tier> store_tiers;
   ~Backends();  // retriever saved, store flushed, in that order
 };
 
 // BuildBackends: NotFound for a missing model/tokenizer, Internal when the
 // stores cannot open (e.g. a data_dir held by another process's RocksDB).
 absl::StatusOr<std::unique_ptr<Backends>> BuildBackends(const BackendOptions& options);
+
+// ResolveKvTiers: options.kv_tiers with the default applied, validated (see
+// BackendOptions::kv_tiers).
+absl::StatusOr<std::vector<std::string>> ResolveKvTiers(const BackendOptions& options);
 
 }  // namespace ragkv::services
 

@@ -85,7 +85,8 @@ struct Prompt {
   std::vector<int32_t> query;
   std::vector<kvstore::ChunkKey> keys;
   std::vector<std::string> texts;     // gRPC path: one document per chunk
-  std::vector<CatalogueChunk> cat;    // gRPC path: the sidecar's chunks
+  std::vector<CatalogueChunk> cat;    // gRPC path: the first sidecar's chunks
+  std::map<std::string, std::vector<CatalogueChunk>> cat_by_tier;  // each sidecar's
 };
 
 // ---- Cold page cache -------------------------------------------------------
@@ -289,21 +290,6 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
     }
   } cleanup{work, own_work};
 
-  // ---- The real path: a sidecar on loopback ----
-  std::unique_ptr<GrpcTtftPath> grpc;
-  if (with_grpc) {
-    GrpcTtftOptions go;
-    go.model_spec = o.model_spec;
-    go.tokenizer = o.tokenizer;
-    go.max_seq_len = o.max_seq_len;
-    go.chunk_tokens = o.chunk_tokens;
-    go.data_dir = work + "/sidecar";
-    ASSIGN_OR_RETURN(grpc, GrpcTtftPath::Start(go));
-    rep.notes.push_back("grpc path: client -> EngineService.Generate on " + grpc->address() +
-                        " -> reference engine -> BlendService (loopback gRPC), fused f16 KV "
-                        "streamed into the engine's cache, last query token forward, first "
-                        "token; chunks in the sidecar's RAM tier");
-  }
 
   // ---- Prompts ----
   std::vector<Prompt> prompts;
@@ -369,15 +355,6 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
                                o.prompts, o.chunks, o.chunk_tokens, o.query_tokens);
   }
 
-  // gRPC path: ingest every chunk as a document; both paths then use the
-  // catalogue's tokens (identical prompts).
-  if (grpc != nullptr) {
-    for (size_t pi = 0; pi < prompts.size(); ++pi) {
-      Prompt& p = prompts[pi];
-      ASSIGN_OR_RETURN(p.cat, grpc->Ingest(p.texts, absl::StrCat("ttft-p", pi, "-c")));
-      for (size_t ci = 0; ci < p.cat.size(); ++ci) p.chunks[ci] = p.cat[ci].tokens;
-    }
-  }
 
   // ---- Tiers ----
   std::vector<std::unique_ptr<TierStore>> tiers;
@@ -446,6 +423,72 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
                     : cold == "direct"  ? "O_DIRECT reads (RocksDB use_direct_reads)"
                                         : "none (page cache warm)"));
   }
+  // ---- The real path: one sidecar per tier on loopback ----
+  // Each sidecar keeps its chunks in exactly one KV tier (SidecarOptions::
+  // kv_tiers), so its Blend reads from that tier: RAM; SSD (O_DIRECT, the
+  // sidecar default, plus fadvise of its files before each request); the
+  // same Redis server as the in-process rows.
+  std::map<std::string, std::unique_ptr<GrpcTtftPath>> grpc;
+  if (with_grpc) {
+    for (const auto& t : tiers) {
+      GrpcTtftOptions go;
+      go.model_spec = o.model_spec;
+      go.tokenizer = o.tokenizer;
+      go.max_seq_len = o.max_seq_len;
+      go.chunk_tokens = o.chunk_tokens;
+      go.data_dir = work + "/sidecar-" + t->name;
+      go.kv_tiers = {t->name};
+      if (t->name == "redis") go.redis_url = redis != nullptr ? redis->endpoint() : o.redis;
+      ASSIGN_OR_RETURN(grpc[t->name], GrpcTtftPath::Start(go));
+      rep.notes.push_back("grpc path, " + t->name + " tier: client -> EngineService.Generate on " +
+                          grpc[t->name]->address() +
+                          " -> reference engine -> BlendService (loopback gRPC), fused f16 KV "
+                          "streamed into the engine's cache, last query token forward, first "
+                          "token; the sidecar's only KV tier is " + t->name);
+    }
+    if (grpc.empty()) {
+      // Full prefill needs no tier: one sidecar with RAM.
+      GrpcTtftOptions go;
+      go.model_spec = o.model_spec;
+      go.tokenizer = o.tokenizer;
+      go.max_seq_len = o.max_seq_len;
+      go.chunk_tokens = o.chunk_tokens;
+      go.data_dir = work + "/sidecar-ram";
+      ASSIGN_OR_RETURN(grpc["ram"], GrpcTtftPath::Start(go));
+    }
+    // Ingest every chunk as a document into each sidecar; both paths then
+    // use the catalogue's tokens (identical prompts; every sidecar's
+    // tokenizer and chunker are the same, checked).
+    for (size_t pi = 0; pi < prompts.size(); ++pi) {
+      Prompt& p = prompts[pi];
+      for (auto& [name, path] : grpc) {
+        ASSIGN_OR_RETURN(std::vector<CatalogueChunk> cat,
+                         path->Ingest(p.texts, absl::StrCat("ttft-p", pi, "-c")));
+        for (size_t ci = 0; ci < cat.size(); ++ci) {
+          if (p.cat.empty()) {
+            p.chunks[ci] = cat[ci].tokens;
+          } else if (p.chunks[ci] != cat[ci].tokens) {
+            return absl::InternalError("bench ttft: sidecars chunked a text differently");
+          }
+        }
+        if (p.cat.empty()) p.cat = cat;
+        p.cat_by_tier[name] = std::move(cat);
+      }
+    }
+  }
+  // The sidecar that serves a gRPC row of `tier` (null: none), and the one
+  // full prefill goes through (no tier: RAM's, else the first).
+  auto grpc_for = [&](const TierStore* t) -> GrpcTtftPath* {
+    if (grpc.empty()) return nullptr;
+    if (t == nullptr) return grpc.count("ram") ? grpc["ram"].get() : grpc.begin()->second.get();
+    auto it = grpc.find(t->name);
+    return it == grpc.end() ? nullptr : it->second.get();
+  };
+  auto grpc_tier_name = [&](const TierStore* t) -> std::string {
+    if (t != nullptr) return t->name;
+    return "-";
+  };
+
   auto make_cold = [&](TierStore* t) {
     if (t == nullptr || t->name != "ssd") return;
     if (cold == "drop") {
@@ -472,7 +515,7 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
       ASSIGN_OR_RETURN(blend::StoreChunk sc, blend::EncodeForStore(kv));
       for (auto& t : tiers) RETURN_IF_ERROR(t->store->Put(sc.key, sc.chunk));
       p.keys.push_back(sc.key);
-      if (grpc != nullptr) RETURN_IF_ERROR(grpc->Put(p.cat[ci], kv));
+      for (auto& [name, path] : grpc) RETURN_IF_ERROR(path->Put(p.cat_by_tier[name][ci], kv));
     }
   }
   for (auto& t : tiers) RETURN_IF_ERROR(t->store->Flush());
@@ -617,30 +660,25 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
   struct Config {
     std::string strategy;
     Request rq;
-    bool grpc = false;  // the real path (its chunks: the sidecar's RAM tier)
+    bool grpc = false;  // the real path, through the sidecar of rq.tier
   };
   std::vector<Config> configs;
-  // Each gRPC row runs right after its in-process twin (RAM tier, else the
-  // first tier).
-  TierStore* twin_tier = nullptr;
-  for (auto& t : tiers) {
-    if (t->name == "ram") twin_tier = t.get();
-  }
-  if (twin_tier == nullptr && !tiers.empty()) twin_tier = tiers.front().get();
+  // Each gRPC row runs right after its in-process twin (same strategy, same
+  // tier); the controller's gRPC row is BLEND_MODE_AUTO (the sidecar's own
+  // loading controller).
   auto add = [&](const std::string& strategy, const Request& rq) {
     if (with_inproc || rq.tier == nullptr) configs.push_back({strategy, rq, false});
-    if (grpc != nullptr && strategy != "controller" &&
-        (rq.tier == nullptr || rq.tier == twin_tier)) {
-      configs.push_back({strategy, rq, true});
-    }
+    if (grpc_for(rq.tier) != nullptr) configs.push_back({strategy, rq, true});
   };
   add("full-prefill", Request{Strategy::kFullPrefill, false, 0, nullptr, -1});
   for (auto& t : tiers) {
     if (o.with_prefix) add("prefix", Request{Strategy::kPrefixReuse, false, 0, t.get(), -1});
     add("full-reuse", Request{Strategy::kFullReuse, false, 0, t.get(), -1});
     for (double r : o.ratios) add("blend", Request{Strategy::kCacheBlend, false, r, t.get(), -1});
-    if (controller && with_inproc) {
-      add("controller", Request{Strategy::kCacheBlend, true, 0, t.get(), -1});
+    if ((controller && with_inproc) || with_grpc) {
+      Request rq{Strategy::kCacheBlend, true, 0, t.get(), -1};
+      if (controller && with_inproc) configs.push_back({"controller", rq, false});
+      if (grpc_for(t.get()) != nullptr) configs.push_back({"controller", rq, true});
     }
   }
   // Bytes of the fused KV the engine receives per request: the sidecar's
@@ -666,16 +704,21 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
           kernel_samples.push_back(std::move(k));
         }
         if (c.grpc) {
+          GrpcTtftPath* path = grpc_for(c.rq.tier);
+          const std::string tname = c.rq.tier ? c.rq.tier->name : "";
           std::vector<uint64_t> ids;
-          for (const CatalogueChunk& cc : prompts[pi].cat) ids.push_back(cc.chunk_id);
-          ASSIGN_OR_RETURN(GrpcOutcome g, grpc->Generate(ids, prompts[pi].query, c.rq.strategy,
-                                                         c.rq.ratio));
+          const auto& cat = tname.empty() ? prompts[pi].cat : prompts[pi].cat_by_tier[tname];
+          for (const CatalogueChunk& cc : cat) ids.push_back(cc.chunk_id);
+          if (tname == "ssd") FadviseTree(path->data_dir() + "/kv");
+          const bool auto_ratio = c.strategy == "controller";
+          ASSIGN_OR_RETURN(GrpcOutcome g, path->Generate(ids, prompts[pi].query, c.rq.strategy,
+                                                         c.rq.ratio, auto_ratio));
           TtftSample s;
           s.phase = "matrix";
           s.strategy = c.strategy;
-          s.tier = c.rq.tier ? "ram" : "-";
+          s.tier = grpc_tier_name(c.rq.tier);
           s.path = "grpc";
-          s.ratio = c.rq.ratio;
+          s.ratio = auto_ratio ? g.ratio : c.rq.ratio;
           s.prompt = static_cast<int>(pi);
           s.rep = r;
           s.context_tokens = g.context_tokens;
@@ -687,9 +730,11 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
           s.rpc_prefill_s = g.query_prefill_s;
           s.wire_bytes =
               c.rq.strategy == Strategy::kFullPrefill ? 0 : static_cast<uint64_t>(fused_wire_bytes);
-          out << absl::StrFormat("  %-16s %-5s prompt %d rep %d: %8.1f ms (grpc)\n",
+          out << absl::StrFormat("  %-16s %-5s prompt %d rep %d: %8.1f ms (grpc)%s\n",
                                  StrategyLabel(s.strategy, s.ratio), s.tier, s.prompt, r,
-                                 s.ttft_s * 1e3);
+                                 s.ttft_s * 1e3,
+                                 auto_ratio ? " -- sidecar controller: " + g.controller_reason
+                                            : std::string());
           out.flush();
           rep.samples.push_back(std::move(s));
           continue;
@@ -751,7 +796,7 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
   };
   double full_p50 = 0, full_p50_grpc = 0;
   for (const Config& c : configs) {
-    const std::string tier = c.rq.tier ? (c.grpc ? "ram" : c.rq.tier->name) : "-";
+    const std::string tier = c.rq.tier ? c.rq.tier->name : "-";
     const std::string path = c.grpc ? "grpc" : "inproc";
     std::vector<const TtftSample*> mine;
     for (const auto& s : rep.samples) {
@@ -798,7 +843,7 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
     if (g.path != "grpc") continue;
     for (const TtftRow& i : rep.rows) {
       if (i.path == "inproc" && i.strategy == g.strategy && i.tier == g.tier &&
-          std::abs(i.ratio - g.ratio) < 1e-9) {
+          (g.strategy == "controller" || std::abs(i.ratio - g.ratio) < 1e-9)) {
         g.transport_s = g.ttft.p50 - i.ttft.p50;
       }
     }
@@ -1140,13 +1185,13 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
           "into the engine's cache) + the engine's own prefill (the last query token on top "
           "of the fused KV, which holds the sidecar's query rows; every row for full "
           "prefill):\n\n"
-          "| strategy | r | client p50 | in-process p50 | transport | engine TTFT | fetch | "
-          "blend RPC | engine prefill | wire MB |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+          "| strategy | tier | r | client p50 | in-process p50 | transport | engine TTFT | fetch | "
+          "blend RPC | engine prefill | wire MB |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (const TtftRow& r : rep.rows) {
       if (r.path != "grpc") continue;
       const TtftSample& m = r.median;
-      md << absl::StrFormat("| %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %.1f |\n",
-                            r.strategy, r.ratio, Ms(r.ttft.p50), Ms(r.ttft.p50 - r.transport_s),
+      md << absl::StrFormat("| %s | %s | %.2f | %s | %s | %s | %s | %s | %s | %s | %.1f |\n",
+                            r.strategy, r.tier, r.ratio, Ms(r.ttft.p50), Ms(r.ttft.p50 - r.transport_s),
                             Ms(r.transport_s), Ms(m.rpc_engine_ttft_s), Ms(m.rpc_fetch_s),
                             Ms(m.rpc_blend_s), Ms(m.rpc_prefill_s), r.wire_mb);
     }
@@ -1307,16 +1352,26 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
             ++idx;
           }
           if (full_p50_grpc > 0) {
-            f << "# grpc path (sidecar RAM tier)\n";
-            for (const TtftRow& r : rep.rows) {
-              if (r.path == "grpc" && (r.strategy == "full-reuse" || r.strategy == "blend")) {
-                f << absl::StrFormat("%.3f %.3f\n", r.ratio * 100, r.ttft.p50 * 1e3);
+            for (auto& t : tiers) {
+              f << "# grpc path, sidecar with tier " << t->name << "\n";
+              int n = 0;
+              for (const TtftRow& r : rep.rows) {
+                if (r.path == "grpc" && r.tier == t->name &&
+                    (r.strategy == "full-reuse" || r.strategy == "blend")) {
+                  f << absl::StrFormat("%.3f %.3f\n", r.ratio * 100, r.ttft.p50 * 1e3);
+                  ++n;
+                }
               }
+              f << "\n\n";
+              if (n == 0) {
+                ++idx;
+                continue;
+              }
+              absl::StrAppend(&plot, idx ? ", " : "", "'", d, "/ttft_vs_ratio.dat' index ", idx,
+                              " with linespoints lw 2 dt 3 title '", t->name,
+                              " via gRPC (engine)'");
+              ++idx;
             }
-            f << "\n\n";
-            absl::StrAppend(&plot, idx ? ", " : "", "'", d, "/ttft_vs_ratio.dat' index ", idx,
-                            " with linespoints lw 2 dt 3 title 'ram via gRPC (engine)'");
-            ++idx;
             absl::StrAppend(&plot, ", ", full_p50_grpc * 1e3,
                             " with lines dt 3 lw 2 title 'full prefill via gRPC'");
           }

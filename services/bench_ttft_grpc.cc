@@ -13,6 +13,7 @@
 namespace ragkv::services {
 
 struct GrpcTtftPath::Impl {
+  std::string data_dir;
   std::unique_ptr<Sidecar> sidecar;
   std::unique_ptr<Client> client;
 };
@@ -37,7 +38,10 @@ absl::StatusOr<std::unique_ptr<GrpcTtftPath>> GrpcTtftPath::Start(const GrpcTtft
   so.chunk_tokens = o.chunk_tokens;
   so.ram_budget_bytes = uint64_t{4} << 30;  // every stored chunk stays in RAM
   so.max_message_bytes = 256 << 20;
+  so.kv_tiers = o.kv_tiers.empty() ? std::vector<std::string>{"ram"} : o.kv_tiers;
+  so.redis_url = o.redis_url;
   auto impl = std::make_unique<Impl>();
+  impl->data_dir = o.data_dir;
   ASSIGN_OR_RETURN(impl->sidecar, Sidecar::Start(so));
   ClientOptions co;
   co.target = impl->sidecar->address();
@@ -49,6 +53,8 @@ absl::StatusOr<std::unique_ptr<GrpcTtftPath>> GrpcTtftPath::Start(const GrpcTtft
 }
 
 std::string GrpcTtftPath::address() const { return impl_->sidecar->address(); }
+
+const std::string& GrpcTtftPath::data_dir() const { return impl_->data_dir; }
 
 absl::StatusOr<std::vector<CatalogueChunk>> GrpcTtftPath::Ingest(
     const std::vector<std::string>& texts, const std::string& doc_prefix) {
@@ -124,7 +130,8 @@ absl::Status GrpcTtftPath::Put(const CatalogueChunk& chunk, const blend::ChunkKV
 
 absl::StatusOr<GrpcOutcome> GrpcTtftPath::Generate(const std::vector<uint64_t>& chunk_ids,
                                                    const std::vector<int32_t>& query,
-                                                   blend::Strategy strategy, double ratio) {
+                                                   blend::Strategy strategy, double ratio,
+                                                   bool auto_ratio) {
   v1::GenerateRequest req;
   req.mutable_question_tokens()->Assign(query.begin(), query.end());
   for (uint64_t id : chunk_ids) req.add_chunk_ids(id);
@@ -138,6 +145,10 @@ absl::StatusOr<GrpcOutcome> GrpcTtftPath::Generate(const std::vector<uint64_t>& 
       bo->set_mode(v1::BLEND_MODE_CACHEBLEND);
       bo->set_recompute_ratio(static_cast<float>(ratio));
       break;
+  }
+  if (auto_ratio) {
+    bo->set_mode(v1::BLEND_MODE_AUTO);
+    bo->clear_recompute_ratio();
   }
   const auto t0 = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(v1::GenerateResponse resp, impl_->client->Generate(req));
@@ -153,6 +164,8 @@ absl::StatusOr<GrpcOutcome> GrpcTtftPath::Generate(const std::vector<uint64_t>& 
   o.query_prefill_s = t.query_prefill_ms() / 1e3;
   o.context_tokens = resp.context_tokens();
   o.recomputed_tokens = resp.recomputed_tokens();
+  o.ratio = resp.blend_ratio();
+  o.controller_reason = resp.controller_reason();
   return o;
 }
 

@@ -35,6 +35,11 @@ struct GrpcTtftOptions {
   int chunk_tokens = 512;   // retrieval chunker target (a document of at most
                             // this many tokens is one chunk)
   std::string data_dir;     // the sidecar's RocksDB / index directory
+  // The sidecar's KV tiers (SidecarOptions::kv_tiers), e.g. {"ssd"} so every
+  // read is served by the SSD tier (O_DIRECT, no promotion to RAM); empty =
+  // {"ram"}. "redis" needs redis_url.
+  std::vector<std::string> kv_tiers;
+  std::string redis_url;
 };
 
 // CatalogueChunk: one ingested chunk as the sidecar's catalogue holds it.
@@ -54,6 +59,8 @@ struct GrpcOutcome {
   double query_prefill_s = 0;  // the engine's prefill (query, or all rows for full prefill)
   int64_t context_tokens = 0;
   int64_t recomputed_tokens = 0;
+  double ratio = 0;               // the CacheBlend ratio the sidecar applied
+  std::string controller_reason;  // auto_ratio: the controller's why
   uint64_t wire_bytes = 0;     // fused KV streamed sidecar -> engine (f16)
 };
 
@@ -75,10 +82,14 @@ class GrpcTtftPath {
   // model's fingerprint differs from the catalogue's (different models).
   absl::Status Put(const CatalogueChunk& chunk, const blend::ChunkKV& kv);
 
-  // Generate: one request, chunks by id, the query as tokens.
+  // Generate: one request, chunks by id, the query as tokens. auto_ratio:
+  // BLEND_MODE_AUTO (the sidecar's loading controller picks r; strategy and
+  // ratio are ignored).
   absl::StatusOr<GrpcOutcome> Generate(const std::vector<uint64_t>& chunk_ids,
                                        const std::vector<int32_t>& query, blend::Strategy strategy,
-                                       double ratio);
+                                       double ratio, bool auto_ratio = false);
+  // data_dir: the sidecar's data directory (its SSD tier under kv/).
+  const std::string& data_dir() const;
 
  private:
   struct Impl;

@@ -1,6 +1,8 @@
 #include "services/blend_service.h"
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -8,8 +10,10 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "blend/blender.h"
+#include "blend/loading_controller.h"
 #include "blend/store_source.h"
 #include "kvstore/chunk_key.h"
+#include "kvstore/tiered_store.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "retrieval/retriever.h"
@@ -134,6 +138,8 @@ absl::Status RunBlend(const ServiceContext* ctx,
   }
   blend::BlendOptions bo;
   bo.logits = blend::QueryLogits::kNone;
+  // Layer l+1 streams from the store while layer l is computed.
+  bo.overlap_loading = true;
   switch (opts.mode()) {
     case v1::BLEND_MODE_FULL_PREFILL: bo.strategy = blend::Strategy::kFullPrefill; break;
     case v1::BLEND_MODE_PREFIX_CACHING: bo.strategy = blend::Strategy::kPrefixReuse; break;
@@ -142,9 +148,50 @@ absl::Status RunBlend(const ServiceContext* ctx,
       bo.strategy = blend::Strategy::kCacheBlend;
       bo.ratio = opts.recompute_ratio() > 0 ? opts.recompute_ratio() : kDefaultRecomputeRatio;
   }
+  // BLEND_MODE_AUTO: the loading controller picks r among the tiers that
+  // served the chunks (ChooseRatioAndTier), then learns from the run.
+  std::vector<blend::Tier> served;
+  for (const Piece& p : pieces) {
+    if (p.source == nullptr || p.source->tier_index() >= ctx->store_tiers.size()) continue;
+    const blend::Tier t = ctx->store_tiers[p.source->tier_index()];
+    if (std::find(served.begin(), served.end(), t) == served.end()) served.push_back(t);
+  }
+  const bool controlled = opts.mode() == v1::BLEND_MODE_AUTO && ctx->controller != nullptr &&
+                          !served.empty() && ctx->store != nullptr;
+
+  std::string reason;
+  if (opts.mode() == v1::BLEND_MODE_AUTO && !controlled) {
+    reason = ctx->controller == nullptr ? "no loading controller: default ratio"
+                                        : "no cached chunk: default ratio";
+  }
   const auto t_blend = Clock::now();
-  ASSIGN_OR_RETURN(blend::BlendResult r, ctx->blender->Blend(segs, bo));
+  std::optional<blend::BlendResult> result;
+  if (controlled) {
+    ASSIGN_OR_RETURN(blend::ControlledBlend cb, ctx->controller->Blend(segs, served));
+    bo.ratio = cb.decision.ratio;
+    reason = cb.decision.why;
+    result.emplace(std::move(cb.result));
+  } else {
+    ASSIGN_OR_RETURN(blend::BlendResult br, ctx->blender->Blend(segs, bo));
+    result.emplace(std::move(br));
+  }
+  blend::BlendResult& r = *result;
   const double blend_ms = MsSince(t_blend);
+  const bool loads_all = bo.strategy == blend::Strategy::kCacheBlend ||
+                         bo.strategy == blend::Strategy::kFullReuse;
+  if (ctx->controller != nullptr && loads_all && served.size() == 1 && r.timings.load_s > 0) {
+    // The serving tier's loading bandwidth as this blend saw it: bytes over
+    // the time the loader spent in ReadLayer (stream + decode; the tier-side
+    // counters would also count the producer's waits on a full queue).
+    uint64_t bytes = 0;
+    for (const Piece& p : pieces) {
+      if (p.source != nullptr) bytes += p.source->bytes_read();
+    }
+    if (bytes > 0) {
+      ctx->controller->ObserveTierBandwidth(served.front(),
+                                            static_cast<double>(bytes) / r.timings.load_s);
+    }
+  }
   for (auto& p : pieces) p.source.reset();  // release pinned layers early
 
   // Stream: header, layers, summary.
@@ -192,6 +239,8 @@ absl::Status RunBlend(const ServiceContext* ctx,
   const double mean_recomputed = L > 1 ? recomputed_sum / (L - 1) : 0;
   s->set_recomputed_tokens(static_cast<uint32_t>(mean_recomputed + 0.5));
   s->set_effective_ratio(T > 0 ? static_cast<float>(mean_recomputed / T) : 0.f);
+  s->set_ratio(bo.strategy == blend::Strategy::kCacheBlend ? static_cast<float>(bo.ratio) : 0.f);
+  s->set_controller_reason(reason);
   const double total_ms = MsSince(t_total) + retrieve_ms;
   const double load_ms = r.timings.load_s * 1e3;
   auto add = [&](const char* stage, double ms) {

@@ -218,6 +218,8 @@ absl::StatusOr<v1::GenerateResponse> ReferenceEngine::Generate(
     prompt.assign(sink.info_.token_ids.begin(), sink.info_.token_ids.end());
     resp.set_context_tokens(static_cast<uint32_t>(query_begin));
     resp.set_recomputed_tokens(sink.stats_.recomputed_tokens);
+    resp.set_blend_ratio(sink.stats_.ratio);
+    resp.set_controller_reason(sink.stats_.controller_reason);
     cache = std::move(sink.cache_);
     const auto t1 = Clock::now();
     if (o_.reuse_query_kv) {

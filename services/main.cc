@@ -87,6 +87,17 @@ int main(int argc, char** argv) {
   serve->add_option("--ram-budget", ram, "RAM tier budget (bytes, K/M/G suffix)")->capture_default_str();
   serve->add_option("--ssd-budget", ssd, "SSD tier budget")->capture_default_str();
   serve->add_option("--redis", so.redis_url, "optional Redis tier host:port");
+  serve->add_option("--kv-tiers", so.kv_tiers,
+                    "KV store tiers, fastest first, from ram,ssd,redis (default: ram,ssd "
+                    "+ redis with --redis; e.g. 'redis' for a sidecar that relies on the "
+                    "shared tier)")
+      ->delimiter(',');
+  serve->add_option("--auto-r-min", so.controller_r_min,
+                    "BLEND_MODE_AUTO: the loading controller's quality floor")
+      ->capture_default_str();
+  serve->add_option("--auto-r-max", so.controller_r_max,
+                    "BLEND_MODE_AUTO: the most the controller recomputes")
+      ->capture_default_str();
   serve->add_option("--sync-writes", so.sync_writes, "fsync every stored chunk")
       ->capture_default_str();
   serve->add_option("--model", so.model_path, "model checkpoint (.bin/.gguf/HF dir/synthetic:...)");

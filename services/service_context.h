@@ -9,6 +9,7 @@
 #define RAGKV_SERVICES_SERVICE_CONTEXT_H_
 
 #include <string>
+#include <vector>
 
 #include "services/executor.h"
 #include "services/metrics.h"
@@ -22,6 +23,8 @@ class Tokenizer;
 }  // namespace ragkv::model
 namespace ragkv::blend {
 class Blender;
+class LoadingController;
+enum class Tier;
 }
 namespace ragkv::retrieval {
 class Retriever;
@@ -42,6 +45,8 @@ struct ServiceContext {
   const model::Model* model = nullptr;
   const model::Tokenizer* tokenizer = nullptr;
   const blend::Blender* blender = nullptr;
+  blend::LoadingController* controller = nullptr;  // BLEND_MODE_AUTO
+  std::vector<blend::Tier> store_tiers;  // cost-model tier of each store tier
   retrieval::Retriever* retriever = nullptr;
   JobManager* jobs = nullptr;
 };

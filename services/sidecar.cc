@@ -159,6 +159,9 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
   bo.ram_budget_bytes = o.ram_budget_bytes;
   bo.ssd_budget_bytes = o.ssd_budget_bytes;
   bo.redis_url = o.redis_url;
+  bo.kv_tiers = o.kv_tiers;
+  bo.controller_r_min = o.controller_r_min;
+  bo.controller_r_max = o.controller_r_max;
   bo.model_path = o.model_path;
   bo.tokenizer_path = o.tokenizer_path;
   bo.max_seq_len = o.max_seq_len;
@@ -174,6 +177,8 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
   impl->ctx.model = b.model.get();
   impl->ctx.tokenizer = b.tokenizer.get();
   impl->ctx.blender = b.blender.get();
+  impl->ctx.controller = b.controller.get();
+  impl->ctx.store_tiers = b.store_tiers;
   impl->ctx.retriever = b.retriever.get();
   if (b.store) AddStoreCollector(&impl->metrics, b.store.get());
   if (o.services.count("precompute")) {

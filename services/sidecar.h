@@ -70,6 +70,12 @@ struct SidecarOptions {
   bool sync_writes = true;
   // redis_url: optional shared Redis tier ("redis://host:port" or host:port).
   std::string redis_url;
+  // kv_tiers: the store's tiers, fastest first, from ram, ssd, redis; empty
+  // = ram, ssd (+ redis with redis_url). See BackendOptions::kv_tiers.
+  std::vector<std::string> kv_tiers;
+  // BLEND_MODE_AUTO: the loading controller's quality floor and ceiling.
+  double controller_r_min = 0.15;
+  double controller_r_max = 0.5;
 
   // model_path: checkpoint (llama2.c .bin, .gguf, HF dir, "synthetic:...").
   // Empty: no model (precompute/blend/engine answer FAILED_PRECONDITION).

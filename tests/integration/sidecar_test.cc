@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "blend/blender.h"
 #include "blend/kv_source.h"
 #include "gmock/gmock.h"
@@ -42,12 +43,7 @@ class SidecarTest : public ::testing::Test {
     sidecar_ = s->release();
     client_ = ClientFor(sidecar_->address()).release();
     // Precompute the corpus once for every test.
-    v1::StartJobRequest req;
-    req.mutable_corpus()->add_paths(dir_->path() + "/corpus");
-    req.set_workers(2);
-    auto job = client_->StartJob(req);
-    ASSERT_TRUE(job.ok()) << job.status();
-    auto last = client_->WatchJob(job->job_id(), [](const v1::Job&) { return true; }, 100);
+    auto last = RunPrecomputeJob(client_, dir_->path() + "/corpus");
     ASSERT_TRUE(last.ok()) << last.status();
     ASSERT_EQ(last->state(), v1::JOB_STATE_SUCCEEDED) << last->DebugString();
     first_job_ = new v1::Job(*last);
@@ -81,6 +77,51 @@ class SidecarTest : public ::testing::Test {
       for (const auto& h : r->hits()) out.push_back(h.chunk());
     }
     return out;
+  }
+
+  // ExpectStreamEqualsInProcess: the fused KV in `sink` (f32) equals, bit for
+  // bit, an in-process Blender over the same chunks (a fresh precompute: what
+  // the store holds) at `ratio`, and its masks cover the recomputed rows.
+  static void ExpectStreamEqualsInProcess(const std::vector<v1::ChunkInfo>& chunks,
+                                          const std::vector<int32_t>& query, double ratio,
+                                          const CollectingKVSink& sink) {
+    std::vector<blend::ChunkKV> kvs;
+    std::vector<std::vector<int32_t>> toks;
+    for (const auto& c : chunks) toks.emplace_back(c.token_ids().begin(), c.token_ids().end());
+    for (const auto& t : toks) {
+      auto kv = blend::PrecomputeChunk(*model_, t);
+      ASSERT_TRUE(kv.ok());
+      kvs.push_back(std::move(*kv));
+    }
+    std::vector<std::unique_ptr<blend::InMemoryKvSource>> srcs;
+    std::vector<blend::BlendSegment> segs;
+    for (size_t i = 0; i < kvs.size(); ++i) {
+      srcs.push_back(std::make_unique<blend::InMemoryKvSource>(&kvs[i]));
+      segs.push_back({blend::SegmentKind::kChunk, absl::MakeConstSpan(toks[i]), srcs.back().get()});
+    }
+    segs.push_back({blend::SegmentKind::kQuery, absl::MakeConstSpan(query), nullptr});
+    auto blender = blend::Blender::Create({model_});
+    ASSERT_TRUE(blender.ok());
+    blend::BlendOptions bo;
+    bo.ratio = ratio;
+    bo.logits = blend::QueryLogits::kNone;
+    auto r = (*blender)->Blend(segs, bo);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(sink.info.num_tokens, r->total_tokens);
+    const size_t n = static_cast<size_t>(sink.info.num_kv_heads) * r->total_tokens *
+                     sink.info.head_dim;
+    std::vector<float> k(n), v(n);
+    for (int l = 0; l < sink.info.num_layers; ++l) {
+      ASSERT_TRUE(r->cache.ExportLayer(l, 0, r->total_tokens, kernels::DType::kF32, k.data(),
+                                       v.data()).ok());
+      ASSERT_EQ(sink.k[l].size(), n * 4);
+      EXPECT_EQ(0, std::memcmp(sink.k[l].data(), k.data(), n * 4)) << "layer " << l << " ratio " << ratio;
+      EXPECT_EQ(0, std::memcmp(sink.v[l].data(), v.data(), n * 4)) << "layer " << l << " ratio " << ratio;
+      for (int32_t row : r->recomputed[l]) {
+        FusedLayerView view{l, {}, {}, sink.mask[l]};
+        EXPECT_TRUE(view.Recomputed(row));
+      }
+    }
   }
 
   static TempDir* dir_;
@@ -287,48 +328,43 @@ TEST_F(SidecarTest, StreamedBlendEqualsInProcessBlender) {
     ASSERT_TRUE(s.ok()) << s;
     ASSERT_TRUE(sink.got_summary);
 
-    // In process: the same chunks from a fresh precompute (what the store
-    // holds, f16), the same options.
-    std::vector<blend::ChunkKV> kvs;
-    std::vector<std::vector<int32_t>> toks;
-    for (const auto& c : chunks) toks.emplace_back(c.token_ids().begin(), c.token_ids().end());
-    for (const auto& t : toks) {
-      auto kv = blend::PrecomputeChunk(*model_, t);
-      ASSERT_TRUE(kv.ok());
-      kvs.push_back(std::move(*kv));
-    }
-    std::vector<std::unique_ptr<blend::InMemoryKvSource>> srcs;
-    std::vector<blend::BlendSegment> segs;
-    for (size_t i = 0; i < kvs.size(); ++i) {
-      srcs.push_back(std::make_unique<blend::InMemoryKvSource>(&kvs[i]));
-      segs.push_back({blend::SegmentKind::kChunk, absl::MakeConstSpan(toks[i]), srcs.back().get()});
-    }
-    segs.push_back({blend::SegmentKind::kQuery, absl::MakeConstSpan(query), nullptr});
-    auto blender = blend::Blender::Create({model_});
-    ASSERT_TRUE(blender.ok());
-    blend::BlendOptions bo;
-    bo.ratio = ratio == 0 ? 1e-9 : ratio;
-    bo.logits = blend::QueryLogits::kNone;
-    auto r = (*blender)->Blend(segs, bo);
-    ASSERT_TRUE(r.ok()) << r.status();
-    ASSERT_EQ(sink.info.num_tokens, r->total_tokens);
-    const size_t n = static_cast<size_t>(sink.info.num_kv_heads) * r->total_tokens *
-                     sink.info.head_dim;
-    std::vector<float> k(n), v(n);
-    for (int l = 0; l < sink.info.num_layers; ++l) {
-      ASSERT_TRUE(r->cache.ExportLayer(l, 0, r->total_tokens, kernels::DType::kF32, k.data(),
-                                       v.data()).ok());
-      ASSERT_EQ(sink.k[l].size(), n * 4);
-      EXPECT_EQ(0, std::memcmp(sink.k[l].data(), k.data(), n * 4)) << "layer " << l << " ratio " << ratio;
-      EXPECT_EQ(0, std::memcmp(sink.v[l].data(), v.data(), n * 4)) << "layer " << l << " ratio " << ratio;
-      // Masks agree with the Blender's recomputed rows.
-      for (int32_t row : r->recomputed[l]) {
-        FusedLayerView view{l, {}, {}, sink.mask[l]};
-        EXPECT_TRUE(view.Recomputed(row));
-      }
-    }
+    ExpectStreamEqualsInProcess(chunks, query, ratio == 0 ? 1e-9 : ratio, sink);
     for (int i = 0; i < 3; ++i) EXPECT_TRUE(sink.info.spans[i].cache_hit);
   }
+}
+
+// BLEND_MODE_AUTO: the sidecar's loading controller picks r (>= its floor,
+// <= its ceiling), says why, and the stream is the Blender's at that r.
+TEST_F(SidecarTest, BlendAutoModeAppliesTheControllersRatio) {
+  auto chunks = SomeChunks(3);
+  ASSERT_EQ(chunks.size(), 3u);
+  std::vector<int32_t> query = {1, 365, 301, 285, 311, 261};
+  for (int round = 0; round < 2; ++round) {  // the second sees a measured load bandwidth
+    v1::BlendRequest req;
+    for (const auto& c : chunks) req.add_segments()->set_chunk_id(c.chunk_id());
+    req.add_segments()->mutable_tokens()->mutable_ids()->Assign(query.begin(), query.end());
+    req.mutable_options()->set_mode(v1::BLEND_MODE_AUTO);
+    req.mutable_options()->set_recompute_ratio(0.9f);  // ignored in AUTO
+    CollectingKVSink sink;
+    absl::Status s = client_->Blend(req, &sink);
+    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_TRUE(sink.got_summary);
+    const services::SidecarOptions defaults;
+    EXPECT_GE(sink.stats.ratio, defaults.controller_r_min - 1e-6);
+    EXPECT_LE(sink.stats.ratio, defaults.controller_r_max + 1e-6);
+    EXPECT_THAT(sink.stats.controller_reason, HasSubstr("tier"));
+    ExpectStreamEqualsInProcess(chunks, query, sink.stats.ratio, sink);
+  }
+  // The explicit modes report their ratio and no reason.
+  v1::BlendRequest req;
+  for (const auto& c : chunks) req.add_segments()->set_chunk_id(c.chunk_id());
+  req.add_segments()->mutable_tokens()->mutable_ids()->Assign(query.begin(), query.end());
+  req.mutable_options()->set_mode(v1::BLEND_MODE_CACHEBLEND);
+  req.mutable_options()->set_recompute_ratio(0.3f);
+  CollectingKVSink sink;
+  ASSERT_TRUE(client_->Blend(req, &sink).ok());
+  EXPECT_FLOAT_EQ(sink.stats.ratio, 0.3f);
+  EXPECT_EQ(sink.stats.controller_reason, "");
 }
 
 TEST_F(SidecarTest, BlendBadInput) {
@@ -541,6 +577,56 @@ TEST_F(SidecarTest, ThirtyTwoConcurrentClients) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);
+}
+
+// kv_tiers: a sidecar whose only KV tier is the SSD stores and serves every
+// chunk there (no RAM tier, nothing promoted); bad tier lists are refused.
+TEST(SidecarKvTiersTest, SsdOnlySidecarServesBlendsFromSsd) {
+  if (!HaveTestModel()) GTEST_SKIP() << "test model not found at " << TestModelPath();
+  TempDir dir;
+  WriteCorpus(dir.path() + "/corpus", 2);
+  services::SidecarOptions o = TestSidecarOptions(dir.path() + "/data");
+  o.corpus_roots = {dir.path()};
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"disk"}, {"ram", "ram"}, {"ssd", "redis"}}) {
+    o.kv_tiers = bad;
+    auto s = services::Sidecar::Start(o);
+    ASSERT_FALSE(s.ok()) << absl::StrJoin(bad, ",");
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << s.status();
+  }
+  o.kv_tiers = {"ssd"};
+  auto s = services::Sidecar::Start(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto client = ClientFor((*s)->address());
+  ASSERT_NE(client, nullptr);
+  auto job = RunPrecomputeJob(client.get(), dir.path() + "/corpus");
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED) << job->DebugString();
+  v1::SearchRequest sr;
+  sr.set_text("Lily loved the ball");
+  sr.set_k(2);
+  auto hits = client->Search(sr);
+  ASSERT_TRUE(hits.ok()) << hits.status();
+  ASSERT_EQ(hits->hits_size(), 2);
+  v1::BlendRequest req;
+  for (const auto& h : hits->hits()) req.add_segments()->set_chunk_id(h.chunk().chunk_id());
+  req.add_segments()->mutable_tokens()->mutable_ids()->Add(1);
+  req.mutable_options()->set_mode(v1::BLEND_MODE_AUTO);
+  // The first blend has no loading bandwidth yet (r = r_min); the second
+  // decides with the SSD tier's, measured by the first.
+  for (int round = 0; round < 2; ++round) {
+    CollectingKVSink sink;
+    ASSERT_TRUE(client->Blend(req, &sink).ok());
+    EXPECT_TRUE(sink.info.spans[0].cache_hit);
+    EXPECT_TRUE(sink.info.spans[1].cache_hit);
+    if (round == 1) EXPECT_THAT(sink.stats.controller_reason, HasSubstr("ssd"));
+  }
+  auto stats = client->GetStats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_EQ(stats->tiers_size(), 1);
+  EXPECT_EQ(stats->tiers(0).tier(), "ssd");
+  EXPECT_GE(stats->tiers(0).hits(), 2u);
+  (*s)->Shutdown(absl::Seconds(2));
 }
 
 TEST(SidecarSecurityTest, BearerTokenAndMessageLimits) {

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -249,10 +250,11 @@ TEST(BenchTtft, SmokeTinyModelWritesOutputs) {
   std::ostringstream log;
   absl::StatusOr<TtftReport> r = RunTtftBench(o, log);
   ASSERT_TRUE(r.ok()) << r.status() << "\n" << log.str();
-  // In-process: full-prefill + per tier (prefix, reuse, 2 ratios,
-  // controller); gRPC: full-prefill, prefix, reuse, 2 ratios.
-  EXPECT_EQ(r->rows.size(), 1u + 2 * 5 + 5);
+  // In-process and gRPC (one sidecar per tier, its only KV tier): each
+  // full-prefill + per tier (prefix, reuse, 2 ratios, controller).
+  EXPECT_EQ(r->rows.size(), 2 * (1u + 2 * 5));
   int grpc_rows = 0;
+  std::set<std::string> grpc_controller_tiers;
   for (const TtftRow& row : r->rows) {
     EXPECT_EQ(row.ttft.count, 2u) << row.strategy << " " << row.tier << " " << row.path;
     EXPECT_GT(row.ttft.p50, 0);
@@ -262,6 +264,12 @@ TEST(BenchTtft, SmokeTinyModelWritesOutputs) {
       EXPECT_GT(row.median.rpc_engine_ttft_s, 0) << row.strategy;
       // The client's TTFT includes the engine's.
       EXPECT_GE(row.median.ttft_s, row.median.rpc_engine_ttft_s) << row.strategy;
+      if (row.strategy == "controller") {
+        // BLEND_MODE_AUTO: the sidecar's controller chose r in [floor, ceiling].
+        grpc_controller_tiers.insert(row.tier);
+        EXPECT_GE(row.ratio, 0.15 - 1e-6);
+        EXPECT_LE(row.ratio, 0.5 + 1e-6);
+      }
       // Context: 2 chunks of 32 byte tokens from the sidecar's catalogue.
       EXPECT_EQ(row.median.context_tokens, 64) << row.strategy;
       if (row.strategy == "full-prefill") {
@@ -296,7 +304,8 @@ TEST(BenchTtft, SmokeTinyModelWritesOutputs) {
     if (row.strategy == "prefix") prefix_mb = row.kv_mb;
     if (row.strategy == "full-reuse") reuse_mb = row.kv_mb;
   }
-  EXPECT_EQ(grpc_rows, 5);
+  EXPECT_EQ(grpc_rows, 11);
+  EXPECT_EQ(grpc_controller_tiers, (std::set<std::string>{"ram", "ssd"}));
   EXPECT_NEAR(reuse_mb, 2 * prefix_mb, 1e-9);
   EXPECT_GT(r->efficiency, 0);
   EXPECT_NE(r->markdown.find("| strategy | tier |"), std::string::npos);
