@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -100,10 +101,26 @@ absl::Status MeasureModelKernels(const CpuMeasureOptions& o, CpuCeilings* c) {
   if (dim <= 0 || hd <= 0 || s.heads <= 0 || s.kv_heads <= 0 || ffn <= 0 || hd % 2 != 0) {
     return absl::InvalidArgumentError("MeasureCpu: model shape incomplete");
   }
-  // 1. Projection GEMMs, as Model::ForwardLayer runs them.
-  const std::vector<float> wqkv = Random((qd + 2 * kvd) * dim, 11), wo = Random(dim * qd, 12),
-                           wgu = Random(2 * ffn * dim, 13), wd = Random(dim * ffn, 14);
-  const double layer_weights = static_cast<double>(wqkv.size() + wo.size() + wgu.size() + wd.size());
+  // 1. Projection GEMMs, as Model::ForwardLayer runs them. A forward pass
+  // walks the layers, so each layer's weights arrive cold from DRAM after
+  // the previous layers' work: the runs cycle through `sets` distinct
+  // weight sets (one per layer, up to ~256 MB in all) instead of timing
+  // one set that stays in cache.
+  const double layer_weights = static_cast<double>((qd + 2 * kvd) * dim + dim * qd +
+                                                   2 * ffn * dim + dim * ffn);
+  const int sets = static_cast<int>(std::clamp<double>(
+      std::ceil(double{256 << 20} / (layer_weights * sizeof(float))), 1,
+      std::max(1, s.layers)));
+  struct LayerW {
+    std::vector<float> wqkv, wo, wgu, wd;
+  };
+  std::vector<LayerW> lw(sets);
+  for (int i = 0; i < sets; ++i) {
+    const uint32_t seed = 11 + 8 * static_cast<uint32_t>(i);
+    lw[i] = {Random((qd + 2 * kvd) * dim, seed), Random(dim * qd, seed + 1),
+             Random(2 * ffn * dim, seed + 2), Random(dim * ffn, seed + 3)};
+  }
+  int next_set = 0;
   int max_rows = 1;
   for (int m : o.gemm_rows) max_rows = std::max(max_rows, m);
   std::vector<float> x = Random(max_rows * std::max(dim, ffn), 15);
@@ -114,13 +131,15 @@ absl::Status MeasureModelKernels(const CpuMeasureOptions& o, CpuCeilings* c) {
   for (int m : o.gemm_rows) {
     if (m <= 0) continue;
     ASSIGN_OR_RETURN(double t, Typical(o.runs, [&]() -> absl::Status {
-      RETURN_IF_ERROR(kernels::Gemm(v2(x.data(), m, dim), v2(wqkv.data(), qd + 2 * kvd, dim), true,
-                                    v2(y.data(), m, qd + 2 * kvd)));
-      RETURN_IF_ERROR(kernels::Gemm(v2(x.data(), m, qd), v2(wo.data(), dim, qd), true,
+      const LayerW& w = lw[next_set];
+      next_set = (next_set + 1) % sets;
+      RETURN_IF_ERROR(kernels::Gemm(v2(x.data(), m, dim), v2(w.wqkv.data(), qd + 2 * kvd, dim),
+                                    true, v2(y.data(), m, qd + 2 * kvd)));
+      RETURN_IF_ERROR(kernels::Gemm(v2(x.data(), m, qd), v2(w.wo.data(), dim, qd), true,
                                     v2(y.data(), m, dim)));
-      RETURN_IF_ERROR(kernels::Gemm(v2(x.data(), m, dim), v2(wgu.data(), 2 * ffn, dim), true,
+      RETURN_IF_ERROR(kernels::Gemm(v2(x.data(), m, dim), v2(w.wgu.data(), 2 * ffn, dim), true,
                                     v2(y.data(), m, 2 * ffn)));
-      return kernels::Gemm(v2(x.data(), m, ffn), v2(wd.data(), dim, ffn), true,
+      return kernels::Gemm(v2(x.data(), m, ffn), v2(w.wd.data(), dim, ffn), true,
                            v2(y.data(), m, dim));
     }));
     c->gemm_flops_at_rows.push_back({static_cast<double>(m), 2.0 * m * layer_weights / t});
