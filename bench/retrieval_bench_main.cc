@@ -79,6 +79,7 @@ int main(int argc, char** argv) {
   if (speed) {
     ragkv::retrieval::RetrievalSpeedBenchOptions so;
     so.corpus_path = options.corpus_path;
+    so.near_duplicate_containment = options.near_duplicate_containment;
     s = ragkv::retrieval::RunRetrievalSpeedBench(so, std::cout);
     if (!s.ok()) {
       std::cerr << "bench retrieval --speed: " << s << "\n";

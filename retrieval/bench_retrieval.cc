@@ -189,6 +189,7 @@ absl::Status RunRetrievalSpeedBench(const RetrievalSpeedBenchOptions& options, s
       RetrieverOptions ro;
       ro.dir = absl::StrCat(work.path(), "/ingest", chunk_tokens);
       ro.chunker.target_tokens = chunk_tokens;
+      ro.near_duplicate_containment = options.near_duplicate_containment;
       ASSIGN_OR_RETURN(auto retriever, Retriever::Create(ro));
       const auto t0 = Clock::now();
       int64_t chunks = 0;
@@ -222,8 +223,8 @@ absl::Status RunRetrievalSpeedBench(const RetrievalSpeedBenchOptions& options, s
           }
           const double ssecs = Seconds(s0, Clock::now());
           out << absl::StrFormat(
-              "retriever search %s chunk_tokens=%d: %d queries in %.2f s = %.0f QPS (embed + Flat + token ids/text from RocksDB, k=10)\n",
-              mode_name, chunk_tokens, n, ssecs, n / ssecs);
+              "retriever search %s chunk_tokens=%d near_dup=%g: %d queries in %.2f s = %.0f QPS (embed + Flat + token ids/text from RocksDB, k=10)\n",
+              mode_name, chunk_tokens, options.near_duplicate_containment, n, ssecs, n / ssecs);
           out.flush();
         }
       }

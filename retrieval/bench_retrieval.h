@@ -78,6 +78,9 @@ struct RetrievalSpeedBenchOptions {
   int num_queries = 2000;
   std::vector<std::string> factories = {"Flat", "HNSW32", "IVF256,PQ16np", "IVF256,PQ16np,RFlat"};
   std::string work_dir;
+  // RetrieverOptions::near_duplicate_containment of the end-to-end search
+  // lines (default: the library default; 0 = off).
+  double near_duplicate_containment = RetrieverOptions{}.near_duplicate_containment;
 };
 
 // RunRetrievalSpeedBench: prints ingest chunks/s and, per factory, QPS of

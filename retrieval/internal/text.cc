@@ -96,8 +96,11 @@ std::string_view FoldLatin(uint32_t code_point) {
   return kLatinFold[code_point - 0xC0];
 }
 
-std::vector<std::string> AnalyzeWords(std::string_view text) {
-  std::vector<std::string> words;
+namespace {
+// ForEachWord: calls `emit(word)` for each AnalyzeWords word, in order. The
+// word is a buffer reused between calls (valid only during the call).
+template <typename Emit>
+void ForEachWord(std::string_view text, Emit&& emit) {
   std::string cur;
   const size_t n = text.size();
   for (size_t i = 0; i < n; ++i) {
@@ -121,27 +124,30 @@ std::vector<std::string> AnalyzeWords(std::string_view text) {
     } else if (c >= 'A' && c <= 'Z') {
       cur.push_back(static_cast<char>(c - 'A' + 'a'));
     } else if (!cur.empty()) {
-      words.push_back(std::move(cur));
+      emit(cur);
       cur.clear();
     }
   }
-  if (!cur.empty()) words.push_back(std::move(cur));
+  if (!cur.empty()) emit(cur);
+}
+}  // namespace
+
+std::vector<std::string> AnalyzeWords(std::string_view text) {
+  std::vector<std::string> words;
+  ForEachWord(text, [&](std::string& w) { words.push_back(std::move(w)); });
   return words;
 }
 
 std::vector<uint64_t> WordShingles(std::string_view text, int n) {
-  const std::vector<std::string> words = AnalyzeWords(text);
+  // Hash each word once; a shingle is the xxh3 of its n word hashes.
+  std::vector<uint64_t> word_hashes;
+  ForEachWord(text, [&](const std::string& w) { word_hashes.push_back(XXH3_64bits(w.data(), w.size())); });
   std::vector<uint64_t> out;
-  if (words.empty() || n < 1) return out;
-  const size_t w = std::min<size_t>(static_cast<size_t>(n), words.size());
-  std::string buf;
-  for (size_t i = 0; i + w <= words.size(); ++i) {
-    buf.clear();
-    for (size_t j = i; j < i + w; ++j) {
-      buf.append(words[j]);
-      buf.push_back(' ');  // words never contain a space: the join is unambiguous
-    }
-    out.push_back(XXH3_64bits(buf.data(), buf.size()));
+  if (word_hashes.empty() || n < 1) return out;
+  const size_t w = std::min<size_t>(static_cast<size_t>(n), word_hashes.size());
+  out.reserve(word_hashes.size() - w + 1);
+  for (size_t i = 0; i + w <= word_hashes.size(); ++i) {
+    out.push_back(XXH3_64bits(word_hashes.data() + i, w * sizeof(uint64_t)));
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
