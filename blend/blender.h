@@ -35,6 +35,7 @@
 #define RAGKV_BLEND_BLENDER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -130,6 +131,14 @@ struct BlendOptions {
   // `prefetch_layers` layers ahead. False: load each layer right before use.
   bool overlap_loading = false;
   int prefetch_layers = 2;
+  // Optional: called on the compute thread as soon as layer `layer` of the
+  // fused cache is final (right after its forward; later layers never write
+  // it), with the rows recomputed in it, so a caller can stream layer l while
+  // l+1 computes. Read the layer inside the call (the cache object moves into
+  // the result afterwards). An error aborts the blend with that status.
+  std::function<absl::Status(int layer, const model::KVCache& cache,
+                             absl::Span<const int32_t> recomputed_rows)>
+      on_layer_done;
 };
 
 // MakeSchedule: the check layers for `ratio` on an `n_layers` model under
@@ -146,6 +155,7 @@ struct StageTimings {
   double rerotate_s = 0;   // RerotateKeys to global offsets
   double embed_s = 0;      // token embeddings of the recomputed rows
   double layer0_s = 0;     // layer 0 forward
+  double layer_callback_s = 0;  // BlendOptions::on_layer_done calls
   double selection_s = 0;  // probe (ProjectKV), deviation, top-k
   double recompute_s = 0;  // layers >= 1 forward over the selected rows
   double merge_s = 0;      // gathers/scatters/compaction of rows

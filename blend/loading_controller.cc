@@ -151,8 +151,10 @@ Decision LoadingController::Decide(int64_t context_tokens, int64_t query_tokens,
   return d;
 }
 
-absl::StatusOr<ControlledBlend> LoadingController::Blend(absl::Span<const BlendSegment> segments,
-                                                         const std::vector<Tier>& available) {
+absl::StatusOr<ControlledBlend> LoadingController::Blend(
+    absl::Span<const BlendSegment> segments, const std::vector<Tier>& available,
+    std::function<absl::Status(int, const model::KVCache&, absl::Span<const int32_t>)>
+        on_layer_done) {
   int64_t context = 0, query = 0;
   for (const BlendSegment& s : segments) {
     (s.kind == SegmentKind::kQuery ? query : context) += static_cast<int64_t>(s.tokens.size());
@@ -164,6 +166,7 @@ absl::StatusOr<ControlledBlend> LoadingController::Blend(absl::Span<const BlendS
   o.schedule.clear();
   o.overlap_loading = true;
   o.prefetch_layers = options_.prefetch_layers;
+  o.on_layer_done = std::move(on_layer_done);
   ASSIGN_OR_RETURN(BlendResult r, blender_->Blend(segments, o));
   ObserveBlend(r);
   return ControlledBlend{std::move(d), std::move(r)};

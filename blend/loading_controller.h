@@ -18,6 +18,7 @@
 #ifndef RAGKV_BLEND_LOADING_CONTROLLER_H_
 #define RAGKV_BLEND_LOADING_CONTROLLER_H_
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -79,8 +80,11 @@ class LoadingController {
   // the decided ratio and overlapped loading. The sources must already read
   // from the decided tier (the decision also tells the caller where the
   // chunks are worth keeping). Updates the calibration from the run.
-  absl::StatusOr<ControlledBlend> Blend(absl::Span<const BlendSegment> segments,
-                                        const std::vector<Tier>& available);
+  // `on_layer_done`: as BlendOptions::on_layer_done (null: none).
+  absl::StatusOr<ControlledBlend> Blend(
+      absl::Span<const BlendSegment> segments, const std::vector<Tier>& available,
+      std::function<absl::Status(int, const model::KVCache&, absl::Span<const int32_t>)>
+          on_layer_done = nullptr);
 
   // ObserveTierBandwidth: folds a measured loading bandwidth into the
   // calibration (e.g. from kvstore TierStats::ReadGBps() * 1e9).

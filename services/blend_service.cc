@@ -164,10 +164,63 @@ absl::Status RunBlend(const ServiceContext* ctx,
     reason = ctx->controller == nullptr ? "no loading controller: default ratio"
                                         : "no cached chunk: default ratio";
   }
+  // Stream: the header now, each layer as soon as the Blender finishes it
+  // (on_layer_done: layer l goes out while l+1 computes), the summary last.
+  const model::ModelConfig& mc = ctx->model->config();
+  int64_t T = static_cast<int64_t>(prefix.size());
+  for (size_t i = first; i < pieces.size(); ++i) T += static_cast<int64_t>(pieces[i].tokens.size());
+  const int L = mc.n_layers, H = mc.n_kv_heads, D = mc.head_dim;
+  v1::KVLayout* layout = header.mutable_layout();
+  layout->set_num_layers(L);
+  layout->set_num_kv_heads(H);
+  layout->set_head_dim(D);
+  layout->set_num_tokens(static_cast<uint32_t>(T));
+  layout->set_dtype(internal::ToWire(out_dtype));
+  layout->set_model_fingerprint(internal::FingerprintBytes(ctx->model->fingerprint()));
+  header.mutable_token_ids()->Add(prefix.begin(), prefix.end());
+  for (size_t i = first; i < pieces.size(); ++i) {
+    header.mutable_token_ids()->Add(pieces[i].tokens.begin(), pieces[i].tokens.end());
+  }
+  for (uint64_t id : retrieved) header.add_retrieved_chunk_ids(id);
+  {
+    v1::BlendResponse msg;
+    *msg.mutable_header() = std::move(header);
+    if (!w->Push(std::move(msg))) return absl::CancelledError("client went away");
+  }
+  const size_t bytes = static_cast<size_t>(H) * T * D * kernels::DTypeSize(out_dtype);
+  double recomputed_sum = 0;
+  int layers_sent = 0;
+  auto send_layer = [&](int l, const model::KVCache& cache,
+                        absl::Span<const int32_t> rows) -> absl::Status {
+    if (l != layers_sent || cache.num_tokens() != T) {
+      return absl::InternalError("blend: layers finished out of order or of another length");
+    }
+    v1::BlendResponse m;
+    v1::BlendLayer* bl = m.mutable_layer();
+    v1::LayerKV* kv = bl->mutable_kv();
+    kv->set_layer(l);
+    kv->mutable_k()->resize(bytes);
+    kv->mutable_v()->resize(bytes);
+    RETURN_IF_ERROR(cache.ExportLayer(l, 0, T, out_dtype, kv->mutable_k()->data(),
+                                      kv->mutable_v()->data()));
+    kv->set_checksum(internal::LayerChecksum(kv->k(), kv->v()));
+    std::string mask((T + 7) / 8, '\0');
+    for (int32_t row : rows) {
+      if (row >= 0 && row < T) mask[row / 8] |= static_cast<char>(1u << (row % 8));
+    }
+    if (l >= 1) recomputed_sum += static_cast<double>(rows.size());
+    bl->set_recomputed_mask(std::move(mask));
+    if (!w->Push(std::move(m))) return absl::CancelledError("client went away");
+    ++layers_sent;
+    return absl::OkStatus();
+  };
+  bo.on_layer_done = send_layer;
+
   const auto t_blend = Clock::now();
   std::optional<blend::BlendResult> result;
   if (controlled) {
-    ASSIGN_OR_RETURN(blend::ControlledBlend cb, ctx->controller->Blend(segs, served));
+    ASSIGN_OR_RETURN(blend::ControlledBlend cb,
+                     ctx->controller->Blend(segs, served, send_layer));
     bo.ratio = cb.decision.ratio;
     reason = cb.decision.why;
     result.emplace(std::move(cb.result));
@@ -194,45 +247,8 @@ absl::Status RunBlend(const ServiceContext* ctx,
   }
   for (auto& p : pieces) p.source.reset();  // release pinned layers early
 
-  // Stream: header, layers, summary.
-  const int64_t T = r.total_tokens;
-  const int L = r.cache.n_layers(), H = r.cache.kv_heads(), D = r.cache.head_dim();
-  v1::KVLayout* layout = header.mutable_layout();
-  layout->set_num_layers(L);
-  layout->set_num_kv_heads(H);
-  layout->set_head_dim(D);
-  layout->set_num_tokens(static_cast<uint32_t>(T));
-  layout->set_dtype(internal::ToWire(out_dtype));
-  layout->set_model_fingerprint(internal::FingerprintBytes(ctx->model->fingerprint()));
-  header.mutable_token_ids()->Add(prefix.begin(), prefix.end());
-  for (size_t i = first; i < pieces.size(); ++i) {
-    header.mutable_token_ids()->Add(pieces[i].tokens.begin(), pieces[i].tokens.end());
-  }
-  for (uint64_t id : retrieved) header.add_retrieved_chunk_ids(id);
-  v1::BlendResponse msg;
-  *msg.mutable_header() = std::move(header);
-  if (!w->Push(std::move(msg))) return absl::CancelledError("client went away");
-  const size_t bytes = static_cast<size_t>(H) * T * D * kernels::DTypeSize(out_dtype);
-  double recomputed_sum = 0;
-  for (int l = 0; l < L; ++l) {
-    v1::BlendResponse m;
-    v1::BlendLayer* bl = m.mutable_layer();
-    v1::LayerKV* kv = bl->mutable_kv();
-    kv->set_layer(l);
-    kv->mutable_k()->resize(bytes);
-    kv->mutable_v()->resize(bytes);
-    RETURN_IF_ERROR(r.cache.ExportLayer(l, 0, T, out_dtype, kv->mutable_k()->data(),
-                                        kv->mutable_v()->data()));
-    kv->set_checksum(internal::LayerChecksum(kv->k(), kv->v()));
-    std::string mask((T + 7) / 8, '\0');
-    if (l < static_cast<int>(r.recomputed.size())) {
-      for (int32_t row : r.recomputed[l]) {
-        if (row >= 0 && row < T) mask[row / 8] |= static_cast<char>(1u << (row % 8));
-      }
-      if (l >= 1) recomputed_sum += r.recomputed[l].size();
-    }
-    bl->set_recomputed_mask(std::move(mask));
-    if (!w->Push(std::move(m))) return absl::CancelledError("client went away");
+  if (layers_sent != L || r.total_tokens != T) {
+    return absl::InternalError("blend: not every layer was streamed");
   }
   v1::BlendResponse sm;
   v1::BlendSummary* s = sm.mutable_summary();

@@ -292,6 +292,56 @@ TEST_F(BlenderTest, BlendingIsDeterministicAndOverlapMatchesSync) {
   EXPECT_EQ(c->timings.layer_load_s.size(), 4u);
 }
 
+// on_layer_done: called once per layer, in order, when the layer is final:
+// the copy taken in the callback equals the result's layer bit for bit, and
+// the rows are the result's recomputed rows. An error aborts the blend.
+TEST_F(BlenderTest, LayerCallbackSeesEachFinalLayerInOrder) {
+  Prompt p = MakePrompt(7, 3, 24);
+  const auto& c = model_->config();
+  for (bool overlap : {false, true}) {
+    BlendOptions o;
+    o.ratio = 0.3;
+    o.overlap_loading = overlap;
+    std::vector<int> order;
+    std::vector<std::vector<float>> k_copy, v_copy;
+    std::vector<std::vector<int32_t>> rows_seen;
+    int64_t n = 0;
+    o.on_layer_done = [&](int l, const model::KVCache& cache,
+                          absl::Span<const int32_t> rows) -> absl::Status {
+      order.push_back(l);
+      n = cache.num_tokens();
+      const size_t e = static_cast<size_t>(c.n_kv_heads) * n * c.head_dim;
+      k_copy.emplace_back(e);
+      v_copy.emplace_back(e);
+      rows_seen.emplace_back(rows.begin(), rows.end());
+      return cache.ExportLayer(l, 0, n, kernels::DType::kF32, k_copy.back().data(),
+                               v_copy.back().data());
+    };
+    auto r = Run(p, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(order.size(), static_cast<size_t>(c.n_layers));
+    for (int l = 0; l < c.n_layers; ++l) {
+      EXPECT_EQ(order[l], l);
+      const size_t e = k_copy[l].size();
+      std::vector<float> k(e), v(e);
+      ASSERT_TRUE(r->cache.ExportLayer(l, 0, n, kernels::DType::kF32, k.data(), v.data()).ok());
+      EXPECT_EQ(k, k_copy[l]) << "layer " << l << " changed after its callback";
+      EXPECT_EQ(v, v_copy[l]) << "layer " << l;
+      EXPECT_EQ(rows_seen[l], r->recomputed[l]);
+    }
+  }
+  BlendOptions o;
+  o.ratio = 0.3;
+  int calls = 0;
+  o.on_layer_done = [&](int l, const model::KVCache&, absl::Span<const int32_t>) {
+    ++calls;
+    return l == 1 ? absl::CancelledError("client went away") : absl::OkStatus();
+  };
+  auto r = Run(p, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(calls, 2);
+}
+
 TEST_F(BlenderTest, MoreRecomputeIsCloserToPrefill) {
   Prompt p = MakePrompt(7, 4, 32);
   Reference ref = FullPrefill(p.AllTokens());
