@@ -110,10 +110,16 @@ absl::Status Retriever::Open() {
       {kMetaIndex, absl::StrCat(options_.index.factory, ",metric=", static_cast<int>(options_.index.metric))},
   };
   CatalogueMutation init;
+  std::optional<std::string> reembed_from;  // stored vectors of another text embedder
   for (const auto& [key, value] : fingerprints) {
     ASSIGN_OR_RETURN(std::optional<std::string> stored, catalogue_->GetMeta(key));
     if (!stored) {
       init.put_meta.emplace_back(key, value);
+    } else if (*stored != value && key == std::string(kMetaEmbedder) &&
+               options_.reembed_on_embedder_change && options_.embedder->embeds_text()) {
+      // The catalogue keeps every chunk's text: re-embed below, then record
+      // the new embedder (a crash before that simply re-embeds again).
+      reembed_from = *stored;
     } else if (*stored != value) {
       return absl::FailedPreconditionError(absl::StrCat("Retriever: ", options_.dir, " was created with ", key,
                                                         " '", *stored, "', now '", value, "'"));
@@ -154,6 +160,7 @@ absl::Status Retriever::Open() {
       auto it = titles.find(c.doc_id);
       return bm25_.Add(c.chunk_id, IndexText(it == titles.end() ? "" : it->second, c.text));
     }));
+    if (reembed_from) RETURN_IF_ERROR(ReembedAllLocked(titles, *reembed_from));
   }
 
   // The saved index if current, else a rebuild from the stored vectors.
@@ -180,6 +187,51 @@ absl::Status Retriever::Open() {
                        << num_chunks_ << " chunks; rebuilding";
     RETURN_IF_ERROR(RebuildIndexLocked());
   }
+  return absl::OkStatus();
+}
+
+absl::Status Retriever::ReembedAllLocked(
+    const absl::flat_hash_map<std::string, std::string>& titles, const std::string& from) {
+  const std::string to = options_.embedder->Fingerprint();
+  RAGKV_LOG(INFO) << "Retriever: " << options_.dir << ": embedder changed from '" << from
+                  << "' to '" << to << "'; re-embedding " << num_chunks_
+                  << " chunks from the catalogue";
+  std::vector<int64_t> ids;
+  RETURN_IF_ERROR(catalogue_->ForEachChunk([&](const ChunkRecord& c) -> absl::Status {
+    ids.push_back(c.chunk_id);
+    return absl::OkStatus();
+  }));
+  const size_t dim = static_cast<size_t>(options_.embedder->dim());
+  constexpr size_t kBatch = 256;
+  for (size_t b = 0; b < ids.size(); b += kBatch) {
+    std::vector<std::string> texts;
+    std::vector<int64_t> batch;
+    for (size_t i = b; i < std::min(ids.size(), b + kBatch); ++i) {
+      ASSIGN_OR_RETURN(std::optional<ChunkRecord> c, catalogue_->GetChunk(ids[i]));
+      if (!c) continue;
+      auto it = titles.find(c->doc_id);
+      texts.push_back(IndexText(it == titles.end() ? "" : it->second, c->text));
+      batch.push_back(ids[i]);
+    }
+    if (batch.empty()) continue;
+    ASSIGN_OR_RETURN(std::vector<float> v, options_.embedder->EmbedDocuments(texts));
+    if (v.size() != batch.size() * dim) {
+      return absl::InternalError("Retriever: embedder returned a wrong-sized batch");
+    }
+    CatalogueMutation m;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      m.put_vectors.emplace_back(
+          batch[i], std::vector<float>(v.begin() + i * dim, v.begin() + (i + 1) * dim));
+    }
+    RETURN_IF_ERROR(catalogue_->Apply(m));
+  }
+  // Last: the new embedder, and a new generation so the saved index (built
+  // from the old vectors) is not loaded.
+  CatalogueMutation done;
+  done.put_meta.emplace_back(kMetaEmbedder, to);
+  done.put_meta.emplace_back(kMetaGeneration, absl::StrCat(generation_ + 1));
+  RETURN_IF_ERROR(catalogue_->Apply(done));
+  ++generation_;
   return absl::OkStatus();
 }
 

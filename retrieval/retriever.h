@@ -32,6 +32,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
@@ -93,6 +94,12 @@ struct RetrieverOptions {
   // best-first among the distinct ones; a set-aside chunk may follow one
   // with a lower score. 0 = off; must be in [0, 1]. Default 0.7.
   double near_duplicate_containment = 0.7;
+  // Reopening a directory whose vectors came from another text embedder
+  // (another fingerprint, e.g. after an embedder upgrade): re-embed every
+  // chunk from its stored text and rebuild the index (true, the default),
+  // or refuse with FailedPrecondition (false). Caller-supplied vectors
+  // (embeds_text() false) are never recomputed: always refused.
+  bool reembed_on_embedder_change = true;
   // Rebuild the vector index when tombstones exceed this share (HNSW/IVF).
   double rebuild_tombstone_fraction = 0.25;
   // fsync each catalogue mutation (default true).
@@ -206,6 +213,10 @@ class Retriever {
   absl::StatusOr<Prepared> Prepare(const Document& doc, absl::Span<const float> vectors) const;
   absl::StatusOr<IngestStats> Commit(std::vector<Prepared> docs, bool replace) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status RebuildIndexLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ReembedAllLocked: every chunk's vector recomputed from its catalogue
+  // text with the current embedder, then its fingerprint recorded.
+  absl::Status ReembedAllLocked(const absl::flat_hash_map<std::string, std::string>& titles,
+                                const std::string& from) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status MaybeTrainOrCompactLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::vector<SearchResult>> SearchLocked(const std::vector<float>* vector,
                                                          std::string_view text, SearchMode mode,

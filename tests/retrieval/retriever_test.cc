@@ -421,6 +421,46 @@ TEST_P(RetrieverRestart, RestartServesSameResults) {
 
 INSTANTIATE_TEST_SUITE_P(Factories, RetrieverRestart, ::testing::Values("Flat", "HNSW32"));
 
+// An embedder upgrade (another text embedder's fingerprint): reopening
+// re-embeds every chunk from the catalogue, and search then equals a fresh
+// ingest under the new embedder; refused when re-embedding is turned off or
+// the vectors came from the caller.
+TEST(Retriever, ReembedsWhenTheTextEmbedderChanges) {
+  TempDir dir, fresh;
+  auto with_seed = [](const std::string& d, uint64_t seed) {
+    RetrieverOptions o = Options(d);
+    o.embedder = HashedEmbedder::Create({.dim = 512, .seed = seed}).value();
+    o.index.dim = 512;
+    return o;
+  };
+  {
+    auto r = Retriever::Create(with_seed(dir.path(), 1)).value();
+    ASSERT_TRUE(r->Ingest(SmallCorpus()).ok());
+  }
+  RetrieverOptions o = with_seed(dir.path(), 2);
+  o.reembed_on_embedder_change = false;
+  EXPECT_EQ(Retriever::Create(o).status().code(), absl::StatusCode::kFailedPrecondition);
+  o.reembed_on_embedder_change = true;
+  auto ref = Retriever::Create(with_seed(fresh.path(), 2)).value();
+  ASSERT_TRUE(ref->Ingest(SmallCorpus()).ok());
+  SearchOptions so;
+  so.k = 5;
+  so.mode = SearchMode::kDense;
+  for (int round = 0; round < 2; ++round) {  // re-embed, then a plain reopen
+    auto r = Retriever::Create(o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (const char* q : {"Oxford college", "stage play 1635", "village in Indonesia"}) {
+      auto got = (*r)->Search(q, so);
+      auto want = ref->Search(q, so);
+      ASSERT_TRUE(got.ok() && want.ok());
+      EXPECT_EQ(ChunkIds(*got), ChunkIds(*want)) << q << " round " << round;
+      for (size_t i = 0; i < got->size() && i < want->size(); ++i) {
+        EXPECT_FLOAT_EQ((*got)[i].score, (*want)[i].score) << q;
+      }
+    }
+  }
+}
+
 TEST(Retriever, RefusesAnotherConfiguration) {
   TempDir dir;
   {
@@ -432,6 +472,7 @@ TEST(Retriever, RefusesAnotherConfiguration) {
   EXPECT_EQ(Retriever::Create(o).status().code(), absl::StatusCode::kFailedPrecondition);
   o = Options(dir.path());
   o.embedder = HashedEmbedder::Create({.dim = 256}).value();
+  o.reembed_on_embedder_change = false;
   EXPECT_EQ(Retriever::Create(o).status().code(), absl::StatusCode::kFailedPrecondition);
   o = Options(dir.path());
   o.index.factory = "NotAFactory";
