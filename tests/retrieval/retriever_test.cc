@@ -103,19 +103,25 @@ int RankOf(const std::vector<SearchResult>& results, const std::string& doc_id) 
   return -1;
 }
 
-TEST(Retriever, DefaultIsHybridWithFeedbackAndSurvivesRestart) {
-  // Two hops: the question names the play; the answer passage names only its
-  // author. Only "play" shares words with the question.
+// TwoHopCorpus: the question (kTwoHopQuestion) names the play; the answer
+// passage names only its author. Only "play" shares words with the
+// question; twelve notes add common words (low IDF), as any real corpus has.
+std::vector<Document> TwoHopCorpus() {
   std::vector<Document> docs = {
       {"play", "Hannibal and Scipio", "Hannibal and Scipio is a play by Thomas Nabbes, first performed in 1635."},
       {"nabbes", "", "Thomas Nabbes, an English dramatist, studied at Exeter College."},
       {"exeter", "", "Exeter is a city in Devon with a cathedral."},
   };
-  // Common words in many documents, as in any real corpus (low IDF).
   for (int i = 0; i < 12; ++i) {
     docs.push_back({absl::StrCat("note", i), "", absl::StrCat("Note ", i, " is a card in the archive at the library.")});
   }
-  const std::string q = "Who wrote Hannibal and Scipio, and where was he educated?";
+  return docs;
+}
+constexpr char kTwoHopQuestion[] = "Who wrote Hannibal and Scipio, and where was he educated?";
+
+TEST(Retriever, DefaultIsHybridWithFeedbackAndSurvivesRestart) {
+  std::vector<Document> docs = TwoHopCorpus();
+  const std::string q = kTwoHopQuestion;
   SearchOptions so;
   so.k = static_cast<int>(docs.size());
   auto open = [&](const std::string& dir, bool feedback) {
@@ -175,15 +181,8 @@ TEST(Retriever, DefaultIsHybridWithFeedbackAndSurvivesRestart) {
 TEST(Retriever, LexicalIsRrfOfBm25AndFeedbackWithoutDense) {
   // kLexical = RRF(BM25, BM25 with feedback): checked against a naive fusion
   // of a standalone Bm25Index over the same texts. It needs no text embedder.
-  std::vector<Document> docs = {
-      {"play", "Hannibal and Scipio", "Hannibal and Scipio is a play by Thomas Nabbes, first performed in 1635."},
-      {"nabbes", "", "Thomas Nabbes, an English dramatist, studied at Exeter College."},
-      {"exeter", "", "Exeter is a city in Devon with a cathedral."},
-  };
-  for (int i = 0; i < 12; ++i) {
-    docs.push_back({absl::StrCat("note", i), "", absl::StrCat("Note ", i, " is a card in the archive at the library.")});
-  }
-  const std::string q = "Who wrote Hannibal and Scipio, and where was he educated?";
+  std::vector<Document> docs = TwoHopCorpus();
+  const std::string q = kTwoHopQuestion;
   for (bool external : {false, true}) {
     TempDir dir;
     RetrieverOptions o = Options(dir.path());
