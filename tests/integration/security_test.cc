@@ -130,21 +130,13 @@ TEST_F(CorpusRootTest, PathsInsideTheRootWorkAndSymlinksOutAreSkippedInDirectori
   EXPECT_EQ(Start(root_ + "/missing.txt").code(), absl::StatusCode::kNotFound);
   // A relative path is taken against the root.
   {
-    v1::StartJobRequest req;
-    req.mutable_corpus()->add_paths("story_000.txt");
-    auto job = client_->StartJob(req);
-    ASSERT_TRUE(job.ok()) << job.status();
-    auto done = client_->WatchJob(job->job_id(), [](const v1::Job&) { return true; });
+    auto done = RunPrecomputeJob(client_.get(), "story_000.txt");
     ASSERT_TRUE(done.ok()) << done.status();
     EXPECT_EQ(done->state(), v1::JOB_STATE_SUCCEEDED);
     EXPECT_EQ(done->documents(), 1u);
   }
   // The whole root: both stories, but not the file behind the symlinks.
-  v1::StartJobRequest req;
-  req.mutable_corpus()->add_paths(root_ + "/./");
-  auto job = client_->StartJob(req);
-  ASSERT_TRUE(job.ok()) << job.status();
-  auto done = client_->WatchJob(job->job_id(), [](const v1::Job&) { return true; });
+  auto done = RunPrecomputeJob(client_.get(), root_ + "/./");
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->state(), v1::JOB_STATE_SUCCEEDED);
   EXPECT_EQ(done->documents(), 2u);
@@ -292,11 +284,7 @@ TEST(InflightLimitTest, EngineCallsToItsOwnSidecarAreNotCountedAgainstTheLimit) 
   auto s = services::Sidecar::Start(o);
   ASSERT_TRUE(s.ok()) << s.status();
   auto c = ClientFor((*s)->address());
-  v1::StartJobRequest req;
-  req.mutable_corpus()->add_paths(dir.path() + "/corpus");
-  auto job = c->StartJob(req);
-  ASSERT_TRUE(job.ok()) << job.status();
-  auto done = c->WatchJob(job->job_id(), [](const v1::Job&) { return true; });
+  auto done = RunPrecomputeJob(c.get(), dir.path() + "/corpus");
   ASSERT_TRUE(done.ok()) << done.status();
   ASSERT_EQ(done->state(), v1::JOB_STATE_SUCCEEDED);
   v1::GenerateRequest g;

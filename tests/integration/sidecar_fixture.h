@@ -86,13 +86,14 @@ inline std::unique_ptr<Client> ClientFor(const std::string& address, std::string
   return c.ok() ? std::move(*c) : nullptr;
 }
 
-// RunPrecomputeJob: StartJob over `corpus_dir` with `workers` workers and
-// wait for its last state (errors of StartJob / WatchJob pass through).
-inline absl::StatusOr<v1::Job> RunPrecomputeJob(Client* client, const std::string& corpus_dir,
-                                                int workers = 2) {
+// RunPrecomputeJob: StartJob over `corpus_path` (with `workers` workers; 0 =
+// the server's default) and wait for its last state (errors of StartJob /
+// WatchJob pass through).
+inline absl::StatusOr<v1::Job> RunPrecomputeJob(Client* client, const std::string& corpus_path,
+                                                int workers = 0) {
   v1::StartJobRequest req;
-  req.mutable_corpus()->add_paths(corpus_dir);
-  req.set_workers(workers);
+  req.mutable_corpus()->add_paths(corpus_path);
+  if (workers > 0) req.set_workers(workers);
   auto job = client->StartJob(req);
   if (!job.ok()) return job.status();
   return client->WatchJob(job->job_id(), [](const v1::Job&) { return true; }, 100);

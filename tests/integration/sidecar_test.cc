@@ -43,7 +43,7 @@ class SidecarTest : public ::testing::Test {
     sidecar_ = s->release();
     client_ = ClientFor(sidecar_->address()).release();
     // Precompute the corpus once for every test.
-    auto last = RunPrecomputeJob(client_, dir_->path() + "/corpus");
+    auto last = RunPrecomputeJob(client_, dir_->path() + "/corpus", /*workers=*/2);
     ASSERT_TRUE(last.ok()) << last.status();
     ASSERT_EQ(last->state(), v1::JOB_STATE_SUCCEEDED) << last->DebugString();
     first_job_ = new v1::Job(*last);
@@ -599,7 +599,7 @@ TEST(SidecarKvTiersTest, SsdOnlySidecarServesBlendsFromSsd) {
   ASSERT_TRUE(s.ok()) << s.status();
   auto client = ClientFor((*s)->address());
   ASSERT_NE(client, nullptr);
-  auto job = RunPrecomputeJob(client.get(), dir.path() + "/corpus");
+  auto job = RunPrecomputeJob(client.get(), dir.path() + "/corpus", /*workers=*/2);
   ASSERT_TRUE(job.ok()) << job.status();
   ASSERT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED) << job->DebugString();
   v1::SearchRequest sr;
