@@ -484,10 +484,6 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
     auto it = grpc.find(t->name);
     return it == grpc.end() ? nullptr : it->second.get();
   };
-  auto grpc_tier_name = [&](const TierStore* t) -> std::string {
-    if (t != nullptr) return t->name;
-    return "-";
-  };
 
   auto make_cold = [&](TierStore* t) {
     if (t == nullptr || t->name != "ssd") return;
@@ -695,6 +691,25 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
   recal.file_bytes = 0;
   recal.copy_bytes = std::min<size_t>(recal.copy_bytes, size_t{32} << 20);
   int since_cal = 0;
+  // matrix_sample: the fields every matrix sample shares; record: log it
+  // (one line, `suffix` appended) and keep it.
+  auto matrix_sample = [](const Config& c, size_t pi, int r, double ratio) {
+    TtftSample s;
+    s.phase = "matrix";
+    s.strategy = c.strategy;
+    s.tier = c.rq.tier ? c.rq.tier->name : "-";
+    s.ratio = ratio;
+    s.prompt = static_cast<int>(pi);
+    s.rep = r;
+    return s;
+  };
+  auto record = [&](TtftSample s, const std::string& suffix) {
+    out << absl::StrFormat("  %-16s %-5s prompt %d rep %d: %8.1f ms%s\n",
+                           StrategyLabel(s.strategy, s.ratio), s.tier, s.prompt, s.rep,
+                           s.ttft_s * 1e3, suffix);
+    out.flush();
+    rep.samples.push_back(std::move(s));
+  };
   for (int r = 0; r < o.repeats; ++r) {
     for (size_t pi = 0; pi < prompts.size(); ++pi) {
       for (const Config& c : configs) {
@@ -713,14 +728,8 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
           const bool auto_ratio = c.strategy == "controller";
           ASSIGN_OR_RETURN(GrpcOutcome g, path->Generate(ids, prompts[pi].query, c.rq.strategy,
                                                          c.rq.ratio, auto_ratio));
-          TtftSample s;
-          s.phase = "matrix";
-          s.strategy = c.strategy;
-          s.tier = grpc_tier_name(c.rq.tier);
+          TtftSample s = matrix_sample(c, pi, r, auto_ratio ? g.ratio : c.rq.ratio);
           s.path = "grpc";
-          s.ratio = auto_ratio ? g.ratio : c.rq.ratio;
-          s.prompt = static_cast<int>(pi);
-          s.rep = r;
           s.context_tokens = g.context_tokens;
           s.recomputed_rows = g.recomputed_tokens;
           s.ttft_s = g.ttft_s;
@@ -730,36 +739,21 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
           s.rpc_prefill_s = g.query_prefill_s;
           s.wire_bytes =
               c.rq.strategy == Strategy::kFullPrefill ? 0 : static_cast<uint64_t>(fused_wire_bytes);
-          out << absl::StrFormat("  %-16s %-5s prompt %d rep %d: %8.1f ms (grpc)%s\n",
-                                 StrategyLabel(s.strategy, s.ratio), s.tier, s.prompt, r,
-                                 s.ttft_s * 1e3,
-                                 auto_ratio ? " -- sidecar controller: " + g.controller_reason
-                                            : std::string());
-          out.flush();
-          rep.samples.push_back(std::move(s));
+          record(std::move(s), auto_ratio ? " (grpc) -- sidecar controller: " + g.controller_reason
+                                          : std::string(" (grpc)"));
           continue;
         }
         make_cold(c.rq.tier);
         ASSIGN_OR_RETURN(Outcome oc,
                          RunRequest(*blender, controller.get(), *model, prompts[pi], c.rq));
-        TtftSample s;
-        s.phase = "matrix";
-        s.strategy = c.strategy;
-        s.tier = c.rq.tier ? c.rq.tier->name : "-";
-        s.ratio = c.strategy == "controller" ? oc.ratio : c.rq.ratio;
-        s.prompt = static_cast<int>(pi);
-        s.rep = r;
+        TtftSample s = matrix_sample(c, pi, r, c.strategy == "controller" ? oc.ratio : c.rq.ratio);
         s.context_tokens = oc.context;
         s.recomputed_rows = oc.recomputed;
         s.kv_bytes = oc.kv_bytes;
         s.ttft_s = oc.ttft_s;
         s.open_s = oc.open_s;
         s.stages = oc.stages;
-        out << absl::StrFormat("  %-16s %-5s prompt %d rep %d: %8.1f ms\n",
-                               StrategyLabel(s.strategy, s.ratio), s.tier, s.prompt, r,
-                               s.ttft_s * 1e3);
-        out.flush();
-        rep.samples.push_back(std::move(s));
+        record(std::move(s), "");
       }
     }
   }
