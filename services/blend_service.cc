@@ -144,6 +144,12 @@ absl::Status RunBlend(const ServiceContext* ctx,
     case v1::BLEND_MODE_FULL_PREFILL: bo.strategy = blend::Strategy::kFullPrefill; break;
     case v1::BLEND_MODE_PREFIX_CACHING: bo.strategy = blend::Strategy::kPrefixReuse; break;
     case v1::BLEND_MODE_FULL_REUSE: bo.strategy = blend::Strategy::kFullReuse; break;
+    case v1::BLEND_MODE_AUTO:
+      // The controller's ratio replaces this below; without a controller
+      // (or a cached chunk) the server default, never the request's.
+      bo.strategy = blend::Strategy::kCacheBlend;
+      bo.ratio = kDefaultRecomputeRatio;
+      break;
     default:
       bo.strategy = blend::Strategy::kCacheBlend;
       bo.ratio = opts.recompute_ratio() > 0 ? opts.recompute_ratio() : kDefaultRecomputeRatio;

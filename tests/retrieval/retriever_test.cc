@@ -201,8 +201,12 @@ TEST(Retriever, LexicalIsRrfOfBm25AndFeedbackWithoutDense) {
       ASSERT_TRUE(naive.Add(id, docs[i].title + "\n" + docs[i].text).ok());
     }
     std::map<int64_t, double> rrf;
-    for (const auto& list : {naive.Search(q, 100), naive.SearchWithFeedback(q, 100, o.bm25_feedback)}) {
-      for (size_t rank = 0; rank < list.size(); ++rank) rrf[list[rank].id] += 1.0 / (o.rrf_k + rank + 1.0);
+    const auto plain = naive.Search(q, 100);
+    const auto feedback = naive.SearchWithFeedback(q, 100, o.bm25_feedback);
+    for (const auto* list : {&plain, &feedback}) {
+      for (size_t rank = 0; rank < list->size(); ++rank) {
+        rrf[(*list)[rank].id] += 1.0 / (o.rrf_k + rank + 1.0);
+      }
     }
     std::vector<std::pair<double, int64_t>> expect;
     for (const auto& [id, score] : rrf) expect.push_back({-score, id});
@@ -236,10 +240,14 @@ TEST(Retriever, LexicalIsRrfOfBm25AndFeedbackWithoutDense) {
     // Deleted documents never come back; a filter applies to both lists.
     ASSERT_TRUE(r->Delete("nabbes").ok());
     so.mode = SearchMode::kLexical;
-    for (const auto& x : r->Search(q, so).value()) EXPECT_NE(x.doc_id, "nabbes");
+    // (A range-for over `Search(...).value()` would iterate a destroyed
+    // temporary: keep the results in a local.)
+    const auto after_delete = r->Search(q, so).value();
+    for (const auto& x : after_delete) EXPECT_NE(x.doc_id, "nabbes");
     absl::flat_hash_set<std::string> only{"exeter", "note3"};
     so.doc_filter = &only;
-    for (const auto& x : r->Search(q, so).value()) EXPECT_TRUE(only.contains(x.doc_id)) << x.doc_id;
+    const auto filtered = r->Search(q, so).value();
+    for (const auto& x : filtered) EXPECT_TRUE(only.contains(x.doc_id)) << x.doc_id;
     so.doc_filter = nullptr;
     so.k = 0;
     EXPECT_EQ(r->Search(q, so).status().code(), absl::StatusCode::kInvalidArgument);
