@@ -81,6 +81,12 @@ absl::StatusOr<std::unique_ptr<Backends>> BuildBackends(const BackendOptions& o)
     co.r_min = o.controller_r_min;
     co.r_max = o.controller_r_max;
     co.blend.logits = blend::QueryLogits::kNone;  // BlendService streams KV, no logits
+    // A small start-up calibration (one layer, 16 rows against 256 keys,
+    // twice: ~0.3 s on an 8B model's f32 layer); every AUTO blend then
+    // refines the rate (LoadingController::ObserveBlend).
+    co.calibration_rows = 16;
+    co.calibration_kv_tokens = 256;
+    co.calibration_runs = 2;
     ASSIGN_OR_RETURN(b->controller, blend::LoadingController::Create(co));
     RAGKV_LOG(INFO) << "model " << o.model_path << " fingerprint " << b->model->fingerprint_hex();
   }
