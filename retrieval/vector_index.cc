@@ -212,8 +212,9 @@ absl::StatusOr<std::vector<std::vector<SearchHit>>> VectorIndex::Search(
   std::vector<float> dist;
   std::vector<idx_t> labels;
   while (true) {
-    dist.assign(n * fetch, 0);
-    labels.assign(n * fetch, -1);
+    // FAISS writes every slot (-1 labels where it has fewer hits): no fill.
+    dist.resize(n * fetch);
+    labels.resize(n * fetch);
     faiss::SearchParametersHNSW hp;
     faiss::SearchParametersIVF ip;
     const faiss::SearchParameters* params = nullptr;
@@ -232,6 +233,7 @@ absl::StatusOr<std::vector<std::vector<SearchHit>>> VectorIndex::Search(
     for (idx_t q = 0; q < n; ++q) {
       std::vector<SearchHit>& out = results[q];
       out.clear();
+      out.reserve(k);
       for (idx_t j = 0; j < fetch && static_cast<int>(out.size()) < k; ++j) {
         const idx_t label = labels[q * fetch + j];
         if (label < 0 || label >= static_cast<idx_t>(index_->id_map.size())) continue;
