@@ -502,9 +502,7 @@ absl::StatusOr<BlendResult> Blender::Blend(absl::Span<const BlendSegment> segmen
       (l == 0 ? tm.layer0_s : tm.recompute_s) += Seconds(tf);
       result.recomputed[l] = rows;
       if (options.on_layer_done) {
-        const Clock::time_point tc = Clock::now();
         RETURN_IF_ERROR(options.on_layer_done(l, kv, result.recomputed[l]));
-        tm.layer_callback_s += Seconds(tc);
       }
       tm.layer_compute_s[l] = Seconds(t_layer);
       if (threaded) {

@@ -155,7 +155,6 @@ struct StageTimings {
   double rerotate_s = 0;   // RerotateKeys to global offsets
   double embed_s = 0;      // token embeddings of the recomputed rows
   double layer0_s = 0;     // layer 0 forward
-  double layer_callback_s = 0;  // BlendOptions::on_layer_done calls
   double selection_s = 0;  // probe (ProjectKV), deviation, top-k
   double recompute_s = 0;  // layers >= 1 forward over the selected rows
   double merge_s = 0;      // gathers/scatters/compaction of rows

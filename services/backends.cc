@@ -102,7 +102,6 @@ absl::StatusOr<std::unique_ptr<Backends>> BuildBackends(const BackendOptions& o)
         ram.capacity_bytes = o.ram_budget_bytes;
         ASSIGN_OR_RETURN(auto ram_tier, kvstore::CreateRamTier(ram));
         tiers.push_back(std::move(ram_tier));
-        b->store_tiers.push_back(blend::Tier::kRam);
       } else if (name == "ssd") {
         kvstore::SsdTierOptions ssd;
         ssd.path = o.data_dir + "/kv";
@@ -110,7 +109,6 @@ absl::StatusOr<std::unique_ptr<Backends>> BuildBackends(const BackendOptions& o)
         ssd.sync_writes = o.sync_writes;
         ASSIGN_OR_RETURN(auto ssd_tier, kvstore::CreateSsdTier(ssd));
         tiers.push_back(std::move(ssd_tier));
-        b->store_tiers.push_back(blend::Tier::kSsd);
       } else {
         kvstore::RedisTierOptions ro;
         std::string ep = o.redis_url;
@@ -118,7 +116,6 @@ absl::StatusOr<std::unique_ptr<Backends>> BuildBackends(const BackendOptions& o)
         ro.endpoints.push_back(ep);
         ASSIGN_OR_RETURN(auto redis_tier, kvstore::CreateRedisTier(ro));
         tiers.push_back(std::move(redis_tier));
-        b->store_tiers.push_back(blend::Tier::kRemote);
       }
     }
     kvstore::TieredStoreOptions so;

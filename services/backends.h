@@ -14,7 +14,6 @@
 
 #include "absl/status/statusor.h"
 #include "blend/blender.h"
-#include "blend/cost_model.h"
 #include "blend/loading_controller.h"
 #include "kvstore/tiered_store.h"
 #include "model/model.h"
@@ -57,8 +56,6 @@ struct Backends {
   std::unique_ptr<retrieval::Retriever> retriever;
   std::unique_ptr<blend::Blender> blender;
   std::unique_ptr<blend::LoadingController> controller;  // with a model
-  // The cost model's tier of each store tier (index = TieredStore tier).
-  std::vector<blend::Tier> store_tiers;
   ~Backends();  // retriever saved, store flushed, in that order
 };
 

@@ -63,6 +63,15 @@ absl::Status ResolveChunk(const ServiceContext* ctx, uint64_t chunk_id, Piece* p
   return absl::OkStatus();
 }
 
+// CostTier: the cost model's tier of a store tier, by its stable name.
+std::optional<blend::Tier> CostTier(const kvstore::Tier& tier) {
+  const std::string_view name = tier.Name();
+  if (name == "ram") return blend::Tier::kRam;
+  if (name == "ssd") return blend::Tier::kSsd;
+  if (name == "redis") return blend::Tier::kRemote;
+  return std::nullopt;
+}
+
 // RunBlend: resolves `segments`, blends, and streams the result into `w`.
 absl::Status RunBlend(const ServiceContext* ctx,
                       const google::protobuf::RepeatedPtrField<v1::Segment>& segments,
@@ -158,12 +167,12 @@ absl::Status RunBlend(const ServiceContext* ctx,
   // served the chunks (ChooseRatioAndTier), then learns from the run.
   std::vector<blend::Tier> served;
   for (const Piece& p : pieces) {
-    if (p.source == nullptr || p.source->tier_index() >= ctx->store_tiers.size()) continue;
-    const blend::Tier t = ctx->store_tiers[p.source->tier_index()];
-    if (std::find(served.begin(), served.end(), t) == served.end()) served.push_back(t);
+    if (p.source == nullptr) continue;
+    const std::optional<blend::Tier> t = CostTier(ctx->store->tier(p.source->tier_index()));
+    if (t && std::find(served.begin(), served.end(), *t) == served.end()) served.push_back(*t);
   }
-  const bool controlled = opts.mode() == v1::BLEND_MODE_AUTO && ctx->controller != nullptr &&
-                          !served.empty() && ctx->store != nullptr;
+  const bool controlled =
+      opts.mode() == v1::BLEND_MODE_AUTO && ctx->controller != nullptr && !served.empty();
 
   std::string reason;
   if (opts.mode() == v1::BLEND_MODE_AUTO && !controlled) {

@@ -9,7 +9,6 @@
 #define RAGKV_SERVICES_SERVICE_CONTEXT_H_
 
 #include <string>
-#include <vector>
 
 #include "services/executor.h"
 #include "services/metrics.h"
@@ -24,7 +23,6 @@ class Tokenizer;
 namespace ragkv::blend {
 class Blender;
 class LoadingController;
-enum class Tier;
 }
 namespace ragkv::retrieval {
 class Retriever;
@@ -46,7 +44,6 @@ struct ServiceContext {
   const model::Tokenizer* tokenizer = nullptr;
   const blend::Blender* blender = nullptr;
   blend::LoadingController* controller = nullptr;  // BLEND_MODE_AUTO
-  std::vector<blend::Tier> store_tiers;  // cost-model tier of each store tier
   retrieval::Retriever* retriever = nullptr;
   JobManager* jobs = nullptr;
 };

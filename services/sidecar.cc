@@ -178,7 +178,6 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
   impl->ctx.tokenizer = b.tokenizer.get();
   impl->ctx.blender = b.blender.get();
   impl->ctx.controller = b.controller.get();
-  impl->ctx.store_tiers = b.store_tiers;
   impl->ctx.retriever = b.retriever.get();
   if (b.store) AddStoreCollector(&impl->metrics, b.store.get());
   if (o.services.count("precompute")) {
