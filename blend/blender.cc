@@ -6,9 +6,11 @@
 #include <cstring>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "base/status_macros.h"
+#include "blend/internal/blend_plan.h"
 #include "kernels/deviation.h"
 #include "kernels/rope.h"
 
@@ -17,169 +19,17 @@ namespace ragkv::blend {
 using kernels::DType;
 using kernels::TensorView;
 
+using internal::kExactRow;
+using internal::kForced;
+using internal::kSelectable;
+using internal::MakePlan;
+using internal::Plan;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
-}
-
-enum RowClass : uint8_t {
-  kExactRow = 0,    // cached at its original offset 0: never recomputed
-  kSelectable = 1,  // cached elsewhere: recomputed if selected
-  kForced = 2,      // query, missed chunk, or forced by the strategy
-};
-
-// Plan: the validated request laid out over positions.
-struct Plan {
-  int64_t total = 0;
-  int64_t query_begin = 0;
-  int64_t query_tokens = 0;
-  int64_t selectable = 0;
-  std::vector<int32_t> tokens;      // [total]
-  std::vector<uint8_t> row_class;   // [total]
-  std::vector<int64_t> seg_offset;  // per segment
-  std::vector<int> load_segments;   // segments whose cached KV is read
-  std::vector<CheckLayer> schedule;
-  bool blend_from_layer0 = false;   // selectable rows are recomputed at layer 0
-};
-
-bool ValidRatio(double r) { return std::isfinite(r) && r >= 0.0 && r <= 1.0; }
-
-absl::Status CheckSource(const ChunkInfo& info, const model::Model& model, size_t seg,
-                         size_t tokens) {
-  const model::ModelConfig& cfg = model.config();
-  if (info.fingerprint != model.fingerprint()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("segment ", seg, ": cached KV has fingerprint ",
-                     model::FingerprintHex(info.fingerprint), ", model is ",
-                     model.fingerprint_hex()));
-  }
-  if (info.num_layers != cfg.n_layers || info.kv_heads != cfg.n_kv_heads ||
-      info.head_dim != cfg.head_dim) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "segment ", seg, ": cached KV layout layers=", info.num_layers, " kv_heads=",
-        info.kv_heads, " head_dim=", info.head_dim, " disagrees with the model (layers=",
-        cfg.n_layers, " kv_heads=", cfg.n_kv_heads, " head_dim=", cfg.head_dim, ")"));
-  }
-  if (info.dtype != cfg.kv_dtype) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "segment ", seg, ": cached KV dtype ", kernels::DTypeName(info.dtype),
-        " disagrees with the model's KV dtype ", kernels::DTypeName(cfg.kv_dtype)));
-  }
-  if (info.num_tokens != static_cast<int64_t>(tokens)) {
-    return absl::InvalidArgumentError(absl::StrCat("segment ", seg, ": cached KV holds ",
-                                                   info.num_tokens, " tokens, segment has ",
-                                                   tokens));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<Plan> MakePlan(absl::Span<const BlendSegment> segments,
-                              const BlendOptions& options, const model::Model& model) {
-  const model::ModelConfig& cfg = model.config();
-  if (!ValidRatio(options.ratio)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("blend ratio must be in [0, 1], got ", options.ratio));
-  }
-  if (options.extra_capacity_tokens < 0) {
-    return absl::InvalidArgumentError("extra_capacity_tokens must be >= 0");
-  }
-  if (options.overlap_loading && options.prefetch_layers < 1) {
-    return absl::InvalidArgumentError("prefetch_layers must be >= 1");
-  }
-  Plan p;
-  size_t chunks = 0;
-  bool has_query = false;
-  for (size_t i = 0; i < segments.size(); ++i) {
-    const BlendSegment& s = segments[i];
-    if (s.tokens.empty()) return absl::InvalidArgumentError(absl::StrCat("segment ", i, " is empty"));
-    if (has_query) return absl::InvalidArgumentError("the query must be the last segment");
-    switch (s.kind) {
-      case SegmentKind::kPrefix:
-        if (i != 0) return absl::InvalidArgumentError("the system prefix must be the first segment");
-        break;
-      case SegmentKind::kChunk:
-        ++chunks;
-        break;
-      case SegmentKind::kQuery:
-        if (s.kv != nullptr) return absl::InvalidArgumentError("the query cannot have cached KV");
-        has_query = true;
-        break;
-    }
-    if (s.kv != nullptr) RETURN_IF_ERROR(CheckSource(s.kv->info(), model, i, s.tokens.size()));
-    for (int32_t t : s.tokens) {
-      if (t < 0 || t >= cfg.vocab_size) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("segment ", i, ": token id ", t, " outside [0, ", cfg.vocab_size, ")"));
-      }
-    }
-    p.seg_offset.push_back(p.total);
-    p.total += static_cast<int64_t>(s.tokens.size());
-  }
-  if (chunks == 0) return absl::InvalidArgumentError("blend: empty chunk list");
-  if (!has_query) return absl::InvalidArgumentError("blend: no query segment");
-  if (p.total > cfg.max_seq_len) {
-    return absl::OutOfRangeError(absl::StrCat("blend: prompt of ", p.total,
-                                              " tokens exceeds the model context of ",
-                                              cfg.max_seq_len));
-  }
-
-  // Schedule.
-  if (options.strategy == Strategy::kCacheBlend) {
-    p.schedule = options.schedule.empty() ? MakeSchedule(options, cfg.n_layers) : options.schedule;
-    int prev = -1;
-    for (const CheckLayer& c : p.schedule) {
-      if (!ValidRatio(c.ratio)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("check layer ", c.layer, ": ratio ", c.ratio, " outside [0, 1]"));
-      }
-      if (c.layer <= prev || c.layer < 0 || c.layer >= cfg.n_layers) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "check layers must increase within [0, ", cfg.n_layers, "), got ", c.layer));
-      }
-      prev = c.layer;
-    }
-  }
-
-  // Row classes.
-  p.tokens.reserve(p.total);
-  p.row_class.assign(p.total, kForced);
-  for (size_t i = 0; i < segments.size(); ++i) {
-    const BlendSegment& s = segments[i];
-    p.tokens.insert(p.tokens.end(), s.tokens.begin(), s.tokens.end());
-    if (s.kind == SegmentKind::kQuery) {
-      p.query_begin = p.seg_offset[i];
-      p.query_tokens = static_cast<int64_t>(s.tokens.size());
-    }
-    if (s.kv == nullptr) continue;
-    const bool exact = p.seg_offset[i] == 0;
-    uint8_t cls = kForced;
-    switch (options.strategy) {
-      case Strategy::kFullPrefill:
-        continue;  // nothing is loaded
-      case Strategy::kPrefixReuse:
-        if (!exact) continue;
-        cls = kExactRow;
-        break;
-      case Strategy::kFullReuse:
-      case Strategy::kCacheBlend:
-        cls = exact ? kExactRow : kSelectable;
-        break;
-    }
-    p.load_segments.push_back(static_cast<int>(i));
-    const int64_t end = p.seg_offset[i] + static_cast<int64_t>(s.tokens.size());
-    for (int64_t t = p.seg_offset[i]; t < end; ++t) p.row_class[t] = cls;
-    if (cls == kSelectable && options.strategy == Strategy::kCacheBlend) {
-      const int64_t head = std::min<int64_t>(std::max(0, options.chunk_head_tokens),
-                                             end - p.seg_offset[i]);
-      for (int64_t t = p.seg_offset[i]; t < p.seg_offset[i] + head; ++t) p.row_class[t] = kForced;
-    }
-    for (int64_t t = p.seg_offset[i]; t < end; ++t) p.selectable += p.row_class[t] == kSelectable;
-  }
-  p.blend_from_layer0 = options.strategy == Strategy::kCacheBlend && options.ratio > 0;
-  if (options.strategy == Strategy::kCacheBlend && options.ratio == 0) p.schedule.clear();
-  return p;
 }
 
 // Gathers rows `idx` of the [rows, dim] matrix src into dst [idx.size(), dim].
@@ -219,6 +69,451 @@ void ScatterKv(const float* src, absl::Span<const int32_t> pos, const KvPlane& p
                   p.head_dim * sizeof(float));
     }
   }
+}
+
+// NewResult: a result holding the zeroed fused cache (plan.total valid
+// tokens, capacity plan.total + extra_capacity_tokens) and per-layer timings.
+absl::StatusOr<BlendResult> NewResult(const model::ModelConfig& cfg, const Plan& plan,
+                                      const BlendOptions& options) {
+  const int L = cfg.n_layers;
+  const int64_t N = plan.total;
+  const int64_t capacity = N + options.extra_capacity_tokens;
+  ASSIGN_OR_RETURN(model::KVCache cache, model::KVCache::Create(cfg, capacity));
+  RETURN_IF_ERROR(cache.set_num_tokens(N));
+  BlendResult result(std::move(cache));
+  StageTimings& tm = result.timings;
+  tm.layer_compute_s.assign(L, 0.0);
+  tm.layer_load_s.assign(L, 0.0);
+  return result;
+}
+
+// RopeOf: the RoPE parameters of the model's keys (for re-rotation).
+kernels::RopeParams RopeOf(const model::ModelConfig& cfg) {
+  kernels::RopeParams rope;
+  rope.head_dim = cfg.head_dim;
+  rope.theta = cfg.rope_theta;
+  rope.layout = cfg.rope_layout;
+  return rope;
+}
+
+// RecomputeState: the compute thread's working set: the rows recomputed at
+// the current layer (sorted positions), their hidden states, and scratch.
+struct RecomputeState {
+  model::Workspace ws;
+  std::vector<int32_t> rows;  // sorted positions
+  std::vector<float> hidden;  // [rows.size(), dim]
+  std::vector<float> probe_h, fk, fv, ck, cv, dev, dev_v;
+  std::vector<int32_t> cand_idx, cand_pos, top;
+  std::vector<uint8_t> keep, kv_in_cache;
+};
+
+// BlendRun: one Blend call past planning: loads the cached KV into
+// result.cache (this thread or a loader thread), recomputes the selected
+// rows layer by layer and fills result.recomputed, logits and timings.
+// Single use: call Run() once; `result` must outlive the BlendRun.
+class BlendRun {
+ public:
+  BlendRun(const model::Model& m, absl::Span<const BlendSegment> segments,
+           const BlendOptions& options, const Plan& plan, BlendResult& result)
+      : m_(m),
+        cfg_(m.config()),
+        segments_(segments),
+        options_(options),
+        plan_(plan),
+        result_(result),
+        kv_(result.cache),
+        tm_(result.timings),
+        L_(cfg_.n_layers),
+        N_(plan.total),
+        capacity_(N_ + options.extra_capacity_tokens),
+        dim_(cfg_.dim),
+        hd_(cfg_.head_dim),
+        kvh_(cfg_.n_kv_heads),
+        rope_(RopeOf(cfg_)),
+        need_load_(!plan.load_segments.empty()),
+        threaded_(need_load_ && options.overlap_loading && L_ > 1) {}
+
+  BlendRun(const BlendRun&) = delete;
+  BlendRun& operator=(const BlendRun&) = delete;
+
+  // Run: loads and computes every layer; then the loader's error, if any.
+  // On success also sets timings.load_s / rerotate_s.
+  absl::Status Run();
+
+ private:
+  // Plane: layer l's K (key) or V plane of the fused cache.
+  KvPlane Plane(int l, bool key) {
+    return KvPlane{key ? kv_.k_data(l) : kv_.v_data(l), capacity_ * hd_, hd_, kvh_};
+  }
+  // CandView: an f32 [kv_heads, nc, hd] view of a candidates' K/V buffer.
+  TensorView CandView(std::vector<float>& buf, int64_t nc) {
+    return TensorView::Contiguous(buf.data(), DType::kF32, {kvh_, nc, hd_});
+  }
+
+  // ---- loading (this thread or a loader thread) ----
+  // LoadLayer: reads layer l of every loaded segment into the fused cache and
+  // re-rotates its keys to the segment's offset; errors name the segment.
+  absl::Status LoadLayer(int l);
+  // StartLoader: starts the loader thread when loading overlaps compute.
+  void StartLoader();
+  // LoaderLoop: the loader thread: loads layers in order, at most
+  // prefetch_layers ahead of compute, until done, stopped or failed.
+  void LoaderLoop();
+  // WaitLayer: returns once layer l is in the cache (loading it here when
+  // not threaded); the loader's error, or Aborted when it was stopped.
+  absl::Status WaitLayer(int l);
+  // MarkConsumed: tells the loader that layers [0, l] are done computing.
+  void MarkConsumed(int l);
+  // FinishLoader: joins the loader thread (stopping it first if `failed`).
+  void FinishLoader(bool failed);
+  // LoadStatus: the loader thread's error (OK when none or not threaded).
+  absl::Status LoadStatus();
+
+  // ---- compute ----
+  // Compute: embeds the initial rows, runs every layer (selection at check
+  // layers, forward of the selected rows), then the query logits.
+  absl::Status Compute();
+  // EmbedRows: s->hidden = token embeddings of s->rows.
+  absl::Status EmbedRows(RecomputeState* s);
+  // SelectRows: check layer l: probes the selectable rows of s->rows, ranks
+  // them by deviation and keeps the top `check.ratio` share; *probed is set
+  // when the probe's fresh K/V were scattered into the cache.
+  absl::Status SelectRows(int l, const CheckLayer& check, RecomputeState* s, bool* probed);
+  // ProbeCandidates: gathers the candidates' hidden states and cached K/V
+  // (s->ck, s->cv) and projects their fresh K/V at layer l (s->fk, s->fv).
+  absl::Status ProbeCandidates(int l, const KvPlane& pk, const KvPlane& pv, RecomputeState* s);
+  // ScoreCandidates: s->dev[i] = deviation of candidate i's fresh K/V from
+  // its cached K/V, per options.deviation.
+  absl::Status ScoreCandidates(RecomputeState* s);
+  // CompactRows: drops the candidates not in s->top from s->rows and
+  // s->hidden, in place, keeping the order.
+  void CompactRows(RecomputeState* s);
+  // ForwardRows: runs layer l over s->rows (their fresh K/V land in the
+  // cache), records them in result.recomputed[l] and calls on_layer_done.
+  absl::Status ForwardRows(int l, bool probed, RecomputeState* s);
+  // ComputeLogits: result.logits of the query rows per options.logits.
+  absl::Status ComputeLogits(RecomputeState* s);
+
+  const model::Model& m_;
+  const model::ModelConfig& cfg_;
+  const absl::Span<const BlendSegment> segments_;
+  const BlendOptions& options_;
+  const Plan& plan_;
+  BlendResult& result_;
+  model::KVCache& kv_;
+  StageTimings& tm_;
+  const int L_;
+  const int64_t N_;
+  const int64_t capacity_;
+  const int64_t dim_;
+  const int64_t hd_;
+  const int kvh_;
+  const kernels::RopeParams rope_;
+  const bool need_load_;
+  const bool threaded_;
+
+  // Written by whichever thread loads; read after the loader is joined.
+  double load_s_ = 0, rerotate_s_ = 0;
+  absl::Mutex mu_;
+  int loaded_ ABSL_GUARDED_BY(mu_) = 0;     // layers [0, loaded) are in the cache
+  int consumed_ ABSL_GUARDED_BY(mu_) = 0;   // layers [0, consumed) are done computing
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;  // compute failed: loader must exit
+  absl::Status load_status_ ABSL_GUARDED_BY(mu_);
+  std::thread loader_;
+};
+
+absl::Status BlendRun::Run() {
+  StartLoader();
+  absl::Status st = Compute();
+  FinishLoader(!st.ok());
+  if (!st.ok()) return st;
+  RETURN_IF_ERROR(LoadStatus());
+  tm_.load_s = load_s_;
+  tm_.rerotate_s = rerotate_s_;
+  return absl::OkStatus();
+}
+
+absl::Status BlendRun::LoadLayer(int l) {
+  const Clock::time_point t0 = Clock::now();
+  for (int si : plan_.load_segments) {
+    const int64_t off = plan_.seg_offset[si];
+    const int64_t T = static_cast<int64_t>(segments_[si].tokens.size());
+    TensorView dk, dv;
+    for (TensorView* v : {&dk, &dv}) {
+      v->dtype = DType::kF32;
+      v->rank = 3;
+      v->shape[0] = kvh_;
+      v->shape[1] = T;
+      v->shape[2] = hd_;
+      v->stride[0] = capacity_ * hd_;
+      v->stride[1] = hd_;
+      v->stride[2] = 1;
+    }
+    dk.data = kv_.k_data(l) + off * hd_;
+    dv.data = kv_.v_data(l) + off * hd_;
+    const Clock::time_point ta = Clock::now();
+    if (absl::Status st = segments_[si].kv->ReadLayer(l, dk, dv); !st.ok()) {
+      // Keep the code (DataLoss = recompute that chunk), name the segment.
+      return absl::Status(st.code(), absl::StrCat("blend: segment ", si, " layer ", l, ": ",
+                                                  st.message()));
+    }
+    load_s_ += Seconds(ta);
+    if (off != 0) {
+      const Clock::time_point tb = Clock::now();
+      RETURN_IF_ERROR(kernels::RerotateKeys(dk, off, rope_));
+      rerotate_s_ += Seconds(tb);
+    }
+  }
+  tm_.layer_load_s[l] = Seconds(t0);
+  return absl::OkStatus();
+}
+
+void BlendRun::StartLoader() {
+  if (threaded_) loader_ = std::thread([this] { LoaderLoop(); });
+}
+
+void BlendRun::LoaderLoop() {
+  for (int l = 0; l < L_; ++l) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto can_go = [this, l]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || l < consumed_ + options_.prefetch_layers;
+      };
+      mu_.Await(absl::Condition(&can_go));
+      if (stop_) return;
+    }
+    absl::Status st = LoadLayer(l);
+    absl::MutexLock lock(&mu_);
+    if (!st.ok()) {
+      load_status_ = st;
+      stop_ = true;
+      return;
+    }
+    loaded_ = l + 1;
+  }
+}
+
+absl::Status BlendRun::WaitLayer(int l) {
+  if (!need_load_) return absl::OkStatus();
+  if (!threaded_) return LoadLayer(l);
+  const Clock::time_point t0 = Clock::now();
+  absl::MutexLock lock(&mu_);
+  auto ready = [this, l]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || loaded_ > l; };
+  mu_.Await(absl::Condition(&ready));
+  tm_.load_wait_s += Seconds(t0);
+  if (loaded_ > l) return absl::OkStatus();
+  return load_status_.ok() ? absl::AbortedError("blend: loading stopped") : load_status_;
+}
+
+void BlendRun::MarkConsumed(int l) {
+  if (!threaded_) return;
+  absl::MutexLock lock(&mu_);
+  consumed_ = l + 1;
+}
+
+void BlendRun::FinishLoader(bool failed) {
+  if (!threaded_) return;
+  {
+    absl::MutexLock lock(&mu_);
+    if (failed) stop_ = true;
+  }
+  loader_.join();
+}
+
+absl::Status BlendRun::LoadStatus() {
+  absl::MutexLock lock(&mu_);
+  return load_status_;
+}
+
+absl::Status BlendRun::Compute() {
+  RecomputeState s;
+  // Initial row set S (sorted positions).
+  for (int64_t t = 0; t < N_; ++t) {
+    const uint8_t c = plan_.row_class[t];
+    if (c == kForced || (c == kSelectable && plan_.blend_from_layer0)) {
+      s.rows.push_back(static_cast<int32_t>(t));
+    }
+  }
+  s.hidden.resize(s.rows.size() * dim_);
+  RETURN_IF_ERROR(EmbedRows(&s));
+  result_.recomputed.assign(L_, {});
+  size_t next_check = 0;
+  for (int l = 0; l < L_; ++l) {
+    RETURN_IF_ERROR(WaitLayer(l));
+    const Clock::time_point t_layer = Clock::now();
+    bool probed = false;  // this layer's probe wrote fresh K/V of the kept candidates
+    // Check layer: probe, rank, shrink the row set.
+    if (next_check < plan_.schedule.size() && plan_.schedule[next_check].layer == l) {
+      const CheckLayer& check = plan_.schedule[next_check++];
+      RETURN_IF_ERROR(SelectRows(l, check, &s, &probed));
+    }
+    RETURN_IF_ERROR(ForwardRows(l, probed, &s));
+    tm_.layer_compute_s[l] = Seconds(t_layer);
+    MarkConsumed(l);
+  }
+  return ComputeLogits(&s);
+}
+
+absl::Status BlendRun::EmbedRows(RecomputeState* s) {
+  const Clock::time_point t0 = Clock::now();
+  std::vector<int32_t> toks(s->rows.size());
+  for (size_t i = 0; i < s->rows.size(); ++i) toks[i] = plan_.tokens[s->rows[i]];
+  RETURN_IF_ERROR(m_.Embed(toks, TensorView::Contiguous(
+                                     s->hidden.data(), DType::kF32,
+                                     {static_cast<int64_t>(s->rows.size()), dim_})));
+  tm_.embed_s = Seconds(t0);
+  return absl::OkStatus();
+}
+
+absl::Status BlendRun::SelectRows(int l, const CheckLayer& check, RecomputeState* s,
+                                  bool* probed) {
+  const Clock::time_point t0 = Clock::now();
+  s->cand_idx.clear();
+  s->cand_pos.clear();
+  for (size_t i = 0; i < s->rows.size(); ++i) {
+    if (plan_.row_class[s->rows[i]] == kSelectable) {
+      s->cand_idx.push_back(static_cast<int32_t>(i));
+      s->cand_pos.push_back(s->rows[i]);
+    }
+  }
+  const int64_t nc = static_cast<int64_t>(s->cand_idx.size());
+  const int64_t want = std::min<int64_t>(
+      nc, std::llround(check.ratio * static_cast<double>(plan_.selectable)));
+  if (want < nc) {
+    const KvPlane pk = Plane(l, true), pv = Plane(l, false);
+    RETURN_IF_ERROR(ProbeCandidates(l, pk, pv, s));
+    RETURN_IF_ERROR(ScoreCandidates(s));
+    s->top.resize(want);
+    RETURN_IF_ERROR(kernels::TopK(s->dev.data(), nc, want, s->top.data()));
+    const Clock::time_point ts = Clock::now();
+    if (options_.scatter_probe_kv) {
+      ScatterKv(s->fk.data(), s->cand_pos, pk);
+      ScatterKv(s->fv.data(), s->cand_pos, pv);
+      *probed = true;
+    }
+    CompactRows(s);
+    tm_.merge_s += Seconds(ts);
+  }
+  tm_.selection_s += Seconds(t0);
+  return absl::OkStatus();
+}
+
+absl::Status BlendRun::ProbeCandidates(int l, const KvPlane& pk, const KvPlane& pv,
+                                       RecomputeState* s) {
+  const int64_t nc = static_cast<int64_t>(s->cand_idx.size());
+  const Clock::time_point tg = Clock::now();
+  s->probe_h.resize(nc * dim_);
+  GatherRows(s->hidden.data(), dim_, s->cand_idx, s->probe_h.data());
+  s->ck.resize(kvh_ * nc * hd_);
+  s->cv.resize(kvh_ * nc * hd_);
+  GatherKv(pk, s->cand_pos, s->ck.data());
+  GatherKv(pv, s->cand_pos, s->cv.data());
+  tm_.merge_s += Seconds(tg);
+  s->fk.resize(kvh_ * nc * hd_);
+  s->fv.resize(kvh_ * nc * hd_);
+  return m_.ProjectKV(
+      l, TensorView::Contiguous(s->probe_h.data(), DType::kF32, {nc, dim_}), s->cand_pos.data(),
+      CandView(s->fk, nc), CandView(s->fv, nc), &s->ws);
+}
+
+absl::Status BlendRun::ScoreCandidates(RecomputeState* s) {
+  const int64_t nc = static_cast<int64_t>(s->cand_idx.size());
+  const TensorView fkv = CandView(s->fk, nc);
+  const TensorView fvv = CandView(s->fv, nc);
+  s->dev.assign(nc, 0.0f);
+  if (options_.deviation != Deviation::kValue) {
+    RETURN_IF_ERROR(kernels::KvDeviation(fkv, CandView(s->ck, nc), s->dev.data()));
+  }
+  if (options_.deviation == Deviation::kBoth) {
+    // K and V live on different scales: sum them each normalized by
+    // its mean over the candidates, so neither drowns the other.
+    s->dev_v.assign(nc, 0.0f);
+    RETURN_IF_ERROR(kernels::KvDeviation(fvv, CandView(s->cv, nc), s->dev_v.data()));
+    double mk = 0, mv = 0;
+    for (int64_t i = 0; i < nc; ++i) mk += s->dev[i], mv += s->dev_v[i];
+    const float sk = mk > 0 ? static_cast<float>(nc / mk) : 1.0f;
+    const float sv = mv > 0 ? static_cast<float>(nc / mv) : 1.0f;
+    for (int64_t i = 0; i < nc; ++i) s->dev[i] = s->dev[i] * sk + s->dev_v[i] * sv;
+  } else if (options_.deviation == Deviation::kValue) {
+    RETURN_IF_ERROR(kernels::KvDeviation(fvv, CandView(s->cv, nc), s->dev.data()));
+  }
+  return absl::OkStatus();
+}
+
+void BlendRun::CompactRows(RecomputeState* s) {
+  // Compact rows/hidden in place, keeping forced rows and the top set.
+  std::vector<int32_t>& rows = s->rows;
+  std::vector<float>& hidden = s->hidden;
+  std::vector<uint8_t>& keep = s->keep;
+  keep.assign(rows.size(), 1);
+  for (int32_t ci : s->cand_idx) keep[ci] = 0;
+  for (int32_t t : s->top) keep[s->cand_idx[t]] = 1;
+  size_t w = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!keep[i]) continue;
+    if (w != i) {
+      rows[w] = rows[i];
+      std::memmove(hidden.data() + w * dim_, hidden.data() + i * dim_, dim_ * sizeof(float));
+    }
+    ++w;
+  }
+  rows.resize(w);
+  hidden.resize(w * dim_);
+}
+
+absl::Status BlendRun::ForwardRows(int l, bool probed, RecomputeState* s) {
+  // Forward the selected rows.
+  const Clock::time_point tf = Clock::now();
+  model::LayerOptions lo;
+  lo.causal = options_.causal;
+  const int64_t nr = static_cast<int64_t>(s->rows.size());
+  // Selectable rows whose K/V in the cache are already what this layer
+  // would compute: layer 0 (loaded + re-rotated), or just probed.
+  if (options_.reuse_exact_kv && (l == 0 || probed)) {
+    s->kv_in_cache.resize(nr);
+    for (int64_t i = 0; i < nr; ++i) {
+      s->kv_in_cache[i] = plan_.row_class[s->rows[i]] == kSelectable;
+    }
+    lo.kv_in_cache = s->kv_in_cache.data();
+  }
+  RETURN_IF_ERROR(m_.ForwardLayer(
+      l, TensorView::Contiguous(s->hidden.data(), DType::kF32, {nr, dim_}), s->rows.data(),
+      kv_.Layer(l, N_), lo, &s->ws));
+  (l == 0 ? tm_.layer0_s : tm_.recompute_s) += Seconds(tf);
+  result_.recomputed[l] = s->rows;
+  if (options_.on_layer_done) {
+    RETURN_IF_ERROR(options_.on_layer_done(l, kv_, result_.recomputed[l]));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BlendRun::ComputeLogits(RecomputeState* s) {
+  // Logits of the query rows: the last query_tokens rows of the (sorted) set.
+  if (options_.logits == QueryLogits::kNone) return absl::OkStatus();
+  const Clock::time_point t0 = Clock::now();
+  const int64_t n = static_cast<int64_t>(s->rows.size());
+  const int64_t lr = options_.logits == QueryLogits::kAll ? plan_.query_tokens : 1;
+  if (n < lr || s->rows[n - lr] != plan_.total - lr) {
+    return absl::InternalError("blend: query rows missing from the recompute set");
+  }
+  result_.logits.resize(lr * cfg_.vocab_size);
+  RETURN_IF_ERROR(m_.FinalNormAndLogits(
+      TensorView::Contiguous(s->hidden.data() + (n - lr) * dim_, DType::kF32, {lr, dim_}),
+      TensorView::Contiguous(result_.logits.data(), DType::kF32, {lr, cfg_.vocab_size}),
+      &s->ws));
+  result_.logits_rows = lr;
+  tm_.logits_s = Seconds(t0);
+  return absl::OkStatus();
+}
+
+// FinishResult: copies the plan's layout, selectable count and applied
+// schedule into the result.
+void FinishResult(const Plan& plan, BlendResult* result) {
+  result->total_tokens = plan.total;
+  result->query_begin = plan.query_begin;
+  result->query_tokens = plan.query_tokens;
+  result->selectable_tokens = plan.selectable;
+  result->schedule = plan.schedule;
 }
 
 }  // namespace
@@ -264,283 +559,17 @@ absl::StatusOr<BlendResult> Blender::Blend(absl::Span<const BlendSegment> segmen
                                            const BlendOptions& options) const {
   const Clock::time_point t_start = Clock::now();
   const model::Model& m = *model_;
-  const model::ModelConfig& cfg = m.config();
+  // Plan: validated segment layout, row classes and check layers.
   ASSIGN_OR_RETURN(Plan plan, MakePlan(segments, options, m));
-
-  const int L = cfg.n_layers;
-  const int64_t N = plan.total;
-  const int64_t capacity = N + options.extra_capacity_tokens;
-  const int64_t dim = cfg.dim;
-  const int64_t hd = cfg.head_dim;
-  const int kvh = cfg.n_kv_heads;
-  ASSIGN_OR_RETURN(model::KVCache cache, model::KVCache::Create(cfg, capacity));
-  RETURN_IF_ERROR(cache.set_num_tokens(N));
-  BlendResult result(std::move(cache));
-  model::KVCache& kv = result.cache;
-  StageTimings& tm = result.timings;
-  tm.layer_compute_s.assign(L, 0.0);
-  tm.layer_load_s.assign(L, 0.0);
-
-  auto plane = [&](int l, bool key) {
-    return KvPlane{key ? kv.k_data(l) : kv.v_data(l), capacity * hd, hd, kvh};
-  };
-
-  // ---- loading (this thread or a loader thread) ----------------------------
-  kernels::RopeParams rope;
-  rope.head_dim = cfg.head_dim;
-  rope.theta = cfg.rope_theta;
-  rope.layout = cfg.rope_layout;
-  double load_s = 0, rerotate_s = 0;
-  auto load_layer = [&](int l) -> absl::Status {
-    const Clock::time_point t0 = Clock::now();
-    for (int si : plan.load_segments) {
-      const int64_t off = plan.seg_offset[si];
-      const int64_t T = static_cast<int64_t>(segments[si].tokens.size());
-      TensorView dk, dv;
-      for (TensorView* v : {&dk, &dv}) {
-        v->dtype = DType::kF32;
-        v->rank = 3;
-        v->shape[0] = kvh;
-        v->shape[1] = T;
-        v->shape[2] = hd;
-        v->stride[0] = capacity * hd;
-        v->stride[1] = hd;
-        v->stride[2] = 1;
-      }
-      dk.data = kv.k_data(l) + off * hd;
-      dv.data = kv.v_data(l) + off * hd;
-      const Clock::time_point ta = Clock::now();
-      if (absl::Status st = segments[si].kv->ReadLayer(l, dk, dv); !st.ok()) {
-        // Keep the code (DataLoss = recompute that chunk), name the segment.
-        return absl::Status(st.code(), absl::StrCat("blend: segment ", si, " layer ", l, ": ",
-                                                    st.message()));
-      }
-      load_s += Seconds(ta);
-      if (off != 0) {
-        const Clock::time_point tb = Clock::now();
-        RETURN_IF_ERROR(kernels::RerotateKeys(dk, off, rope));
-        rerotate_s += Seconds(tb);
-      }
-    }
-    tm.layer_load_s[l] = Seconds(t0);
-    return absl::OkStatus();
-  };
-
-  const bool need_load = !plan.load_segments.empty();
-  const bool threaded = need_load && options.overlap_loading && L > 1;
-  absl::Mutex mu;
-  int loaded = 0;     // layers [0, loaded) are in the cache
-  int consumed = 0;   // layers [0, consumed) are done computing
-  bool stop = false;  // compute failed: loader must exit
-  absl::Status load_status;
-  std::thread loader;
-  if (threaded) {
-    loader = std::thread([&] {
-      for (int l = 0; l < L; ++l) {
-        {
-          absl::MutexLock lock(&mu);
-          auto can_go = [&] { return stop || l < consumed + options.prefetch_layers; };
-          mu.Await(absl::Condition(&can_go));
-          if (stop) return;
-        }
-        absl::Status st = load_layer(l);
-        absl::MutexLock lock(&mu);
-        if (!st.ok()) {
-          load_status = st;
-          stop = true;
-          return;
-        }
-        loaded = l + 1;
-      }
-    });
+  ASSIGN_OR_RETURN(BlendResult result, NewResult(m.config(), plan, options));
+  {
+    // Load (this thread or a loader thread) and recompute, layer by layer.
+    BlendRun run(m, segments, options, plan, result);
+    RETURN_IF_ERROR(run.Run());
   }
-  auto wait_layer = [&](int l) -> absl::Status {
-    if (!need_load) return absl::OkStatus();
-    if (!threaded) return load_layer(l);
-    const Clock::time_point t0 = Clock::now();
-    absl::MutexLock lock(&mu);
-    auto ready = [&] { return stop || loaded > l; };
-    mu.Await(absl::Condition(&ready));
-    tm.load_wait_s += Seconds(t0);
-    if (loaded > l) return absl::OkStatus();
-    return load_status.ok() ? absl::AbortedError("blend: loading stopped") : load_status;
-  };
-  auto finish_loader = [&](bool failed) {
-    if (!threaded) return;
-    {
-      absl::MutexLock lock(&mu);
-      if (failed) stop = true;
-    }
-    loader.join();
-  };
-
-  // ---- compute -------------------------------------------------------------
-  auto compute = [&]() -> absl::Status {
-    model::Workspace ws;
-    // Initial row set S (sorted positions).
-    std::vector<int32_t> rows;
-    for (int64_t t = 0; t < N; ++t) {
-      const uint8_t c = plan.row_class[t];
-      if (c == kForced || (c == kSelectable && plan.blend_from_layer0)) {
-        rows.push_back(static_cast<int32_t>(t));
-      }
-    }
-    std::vector<float> hidden(rows.size() * dim);
-    {
-      const Clock::time_point t0 = Clock::now();
-      std::vector<int32_t> toks(rows.size());
-      for (size_t i = 0; i < rows.size(); ++i) toks[i] = plan.tokens[rows[i]];
-      RETURN_IF_ERROR(m.Embed(toks, TensorView::Contiguous(
-                                        hidden.data(), DType::kF32,
-                                        {static_cast<int64_t>(rows.size()), dim})));
-      tm.embed_s = Seconds(t0);
-    }
-    result.recomputed.assign(L, {});
-    std::vector<float> probe_h, fk, fv, ck, cv, dev, dev_v;
-    std::vector<int32_t> cand_idx, cand_pos, top;
-    std::vector<uint8_t> keep, kv_in_cache;
-    size_t next_check = 0;
-    for (int l = 0; l < L; ++l) {
-      RETURN_IF_ERROR(wait_layer(l));
-      const Clock::time_point t_layer = Clock::now();
-      const KvPlane pk = plane(l, true), pv = plane(l, false);
-      bool probed = false;  // this layer's probe wrote fresh K/V of the kept candidates
-      // Check layer: probe, rank, shrink the row set.
-      if (next_check < plan.schedule.size() && plan.schedule[next_check].layer == l) {
-        const CheckLayer& check = plan.schedule[next_check++];
-        const Clock::time_point t0 = Clock::now();
-        cand_idx.clear();
-        cand_pos.clear();
-        for (size_t i = 0; i < rows.size(); ++i) {
-          if (plan.row_class[rows[i]] == kSelectable) {
-            cand_idx.push_back(static_cast<int32_t>(i));
-            cand_pos.push_back(rows[i]);
-          }
-        }
-        const int64_t nc = static_cast<int64_t>(cand_idx.size());
-        const int64_t want = std::min<int64_t>(
-            nc, std::llround(check.ratio * static_cast<double>(plan.selectable)));
-        if (want < nc) {
-          const Clock::time_point tg = Clock::now();
-          probe_h.resize(nc * dim);
-          GatherRows(hidden.data(), dim, cand_idx, probe_h.data());
-          ck.resize(kvh * nc * hd);
-          cv.resize(kvh * nc * hd);
-          GatherKv(pk, cand_pos, ck.data());
-          GatherKv(pv, cand_pos, cv.data());
-          tm.merge_s += Seconds(tg);
-          fk.resize(kvh * nc * hd);
-          fv.resize(kvh * nc * hd);
-          const TensorView fkv = TensorView::Contiguous(fk.data(), DType::kF32, {kvh, nc, hd});
-          const TensorView fvv = TensorView::Contiguous(fv.data(), DType::kF32, {kvh, nc, hd});
-          RETURN_IF_ERROR(m.ProjectKV(
-              l, TensorView::Contiguous(probe_h.data(), DType::kF32, {nc, dim}), cand_pos.data(),
-              fkv, fvv, &ws));
-          dev.assign(nc, 0.0f);
-          if (options.deviation != Deviation::kValue) {
-            RETURN_IF_ERROR(kernels::KvDeviation(
-                fkv, TensorView::Contiguous(ck.data(), DType::kF32, {kvh, nc, hd}), dev.data()));
-          }
-          if (options.deviation == Deviation::kBoth) {
-            // K and V live on different scales: sum them each normalized by
-            // its mean over the candidates, so neither drowns the other.
-            dev_v.assign(nc, 0.0f);
-            RETURN_IF_ERROR(kernels::KvDeviation(
-                fvv, TensorView::Contiguous(cv.data(), DType::kF32, {kvh, nc, hd}),
-                dev_v.data()));
-            double mk = 0, mv = 0;
-            for (int64_t i = 0; i < nc; ++i) mk += dev[i], mv += dev_v[i];
-            const float sk = mk > 0 ? static_cast<float>(nc / mk) : 1.0f;
-            const float sv = mv > 0 ? static_cast<float>(nc / mv) : 1.0f;
-            for (int64_t i = 0; i < nc; ++i) dev[i] = dev[i] * sk + dev_v[i] * sv;
-          } else if (options.deviation == Deviation::kValue) {
-            RETURN_IF_ERROR(kernels::KvDeviation(
-                fvv, TensorView::Contiguous(cv.data(), DType::kF32, {kvh, nc, hd}), dev.data()));
-          }
-          top.resize(want);
-          RETURN_IF_ERROR(kernels::TopK(dev.data(), nc, want, top.data()));
-          const Clock::time_point ts = Clock::now();
-          if (options.scatter_probe_kv) {
-            ScatterKv(fk.data(), cand_pos, pk);
-            ScatterKv(fv.data(), cand_pos, pv);
-            probed = true;
-          }
-          // Compact rows/hidden in place, keeping forced rows and the top set.
-          keep.assign(rows.size(), 1);
-          for (int32_t ci : cand_idx) keep[ci] = 0;
-          for (int32_t t : top) keep[cand_idx[t]] = 1;
-          size_t w = 0;
-          for (size_t i = 0; i < rows.size(); ++i) {
-            if (!keep[i]) continue;
-            if (w != i) {
-              rows[w] = rows[i];
-              std::memmove(hidden.data() + w * dim, hidden.data() + i * dim, dim * sizeof(float));
-            }
-            ++w;
-          }
-          rows.resize(w);
-          hidden.resize(w * dim);
-          tm.merge_s += Seconds(ts);
-        }
-        tm.selection_s += Seconds(t0);
-      }
-      // Forward the selected rows.
-      const Clock::time_point tf = Clock::now();
-      model::LayerOptions lo;
-      lo.causal = options.causal;
-      const int64_t nr = static_cast<int64_t>(rows.size());
-      // Selectable rows whose K/V in the cache are already what this layer
-      // would compute: layer 0 (loaded + re-rotated), or just probed.
-      if (options.reuse_exact_kv && (l == 0 || probed)) {
-        kv_in_cache.resize(nr);
-        for (int64_t i = 0; i < nr; ++i) kv_in_cache[i] = plan.row_class[rows[i]] == kSelectable;
-        lo.kv_in_cache = kv_in_cache.data();
-      }
-      RETURN_IF_ERROR(m.ForwardLayer(
-          l, TensorView::Contiguous(hidden.data(), DType::kF32, {nr, dim}), rows.data(),
-          kv.Layer(l, N), lo, &ws));
-      (l == 0 ? tm.layer0_s : tm.recompute_s) += Seconds(tf);
-      result.recomputed[l] = rows;
-      if (options.on_layer_done) {
-        RETURN_IF_ERROR(options.on_layer_done(l, kv, result.recomputed[l]));
-      }
-      tm.layer_compute_s[l] = Seconds(t_layer);
-      if (threaded) {
-        absl::MutexLock lock(&mu);
-        consumed = l + 1;
-      }
-    }
-    // Logits of the query rows: the last query_tokens rows of the (sorted) set.
-    if (options.logits != QueryLogits::kNone) {
-      const Clock::time_point t0 = Clock::now();
-      const int64_t n = static_cast<int64_t>(rows.size());
-      const int64_t lr = options.logits == QueryLogits::kAll ? plan.query_tokens : 1;
-      if (n < lr || rows[n - lr] != plan.total - lr) {
-        return absl::InternalError("blend: query rows missing from the recompute set");
-      }
-      result.logits.resize(lr * cfg.vocab_size);
-      RETURN_IF_ERROR(m.FinalNormAndLogits(
-          TensorView::Contiguous(hidden.data() + (n - lr) * dim, DType::kF32, {lr, dim}),
-          TensorView::Contiguous(result.logits.data(), DType::kF32, {lr, cfg.vocab_size}),
-          &ws));
-      result.logits_rows = lr;
-      tm.logits_s = Seconds(t0);
-    }
-    return absl::OkStatus();
-  };
-
-  absl::Status st = compute();
-  finish_loader(!st.ok());
-  if (!st.ok()) return st;
-  if (!load_status.ok()) return load_status;
-  tm.load_s = load_s;
-  tm.rerotate_s = rerotate_s;
-  result.total_tokens = N;
-  result.query_begin = plan.query_begin;
-  result.query_tokens = plan.query_tokens;
-  result.selectable_tokens = plan.selectable;
-  result.schedule = plan.schedule;
-  tm.total_s = Seconds(t_start);
+  // Finish: result layout and total time.
+  FinishResult(plan, &result);
+  result.timings.total_s = Seconds(t_start);
   return result;
 }
 

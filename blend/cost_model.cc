@@ -101,6 +101,16 @@ std::vector<std::string> HardwarePresetNames() {
   return out;
 }
 
+std::optional<Tier> CostTierOf(kvstore::TierKind kind) {
+  switch (kind) {
+    case kvstore::TierKind::kRam: return Tier::kRam;
+    case kvstore::TierKind::kSsd: return Tier::kSsd;
+    case kvstore::TierKind::kRemote: return Tier::kRemote;
+    case kvstore::TierKind::kOther: break;
+  }
+  return std::nullopt;
+}
+
 const char* TierName(Tier tier) {
   switch (tier) {
     case Tier::kRam: return "ram";

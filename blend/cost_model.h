@@ -18,11 +18,13 @@
 #define RAGKV_BLEND_COST_MODEL_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kvstore/tier.h"
 
 namespace ragkv::blend {
 
@@ -88,6 +90,9 @@ std::vector<std::string> HardwarePresetNames();
 
 enum class Tier { kRam = 0, kSsd = 1, kRemote = 2 };
 const char* TierName(Tier tier);
+// CostTierOf: the cost model's tier of a store tier's kind (nullopt for
+// kvstore::TierKind::kOther: not priced).
+std::optional<Tier> CostTierOf(kvstore::TierKind kind);
 
 // StageCost: work of one stage of one layer.
 struct StageCost {

@@ -1,5 +1,7 @@
 #include "blend/loading_controller.h"
 
+#include "blend/calibration.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -73,18 +75,7 @@ absl::StatusOr<double> MeasureFlops(const model::Model& m, const ModelShape& sha
 
 ModelShape ShapeOf(const model::Model& model) {
   const auto& c = model.config();
-  ModelShape s;
-  s.name = c.arch;
-  s.layers = c.n_layers;
-  s.dim = c.dim;
-  s.heads = c.n_heads;
-  s.kv_heads = c.n_kv_heads;
-  s.head_dim = c.head_dim;
-  s.ffn = c.hidden_dim;
-  s.vocab = c.vocab_size;
-  s.weight_bytes_per_elem = 4;
-  s.kv_bytes_per_elem = static_cast<int>(kernels::DTypeSize(c.kv_dtype));
-  return s;
+  return ShapeOfConfig(c, c.arch, 4, static_cast<int>(kernels::DTypeSize(c.kv_dtype)));
 }
 
 absl::StatusOr<std::unique_ptr<LoadingController>> LoadingController::Create(

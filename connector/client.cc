@@ -1,7 +1,6 @@
 #include "connector/client.h"
 
 #include <grpcpp/grpcpp.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <random>
@@ -10,6 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "connector/wire.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "ragkv/v1/blend.grpc.pb.h"
 #include "ragkv/v1/engine.grpc.pb.h"
@@ -86,16 +86,8 @@ absl::StatusOr<Resp> Unary(const ClientOptions& o, absl::Duration deadline, Stub
   return resp;
 }
 
-WireDType FromProtoDType(v1::DType d) {
-  switch (d) {
-    case v1::DTYPE_F16: return WireDType::kF16;
-    case v1::DTYPE_BF16: return WireDType::kBF16;
-    default: return WireDType::kF32;
-  }
-}
-
 absl::Status VerifyLayer(const v1::LayerKV& kv) {
-  uint64_t want = Client::LayerChecksum(kv.k(), kv.v());
+  uint64_t want = wire::LayerChecksum(kv.k(), kv.v());
   if (kv.checksum() != want) {
     return absl::DataLossError(absl::StrFormat(
         "layer %d: checksum mismatch (got %016x, computed %016x)", kv.layer(), kv.checksum(), want));
@@ -127,7 +119,7 @@ absl::Status ReadBlendStream(grpc::ClientContext* ctx, grpc::ClientReader<v1::Bl
         info.num_kv_heads = h.layout().num_kv_heads();
         info.head_dim = h.layout().head_dim();
         info.num_tokens = h.layout().num_tokens();
-        info.dtype = FromProtoDType(h.layout().dtype());
+        info.dtype = wire::FromProto(h.layout().dtype());
         info.model_fingerprint = h.layout().model_fingerprint();
         info.token_ids.assign(h.token_ids().begin(), h.token_ids().end());
         for (const auto& sp : h.spans()) {
@@ -200,16 +192,6 @@ absl::Status ReadBlendStream(grpc::ClientContext* ctx, grpc::ClientReader<v1::Bl
 }
 
 }  // namespace
-
-uint64_t Client::LayerChecksum(std::string_view k, std::string_view v) {
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_64bits_reset(st);
-  XXH3_64bits_update(st, k.data(), k.size());
-  XXH3_64bits_update(st, v.data(), v.size());
-  uint64_t h = XXH3_64bits_digest(st);
-  XXH3_freeState(st);
-  return h;
-}
 
 Client::Client(ClientOptions options) : options_(std::move(options)) {}
 Client::~Client() = default;
@@ -361,7 +343,7 @@ absl::StatusOr<v1::PutChunkResponse> Client::PutChunk(const StoredChunk& chunk,
     for (size_t i = 0; ok && i < chunk.layers.size(); ++i) {
       *rec.mutable_layer() = chunk.layers[i];
       if (rec.layer().checksum() == 0) {
-        rec.mutable_layer()->set_checksum(LayerChecksum(rec.layer().k(), rec.layer().v()));
+        rec.mutable_layer()->set_checksum(wire::LayerChecksum(rec.layer().k(), rec.layer().v()));
       }
       ok = w->Write(rec);
     }

@@ -132,8 +132,6 @@ class Client {
 
   const ClientOptions& options() const { return options_; }
 
-  // LayerChecksum: XXH3-64 (seed 0) of k followed by v, as in LayerKV.
-  static uint64_t LayerChecksum(std::string_view k, std::string_view v);
 
  private:
   struct Stubs;

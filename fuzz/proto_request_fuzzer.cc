@@ -35,6 +35,7 @@
 #include "ragkv/v1/retrieval.pb.h"
 #include "services/internal/kv_wire.h"
 #include "services/internal/validate.h"
+#include "connector/wire.h"
 
 namespace proto_request_fuzz {
 
@@ -140,7 +141,7 @@ void RunPutChunk(uint8_t flags, ragkv::fuzz::FuzzInput& in) {
     v1::KVRecord rec;
     if (!rec.ParseFromArray(rec_bytes.data(), static_cast<int>(rec_bytes.size()))) return;
     if (rec.has_layer() && (flags & 4)) {
-      rec.mutable_layer()->set_checksum(vi::LayerChecksum(rec.layer().k(), rec.layer().v()));
+      rec.mutable_layer()->set_checksum(ragkv::wire::LayerChecksum(rec.layer().k(), rec.layer().v()));
     }
     if (rec.has_header() && (flags & 8) && rec.header().layout().model_fingerprint().size() == 16) {
       kv::Fingerprint fp;
@@ -238,7 +239,7 @@ void WriteProtoSeeds(const std::string& dir) {
       }
       kvl->set_k(k);
       kvl->set_v(v);
-      kvl->set_checksum(vi::LayerChecksum(k, v));
+      kvl->set_checksum(ragkv::wire::LayerChecksum(k, v));
       body += ragkv::fuzz::U16Prefixed(lr.SerializeAsString());
     }
     write(kPutChunk, 0, body);

@@ -80,28 +80,22 @@ absl::Status Validate(const TensorView& q, const int32_t* positions, const Tenso
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status SelectiveAttention(TensorView q, const int32_t* positions, TensorView k, TensorView v,
-                                TensorView out, const AttentionParams& params) {
-  RETURN_IF_ERROR(Validate(q, positions, k, v, out, params));
-  const int64_t rows = q.shape[0], kv_len = k.shape[1];
-  if (rows == 0) return absl::OkStatus();
-  const int g = params.num_heads / params.num_kv_heads;
-  const int kvh = params.num_kv_heads;
-  const int D = params.head_dim;
-
-  // Per-row last visible key, rows sorted by it (ascending) so that a tile's
-  // rows have similar limits and tiles beyond a row's limit are skipped.
+// SortRowsByLimit: per-row last visible key, rows sorted by it (ascending)
+// so that a tile's rows have similar limits and tiles beyond a row's limit
+// are skipped. Fills *sorted_limits / *sorted_rows (left as they are when no
+// row sees a key) and returns their length. Rows that see no key are zeroed
+// in `out` here and left out.
+int SortRowsByLimit(const int32_t* positions, int64_t rows, int64_t kv_len,
+                    const AttentionParams& params, const TensorView& out,
+                    std::vector<int32_t>* sorted_rows, std::vector<int32_t>* sorted_limits) {
   thread_local std::vector<std::pair<int32_t, int32_t>> order;  // (limit, row)
-  thread_local std::vector<int32_t> sorted_rows, sorted_limits;
   order.clear();
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t limit = params.causal == CausalMode::kExact ? positions[r] : kv_len - rows + r;
     if (limit < 0) {  // sees no key (bottom-right mode with rows > kv_len)
       for (int h = 0; h < params.num_heads; ++h) {
         float* o = out.as<float>() + r * out.stride[0] + h * out.stride[1];
-        std::fill(o, o + D, 0.0f);
+        std::fill(o, o + params.head_dim, 0.0f);
       }
       continue;
     }
@@ -109,24 +103,35 @@ absl::Status SelectiveAttention(TensorView q, const int32_t* positions, TensorVi
   }
   std::sort(order.begin(), order.end());
   const int n = static_cast<int>(order.size());
-  if (n == 0) return absl::OkStatus();
-  sorted_rows.resize(n);
-  sorted_limits.resize(n);
+  if (n == 0) return 0;
+  sorted_rows->resize(n);
+  sorted_limits->resize(n);
   for (int i = 0; i < n; ++i) {
-    sorted_limits[i] = order[i].first;
-    sorted_rows[i] = order[i].second;
+    (*sorted_limits)[i] = order[i].first;
+    (*sorted_rows)[i] = order[i].second;
   }
+  return n;
+}
 
-  const int threads = MaxThreads();
+// TileRows: sorted rows per (kv head, row tile) task: about kTargetVectors
+// query vectors (of `g` heads per kv head), at most `n`, halved while there
+// are fewer than 2 tasks per thread.
+int TileRows(int n, int g, int kvh, int threads) {
   int tile_rows = std::max(1, (kTargetVectors + g - 1) / g);
   tile_rows = std::min(tile_rows, n);
   while (tile_rows > 1 && static_cast<int64_t>(kvh) * ((n + tile_rows - 1) / tile_rows) <
                               2 * static_cast<int64_t>(threads)) {
     tile_rows = (tile_rows + 1) / 2;
   }
-  const int tiles = (n + tile_rows - 1) / tile_rows;
-  const int64_t tasks = static_cast<int64_t>(tiles) * kvh;
+  return tile_rows;
+}
 
+// BaseTask: the fields every AttnTask of one call shares.
+internal::AttnTask BaseTask(const TensorView& q, const TensorView& k, const TensorView& v,
+                            const TensorView& out, const AttentionParams& params,
+                            int64_t kv_len) {
+  const int g = params.num_heads / params.num_kv_heads;
+  const int D = params.head_dim;
   internal::AttnTask base;
   base.q = q.as<const float>();
   base.q_row_stride = q.stride[0];
@@ -145,26 +150,59 @@ absl::Status SelectiveAttention(TensorView q, const int32_t* positions, TensorVi
   base.scale = params.scale != 0.0f ? params.scale : 1.0f / std::sqrt(static_cast<float>(D));
   base.additive_mask = params.additive_mask;
   base.mask_stride = kv_len;
+  return base;
+}
 
-  const internal::IsaTable& isa = internal::ActiveTable();
-  const int32_t* rows_p = sorted_rows.data();
-  const int32_t* limits_p = sorted_limits.data();
-  const size_t ws_floats = internal::AttnWorkspaceFloats(static_cast<int64_t>(tile_rows) * g, D);
-
-  // Too few (kv head, row tile) tasks for the threads (decode, short
-  // batches): split each task's keys into chunks and merge the partial
-  // softmax states exactly afterwards (flash-decoding).
-  const int64_t key_count = static_cast<int64_t>(sorted_limits[n - 1]) + 1;
+// KeyChunks: the key ranges per task. Too few (kv head, row tile) tasks for
+// the threads (decode, short batches): split each task's keys into chunks
+// and merge the partial softmax states exactly afterwards (flash-decoding).
+// Returns the number of chunks (1: no split); *chunk_keys: keys per chunk,
+// a multiple of kAttnKeyTile.
+int64_t KeyChunks(int64_t key_count, int64_t tasks, int threads, int64_t* chunk_keys) {
   int64_t chunks = 1;
   if (tasks < 2 * static_cast<int64_t>(threads) && threads > 1) {
     const int64_t want = (2 * threads + tasks - 1) / tasks;
     const int64_t max_chunks = std::max<int64_t>(1, key_count / (4 * internal::kAttnKeyTile));
     chunks = std::min(want, max_chunks);
   }
-  const int64_t chunk_keys =
+  *chunk_keys =
       ((key_count + chunks - 1) / chunks + internal::kAttnKeyTile - 1) / internal::kAttnKeyTile *
       internal::kAttnKeyTile;
-  if (chunks > 1) chunks = (key_count + chunk_keys - 1) / chunk_keys;
+  if (chunks > 1) chunks = (key_count + *chunk_keys - 1) / *chunk_keys;
+  return chunks;
+}
+
+}  // namespace
+
+absl::Status SelectiveAttention(TensorView q, const int32_t* positions, TensorView k, TensorView v,
+                                TensorView out, const AttentionParams& params) {
+  RETURN_IF_ERROR(Validate(q, positions, k, v, out, params));
+  const int64_t rows = q.shape[0], kv_len = k.shape[1];
+  if (rows == 0) return absl::OkStatus();
+  const int g = params.num_heads / params.num_kv_heads;
+  const int kvh = params.num_kv_heads;
+  const int D = params.head_dim;
+
+  thread_local std::vector<int32_t> sorted_rows, sorted_limits;
+  const int n =
+      SortRowsByLimit(positions, rows, kv_len, params, out, &sorted_rows, &sorted_limits);
+  if (n == 0) return absl::OkStatus();
+
+  const int threads = MaxThreads();
+  const int tile_rows = TileRows(n, g, kvh, threads);
+  const int tiles = (n + tile_rows - 1) / tile_rows;
+  const int64_t tasks = static_cast<int64_t>(tiles) * kvh;
+
+  internal::AttnTask base = BaseTask(q, k, v, out, params, kv_len);
+
+  const internal::IsaTable& isa = internal::ActiveTable();
+  const int32_t* rows_p = sorted_rows.data();
+  const int32_t* limits_p = sorted_limits.data();
+  const size_t ws_floats = internal::AttnWorkspaceFloats(static_cast<int64_t>(tile_rows) * g, D);
+
+  const int64_t key_count = static_cast<int64_t>(sorted_limits[n - 1]) + 1;
+  int64_t chunk_keys = 0;
+  const int64_t chunks = KeyChunks(key_count, tasks, threads, &chunk_keys);
   const int64_t task_vectors = static_cast<int64_t>(tile_rows) * g;
   const int64_t partial_stride = task_vectors * (D + 2);  // o, m, l of one (task, chunk)
   thread_local std::vector<float> partial;

@@ -3,8 +3,10 @@
 #include <omp.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
-#include "kernels/internal/isa.h"
 
 extern "C" void openblas_set_num_threads(int num_threads);
 
@@ -23,8 +25,21 @@ Isa Detect() {
   return Isa::kAvx2;
 }
 
+// IsaFromEnv: the cap named by RAGKV_ISA (scalar|avx2|avx512), kAvx512 (no
+// cap) when unset. An unknown value is refused loudly: a test pass that
+// meant to force a path must not silently run another one.
+int IsaFromEnv() {
+  const char* e = std::getenv("RAGKV_ISA");
+  if (e == nullptr || *e == '\0') return static_cast<int>(Isa::kAvx512);
+  if (std::strcmp(e, "scalar") == 0) return static_cast<int>(Isa::kScalar);
+  if (std::strcmp(e, "avx2") == 0) return static_cast<int>(Isa::kAvx2);
+  if (std::strcmp(e, "avx512") == 0) return static_cast<int>(Isa::kAvx512);
+  std::fprintf(stderr, "ragkv: RAGKV_ISA=%s is not one of scalar, avx2, avx512\n", e);
+  std::abort();
+}
+
 std::atomic<int>& OverrideRef() {
-  static std::atomic<int> v{static_cast<int>(Isa::kAvx512)};
+  static std::atomic<int> v{IsaFromEnv()};
   return v;
 }
 
@@ -53,6 +68,8 @@ Isa ActiveIsa() {
 
 void SetIsaOverride(Isa isa) { OverrideRef().store(static_cast<int>(isa)); }
 
+Isa IsaCap() { return static_cast<Isa>(OverrideRef().load(std::memory_order_relaxed)); }
+
 const char* IsaName(Isa isa) {
   switch (isa) {
     case Isa::kScalar: return "scalar";
@@ -69,16 +86,5 @@ void SetMaxThreads(int n) {
 }
 
 int MaxThreads() { return MaxThreadsRef().load(std::memory_order_relaxed); }
-
-namespace internal {
-const IsaTable& ActiveTable() {
-  switch (ActiveIsa()) {
-    case Isa::kAvx512: return Avx512Table();
-    case Isa::kAvx2: return Avx2Table();
-    case Isa::kScalar: break;
-  }
-  return BaselineTable();
-}
-}  // namespace internal
 
 }  // namespace ragkv::kernels

@@ -13,10 +13,16 @@ enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 // DetectedIsa: best instruction set this CPU supports (AVX2 needs FMA and F16C).
 Isa DetectedIsa();
 // ActiveIsa: the set kernels dispatch to: DetectedIsa() unless lowered by
-// SetIsaOverride (tests use it to cover every path on one machine).
+// SetIsaOverride (tests use it to cover every path on one machine) or by the
+// environment variable RAGKV_ISA=scalar|avx2|avx512, read once at first use
+// (an unknown value aborts with a message). CI's `avx2` stage sets it to run
+// the AVX2 kernels on AVX-512 machines.
 Isa ActiveIsa();
 // SetIsaOverride: clamp dispatch to at most `isa`. Not for use while kernels run.
 void SetIsaOverride(Isa isa);
+// IsaCap: the current clamp (the last SetIsaOverride, else RAGKV_ISA's, else
+// kAvx512 = none); ActiveIsa() is min(DetectedIsa(), IsaCap()).
+Isa IsaCap();
 const char* IsaName(Isa isa);
 
 // SetMaxThreads: cap for OpenMP kernels (>= 1). Default: hardware threads.

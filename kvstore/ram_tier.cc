@@ -52,6 +52,7 @@ class RamTier final : public Tier {
   }
 
   std::string_view Name() const override { return options_.name; }
+  TierKind Kind() const override { return TierKind::kRam; }
 
   absl::StatusOr<Blob> GetHeader(const ChunkKey& key) override {
     ScopedTimerNs timer(&counters().read_ns);

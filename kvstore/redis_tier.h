@@ -105,6 +105,7 @@ class RedisTier : public Tier {
   ~RedisTier() override;
 
   std::string_view Name() const override { return options_.name; }
+  TierKind Kind() const override { return TierKind::kRemote; }
   absl::StatusOr<Blob> GetHeader(const ChunkKey& key) override;
   absl::StatusOr<Blob> GetLayer(const ChunkKey& key, uint32_t layer) override;
   // GetLayers: one pipeline for all part-0 values, one more for the other

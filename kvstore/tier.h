@@ -159,6 +159,11 @@ class ChunkReader {
   virtual bool OnLayer(uint32_t layer, std::optional<PinnedBytes> blob) = 0;
 };
 
+// TierKind: what medium a tier is, for consumers that price or plan by it
+// (the cost model's tier, blend::Tier); kOther for anything else (wrappers
+// in tests, future tiers), which such consumers treat as unknown.
+enum class TierKind { kRam, kSsd, kRemote, kOther };
+
 // Tier: one storage level. See the contract at the top of this file.
 class Tier {
  public:
@@ -168,6 +173,8 @@ class Tier {
 
   // Name: short stable name for stats and logs ("ram", "ssd", "redis").
   virtual std::string_view Name() const = 0;
+  // Kind: the tier's medium (names are configurable; the kind is not).
+  virtual TierKind Kind() const { return TierKind::kOther; }
 
   // GetHeader: the header blob of `key`, std::nullopt on a miss. Counts a hit
   // or a miss.

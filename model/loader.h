@@ -24,33 +24,16 @@
 #include "absl/status/statusor.h"
 #include "model/config.h"
 #include "model/model.h"
+#include "model/parts.h"
 #include "model/tokenizer.h"
 #include "model/weights.h"
 
 namespace ragkv::model {
 
-enum class ModelFormat { kLlama2c, kGguf, kSafetensors, kSynthetic };
-const char* ModelFormatName(ModelFormat f);
-
 // DetectModelFormat: by "synthetic:" prefix, directory (config.json),
 // extension (.bin, .gguf, .safetensors, .json) or, failing that, magic
 // ("GGUF"). NotFound if the path does not exist.
 absl::StatusOr<ModelFormat> DetectModelFormat(const std::string& path);
-
-struct LoadOptions {
-  // Overrides the context length from the file when > 0 (e.g. the GGUF of
-  // stories260K says 2048 while it was trained at 512).
-  int max_seq_len = 0;
-  // KV dtype recorded in the config (and so in the fingerprint).
-  kernels::DType kv_dtype = kernels::DType::kF16;
-};
-
-// ModelParts: a validated config and its weights, before Model::Create.
-struct ModelParts {
-  ModelConfig config;
-  ModelWeights weights;
-  ModelFormat format = ModelFormat::kLlama2c;
-};
 
 // LoadModelParts: reads config + weights (no fusing, no fingerprint).
 absl::StatusOr<ModelParts> LoadModelParts(const std::string& path,

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "model/loader.h"
+#include "model/parts.h"
 #include "model/model.h"
 
 namespace ragkv::model {

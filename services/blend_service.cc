@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <memory>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "connector/wire.h"
 #include "blend/blender.h"
 #include "blend/loading_controller.h"
 #include "blend/store_source.h"
@@ -63,39 +65,21 @@ absl::Status ResolveChunk(const ServiceContext* ctx, uint64_t chunk_id, Piece* p
   return absl::OkStatus();
 }
 
-// CostTier: the cost model's tier of a store tier, by its stable name.
-std::optional<blend::Tier> CostTier(const kvstore::Tier& tier) {
-  const std::string_view name = tier.Name();
-  if (name == "ram") return blend::Tier::kRam;
-  if (name == "ssd") return blend::Tier::kSsd;
-  if (name == "redis") return blend::Tier::kRemote;
-  return std::nullopt;
-}
+// LayerDoneFn: the Blender's / controller's per-layer callback.
+using LayerDoneFn =
+    std::function<absl::Status(int, const model::KVCache&, absl::Span<const int32_t>)>;
 
-// RunBlend: resolves `segments`, blends, and streams the result into `w`.
-absl::Status RunBlend(const ServiceContext* ctx,
-                      const google::protobuf::RepeatedPtrField<v1::Segment>& segments,
-                      const v1::BlendOptions& opts, std::vector<uint64_t> retrieved,
-                      double retrieve_ms, internal::StreamWriter<v1::BlendResponse>* w) {
-  const auto t_total = Clock::now();
-  if (ctx->model == nullptr || ctx->blender == nullptr) {
-    return absl::FailedPreconditionError("this server has no model loaded (--model)");
-  }
-  // The request itself was validated by the handler (internal/validate.h).
-  if (segments.empty()) return absl::InvalidArgumentError("no segments");
-  kernels::DType out_dtype = kernels::DType::kF32;
-  if (opts.output_dtype() != v1::DTYPE_UNSPECIFIED) {
-    ASSIGN_OR_RETURN(out_dtype, internal::FromWire(opts.output_dtype()));
-  }
-  // Resolve every segment.
-  double fetch_ms = 0;
-  std::vector<Piece> pieces(segments.size());
+// ResolvePieces: resolves segment i into (*pieces)[i] (pieces is sized to
+// segments); errors on a segment without source or tokens, or a chunk last.
+absl::Status ResolvePieces(const ServiceContext* ctx,
+                           const google::protobuf::RepeatedPtrField<v1::Segment>& segments,
+                           std::vector<Piece>* pieces, double* fetch_ms) {
   for (int i = 0; i < segments.size(); ++i) {
     const v1::Segment& s = segments[i];
-    Piece& p = pieces[i];
+    Piece& p = (*pieces)[i];
     switch (s.source_case()) {
       case v1::Segment::kChunkId:
-        RETURN_IF_ERROR(ResolveChunk(ctx, s.chunk_id(), &p, &fetch_ms));
+        RETURN_IF_ERROR(ResolveChunk(ctx, s.chunk_id(), &p, fetch_ms));
         break;
       case v1::Segment::kTokens:
         p.tokens.assign(s.tokens().ids().begin(), s.tokens().ids().end());
@@ -109,12 +93,28 @@ absl::Status RunBlend(const ServiceContext* ctx,
     }
     if (p.tokens.empty()) return absl::InvalidArgumentError(absl::StrFormat("segment %d is empty", i));
   }
-  if (pieces.back().is_chunk) {
+  if (pieces->back().is_chunk) {
     return absl::InvalidArgumentError("the last segment must be the query (tokens or text)");
   }
+  return absl::OkStatus();
+}
+
+// BlendLayout: the pieces mapped to Blender segments. segs point into
+// prefix and into the pieces' tokens and sources.
+struct BlendLayout {
+  std::vector<int32_t> prefix;  // optional BOS + the leading fresh pieces
+  size_t first = 0;             // the first piece after the prefix
+  std::vector<blend::BlendSegment> segs;
+  v1::BlendHeader header;  // spans only, so far
+  int64_t T = 0;           // prompt tokens
+};
+
+// MapSegments: fills *out from the resolved pieces and the header's spans.
+void MapSegments(const ServiceContext* ctx, const v1::BlendOptions& opts,
+                 const std::vector<Piece>& pieces, BlendLayout* out) {
   // Map to Blender segments: leading fresh pieces -> one prefix; chunks and
   // fresh pieces between them -> chunks (fresh = a miss); last -> query.
-  std::vector<int32_t> prefix;
+  std::vector<int32_t>& prefix = out->prefix;
   const model::Tokenizer* tok = ctx->tokenizer;
   if (opts.add_bos() && tok != nullptr && tok->bos_id() >= 0) prefix.push_back(tok->bos_id());
   size_t first = 0;
@@ -122,8 +122,9 @@ absl::Status RunBlend(const ServiceContext* ctx,
     prefix.insert(prefix.end(), pieces[first].tokens.begin(), pieces[first].tokens.end());
     ++first;
   }
-  std::vector<blend::BlendSegment> segs;
-  v1::BlendHeader header;
+  out->first = first;
+  std::vector<blend::BlendSegment>& segs = out->segs;
+  v1::BlendHeader& header = out->header;
   uint32_t pos = 0;
   if (!prefix.empty()) {
     segs.push_back({blend::SegmentKind::kPrefix, absl::MakeConstSpan(prefix), nullptr});
@@ -134,7 +135,7 @@ absl::Status RunBlend(const ServiceContext* ctx,
   }
   for (size_t i = first; i < pieces.size(); ++i) {
     const bool query = i + 1 == pieces.size();
-    Piece& p = pieces[i];
+    const Piece& p = pieces[i];
     segs.push_back({query ? blend::SegmentKind::kQuery : blend::SegmentKind::kChunk,
                     absl::MakeConstSpan(p.tokens), p.source.get()});
     v1::SegmentSpan* sp = header.add_spans();
@@ -145,6 +146,14 @@ absl::Status RunBlend(const ServiceContext* ctx,
     sp->set_is_chunk(p.is_chunk);
     sp->set_cache_hit(p.source != nullptr);
   }
+  int64_t T = static_cast<int64_t>(prefix.size());
+  for (size_t i = first; i < pieces.size(); ++i) T += static_cast<int64_t>(pieces[i].tokens.size());
+  out->T = T;
+}
+
+// StrategyOptions: the Blender options of the request's mode (AUTO: the
+// server default ratio, which the controller's may replace later).
+blend::BlendOptions StrategyOptions(const v1::BlendOptions& opts) {
   blend::BlendOptions bo;
   bo.logits = blend::QueryLogits::kNone;
   // Layer l+1 streams from the store while layer l is computed.
@@ -163,88 +172,109 @@ absl::Status RunBlend(const ServiceContext* ctx,
       bo.strategy = blend::Strategy::kCacheBlend;
       bo.ratio = opts.recompute_ratio() > 0 ? opts.recompute_ratio() : kDefaultRecomputeRatio;
   }
-  // BLEND_MODE_AUTO: the loading controller picks r among the tiers that
-  // served the chunks (ChooseRatioAndTier), then learns from the run.
+  return bo;
+}
+
+// ServedTiers: the distinct cost-model tiers that serve the cached pieces,
+// in order of first use.
+std::vector<blend::Tier> ServedTiers(const ServiceContext* ctx, const std::vector<Piece>& pieces) {
   std::vector<blend::Tier> served;
   for (const Piece& p : pieces) {
     if (p.source == nullptr) continue;
-    const std::optional<blend::Tier> t = CostTier(ctx->store->tier(p.source->tier_index()));
+    const std::optional<blend::Tier> t = blend::CostTierOf(ctx->store->tier(p.source->tier_index()).Kind());
     if (t && std::find(served.begin(), served.end(), *t) == served.end()) served.push_back(*t);
   }
-  const bool controlled =
-      opts.mode() == v1::BLEND_MODE_AUTO && ctx->controller != nullptr && !served.empty();
+  return served;
+}
 
-  std::string reason;
-  if (opts.mode() == v1::BLEND_MODE_AUTO && !controlled) {
-    reason = ctx->controller == nullptr ? "no loading controller: default ratio"
-                                        : "no cached chunk: default ratio";
-  }
-  // Stream: the header now, each layer as soon as the Blender finishes it
-  // (on_layer_done: layer l goes out while l+1 computes), the summary last.
+// SendHeader: completes layout->header (KV layout of T tokens of out_dtype,
+// token ids, retrieved chunk ids) and pushes it, moving it out.
+absl::Status SendHeader(const ServiceContext* ctx, kernels::DType out_dtype,
+                        const std::vector<uint64_t>& retrieved, const std::vector<Piece>& pieces,
+                        BlendLayout* layout, internal::StreamWriter<v1::BlendResponse>* w) {
   const model::ModelConfig& mc = ctx->model->config();
-  int64_t T = static_cast<int64_t>(prefix.size());
-  for (size_t i = first; i < pieces.size(); ++i) T += static_cast<int64_t>(pieces[i].tokens.size());
-  const int L = mc.n_layers, H = mc.n_kv_heads, D = mc.head_dim;
-  v1::KVLayout* layout = header.mutable_layout();
-  layout->set_num_layers(L);
-  layout->set_num_kv_heads(H);
-  layout->set_head_dim(D);
-  layout->set_num_tokens(static_cast<uint32_t>(T));
-  layout->set_dtype(internal::ToWire(out_dtype));
-  layout->set_model_fingerprint(internal::FingerprintBytes(ctx->model->fingerprint()));
-  header.mutable_token_ids()->Add(prefix.begin(), prefix.end());
-  for (size_t i = first; i < pieces.size(); ++i) {
+  const int64_t T = layout->T;
+  v1::BlendHeader& header = layout->header;
+  v1::KVLayout* kv_layout = header.mutable_layout();
+  kv_layout->set_num_layers(mc.n_layers);
+  kv_layout->set_num_kv_heads(mc.n_kv_heads);
+  kv_layout->set_head_dim(mc.head_dim);
+  kv_layout->set_num_tokens(static_cast<uint32_t>(T));
+  kv_layout->set_dtype(internal::ToWire(out_dtype));
+  kv_layout->set_model_fingerprint(internal::FingerprintBytes(ctx->model->fingerprint()));
+  header.mutable_token_ids()->Add(layout->prefix.begin(), layout->prefix.end());
+  for (size_t i = layout->first; i < pieces.size(); ++i) {
     header.mutable_token_ids()->Add(pieces[i].tokens.begin(), pieces[i].tokens.end());
   }
   for (uint64_t id : retrieved) header.add_retrieved_chunk_ids(id);
-  {
-    v1::BlendResponse msg;
-    *msg.mutable_header() = std::move(header);
-    if (!w->Push(std::move(msg))) return absl::CancelledError("client went away");
-  }
-  const size_t bytes = static_cast<size_t>(H) * T * D * kernels::DTypeSize(out_dtype);
-  double recomputed_sum = 0;
-  int layers_sent = 0;
-  auto send_layer = [&](int l, const model::KVCache& cache,
-                        absl::Span<const int32_t> rows) -> absl::Status {
-    if (l != layers_sent || cache.num_tokens() != T) {
-      return absl::InternalError("blend: layers finished out of order or of another length");
-    }
-    v1::BlendResponse m;
-    v1::BlendLayer* bl = m.mutable_layer();
-    v1::LayerKV* kv = bl->mutable_kv();
-    kv->set_layer(l);
-    kv->mutable_k()->resize(bytes);
-    kv->mutable_v()->resize(bytes);
-    RETURN_IF_ERROR(cache.ExportLayer(l, 0, T, out_dtype, kv->mutable_k()->data(),
-                                      kv->mutable_v()->data()));
-    kv->set_checksum(internal::LayerChecksum(kv->k(), kv->v()));
-    std::string mask((T + 7) / 8, '\0');
-    for (int32_t row : rows) {
-      if (row >= 0 && row < T) mask[row / 8] |= static_cast<char>(1u << (row % 8));
-    }
-    if (l >= 1) recomputed_sum += static_cast<double>(rows.size());
-    bl->set_recomputed_mask(std::move(mask));
-    if (!w->Push(std::move(m))) return absl::CancelledError("client went away");
-    ++layers_sent;
-    return absl::OkStatus();
-  };
-  bo.on_layer_done = send_layer;
+  v1::BlendResponse msg;
+  *msg.mutable_header() = std::move(header);
+  if (!w->Push(std::move(msg))) return absl::CancelledError("client went away");
+  return absl::OkStatus();
+}
 
-  const auto t_blend = Clock::now();
-  std::optional<blend::BlendResult> result;
+// LayerStream: what streaming the layers needs, and what has been sent so
+// far (shared by every copy of the on_layer_done callback).
+struct LayerStream {
+  internal::StreamWriter<v1::BlendResponse>* w = nullptr;
+  kernels::DType out_dtype = kernels::DType::kF32;
+  int64_t T = 0;              // prompt tokens
+  size_t bytes = 0;           // bytes of one layer's K (or V) in out_dtype
+  double recomputed_sum = 0;  // rows recomputed, summed over layers >= 1
+  int layers_sent = 0;
+};
+
+// SendLayer: exports layer l of `cache` (checksum, recomputed-row mask) and
+// pushes it; layers must arrive in order and cover T tokens.
+absl::Status SendLayer(LayerStream* st, int l, const model::KVCache& cache,
+                       absl::Span<const int32_t> rows) {
+  const int64_t T = st->T;
+  if (l != st->layers_sent || cache.num_tokens() != T) {
+    return absl::InternalError("blend: layers finished out of order or of another length");
+  }
+  v1::BlendResponse m;
+  v1::BlendLayer* bl = m.mutable_layer();
+  v1::LayerKV* kv = bl->mutable_kv();
+  kv->set_layer(l);
+  kv->mutable_k()->resize(st->bytes);
+  kv->mutable_v()->resize(st->bytes);
+  RETURN_IF_ERROR(cache.ExportLayer(l, 0, T, st->out_dtype, kv->mutable_k()->data(),
+                                    kv->mutable_v()->data()));
+  kv->set_checksum(wire::LayerChecksum(kv->k(), kv->v()));
+  std::string mask((T + 7) / 8, '\0');
+  for (int32_t row : rows) {
+    if (row >= 0 && row < T) mask[row / 8] |= static_cast<char>(1u << (row % 8));
+  }
+  if (l >= 1) st->recomputed_sum += static_cast<double>(rows.size());
+  bl->set_recomputed_mask(std::move(mask));
+  if (!st->w->Push(std::move(m))) return absl::CancelledError("client went away");
+  ++st->layers_sent;
+  return absl::OkStatus();
+}
+
+// BlendPieces: through the loading controller when `controlled` (bo->ratio
+// and *reason then take its decision), else the Blender with *bo; each
+// finished layer goes to `send_layer`.
+absl::StatusOr<blend::BlendResult> BlendPieces(const ServiceContext* ctx,
+                                               const std::vector<blend::BlendSegment>& segs,
+                                               const std::vector<blend::Tier>& served,
+                                               bool controlled, const LayerDoneFn& send_layer,
+                                               blend::BlendOptions* bo, std::string* reason) {
   if (controlled) {
     ASSIGN_OR_RETURN(blend::ControlledBlend cb,
                      ctx->controller->Blend(segs, served, send_layer));
-    bo.ratio = cb.decision.ratio;
-    reason = cb.decision.why;
-    result.emplace(std::move(cb.result));
-  } else {
-    ASSIGN_OR_RETURN(blend::BlendResult br, ctx->blender->Blend(segs, bo));
-    result.emplace(std::move(br));
+    bo->ratio = cb.decision.ratio;
+    *reason = cb.decision.why;
+    return std::move(cb.result);
   }
-  blend::BlendResult& r = *result;
-  const double blend_ms = MsSince(t_blend);
+  return ctx->blender->Blend(segs, *bo);
+}
+
+// ObserveBandwidth: with a controller, one serving tier and everything
+// loaded, feeds it the tier's loading bandwidth as this blend saw it.
+void ObserveBandwidth(const ServiceContext* ctx, const blend::BlendOptions& bo,
+                      const std::vector<blend::Tier>& served, const std::vector<Piece>& pieces,
+                      const blend::BlendResult& r) {
   const bool loads_all = bo.strategy == blend::Strategy::kCacheBlend ||
                          bo.strategy == blend::Strategy::kFullReuse;
   if (ctx->controller != nullptr && loads_all && served.size() == 1 && r.timings.load_s > 0) {
@@ -260,19 +290,30 @@ absl::Status RunBlend(const ServiceContext* ctx,
                                             static_cast<double>(bytes) / r.timings.load_s);
     }
   }
-  for (auto& p : pieces) p.source.reset();  // release pinned layers early
+}
 
-  if (layers_sent != L || r.total_tokens != T) {
-    return absl::InternalError("blend: not every layer was streamed");
-  }
+// StageMs: the stage times the summary reports.
+struct StageMs {
+  Clock::time_point t_total;  // start of RunBlend
+  double retrieve_ms = 0;
+  double fetch_ms = 0;        // opening the store sources
+  double blend_ms = 0;
+};
+
+// SendSummary: pushes the summary (recomputed rows, ratios, controller
+// reason, stage timings) and records the stage and ratio metrics.
+absl::Status SendSummary(const ServiceContext* ctx, const blend::BlendOptions& bo,
+                         const std::string& reason, const blend::BlendResult& r,
+                         const LayerStream& stream, int L, const StageMs& times) {
+  const int64_t T = stream.T;
   v1::BlendResponse sm;
   v1::BlendSummary* s = sm.mutable_summary();
-  const double mean_recomputed = L > 1 ? recomputed_sum / (L - 1) : 0;
+  const double mean_recomputed = L > 1 ? stream.recomputed_sum / (L - 1) : 0;
   s->set_recomputed_tokens(static_cast<uint32_t>(mean_recomputed + 0.5));
   s->set_effective_ratio(T > 0 ? static_cast<float>(mean_recomputed / T) : 0.f);
   s->set_ratio(bo.strategy == blend::Strategy::kCacheBlend ? static_cast<float>(bo.ratio) : 0.f);
   s->set_controller_reason(reason);
-  const double total_ms = MsSince(t_total) + retrieve_ms;
+  const double total_ms = MsSince(times.t_total) + times.retrieve_ms;
   const double load_ms = r.timings.load_s * 1e3;
   auto add = [&](const char* stage, double ms) {
     v1::StageTiming* t = s->add_timings();
@@ -280,16 +321,80 @@ absl::Status RunBlend(const ServiceContext* ctx,
     t->set_ms(ms);
     ctx->metrics->Observe("ragkv_stage_ms", absl::StrFormat("stage=\"%s\"", stage), ms);
   };
-  add("retrieve", retrieve_ms);
-  add("fetch", fetch_ms + load_ms);
-  add("blend", blend_ms);
+  add("retrieve", times.retrieve_ms);
+  add("fetch", times.fetch_ms + load_ms);
+  add("blend", times.blend_ms);
   add("recompute", r.timings.recompute_s * 1e3 + r.timings.layer0_s * 1e3);
   add("total", total_ms);
   ctx->metrics->Observe("ragkv_blend_ratio", absl::StrFormat("mode=\"%s\"",
                                                              blend::StrategyName(bo.strategy)),
                         s->effective_ratio());
-  if (!w->Push(std::move(sm))) return absl::CancelledError("client went away");
+  if (!stream.w->Push(std::move(sm))) return absl::CancelledError("client went away");
   return absl::OkStatus();
+}
+
+// RunBlend: resolves `segments`, blends, and streams the result into `w`.
+absl::Status RunBlend(const ServiceContext* ctx,
+                      const google::protobuf::RepeatedPtrField<v1::Segment>& segments,
+                      const v1::BlendOptions& opts, std::vector<uint64_t> retrieved,
+                      double retrieve_ms, internal::StreamWriter<v1::BlendResponse>* w) {
+  StageMs times;
+  times.t_total = Clock::now();
+  times.retrieve_ms = retrieve_ms;
+  if (ctx->model == nullptr || ctx->blender == nullptr) {
+    return absl::FailedPreconditionError("this server has no model loaded (--model)");
+  }
+  // The request itself was validated by the handler (internal/validate.h).
+  if (segments.empty()) return absl::InvalidArgumentError("no segments");
+  kernels::DType out_dtype = kernels::DType::kF32;
+  if (opts.output_dtype() != v1::DTYPE_UNSPECIFIED) {
+    ASSIGN_OR_RETURN(out_dtype, internal::FromWire(opts.output_dtype()));
+  }
+  // Resolve every segment.
+  std::vector<Piece> pieces(segments.size());
+  RETURN_IF_ERROR(ResolvePieces(ctx, segments, &pieces, &times.fetch_ms));
+  BlendLayout layout;
+  MapSegments(ctx, opts, pieces, &layout);
+  blend::BlendOptions bo = StrategyOptions(opts);
+  // BLEND_MODE_AUTO: the loading controller picks r among the tiers that
+  // served the chunks (ChooseRatioAndTier), then learns from the run.
+  const std::vector<blend::Tier> served = ServedTiers(ctx, pieces);
+  const bool controlled =
+      opts.mode() == v1::BLEND_MODE_AUTO && ctx->controller != nullptr && !served.empty();
+
+  std::string reason;
+  if (opts.mode() == v1::BLEND_MODE_AUTO && !controlled) {
+    reason = ctx->controller == nullptr ? "no loading controller: default ratio"
+                                        : "no cached chunk: default ratio";
+  }
+  // Stream: the header now, each layer as soon as the Blender finishes it
+  // (on_layer_done: layer l goes out while l+1 computes), the summary last.
+  const model::ModelConfig& mc = ctx->model->config();
+  const int L = mc.n_layers;
+  RETURN_IF_ERROR(SendHeader(ctx, out_dtype, retrieved, pieces, &layout, w));
+  LayerStream stream;
+  stream.w = w;
+  stream.out_dtype = out_dtype;
+  stream.T = layout.T;
+  stream.bytes = static_cast<size_t>(mc.n_kv_heads) * layout.T * mc.head_dim *
+                 kernels::DTypeSize(out_dtype);
+  const LayerDoneFn send_layer = [&stream](int l, const model::KVCache& cache,
+                                           absl::Span<const int32_t> rows) -> absl::Status {
+    return SendLayer(&stream, l, cache, rows);
+  };
+  bo.on_layer_done = send_layer;
+
+  const auto t_blend = Clock::now();
+  ASSIGN_OR_RETURN(blend::BlendResult r, BlendPieces(ctx, layout.segs, served, controlled,
+                                                     send_layer, &bo, &reason));
+  times.blend_ms = MsSince(t_blend);
+  ObserveBandwidth(ctx, bo, served, pieces, r);
+  for (auto& p : pieces) p.source.reset();  // release pinned layers early
+
+  if (stream.layers_sent != L || r.total_tokens != layout.T) {
+    return absl::InternalError("blend: not every layer was streamed");
+  }
+  return SendSummary(ctx, bo, reason, r, stream, L, times);
 }
 
 }  // namespace

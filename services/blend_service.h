@@ -15,8 +15,6 @@
 
 namespace ragkv::services {
 
-// kMaxRetrieveK: the largest k RetrieveAndBlend and the engine accept.
-inline constexpr uint32_t kMaxRetrieveK = internal::kMaxRetrieveTopK;
 // kDefaultRecomputeRatio: CacheBlend ratio when the request leaves it 0.
 inline constexpr float kDefaultRecomputeRatio = 0.15f;
 

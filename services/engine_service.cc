@@ -11,7 +11,7 @@ grpc::ServerUnaryReactor* EngineServiceImpl::Generate(grpc::CallbackServerContex
                                                       const v1::GenerateRequest* req,
                                                       v1::GenerateResponse* resp) {
   return internal::RunUnary(c, executor_, gate_, [this, req, resp]() -> absl::Status {
-    const ReferenceEngine* engine = engine_.load();
+    const engine::ReferenceEngine* engine = engine_.load();
     if (engine == nullptr) {
       return absl::FailedPreconditionError("the engine needs a model (--model)");
     }

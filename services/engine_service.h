@@ -9,7 +9,7 @@
 #include <string>
 
 #include "ragkv/v1/engine.grpc.pb.h"
-#include "services/engine.h"
+#include "engine/reference_engine.h"
 #include "services/executor.h"
 #include "services/internal/call_gate.h"
 #include "services/metrics.h"
@@ -19,19 +19,19 @@ namespace ragkv::services {
 class EngineServiceImpl final : public v1::EngineService::CallbackService {
  public:
   // All pointers are not owned and must outlive the service.
-  EngineServiceImpl(const ReferenceEngine* engine, BoundedExecutor* executor, Metrics* metrics,
+  EngineServiceImpl(const engine::ReferenceEngine* engine, BoundedExecutor* executor, Metrics* metrics,
                     internal::CallGate* gate)
       : engine_(engine), executor_(executor), metrics_(metrics), gate_(gate) {}
 
   // set_engine: the engine is created after the server has a port.
-  void set_engine(const ReferenceEngine* engine) { engine_ = engine; }
+  void set_engine(const engine::ReferenceEngine* engine) { engine_ = engine; }
 
   grpc::ServerUnaryReactor* Generate(grpc::CallbackServerContext* c,
                                      const v1::GenerateRequest* req,
                                      v1::GenerateResponse* resp) override;
 
  private:
-  std::atomic<const ReferenceEngine*> engine_;
+  std::atomic<const engine::ReferenceEngine*> engine_;
   BoundedExecutor* executor_;
   Metrics* metrics_;
   internal::CallGate* gate_;

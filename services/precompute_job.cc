@@ -161,69 +161,102 @@ void JobManager::CancelAll() {
   }
 }
 
-void JobManager::Run(JobRec* job) {
-  // update: mutate the shared state under the lock and bump the version.
-  auto update = [this, job](auto&& fn) {
-    absl::MutexLock lock(&mu_);
-    fn(job->state);
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - job->start).count();
-    job->state.set_elapsed_seconds(elapsed);
-    if (elapsed > 0) {
-      const double tps = job->state.tokens_done() / elapsed;
-      job->state.set_tokens_per_second(tps);
-      const uint64_t processed = job->state.chunks_done() + job->state.chunks_skipped() +
-                                 job->state.chunks_failed();
-      const double rate = processed / elapsed;
-      const uint64_t left = job->state.chunks_total() > processed
-                                ? job->state.chunks_total() - processed : 0;
-      job->state.set_eta_seconds(rate > 0 ? left / rate : 0);
-    }
-    ++job->version;
-  };
-  auto fail = [&](const absl::Status& s) {
-    RAGKV_LOG(ERROR) << "precompute " << job->id << " failed: " << s;
-    update([&](v1::Job& j) {
-      j.set_state(v1::JOB_STATE_FAILED);
-      j.set_error(std::string(s.message()));
-    });
-  };
-  auto add_failure = [&](v1::Job& j, const std::string& what, const absl::Status& s) {
-    j.set_chunks_failed(j.chunks_failed() + 1);
-    if (j.failures_size() < options_.max_failures_listed) {
-      v1::ChunkFailure* f = j.add_failures();
-      f->set_chunk(what);
-      f->set_reason(s.ToString());
-    }
-  };
-  update([](v1::Job& j) { j.set_state(v1::JOB_STATE_RUNNING); });
+// JobManager::Runner: one job's Run, stage by stage, on its coordinator
+// thread (and, for the compute stage, its worker threads). The stages that
+// can fail the job return false after Fail().
+class JobManager::Runner {
+ public:
+  Runner(JobManager* mgr, JobRec* job) : mgr_(mgr), options_(mgr->options_), job_(job) {}
 
-  // 1. Read and ingest documents (skip unchanged ones: resumable).
-  std::vector<std::string> doc_ids;
+  // Update: mutate the shared state under the lock and bump the version.
+  template <typename Fn>
+  void Update(Fn&& fn) {
+    absl::MutexLock lock(&mgr_->mu_);
+    fn(job_->state);
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - job_->start).count();
+    job_->state.set_elapsed_seconds(elapsed);
+    if (elapsed > 0) {
+      const double tps = job_->state.tokens_done() / elapsed;
+      job_->state.set_tokens_per_second(tps);
+      const uint64_t processed = job_->state.chunks_done() + job_->state.chunks_skipped() +
+                                 job_->state.chunks_failed();
+      const double rate = processed / elapsed;
+      const uint64_t left = job_->state.chunks_total() > processed
+                                ? job_->state.chunks_total() - processed : 0;
+      job_->state.set_eta_seconds(rate > 0 ? left / rate : 0);
+    }
+    ++job_->version;
+  }
+  // Fail: logs `s` and marks the job failed with its message.
+  void Fail(const absl::Status& s);
+  // AddFailure: counts a failed file or chunk in `j` and lists it (up to
+  // max_failures_listed). Call inside Update.
+  void AddFailure(v1::Job& j, const std::string& what, const absl::Status& s);
+
+  // IngestDocuments: stage 1: reads the corpus files and ingests the new or
+  // changed documents; appends every document id read to *doc_ids.
+  bool IngestDocuments(std::vector<std::string>* doc_ids);
+  // ListChunks: stage 2: this shard's distinct non-empty chunks of
+  // `doc_ids`, appended to *items.
+  bool ListChunks(const std::vector<std::string>& doc_ids, std::vector<WorkItem>* items);
+  // ComputeChunks: stage 3: computes and stores the items not yet stored,
+  // `workers` threads pulling from a shared cursor, until done or cancelled.
+  void ComputeChunks(const std::vector<WorkItem>& items);
+  // StoreChunk: runs the model over one chunk, Puts its KV and counts it as
+  // done or failed.
+  void StoreChunk(const WorkItem& it);
+  // Finish: flushes the store, saves the retrieval index, sets the final state.
+  void Finish();
+
+ private:
+  JobManager* const mgr_;
+  const JobManager::Options& options_;
+  JobRec* const job_;
+};
+
+void JobManager::Runner::Fail(const absl::Status& s) {
+  RAGKV_LOG(ERROR) << "precompute " << job_->id << " failed: " << s;
+  Update([&](v1::Job& j) {
+    j.set_state(v1::JOB_STATE_FAILED);
+    j.set_error(std::string(s.message()));
+  });
+}
+
+void JobManager::Runner::AddFailure(v1::Job& j, const std::string& what, const absl::Status& s) {
+  j.set_chunks_failed(j.chunks_failed() + 1);
+  if (j.failures_size() < options_.max_failures_listed) {
+    v1::ChunkFailure* f = j.add_failures();
+    f->set_chunk(what);
+    f->set_reason(s.ToString());
+  }
+}
+
+bool JobManager::Runner::IngestDocuments(std::vector<std::string>* doc_ids) {
   const std::vector<std::filesystem::path>* roots =
       options_.confine_corpus ? &options_.corpus_roots : nullptr;
-  for (const std::string& file : ListFiles(job->corpus, roots)) {
-    if (job->cancel) break;
+  for (const std::string& file : ListFiles(job_->corpus, roots)) {
+    if (job_->cancel) break;
     auto corpus = retrieval::ReadCorpusFile(file);
     if (!corpus.ok()) {
-      update([&](v1::Job& j) { add_failure(j, file, corpus.status()); });
+      Update([&](v1::Job& j) { AddFailure(j, file, corpus.status()); });
       continue;
     }
     std::vector<retrieval::Document> fresh;
     for (auto& d : corpus->documents) {
-      doc_ids.push_back(d.id);
+      doc_ids->push_back(d.id);
       auto existing = options_.retriever->GetDocument(d.id);
       if (!existing.ok()) {
-        fail(existing.status());
-        return;
+        Fail(existing.status());
+        return false;
       }
       const uint64_t h = XXH64(d.text.data(), d.text.size(), 0);
       if (*existing && (*existing)->text_hash == h) continue;
       if (*existing) {
         absl::Status s = options_.retriever->Delete(d.id);
         if (!s.ok()) {
-          fail(s);
-          return;
+          Fail(s);
+          return false;
         }
       }
       fresh.push_back(std::move(d));
@@ -231,95 +264,123 @@ void JobManager::Run(JobRec* job) {
     if (!fresh.empty()) {
       auto st = options_.retriever->Ingest(absl::MakeConstSpan(fresh));
       if (!st.ok()) {
-        update([&](v1::Job& j) { add_failure(j, file, st.status()); });
+        Update([&](v1::Job& j) { AddFailure(j, file, st.status()); });
         continue;
       }
     }
   }
-  update([&](v1::Job& j) { j.set_documents(doc_ids.size()); });
+  return true;
+}
 
-  // 2. List this shard's chunks.
+bool JobManager::Runner::ListChunks(const std::vector<std::string>& doc_ids,
+                                    std::vector<WorkItem>* items) {
   const kvstore::Fingerprint fp = options_.model->fingerprint();
-  const uint32_t n = std::max<uint32_t>(1, job->corpus.shard_count());
-  std::vector<WorkItem> items;
+  const uint32_t n = std::max<uint32_t>(1, job_->corpus.shard_count());
   std::set<kvstore::ChunkKey> seen;
   for (const std::string& id : doc_ids) {
-    if (job->cancel) break;
+    if (job_->cancel) break;
     auto doc = options_.retriever->GetDocument(id);
     if (!doc.ok()) {
-      fail(doc.status());
-      return;
+      Fail(doc.status());
+      return false;
     }
     if (!*doc) continue;
     for (int64_t cid : (*doc)->chunk_ids) {
       auto ch = options_.retriever->GetChunk(cid);
       if (!ch.ok()) {
-        fail(ch.status());
-        return;
+        Fail(ch.status());
+        return false;
       }
       if (!*ch || (*ch)->token_ids.empty()) continue;
       kvstore::ChunkKey key = kvstore::ChunkKey::Of(fp, (*ch)->token_ids);
-      if (key.Lo64() % n != job->corpus.shard_index()) continue;
+      if (key.Lo64() % n != job_->corpus.shard_index()) continue;
       if (!seen.insert(key).second) continue;  // identical passage elsewhere
-      items.push_back({key, std::move((*ch)->token_ids), absl::StrFormat("%s#%d", id, (*ch)->ordinal)});
+      items->push_back({key, std::move((*ch)->token_ids), absl::StrFormat("%s#%d", id, (*ch)->ordinal)});
     }
   }
-  update([&](v1::Job& j) { j.set_chunks_total(items.size()); });
+  return true;
+}
 
-  // 3. Compute and store, `workers` threads pulling from a shared cursor.
+void JobManager::Runner::ComputeChunks(const std::vector<WorkItem>& items) {
   std::atomic<size_t> next{0};
   auto work = [&]() {
     for (;;) {
-      if (job->cancel) return;
+      if (job_->cancel) return;
       const size_t i = next.fetch_add(1);
       if (i >= items.size()) return;
       const WorkItem& it = items[i];
       if (options_.store->Contains(it.key)) {
-        update([](v1::Job& j) { j.set_chunks_skipped(j.chunks_skipped() + 1); });
+        Update([](v1::Job& j) { j.set_chunks_skipped(j.chunks_skipped() + 1); });
         continue;
       }
       if (options_.chunk_delay > absl::ZeroDuration()) absl::SleepFor(options_.chunk_delay);
-      absl::Status s;
-      uint64_t bytes = 0;
-      auto kv = blend::PrecomputeChunk(*options_.model, it.tokens);
-      if (kv.ok()) {
-        auto enc = blend::EncodeForStore(*kv);
-        if (enc.ok()) {
-          bytes = enc->chunk->TotalBytes();
-          s = options_.store->Put(enc->key, enc->chunk);
-        } else {
-          s = enc.status();
-        }
-      } else {
-        s = kv.status();
-      }
-      if (s.ok()) {
-        update([&](v1::Job& j) {
-          j.set_chunks_done(j.chunks_done() + 1);
-          j.set_tokens_done(j.tokens_done() + it.tokens.size());
-          j.set_bytes_stored(j.bytes_stored() + bytes);
-        });
-      } else {
-        update([&](v1::Job& j) { add_failure(j, it.name, s); });
-      }
+      StoreChunk(it);
     }
   };
   std::vector<std::thread> threads;
-  for (int w = 1; w < job->workers; ++w) threads.emplace_back(work);
+  for (int w = 1; w < job_->workers; ++w) threads.emplace_back(work);
   work();
   for (auto& t : threads) t.join();
+}
+
+void JobManager::Runner::StoreChunk(const WorkItem& it) {
+  absl::Status s;
+  uint64_t bytes = 0;
+  auto kv = blend::PrecomputeChunk(*options_.model, it.tokens);
+  if (kv.ok()) {
+    auto enc = blend::EncodeForStore(*kv);
+    if (enc.ok()) {
+      bytes = enc->chunk->TotalBytes();
+      s = options_.store->Put(enc->key, enc->chunk);
+    } else {
+      s = enc.status();
+    }
+  } else {
+    s = kv.status();
+  }
+  if (s.ok()) {
+    Update([&](v1::Job& j) {
+      j.set_chunks_done(j.chunks_done() + 1);
+      j.set_tokens_done(j.tokens_done() + it.tokens.size());
+      j.set_bytes_stored(j.bytes_stored() + bytes);
+    });
+  } else {
+    Update([&](v1::Job& j) { AddFailure(j, it.name, s); });
+  }
+}
+
+void JobManager::Runner::Finish() {
   absl::Status flushed = options_.store->Flush();
   absl::Status saved = options_.retriever->Save();
   if (!flushed.ok()) {
-    fail(flushed);
+    Fail(flushed);
     return;
   }
   if (!saved.ok()) {
     RAGKV_LOG(WARNING) << "retrieval index save failed: " << saved;
   }
-  update([&](v1::Job& j) {
-    j.set_state(job->cancel ? v1::JOB_STATE_CANCELLED : v1::JOB_STATE_SUCCEEDED);
+  Update([&](v1::Job& j) {
+    j.set_state(job_->cancel ? v1::JOB_STATE_CANCELLED : v1::JOB_STATE_SUCCEEDED);
   });
+}
+
+void JobManager::Run(JobRec* job) {
+  Runner r(this, job);
+  r.Update([](v1::Job& j) { j.set_state(v1::JOB_STATE_RUNNING); });
+
+  // 1. Read and ingest documents (skip unchanged ones: resumable).
+  std::vector<std::string> doc_ids;
+  if (!r.IngestDocuments(&doc_ids)) return;
+  r.Update([&](v1::Job& j) { j.set_documents(doc_ids.size()); });
+
+  // 2. List this shard's chunks.
+  std::vector<WorkItem> items;
+  if (!r.ListChunks(doc_ids, &items)) return;
+  r.Update([&](v1::Job& j) { j.set_chunks_total(items.size()); });
+
+  // 3. Compute and store, `workers` threads pulling from a shared cursor.
+  r.ComputeChunks(items);
+  r.Finish();
 }
 
 }  // namespace ragkv::services

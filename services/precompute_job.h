@@ -106,6 +106,8 @@ class JobManager {
     uint64_t version = 0;
     std::chrono::steady_clock::time_point start;
   };
+  // Runner: one job's Run, stage by stage (defined in precompute_job.cc).
+  class Runner;
   void Run(JobRec* job);
 
   const Options options_;

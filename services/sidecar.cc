@@ -18,7 +18,7 @@
 #include "kvstore/tiered_store.h"
 #include "services/backends.h"
 #include "services/blend_service.h"
-#include "services/engine.h"
+#include "engine/reference_engine.h"
 #include "services/engine_service.h"
 #include "services/executor.h"
 #include "services/internal/call_gate.h"
@@ -44,7 +44,7 @@ struct Sidecar::Impl {
   // connector client to the upstream sidecar (this process by default).
   std::unique_ptr<BoundedExecutor> engine_executor;
   std::unique_ptr<Client> engine_client;
-  std::unique_ptr<ReferenceEngine> engine;
+  std::unique_ptr<engine::ReferenceEngine> engine;
   ServiceContext ctx;
   std::vector<std::unique_ptr<grpc::Service>> services;
   std::unique_ptr<grpc::Server> server;
@@ -113,13 +113,8 @@ void AddStoreCollector(Metrics* metrics, kvstore::TieredStore* store) {
   });
 }
 
-}  // namespace
-
-Sidecar::Sidecar(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-
-Sidecar::~Sidecar() { Shutdown(); }
-
-absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) {
+// CheckSidecarOptions: the option checks Start runs before building anything.
+absl::Status CheckSidecarOptions(const SidecarOptions& options) {
   if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
     return absl::InvalidArgumentError("--tls-cert and --tls-key must be given together");
   }
@@ -136,10 +131,12 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
     return absl::InvalidArgumentError(
         "--max-rps, --max-rps-per-peer, --rps-burst and --max-inflight must be >= 0");
   }
-  ASSIGN_OR_RETURN(std::vector<std::filesystem::path> corpus_roots,
-                   internal::CanonicalRoots(options.corpus_roots));
-  auto impl = std::make_unique<Impl>();
-  impl->options = std::move(options);
+  return absl::OkStatus();
+}
+
+// InitCallPath: the executor and the call gate (auth, limits), shared
+// through impl->ctx with the metrics.
+absl::Status InitCallPath(Sidecar::Impl* impl) {
   const SidecarOptions& o = impl->options;
   ASSIGN_OR_RETURN(impl->executor,
                    BoundedExecutor::Create({o.worker_threads, o.max_queued_tasks}));
@@ -154,6 +151,13 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
   impl->ctx.executor = impl->executor.get();
   impl->ctx.metrics = &impl->metrics;
   impl->ctx.gate = impl->gate.get();
+  return absl::OkStatus();
+}
+
+// InitBackends: builds the backends the enabled services need, shares them
+// through impl->ctx and exports the store's metrics.
+absl::Status InitBackends(Sidecar::Impl* impl) {
+  const SidecarOptions& o = impl->options;
   BackendOptions bo;
   bo.data_dir = o.data_dir;
   bo.ram_budget_bytes = o.ram_budget_bytes;
@@ -180,6 +184,14 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
   impl->ctx.controller = b.controller.get();
   impl->ctx.retriever = b.retriever.get();
   if (b.store) AddStoreCollector(&impl->metrics, b.store.get());
+  return absl::OkStatus();
+}
+
+// InitJobs: the precompute JobManager (confined to corpus_roots) when the
+// precompute service is enabled.
+void InitJobs(Sidecar::Impl* impl, const std::vector<std::filesystem::path>& corpus_roots) {
+  const SidecarOptions& o = impl->options;
+  const Backends& b = *impl->backends;
   if (o.services.count("precompute")) {
     JobManager::Options jo;
     jo.model = b.model.get();
@@ -191,7 +203,12 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
     impl->jobs = std::make_unique<JobManager>(jo);
     impl->ctx.jobs = impl->jobs.get();
   }
+}
 
+// AddServices: the enabled gRPC services into impl->services (the engine
+// service gets its engine later, from StartEngine).
+absl::Status AddServices(Sidecar::Impl* impl) {
+  const SidecarOptions& o = impl->options;
   if (o.services.count("retrieval")) {
     impl->services.push_back(std::make_unique<RetrievalServiceImpl>(&impl->ctx));
   }
@@ -210,7 +227,12 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
     impl->services.push_back(std::make_unique<EngineServiceImpl>(
         nullptr, impl->engine_executor.get(), &impl->metrics, impl->gate.get()));
   }
+  return absl::OkStatus();
+}
 
+// MakeServerCredentials: TLS from the cert/key PEM files, else plaintext.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
+    const SidecarOptions& o) {
   std::shared_ptr<grpc::ServerCredentials> creds;
   if (!o.tls_cert_file.empty()) {
     ASSIGN_OR_RETURN(std::string cert, ReadFile(o.tls_cert_file));
@@ -221,6 +243,14 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
   } else {
     creds = grpc::InsecureServerCredentials();
   }
+  return creds;
+}
+
+// StartServer: builds and starts the gRPC server (health, reflection, the
+// services) on o.listen and sets impl->port; Unavailable when it cannot.
+absl::Status StartServer(Sidecar::Impl* impl) {
+  const SidecarOptions& o = impl->options;
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds, MakeServerCredentials(o));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -232,6 +262,14 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
   if (!impl->server || impl->port == 0) {
     return absl::UnavailableError("cannot listen on " + o.listen);
   }
+  return absl::OkStatus();
+}
+
+// StartEngine: with the engine service and a model, connects the engine to
+// its upstream sidecar (this one by default) and hands it to the service.
+absl::Status StartEngine(Sidecar::Impl* impl) {
+  const SidecarOptions& o = impl->options;
+  const Backends& b = *impl->backends;
   if (o.services.count("engine") && b.model) {
     // Now that the port is known, connect the engine to its sidecar.
     ClientOptions co;
@@ -251,7 +289,7 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
       co.tls_server_name = "localhost";
     }
     ASSIGN_OR_RETURN(impl->engine_client, Client::Create(co));
-    ReferenceEngine::Options eo{b.model.get(), b.tokenizer.get(), impl->engine_client.get()};
+    engine::ReferenceEngine::Options eo{b.model.get(), b.tokenizer.get(), impl->engine_client.get()};
     if (o.engine_kv_wire_dtype == "f32") {
       eo.kv_wire_dtype = v1::DTYPE_F32;
     } else if (o.engine_kv_wire_dtype == "bf16") {
@@ -262,16 +300,28 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
       return absl::InvalidArgumentError("--kv-wire-dtype must be f16, bf16 or f32, not '" +
                                         o.engine_kv_wire_dtype + "'");
     }
-    ASSIGN_OR_RETURN(impl->engine, ReferenceEngine::Create(eo));
+    ASSIGN_OR_RETURN(impl->engine, engine::ReferenceEngine::Create(eo));
     for (auto& svc : impl->services) {
       if (auto* e = dynamic_cast<EngineServiceImpl*>(svc.get())) e->set_engine(impl->engine.get());
     }
   }
+  return absl::OkStatus();
+}
+
+// StartMetrics: the Prometheus endpoint unless metrics_port is -1.
+absl::Status StartMetrics(Sidecar::Impl* impl) {
+  const SidecarOptions& o = impl->options;
   if (o.metrics_port >= 0) {
     ASSIGN_OR_RETURN(impl->metrics_server,
                      MetricsServer::Create({o.metrics_host, o.metrics_port}, &impl->metrics));
   }
-  RAGKV_LOG(INFO) << "ragkv serve: gRPC on port " << impl->port
+  return absl::OkStatus();
+}
+
+// LogServing: the startup line (port, TLS, auth, limits, roots, metrics).
+void LogServing(const Sidecar::Impl& impl) {
+  const SidecarOptions& o = impl.options;
+  RAGKV_LOG(INFO) << "ragkv serve: gRPC on port " << impl.port
                   << (o.tls_cert_file.empty() ? " (plaintext)" : " (TLS)")
                   << (o.auth_token.empty() ? "" : ", bearer auth on")
                   << (o.max_rps > 0 ? absl::StrFormat(", max %g rps", o.max_rps) : "")
@@ -284,10 +334,32 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
                   << (o.corpus_roots.empty() ? std::string("none (StartJob paths refused)")
                                              : absl::StrJoin(o.corpus_roots, ":"))
                   << ", metrics "
-                  << (impl->metrics_server ? absl::StrFormat("http://%s:%d/metrics",
-                                                             o.metrics_host,
-                                                             impl->metrics_server->port())
-                                           : std::string("off"));
+                  << (impl.metrics_server ? absl::StrFormat("http://%s:%d/metrics",
+                                                            o.metrics_host,
+                                                            impl.metrics_server->port())
+                                          : std::string("off"));
+}
+
+}  // namespace
+
+Sidecar::Sidecar(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Sidecar::~Sidecar() { Shutdown(); }
+
+absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) {
+  RETURN_IF_ERROR(CheckSidecarOptions(options));
+  ASSIGN_OR_RETURN(std::vector<std::filesystem::path> corpus_roots,
+                   internal::CanonicalRoots(options.corpus_roots));
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  RETURN_IF_ERROR(InitCallPath(impl.get()));
+  RETURN_IF_ERROR(InitBackends(impl.get()));
+  InitJobs(impl.get(), corpus_roots);
+  RETURN_IF_ERROR(AddServices(impl.get()));
+  RETURN_IF_ERROR(StartServer(impl.get()));
+  RETURN_IF_ERROR(StartEngine(impl.get()));
+  RETURN_IF_ERROR(StartMetrics(impl.get()));
+  LogServing(*impl);
   return std::unique_ptr<Sidecar>(new Sidecar(std::move(impl)));
 }
 

@@ -163,6 +163,15 @@ __device__ __forceinline__ int VectorLimit(const AttnLaunch& a, const AttnWorkIt
 // O += P V as A fragments (the C layout of two n8 tiles is the A layout of
 // one k16 step), V fragments by ldmatrix.trans. K/V tiles are
 // double-buffered: tile i+1 is fetched by cp.async while tile i is computed.
+//
+// Why this is one ~300-line function: it is a single fused, register-resident
+// kernel. The O accumulators, the running row max / row sums and (kQInRegs)
+// the Q fragments are register arrays, indexed by compile-time constants,
+// that stay live across the whole key loop, and P goes from the S
+// accumulators into O += P V without leaving registers. Cutting it into
+// __device__ functions would not shorten the hot loop (they would all be
+// inlined back into it), and passing those arrays across calls risks
+// demoting them to local memory (spills). Keep it whole.
 template <typename T, typename C, bool kBottomRight>
 __global__ void __launch_bounds__(C::kThreads, 256 / C::kThreads) AttnTcKernel(AttnLaunch a) {
   constexpr int MT = C::kMT;

@@ -97,7 +97,7 @@ struct IsaTable {
 const IsaTable& BaselineTable();
 const IsaTable& Avx2Table();
 const IsaTable& Avx512Table();
-// ActiveTable: the table for ActiveIsa() (cpu.cc).
+// ActiveTable: the table for ActiveIsa() (isa.cc).
 const IsaTable& ActiveTable();
 
 // Scalar IEEE conversions (round to nearest even; NaN stays NaN, quieted).

@@ -1,6 +1,10 @@
 // GGUF v2/v3 reader (llama architecture, F32/F16/BF16 tensors) and its
 // embedded SentencePiece-style vocabulary.
+#include <algorithm>
 #include <map>
+#include <set>
+#include <string>
+#include <vector>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
@@ -193,6 +197,29 @@ std::string GetStringOr(const Gguf& g, const std::string& key, const std::string
   return std::get<std::string>(it->second.v);
 }
 
+// RefuseUnusedTensors: a tensor this runtime did not read changes the math
+// of the engine that does (e.g. rope_freqs.weight, Llama-3's RoPE frequency
+// factors: ignoring it loads fine and computes wrong logits). Refuse the file
+// by the tensor's name instead. Unimplemented, naming up to 4 tensors.
+absl::Status RefuseUnusedTensors(const std::string& path, const Gguf& g,
+                                 const std::set<std::string>& consumed) {
+  std::vector<std::string> unused;
+  for (const auto& [name, info] : g.tensors) {
+    if (consumed.count(name) == 0) unused.push_back(name);
+  }
+  if (unused.empty()) return absl::OkStatus();
+  std::sort(unused.begin(), unused.end());
+  const size_t total = unused.size();
+  std::string hint;
+  if (std::find(unused.begin(), unused.end(), "rope_freqs.weight") != unused.end()) {
+    hint = " (rope_freqs.weight: Llama-3 RoPE frequency factors are not supported)";
+  }
+  if (unused.size() > 4) unused.resize(4);
+  return absl::UnimplementedError(absl::StrCat(
+      path, ": ", total, " tensor(s) this runtime does not use, refused rather than ignored: ",
+      absl::StrJoin(unused, ", "), total > 4 ? ", ..." : "", hint));
+}
+
 }  // namespace
 
 absl::StatusOr<ModelParts> LoadGguf(const std::string& path, const LoadOptions& options) {
@@ -255,8 +282,10 @@ absl::StatusOr<ModelParts> LoadGguf(const std::string& path, const LoadOptions& 
   if (options.max_seq_len > 0) c.max_seq_len = options.max_seq_len;
 
   // Reads tensor `name` with ggml dims {in, out} (or {n} for vectors).
+  std::set<std::string> consumed;
   auto load = [&](const std::string& name, std::vector<int64_t> want,
                   std::vector<float>* out) -> absl::Status {
+    consumed.insert(name);
     auto it = g.tensors.find(name);
     if (it == g.tensors.end()) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": missing tensor ", name));
@@ -306,6 +335,7 @@ absl::StatusOr<ModelParts> LoadGguf(const std::string& path, const LoadOptions& 
     RETURN_IF_ERROR(load(p + "ffn_up.weight", {dim, ffn}, &lw.w_up));
     RETURN_IF_ERROR(load(p + "ffn_down.weight", {ffn, dim}, &lw.w_down));
   }
+  RETURN_IF_ERROR(RefuseUnusedTensors(path, g, consumed));
   return parts;
 }
 

@@ -1,12 +1,11 @@
 #include "services/internal/kv_wire.h"
 
-#include <xxhash.h>
-
 #include <cstring>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "connector/wire.h"
 
 namespace ragkv::services::internal {
 
@@ -28,26 +27,14 @@ absl::StatusOr<kernels::DType> FromWire(v1::DType d) {
   }
 }
 
-uint64_t LayerChecksum(std::string_view k, std::string_view v) {
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_64bits_reset(st);
-  XXH3_64bits_update(st, k.data(), k.size());
-  XXH3_64bits_update(st, v.data(), v.size());
-  uint64_t h = XXH3_64bits_digest(st);
-  XXH3_freeState(st);
-  return h;
-}
-
 std::string FingerprintBytes(const kvstore::Fingerprint& fp) {
   return std::string(reinterpret_cast<const char*>(fp.data()), fp.size());
 }
 
 absl::StatusOr<kvstore::Fingerprint> FingerprintFromBytes(std::string_view raw) {
   kvstore::Fingerprint fp{};
-  if (raw.size() != fp.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("model_fingerprint must be %d bytes, got %d", fp.size(), raw.size()));
-  }
+  static_assert(sizeof(fp) == wire::kFingerprintBytes);
+  RETURN_IF_ERROR(wire::CheckFingerprint(raw));
   std::memcpy(fp.data(), raw.data(), fp.size());
   return fp;
 }
@@ -92,7 +79,7 @@ absl::StatusOr<v1::LayerKV> LayerToWire(const kvstore::KvChunkHeader& h,
     RETURN_IF_ERROR(layer.DecodeToF32(h, reinterpret_cast<float*>(k->data()),
                                       reinterpret_cast<float*>(v->data())));
   }
-  out.set_checksum(LayerChecksum(out.k(), out.v()));
+  out.set_checksum(wire::LayerChecksum(out.k(), out.v()));
   return out;
 }
 

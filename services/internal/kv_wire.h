@@ -1,5 +1,7 @@
 // kv_wire.h: conversions between kvstore / kernels types and the v1 wire
-// messages (dtype, layout, layer records). Private to services/.
+// messages (dtype, layout, layer records). Private to services/. The
+// definitions both ends share (checksum, fingerprint size) are in
+// connector/wire.h.
 #ifndef RAGKV_SERVICES_INTERNAL_KV_WIRE_H_
 #define RAGKV_SERVICES_INTERNAL_KV_WIRE_H_
 
@@ -17,9 +19,6 @@ namespace ragkv::services::internal {
 
 v1::DType ToWire(kernels::DType d);
 absl::StatusOr<kernels::DType> FromWire(v1::DType d);
-
-// LayerChecksum: XXH3-64 of k then v (the LayerKV.checksum definition).
-uint64_t LayerChecksum(std::string_view k, std::string_view v);
 
 // FingerprintBytes / FingerprintFromBytes: the 16 raw bytes.
 std::string FingerprintBytes(const kvstore::Fingerprint& fp);

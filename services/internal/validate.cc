@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "connector/wire.h"
 #include "kernels/tensor.h"
 #include "services/internal/kv_wire.h"
 
@@ -90,7 +91,7 @@ absl::Status PutChunkAssembler::Add(v1::KVRecord&& rec) {
                                                       kv.layer(), kv.k().size(), kv.v().size(),
                                                       layer_bytes_));
   }
-  if (kv.checksum() != LayerChecksum(kv.k(), kv.v())) {
+  if (kv.checksum() != wire::LayerChecksum(kv.k(), kv.v())) {
     return absl::InvalidArgumentError(
         absl::StrFormat("PutChunk: layer %d checksum mismatch", kv.layer()));
   }

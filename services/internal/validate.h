@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "connector/wire.h"
 #include "google/protobuf/repeated_field.h"
 #include "kvstore/chunk_key.h"
 #include "kvstore/kv_chunk.h"
@@ -37,7 +38,7 @@ inline constexpr int kMaxKeysPerCall = 4096;         // Lookup/Contains/DeleteCh
 inline constexpr int kMaxChunkIdsPerCall = 4096;     // GetChunks, Generate.chunk_ids
 inline constexpr int kMaxBlendSegments = 4096;       // Blend segments
 inline constexpr uint32_t kMaxSearchTopK = 1024;     // Search.k
-inline constexpr uint32_t kMaxRetrieveTopK = 64;     // RetrieveAndBlend.k, Generate.k
+inline constexpr uint32_t kMaxRetrieveTopK = wire::kMaxRetrieveTopK;  // RetrieveAndBlend.k, Generate.k
 inline constexpr uint32_t kMaxGenerateNewTokens = 1024;
 inline constexpr size_t kMaxIngestDocs = 100000;     // per IngestDocuments stream
 inline constexpr size_t kMaxIngestTextBytes = size_t{1} << 30;

@@ -6,15 +6,6 @@
 // `ragkv serve` processes (A, B) share the Redis server, as sidecars of one
 // deployment would: B reading what A wrote is served by Redis. Also the
 // first integration test of `serve --redis`. docs/reliability.md.
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -27,88 +18,10 @@
 #include "tests/integration/serve_process.h"
 #include "tests/integration/sidecar_fixture.h"
 #include "tests/integration/test_chunks.h"
+#include "tests/support/redis_server_process.h"
 
 namespace ragkv::testing {
 namespace {
-
-bool RedisServerInstalled() { return std::system("redis-server --version >/dev/null 2>&1") == 0; }
-
-// Ping: whether 127.0.0.1:port answers PING with +PONG.
-bool Ping(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval tv{1, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  bool ok = false;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      ::write(fd, "PING\r\n", 6) == 6) {
-    char buf[16] = {};
-    ok = ::read(fd, buf, sizeof(buf) - 1) >= 5 && std::string(buf, 5) == "+PONG";
-  }
-  ::close(fd);
-  return ok;
-}
-
-// RedisProcess: redis-server on a given 127.0.0.1 port, no persistence (a
-// restart comes back empty, like a replaced cache node).
-class RedisProcess {
- public:
-  explicit RedisProcess(std::string dir) : dir_(std::move(dir)) {}
-  ~RedisProcess() { Kill(); }
-
-  bool Start(int port) {
-    port_ = port;
-    std::vector<std::string> args = {"redis-server", "--port", std::to_string(port), "--bind",
-                                     "127.0.0.1", "--save", "", "--appendonly", "no",
-                                     "--daemonize", "no", "--dir", dir_, "--protected-mode", "no"};
-    std::vector<char*> argv;
-    for (std::string& s : args) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    const std::string log = dir_ + "/redis.log";
-    const pid_t parent = ::getpid();
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(127);
-      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd >= 0) {
-        ::dup2(fd, 1);
-        ::dup2(fd, 2);
-      }
-      ::execvp("redis-server", argv.data());
-      ::_exit(127);
-    }
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (absl::Now() < deadline) {
-      int st = 0;
-      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-        pid_ = -1;
-        return false;  // e.g. the port was taken
-      }
-      if (Ping(port)) return true;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    Kill();
-    return false;
-  }
-
-  void Kill() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    int st = 0;
-    ::waitpid(pid_, &st, 0);
-    pid_ = -1;
-  }
-
- private:
-  std::string dir_;
-  pid_t pid_ = -1;
-  int port_ = 0;
-};
 
 double Metric(const ServeProcess& s, const std::string& name) {
   return MetricValue(s.Metrics(), name, "tier=\"redis\"").value_or(-1);
@@ -131,15 +44,12 @@ int PutUntilRedisUp(Client* c, const ServeProcess& s, int first) {
 }
 
 TEST(RedisRecoveryTest, StopAndRestartIsDegradedThenRecoveredInMetrics) {
-  if (!RedisServerInstalled()) GTEST_SKIP() << "redis-server not installed";
+  if (!RedisServerOnPath()) GTEST_SKIP() << "redis-server not installed";
   TempDir dir;
-  RedisProcess redis(dir.path());
-  int port = 0;
-  for (int attempt = 0; attempt < 4 && port == 0; ++attempt) {
-    const int p = FreeLoopbackPort();
-    if (redis.Start(p)) port = p;
-  }
-  ASSERT_NE(port, 0) << "cannot start redis-server";
+  absl::StatusOr<std::unique_ptr<RedisServerProcess>> started = RedisServerProcess::Start();
+  ASSERT_TRUE(started.ok()) << "cannot start redis-server: " << started.status();
+  RedisServerProcess& redis = **started;
+  const int port = redis.port();
   auto serve = [&](const std::string& name) {
     return ServeProcess::Start({"--data-dir", dir.path() + "/" + name, "--services", "kvstore",
                                 "--redis", absl::StrCat("redis://127.0.0.1:", port),
@@ -207,7 +117,8 @@ TEST(RedisRecoveryTest, StopAndRestartIsDegradedThenRecoveredInMetrics) {
   EXPECT_EQ(Metric(b, "ragkv_tier_hits_total"), b_hits_before);
 
   // Redis restarted on the same port (empty: no persistence).
-  ASSERT_TRUE(redis.Start(port)) << "cannot restart redis-server on port " << port;
+  const absl::Status restarted = redis.Restart();
+  ASSERT_TRUE(restarted.ok()) << "cannot restart redis-server on port " << port << ": " << restarted;
   const double a_puts_down = Metric(a, "ragkv_tier_puts_total");
   const int next = PutUntilRedisUp(ca.get(), a, 100);
   ASSERT_EQ(Metric(a, "ragkv_tier_up"), 1) << "Redis tier not back up 30 s after the restart";

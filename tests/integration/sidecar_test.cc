@@ -19,7 +19,7 @@
 #include "model/loader.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
-#include "services/engine.h"
+#include "engine/reference_engine.h"
 #include "tests/integration/sidecar_fixture.h"
 
 namespace ragkv::testing {
@@ -469,7 +469,7 @@ TEST_F(SidecarTest, EngineCacheBlendAtFullRatioEqualsFullPrefill) {
   EXPECT_EQ(client_->Generate(bad).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-// The engine's wire dtype and query-row reuse (services/engine.h): engines
+// The engine's wire dtype and query-row reuse (engine/reference_engine.h): engines
 // built here against the fixture's sidecar. Reusing the sidecar's query rows
 // (forward of the last query token only) gives the same greedy tokens as
 // prefilling the whole query on the imported context (the former path); f16
@@ -482,17 +482,17 @@ TEST_F(SidecarTest, EngineQueryRowReuseAndF16Wire) {
   auto tok = model::LoadTokenizer(TestModelPath());
   ASSERT_TRUE(tok.ok()) << tok.status();
   auto make = [&](v1::DType dt, bool reuse) {
-    services::ReferenceEngine::Options eo{model_, tok->get(), client_};
+    engine::ReferenceEngine::Options eo{model_, tok->get(), client_};
     eo.kv_wire_dtype = dt;
     eo.reuse_query_kv = reuse;
-    auto e = services::ReferenceEngine::Create(eo);
+    auto e = engine::ReferenceEngine::Create(eo);
     EXPECT_TRUE(e.ok()) << e.status();
     return e.ok() ? std::move(*e) : nullptr;
   };
   auto old32 = make(v1::DTYPE_F32, false), new32 = make(v1::DTYPE_F32, true),
        new16 = make(v1::DTYPE_F16, true);
   ASSERT_TRUE(old32 && new32 && new16);
-  EXPECT_FALSE(services::ReferenceEngine::Create(
+  EXPECT_FALSE(engine::ReferenceEngine::Create(
                    {model_, tok->get(), client_, v1::DTYPE_UNSPECIFIED, true})
                    .ok());
   const std::vector<std::vector<int32_t>> queries = {

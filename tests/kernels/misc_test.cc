@@ -1,9 +1,11 @@
 // TensorView, CPU dispatch, KV deviation, top-k and int8 quantization.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -40,7 +42,8 @@ TEST(CpuTest, DispatchAndThreads) {
     IsaScope s(Isa::kScalar);
     EXPECT_EQ(ActiveIsa(), Isa::kScalar);
   }
-  EXPECT_EQ(ActiveIsa(), DetectedIsa());
+  EXPECT_EQ(static_cast<int>(ActiveIsa()),
+            std::min(static_cast<int>(DetectedIsa()), static_cast<int>(IsaCap())));
   EXPECT_STREQ(IsaName(Isa::kAvx2), "avx2");
   const int before = MaxThreads();
   EXPECT_GE(before, 1);
@@ -48,6 +51,21 @@ TEST(CpuTest, DispatchAndThreads) {
   EXPECT_EQ(MaxThreads(), 1);
   SetMaxThreads(before);
   EXPECT_EQ(MaxThreads(), before);
+}
+
+// RAGKV_ISA (CI's avx2 stage) caps dispatch for the whole process.
+TEST(CpuTest, EnvironmentCapsDispatch) {
+  const char* env = std::getenv("RAGKV_ISA");
+  RecordProperty("active_isa", IsaName(ActiveIsa()));
+  if (env == nullptr || *env == '\0') {
+    EXPECT_EQ(IsaCap(), Isa::kAvx512);
+    GTEST_SKIP() << "RAGKV_ISA not set; dispatching to " << IsaName(ActiveIsa());
+  }
+  const std::string want = env;
+  EXPECT_LE(static_cast<int>(ActiveIsa()), static_cast<int>(IsaCap()));
+  if (want == "avx2") EXPECT_EQ(IsaCap(), Isa::kAvx2);
+  if (want == "scalar") EXPECT_EQ(ActiveIsa(), Isa::kScalar);
+  EXPECT_LE(static_cast<int>(Isas().back()), static_cast<int>(IsaCap()));
 }
 
 TEST(DeviationTest, MatchesNaiveAndAccumulates) {

@@ -10,20 +10,25 @@
 
 namespace ragkv::kernels::testing {
 
-// Isas: every dispatch level this CPU can run (scalar, then avx2, avx512).
+// Isas: every dispatch level this run may use (scalar, then avx2, avx512),
+// up to ActiveIsa(): a pass with RAGKV_ISA=avx2 never runs the AVX-512 path.
 inline std::vector<Isa> Isas() {
   std::vector<Isa> out;
-  for (int i = 0; i <= static_cast<int>(DetectedIsa()); ++i) out.push_back(static_cast<Isa>(i));
+  for (int i = 0; i <= static_cast<int>(ActiveIsa()); ++i) out.push_back(static_cast<Isa>(i));
   return out;
 }
 
-// IsaScope: clamps dispatch for the lifetime of the object.
+// IsaScope: clamps dispatch for the lifetime of the object, then restores
+// the previous cap (so RAGKV_ISA's holds after it).
 class IsaScope {
  public:
-  explicit IsaScope(Isa isa) { SetIsaOverride(isa); }
-  ~IsaScope() { SetIsaOverride(Isa::kAvx512); }
+  explicit IsaScope(Isa isa) : prev_(IsaCap()) { SetIsaOverride(isa); }
+  ~IsaScope() { SetIsaOverride(prev_); }
   IsaScope(const IsaScope&) = delete;
   IsaScope& operator=(const IsaScope&) = delete;
+
+ private:
+  Isa prev_;
 };
 
 inline std::vector<float> RandomVec(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {

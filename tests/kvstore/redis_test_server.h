@@ -1,7 +1,7 @@
 // redis_test_server.h: test fixtures that run real redis-server processes on
 // 127.0.0.1 ephemeral ports: one standalone server, or a 3-master Redis
 // Cluster. Header-only; used by tests/kvstore/redis_*_test.cc. The server
-// process is kvstore::RedisServerProcess (kvstore/redis_server_process.h),
+// process is testing::RedisServerProcess (tests/support/redis_server_process.h),
 // shared with `ragkv bench ttft`.
 //
 // Each server is a child process (fork + exec of `redis-server`, with
@@ -33,7 +33,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "kvstore/internal/redis_client.h"
-#include "kvstore/redis_server_process.h"
+#include "tests/support/redis_server_process.h"
 
 namespace ragkv::kvstore::testing {
 
@@ -43,6 +43,10 @@ using internal::RedisEndpoint;
 using internal::Reply;
 
 // PickFreePort: a currently free TCP port on 127.0.0.1 (may race).
+using ragkv::testing::PickFreeLoopbackPort;
+using ragkv::testing::RedisServerOnPath;
+using ragkv::testing::RedisServerProcess;
+
 inline int PickFreePort() { return PickFreeLoopbackPort(); }
 
 // RedisCommandOnce: opens a connection to 127.0.0.1:port, runs one command.
@@ -56,7 +60,7 @@ inline absl::StatusOr<Reply> RedisCommandOnce(int port, const internal::RedisArg
   return (*c)->Command(argv);
 }
 
-// RedisServer: one redis-server child process (kvstore/redis_server_process.h,
+// RedisServer: one redis-server child process (tests/support/redis_server_process.h,
 // shared with `ragkv bench ttft`).
 using RedisServer = RedisServerProcess;
 

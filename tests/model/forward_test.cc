@@ -255,8 +255,11 @@ TEST_P(ForwardTest, ProjectKvMatchesFreshKv) {
   opt.fresh_k = kview(fk);
   opt.fresh_v = kview(fv);
   ASSERT_TRUE(model_->ForwardLayer(1, Mat(h.data(), n, c.dim), pos.data(), kv->Layer(1, n), opt, &ws).ok());
-  EXPECT_EQ(pk, fk);
-  EXPECT_EQ(pv, fv);
+  // Same math, different GEMM shapes (K/V alone vs fused QKV): OpenBLAS may
+  // block and sum them differently (AVX-512 kernels do), so the last ulp can
+  // differ. Values are O(1): 1e-5 absolute is ~100 ulp of headroom.
+  EXPECT_LE(MaxAbsDiff(pk.data(), fk.data(), pk.size()), 1e-5f);
+  EXPECT_LE(MaxAbsDiff(pv.data(), fv.data(), pv.size()), 1e-5f);
 }
 
 // kv_in_cache: flagged rows take K/V from the cache and project only Q. With

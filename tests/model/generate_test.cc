@@ -2,7 +2,7 @@
 #include <cmath>
 #include <map>
 
-#include "model/bench_prefill.h"
+#include "bench/model/bench_prefill.h"
 #include "model/generate.h"
 #include "model/sampler.h"
 #include "tests/model/test_util.h"

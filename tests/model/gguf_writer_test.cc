@@ -4,6 +4,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/convert.h"
 #include "model/loader.h"
@@ -74,7 +77,10 @@ class GgufWriter {
   uint64_t n_kv_ = 0, n_tensors_ = 0;
 };
 
-void WriteGguf(const std::string& path, const ModelParts& p, bool f16, uint32_t version) {
+// WriteGguf: `p` as a GGUF; `extra` adds tensors the runtime does not read
+// (e.g. Llama-3's rope_freqs.weight), as {name, values} 1-D F32 tensors.
+void WriteGguf(const std::string& path, const ModelParts& p, bool f16, uint32_t version,
+               const std::vector<std::pair<std::string, std::vector<float>>>& extra = {}) {
   const ModelConfig& c = p.config;
   const ModelWeights& w = p.weights;
   GgufWriter g;
@@ -104,6 +110,7 @@ void WriteGguf(const std::string& path, const ModelParts& p, bool f16, uint32_t 
     g.Tensor(b + "ffn_up.weight", {dim, ffn}, L.w_up, f16);
     g.Tensor(b + "ffn_down.weight", {ffn, dim}, L.w_down, f16);
   }
+  for (const auto& [name, values] : extra) g.Tensor(name, {values.size()}, values, false);
   g.Write(path, version);
 }
 
@@ -145,6 +152,30 @@ TEST(GgufWriterTest, F16AndV2LoadAndMatchBin) {
       std::filesystem::remove(path);
     }
   }
+}
+
+// A tensor the runtime would not read changes the math of engines that do:
+// Llama-3.1/3.2 GGUFs carry rope_freqs.weight (RoPE frequency factors), and
+// ignoring it loads fine and computes wrong logits (greedy ids diverge from
+// llama.cpp's after 13 tokens). The file is refused, naming the tensor.
+TEST(GgufWriterTest, UnreadTensorsAreRefusedByName) {
+  RAGKV_REQUIRE_MODEL_FILE("stories260K.bin");
+  auto parts = LoadModelParts(ModelFile("stories260K.bin"));
+  ASSERT_TRUE(parts.ok());
+  const std::string path =
+      ::testing::TempDir() + "/ragkv_ropefreqs_" + std::to_string(::getpid()) + ".gguf";
+  const int half = parts->config.head_dim / 2;
+  WriteGguf(path, *parts, false, 3, {{"rope_freqs.weight", std::vector<float>(half, 1.0f)}});
+  auto m = LoadModel(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(m.status().message().find("rope_freqs.weight"), std::string::npos) << m.status();
+  EXPECT_NE(m.status().message().find("frequency factors"), std::string::npos) << m.status();
+  WriteGguf(path, *parts, false, 3, {{"blk.0.attn_sinks.weight", std::vector<float>(4, 0.0f)}});
+  m = LoadModel(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("blk.0.attn_sinks.weight"), std::string::npos) << m.status();
+  std::filesystem::remove(path);
 }
 
 }  // namespace

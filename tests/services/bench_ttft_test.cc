@@ -1,5 +1,5 @@
 // Tests of the TTFT bench harness (services/bench_ttft.h) and the planner
-// command (services/plan_cmd.h): percentile statistics on known samples, the
+// command (blend/calibration.h, cli/plan.h): percentile statistics on known samples, the
 // planner's per-layer arithmetic against hand-computed cases, and a smoke run
 // of the whole bench on a tiny synthetic model that must write its CSV, JSON,
 // Markdown and (when gnuplot is installed) non-empty PNG plots, with the
@@ -16,11 +16,22 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "services/bench_ttft.h"
-#include "services/plan_cmd.h"
+#include "bench/services/bench_ttft.h"
+#include "blend/calibration.h"
+#include "cli/plan.h"
 
 namespace ragkv::services {
 namespace {
+
+using blend::CpuCeilings;
+using blend::CpuHardwareSpec;
+using blend::CpuMeasureOptions;
+using blend::DescribeKernelRates;
+using blend::MeasureCpu;
+using blend::MedianCeilings;
+using blend::ResolveModelShape;
+using cli::PlanCommandOptions;
+using cli::RunPlanCommand;
 
 TEST(Percentile, KnownSamples) {
   std::vector<double> s;

@@ -1,0 +1,75 @@
+// bench_quality.h: `ragkv bench quality` -- blend quality vs full prefill on a
+// real checkpoint (stories260K), as a library function the CLI wraps.
+//
+// Prompts are RAG-like: a 1-token system prefix (BOS, cached), `chunks`
+// passages sampled from the model itself (each from BOS, seeded, temperature
+// 1, top-p 0.9, BOS/EOS excluded), precomputed alone at offset 0, then a
+// query of `query_tokens` sampled from the model *after the whole context*
+// (so it depends on every chunk), then a continuation of
+// `continuation_tokens` sampled the same way. For every strategy:
+//   kl   = mean over prompts and query positions of KL(full || strategy) of
+//          the next-token distribution (nats),
+//   top1 = fraction of query positions whose argmax agrees with full prefill,
+//   dnll = mean teacher-forced NLL of the continuation minus full prefill's.
+// Everything is seeded: the same options print the same table.
+//
+// Thread safety: RunQualityBench is reentrant (all state is local).
+#ifndef RAGKV_BENCH_BLEND_BENCH_QUALITY_H_
+#define RAGKV_BENCH_BLEND_BENCH_QUALITY_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "blend/blender.h"
+#include "kernels/tensor.h"
+
+namespace ragkv::blend {
+
+struct QualityBenchOptions {
+  std::string model_path;   // required: .bin / .gguf / HF dir / synthetic:...
+  int max_seq_len = 512;    // context override (stories260K was trained at 512)
+  int prompts = 50;
+  uint64_t seed = 1;
+  int chunks = 6;
+  int chunk_tokens_min = 64;  // each chunk's length is uniform in [min, max]
+  int chunk_tokens_max = 64;
+  int query_tokens = 16;
+  int continuation_tokens = 32;
+  float temperature = 1.0f;
+  float top_p = 0.9f;
+  std::vector<double> ratios = {0.05, 0.10, 0.15, 0.20, 0.30, 0.50};
+  // Precompute each chunk after the system prefix (PrecomputeChunkAfter)
+  // instead of alone at position 0.
+  bool condition_on_prefix = false;
+  // KV dtype of the cached chunks (f32 isolates the algorithm's error).
+  kernels::DType kv_dtype = kernels::DType::kF32;
+  // Template for every CacheBlend strategy (deviation, gradual schedule...);
+  // strategy, ratio, filtering, causal and logits are set per strategy.
+  BlendOptions blend;
+  std::string csv_path;  // empty: no CSV
+  std::string png_path;  // empty: no plot (needs gnuplot on PATH)
+};
+
+struct StrategyQuality {
+  std::string name;    // e.g. "full-reuse", "blend-gradual r=0.15"
+  std::string family;  // "full-reuse", "prefix-reuse", "gradual", "single", "bottom-right"
+  double ratio = 0;
+  double kl = 0;
+  double top1 = 0;
+  double dnll = 0;
+  double recomputed_fraction = 0;  // recomputed rows / prompt rows, averaged over layers
+};
+
+// RunQualityBench: runs the bench, prints one line per strategy
+// "<name>: kl=... top1=... dnll=..." (plus a header line) to `out`, writes
+// the CSV and PNG if asked. Errors: the model cannot be loaded, a prompt does
+// not fit the context, gnuplot fails (the table is still printed).
+absl::StatusOr<std::vector<StrategyQuality>> RunQualityBench(const QualityBenchOptions& options,
+                                                             std::ostream& out);
+
+}  // namespace ragkv::blend
+
+#endif  // RAGKV_BENCH_BLEND_BENCH_QUALITY_H_

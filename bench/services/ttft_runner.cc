@@ -1,0 +1,247 @@
+// ttft_runner.cc: the measurements of `ragkv bench ttft` (internal/ttft_internal.h):
+// one in-process request, the loading controller, and the matrix of
+// strategies x tiers (in process and over gRPC), interleaved per prompt.
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "bench/services/internal/ttft_internal.h"
+#include "blend/kv_source.h"
+#include "blend/loading_controller.h"
+#include "blend/store_source.h"
+
+namespace ragkv::services::ttft_internal {
+
+using blend::BlendOptions;
+using blend::BlendResult;
+using blend::BlendSegment;
+using blend::CpuCeilings;
+using blend::CpuMeasureOptions;
+using blend::MeasureCpu;
+using blend::SegmentKind;
+using blend::Strategy;
+
+// ---- One request -----------------------------------------------------------
+
+absl::StatusOr<Outcome> RunRequest(const blend::Blender& blender,
+                                   blend::LoadingController* controller,
+                                   const model::Model& model, const Prompt& p, const Request& rq) {
+  const int n = rq.chunks < 0 ? static_cast<int>(p.chunks.size()) : rq.chunks;
+  Outcome o;
+  const double t0 = Now();
+  std::vector<std::unique_ptr<blend::StoreKvSource>> sources(n);
+  if (rq.tier != nullptr) {
+    // Prefix caching reads only the leading chunk; the rest is prefilled.
+    const int to_open = rq.strategy == Strategy::kPrefixReuse ? 1 : n;
+    for (int i = 0; i < to_open; ++i) {
+      ASSIGN_OR_RETURN(sources[i], blend::StoreKvSource::Open(rq.tier->store.get(), p.keys[i],
+                                                              model.fingerprint()));
+      if (sources[i] == nullptr) {
+        return absl::InternalError(absl::StrCat("bench ttft: chunk ", i, " missing from tier ",
+                                                rq.tier->name));
+      }
+    }
+  }
+  o.open_s = Now() - t0;
+  std::vector<BlendSegment> segs;
+  for (int i = 0; i < n; ++i) {
+    segs.push_back({SegmentKind::kChunk, p.chunks[i], sources[i].get()});
+    o.context += static_cast<int64_t>(p.chunks[i].size());
+  }
+  segs.push_back({SegmentKind::kQuery, p.query, nullptr});
+  std::optional<BlendResult> result;
+  if (rq.controller) {
+    ASSIGN_OR_RETURN(blend::ControlledBlend cb, controller->Blend(segs, {rq.tier->tier}));
+    o.ratio = cb.decision.ratio;
+    result.emplace(std::move(cb.result));
+  } else {
+    BlendOptions bo;
+    bo.strategy = rq.strategy;
+    bo.ratio = rq.ratio;
+    bo.overlap_loading = rq.tier != nullptr;
+    o.ratio = rq.strategy == Strategy::kCacheBlend ? rq.ratio : 0;
+    ASSIGN_OR_RETURN(BlendResult r, blender.Blend(segs, bo));
+    result.emplace(std::move(r));
+  }
+  o.ttft_s = Now() - t0;
+  o.stages = result->timings;
+  for (const auto& rows : result->recomputed) o.recomputed += static_cast<int64_t>(rows.size());
+  for (const auto& s : sources) {
+    if (s == nullptr) continue;
+    o.kv_bytes += s->bytes_read();
+    o.tier_index.push_back(s->tier_index());
+  }
+  return o;
+}
+
+// ---- Controller ------------------------------------------------------------
+
+std::unique_ptr<blend::LoadingController> MakeController(BenchContext& b) {
+  const TtftBenchOptions& o = b.o;
+  std::unique_ptr<blend::LoadingController> controller;
+  if (o.with_controller && !b.tiers.stores.empty()) {
+    blend::ControllerOptions co;
+    co.model = &b.model;
+    co.r_min = std::min(o.r_min, 0.5);
+    co.r_max = 0.5;
+    for (auto& t : b.tiers.stores) {
+      co.tier_bytes_per_s[static_cast<int>(t->tier)] = t->probe_bytes_per_s;
+    }
+    absl::StatusOr<std::unique_ptr<blend::LoadingController>> c =
+        blend::LoadingController::Create(co);
+    if (c.ok()) {
+      controller = *std::move(c);
+    } else {
+      b.rep.notes.push_back("controller strategy skipped: " + c.status().ToString());
+      b.out << "# controller strategy skipped: " << c.status() << "\n";
+    }
+  }
+  return controller;
+}
+
+// ---- Matrix: every strategy x tier, interleaved per prompt ----
+
+std::vector<Config> BuildConfigs(BenchContext& b, const blend::LoadingController* controller) {
+  const TtftBenchOptions& o = b.o;
+  TierSetup& tiers = b.tiers;
+  const bool with_grpc = o.path != "inproc";
+  const bool with_inproc = o.path != "grpc";
+  std::vector<Config> configs;
+  // Each gRPC row runs right after its in-process twin (same strategy, same
+  // tier); the controller's gRPC row is BLEND_MODE_AUTO (the sidecar's own
+  // loading controller).
+  auto add = [&configs, &tiers, with_inproc](const std::string& strategy, const Request& rq) {
+    if (with_inproc || rq.tier == nullptr) configs.push_back({strategy, rq, false});
+    if (tiers.GrpcFor(rq.tier) != nullptr) configs.push_back({strategy, rq, true});
+  };
+  add("full-prefill", Request{Strategy::kFullPrefill, false, 0, nullptr, -1});
+  for (auto& t : tiers.stores) {
+    if (o.with_prefix) add("prefix", Request{Strategy::kPrefixReuse, false, 0, t.get(), -1});
+    add("full-reuse", Request{Strategy::kFullReuse, false, 0, t.get(), -1});
+    for (double r : o.ratios) add("blend", Request{Strategy::kCacheBlend, false, r, t.get(), -1});
+    if ((controller && with_inproc) || with_grpc) {
+      Request rq{Strategy::kCacheBlend, true, 0, t.get(), -1};
+      if (controller && with_inproc) configs.push_back({"controller", rq, false});
+      if (tiers.GrpcFor(t.get()) != nullptr) configs.push_back({"controller", rq, true});
+    }
+  }
+  return configs;
+}
+
+namespace {
+
+// MatrixSample: the fields every matrix sample shares.
+TtftSample MatrixSample(const Config& c, size_t pi, int r, double ratio) {
+  TtftSample s;
+  s.phase = "matrix";
+  s.strategy = c.strategy;
+  s.tier = c.rq.tier ? c.rq.tier->name : "-";
+  s.ratio = ratio;
+  s.prompt = static_cast<int>(pi);
+  s.rep = r;
+  return s;
+}
+
+// Record: logs a matrix sample (one line, `suffix` appended) and keeps it.
+void Record(BenchContext& b, TtftSample s, const std::string& suffix) {
+  b.out << absl::StrFormat("  %-16s %-5s prompt %d rep %d: %8.1f ms%s\n",
+                           StrategyLabel(s.strategy, s.ratio), s.tier, s.prompt, s.rep,
+                           s.ttft_s * 1e3, suffix);
+  b.out.flush();
+  b.rep.samples.push_back(std::move(s));
+}
+
+// RunGrpcConfig: one gRPC row's request on prompt `pi` (pass r) through its
+// sidecar, recorded. `fused_wire_bytes`: the fused KV bytes the engine
+// receives. Errors: those of Generate.
+absl::Status RunGrpcConfig(BenchContext& b, const Config& c, size_t pi, int r,
+                           double fused_wire_bytes) {
+  std::vector<Prompt>& prompts = b.prompts;
+  GrpcTtftPath* path = b.tiers.GrpcFor(c.rq.tier);
+  const std::string tname = c.rq.tier ? c.rq.tier->name : "";
+  std::vector<uint64_t> ids;
+  const auto& cat = tname.empty() ? prompts[pi].cat : prompts[pi].cat_by_tier[tname];
+  for (const CatalogueChunk& cc : cat) ids.push_back(cc.chunk_id);
+  if (tname == "ssd") FadviseTree(path->data_dir() + "/kv");
+  const bool auto_ratio = c.strategy == "controller";
+  ASSIGN_OR_RETURN(GrpcOutcome g, path->Generate(ids, prompts[pi].query, c.rq.strategy,
+                                                 c.rq.ratio, auto_ratio));
+  TtftSample s = MatrixSample(c, pi, r, auto_ratio ? g.ratio : c.rq.ratio);
+  s.path = "grpc";
+  s.context_tokens = g.context_tokens;
+  s.recomputed_rows = g.recomputed_tokens;
+  s.ttft_s = g.ttft_s;
+  s.rpc_engine_ttft_s = g.engine_ttft_s;
+  s.rpc_fetch_s = g.fetch_s;
+  s.rpc_blend_s = g.blend_s;
+  s.rpc_prefill_s = g.query_prefill_s;
+  s.wire_bytes =
+      c.rq.strategy == Strategy::kFullPrefill ? 0 : static_cast<uint64_t>(fused_wire_bytes);
+  Record(b, std::move(s), auto_ratio ? " (grpc) -- sidecar controller: " + g.controller_reason
+                                     : std::string(" (grpc)"));
+  return absl::OkStatus();
+}
+
+// RunInprocConfig: one in-process row's request on prompt `pi` (pass r),
+// cold for SSD, recorded. Errors: those of RunRequest.
+absl::Status RunInprocConfig(BenchContext& b, const Config& c, size_t pi, int r,
+                             blend::LoadingController* controller) {
+  b.tiers.MakeCold(c.rq.tier);
+  ASSIGN_OR_RETURN(Outcome oc, RunRequest(b.blender, controller, b.model, b.prompts[pi], c.rq));
+  TtftSample s = MatrixSample(c, pi, r, c.strategy == "controller" ? oc.ratio : c.rq.ratio);
+  s.context_tokens = oc.context;
+  s.recomputed_rows = oc.recomputed;
+  s.kv_bytes = oc.kv_bytes;
+  s.ttft_s = oc.ttft_s;
+  s.open_s = oc.open_s;
+  s.stages = oc.stages;
+  Record(b, std::move(s), "");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunMatrix(BenchContext& b, const std::vector<Config>& configs,
+                       blend::LoadingController* controller, Calibration& cal) {
+  const TtftBenchOptions& o = b.o;
+  const blend::ModelShape& shape = cal.shape;
+  // Bytes of the fused KV the engine receives per request: the sidecar's
+  // default wire dtype, f16 (SidecarOptions::engine_kv_wire_dtype).
+  const double fused_wire_bytes = 2.0 * shape.layers * shape.kv_heads * shape.head_dim *
+                                  static_cast<double>(cal.context_tokens + cal.query_tokens) * 2;
+  b.out << absl::StrFormat("# matrix: %d configurations x %d prompts x %d repeats\n",
+                           configs.size(), b.prompts.size(), o.repeats);
+  // Kernel rates are re-measured between requests (every
+  // `calibrate_every` configurations) so that they see the same machine load
+  // as the requests; the prediction uses their field-wise median.
+  std::vector<CpuCeilings>& kernel_samples = cal.kernel_samples;
+  CpuMeasureOptions recal = cal.cmo;
+  recal.file_bytes = 0;
+  recal.copy_bytes = std::min<size_t>(recal.copy_bytes, size_t{32} << 20);
+  int since_cal = 0;
+  for (int r = 0; r < o.repeats; ++r) {
+    for (size_t pi = 0; pi < b.prompts.size(); ++pi) {
+      for (const Config& c : configs) {
+        if (o.calibrate_every > 0 && ++since_cal >= o.calibrate_every) {
+          since_cal = 0;
+          ASSIGN_OR_RETURN(CpuCeilings k, MeasureCpu(recal));
+          kernel_samples.push_back(std::move(k));
+        }
+        if (c.grpc) {
+          RETURN_IF_ERROR(RunGrpcConfig(b, c, pi, r, fused_wire_bytes));
+          continue;
+        }
+        RETURN_IF_ERROR(RunInprocConfig(b, c, pi, r, controller));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ragkv::services::ttft_internal

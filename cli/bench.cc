@@ -1,0 +1,186 @@
+// bench.cc: `ragkv bench`, whose families come from one table (kBench); the
+// small ones (prefill, kvstore, blend, quality) are defined here, the larger
+// ones in bench_retrieval.cc, bench_ttft.cc and bench_load.cc. The harnesses
+// themselves live in bench/<module>/.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <string>
+
+#include "bench/blend/bench_blend.h"
+#include "bench/blend/bench_quality.h"
+#include "bench/kvstore/bench_kvstore.h"
+#include "bench/kvstore/bench_redis.h"
+#include "bench/model/bench_prefill.h"
+#include "cli/command.h"
+#include "cli/flags.h"
+#include "kernels/cpu.h"
+#include "kvstore/process_tuning.h"
+
+namespace ragkv::cli {
+namespace {
+
+int Fail(const char* what, const absl::Status& s) {
+  std::fprintf(stderr, "ragkv bench %s: %s\n", what, s.ToString().c_str());
+  return 1;
+}
+
+class BenchPrefillCommand : public Command {
+ public:
+  void Register(CLI::App* cmd) override {
+    cmd->add_option("--model", o_.model, "checkpoint or synthetic:... spec")->capture_default_str();
+    cmd->add_option("--synthetic", synthetic_,
+                    "synthetic shape, e.g. layers=8,dim=512,heads=8,kv_heads=4,ffn=1408,vocab=32000");
+    cmd->add_option("--tokens", o_.tokens, "prompt lengths")->delimiter(',')->capture_default_str();
+    cmd->add_option("--repeats", o_.repeats)->capture_default_str();
+    cmd->add_option("--sgemm-n", o_.sgemm_n)->capture_default_str();
+    cmd->add_option("--threads", o_.threads, "kernel threads (0: --kernel-threads)");
+  }
+  int Run() override {
+    model::PrefillBenchOptions o = o_;
+    if (!synthetic_.empty()) o.model = "synthetic:" + synthetic_;
+    auto r = model::RunPrefillBench(o);
+    if (!r.ok()) return Fail("prefill", r.status());
+    model::PrintPrefillBench(*r, std::cout);
+    return 0;
+  }
+
+ private:
+  model::PrefillBenchOptions o_;
+  std::string synthetic_;
+};
+
+class BenchKvstoreCommand : public Command {
+ public:
+  void Register(CLI::App* cmd) override {
+    cmd->add_option("--dir", o_.dir, "scratch dir on the SSD under test")->capture_default_str();
+    cmd->add_option("--chunks", o_.chunks)->capture_default_str();
+    cmd->add_option("--threads", o_.threads, "concurrent readers")->capture_default_str();
+    cmd->add_option("--repeats", o_.repeats)->capture_default_str();
+    cmd->add_flag("--small", small_, "only the stories260K-sized chunk");
+    cmd->add_flag("--large", large_, "only the 64 MiB Llama-8B-sized chunk");
+    cmd->add_option("--redis", redis_, "host:port: add the Redis tier rows");
+  }
+  int Run() override {
+    kvstore::KvBenchOptions o = o_;
+    // The store bench measures I/O paths: decode on one kernel thread.
+    kernels::SetMaxThreads(1);
+    kvstore::TuneMallocForLargeValues();
+    if (large_) o.shapes = {kvstore::KvBenchShape{"llama8b-512tok", 512, 32, 8, 128}};
+    if (small_) o.shapes = {kvstore::KvBenchShape{"stories260k-512tok", 512, 5, 4, 8}};
+    kvstore::RedisBenchOptions ro;
+    ro.endpoint = redis_;
+    if (!ro.endpoint.empty()) {
+      o.extra_rows = [ro](const kvstore::KvBenchShape& s) {
+        return kvstore::RedisTierBenchRows(s, ro);
+      };
+    }
+    auto r = kvstore::RunKvStoreBench(o, stdout);
+    if (!r.ok()) return Fail("kvstore", r.status());
+    return 0;
+  }
+
+ private:
+  kvstore::KvBenchOptions o_;
+  bool small_ = false, large_ = false;
+  std::string redis_;
+};
+
+class BenchBlendCommand : public Command {
+ public:
+  void Register(CLI::App* cmd) override {
+    cmd->add_option("--model", o_.model_spec)->capture_default_str();
+    cmd->add_option("--chunks", o_.chunks)->capture_default_str();
+    cmd->add_option("--chunk-tokens", o_.chunk_tokens)->capture_default_str();
+    cmd->add_option("--query-tokens", o_.query_tokens)->capture_default_str();
+    cmd->add_option("--ratios", o_.ratios)->delimiter(',')->capture_default_str();
+    cmd->add_option("--repeats", o_.repeats)->capture_default_str();
+    cmd->add_option("--kv-dtype", kv_, "f16|bf16|f32")->capture_default_str();
+    cmd->add_option("--seed", o_.seed)->capture_default_str();
+  }
+  int Run() override {
+    blend::BlendBenchOptions o = o_;
+    if (!ParseKvDtype(kv_, &o.kv_dtype)) {
+      std::fprintf(stderr, "ragkv bench blend: --kv-dtype must be f32, f16 or bf16\n");
+      return 2;
+    }
+    auto r = blend::RunBlendBench(o, std::cout);
+    if (!r.ok()) return Fail("blend", r.status());
+    return 0;
+  }
+
+ private:
+  blend::BlendBenchOptions o_;
+  std::string kv_ = "f16";
+};
+
+class BenchQualityCommand : public Command {
+ public:
+  void Register(CLI::App* cmd) override {
+    cmd->add_option("--model", o_.model_path, "checkpoint (.bin/.gguf/HF dir)")->required();
+    cmd->add_option("--prompts", o_.prompts)->capture_default_str();
+    cmd->add_option("--seed", o_.seed)->capture_default_str();
+    cmd->add_option("--chunks", o_.chunks)->capture_default_str();
+    cmd->add_option("--chunk-tokens-min", o_.chunk_tokens_min)->capture_default_str();
+    cmd->add_option("--chunk-tokens-max", o_.chunk_tokens_max)->capture_default_str();
+    cmd->add_option("--query-tokens", o_.query_tokens)->capture_default_str();
+    cmd->add_option("--ratios", o_.ratios)->delimiter(',')->capture_default_str();
+    cmd->add_option("--kv-dtype", kv_, "f32|f16|bf16")->capture_default_str();
+    cmd->add_option("--csv", o_.csv_path, "write per-strategy CSV");
+    cmd->add_option("--png", o_.png_path, "plot quality vs r (gnuplot)");
+  }
+  int Run() override {
+    blend::QualityBenchOptions o = o_;
+    if (!ParseKvDtype(kv_, &o.kv_dtype)) {
+      std::fprintf(stderr, "ragkv bench quality: --kv-dtype must be f32, f16 or bf16\n");
+      return 2;
+    }
+    auto r = blend::RunQualityBench(o, std::cout);
+    if (!r.ok()) return Fail("quality", r.status());
+    return 0;
+  }
+
+ private:
+  blend::QualityBenchOptions o_;
+  std::string kv_ = "f32";
+};
+
+const CommandEntry kBench[] = {
+    {"retrieval", "answer recall of the retrieval configurations", NewBenchRetrievalCommand},
+    {"ttft", "TTFT of every strategy x KV tier on the same prompts, under load, vs the planner",
+     NewBenchTtftCommand},
+    {"load", "closed-loop Search/GetChunk/Blend load against a running sidecar",
+     NewBenchLoadCommand},
+    {"prefill", "full-prefill tokens/s vs the same run's sgemm roofline", NewBenchPrefillCommand},
+    {"kvstore", "RAM/SSD/Redis tier reads vs memcpy, O_DIRECT, hiredis", NewBenchKvstoreCommand},
+    {"blend", "blend time vs full prefill, per-stage breakdown", NewBenchBlendCommand},
+    {"quality", "KL / top-1 / dNLL of every strategy vs full prefill on self-sampled prompts",
+     NewBenchQualityCommand},
+};
+constexpr int kNumBench = static_cast<int>(std::size(kBench));
+
+class BenchCommand : public Command {
+ public:
+  void Register(CLI::App* cmd) override {
+    cmd->require_subcommand(1);
+    app_ = cmd;
+    RegisterTable(cmd, kBench, kNumBench, commands_);
+  }
+  int Run() override { return RunParsed(app_, kBench, kNumBench, commands_); }
+
+ private:
+  CLI::App* app_ = nullptr;
+  std::unique_ptr<Command> commands_[kNumBench];
+};
+
+}  // namespace
+
+std::unique_ptr<Command> NewBenchPrefillCommand() { return std::make_unique<BenchPrefillCommand>(); }
+std::unique_ptr<Command> NewBenchKvstoreCommand() { return std::make_unique<BenchKvstoreCommand>(); }
+std::unique_ptr<Command> NewBenchBlendCommand() { return std::make_unique<BenchBlendCommand>(); }
+std::unique_ptr<Command> NewBenchQualityCommand() { return std::make_unique<BenchQualityCommand>(); }
+std::unique_ptr<Command> NewBenchCommand() { return std::make_unique<BenchCommand>(); }
+
+}  // namespace ragkv::cli

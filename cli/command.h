@@ -1,0 +1,61 @@
+// command.h: one `ragkv` subcommand. A command owns its flags (plain
+// members, no globals), registers them on the CLI11 subcommand it is given,
+// and runs once parsing is done. main.cc builds the command tree from one
+// table (kCommands there); `bench` holds a second table of its families.
+#ifndef RAGKV_CLI_COMMAND_H_
+#define RAGKV_CLI_COMMAND_H_
+
+#include <memory>
+
+namespace CLI {
+class App;
+}
+
+namespace ragkv::cli {
+
+class Command {
+ public:
+  virtual ~Command() = default;
+  // Register: adds this command's flags (and sub-commands) to `cmd`.
+  virtual void Register(CLI::App* cmd) = 0;
+  // Run: called when `cmd` was parsed; returns the process exit code
+  // (0 ok, 1 the work failed, 2 bad usage).
+  virtual int Run() = 0;
+};
+
+// CommandEntry: a row of a command table.
+struct CommandEntry {
+  const char* name;
+  const char* help;
+  std::unique_ptr<Command> (*make)();
+};
+
+// The commands, one per file of cli/.
+std::unique_ptr<Command> NewServeCommand();       // serve.cc
+std::unique_ptr<Command> NewPrecomputeCommand();  // precompute.cc
+std::unique_ptr<Command> NewQueryCommand();       // query.cc
+std::unique_ptr<Command> NewGenerateCommand();    // generate.cc
+std::unique_ptr<Command> NewPlanCommand();        // plan.cc
+std::unique_ptr<Command> NewBenchCommand();       // bench.cc
+// The `bench` families (bench.cc's table).
+std::unique_ptr<Command> NewBenchPrefillCommand();    // bench.cc
+std::unique_ptr<Command> NewBenchKvstoreCommand();    // bench.cc
+std::unique_ptr<Command> NewBenchBlendCommand();      // bench.cc
+std::unique_ptr<Command> NewBenchQualityCommand();    // bench.cc
+std::unique_ptr<Command> NewBenchRetrievalCommand();  // bench_retrieval.cc
+std::unique_ptr<Command> NewBenchTtftCommand();       // bench_ttft.cc
+std::unique_ptr<Command> NewBenchLoadCommand();       // bench_load.cc
+
+// RunParsed: registers nothing; finds the entry of `table` whose
+// subcommand of `app` was parsed and runs its command. 2 when none was.
+// `commands[i]` is the command made for table row i.
+int RunParsed(CLI::App* app, const CommandEntry* table, int n,
+              const std::unique_ptr<Command>* commands);
+// RegisterTable: adds one subcommand of `app` per row, makes its command
+// into commands[i] and registers its flags.
+void RegisterTable(CLI::App* app, const CommandEntry* table, int n,
+                   std::unique_ptr<Command>* commands);
+
+}  // namespace ragkv::cli
+
+#endif  // RAGKV_CLI_COMMAND_H_

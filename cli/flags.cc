@@ -1,0 +1,115 @@
+#include "cli/flags.h"
+
+#include <CLI/CLI.hpp>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "base/log.h"
+
+namespace ragkv::cli {
+
+void AddAuthTokenOptions(CLI::App* cmd, AuthTokenFlags* flags, std::string_view what) {
+  cmd->add_option("--auth-token", flags->token,
+                  std::string(what) +
+                      " (visible in ps: prefer --auth-token-file or RAGKV_AUTH_TOKEN)");
+  cmd->add_option("--auth-token-file", flags->file,
+                  std::string(what) +
+                      ", read from this file (mode 600; default: $RAGKV_AUTH_TOKEN)");
+}
+
+absl::StatusOr<std::string> ResolveAuthToken(const AuthTokenFlags& flags,
+                                             std::string_view command) {
+  if (!flags.token.empty() && !flags.file.empty()) {
+    return absl::InvalidArgumentError("give --auth-token or --auth-token-file, not both");
+  }
+  if (!flags.file.empty()) {
+    struct stat st;
+    if (::stat(flags.file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      return absl::InvalidArgumentError("--auth-token-file " + flags.file +
+                                        ": not a readable regular file");
+    }
+    if (st.st_mode & (S_IROTH | S_IWOTH)) {
+      return absl::InvalidArgumentError("--auth-token-file " + flags.file +
+                                        ": readable or writable by other users (chmod 600 it)");
+    }
+    std::ifstream in(flags.file, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (!in) {
+      return absl::InvalidArgumentError("--auth-token-file " + flags.file + ": cannot read");
+    }
+    std::string token(absl::StripTrailingAsciiWhitespace(ss.str()));
+    if (token.empty()) {
+      return absl::InvalidArgumentError("--auth-token-file " + flags.file + ": empty");
+    }
+    return token;
+  }
+  if (!flags.token.empty()) {
+    RAGKV_LOG(WARNING) << command
+                       << ": --auth-token is visible to every local user in the process list "
+                          "(ps); prefer --auth-token-file PATH or RAGKV_AUTH_TOKEN";
+    return flags.token;
+  }
+  const char* env = std::getenv("RAGKV_AUTH_TOKEN");
+  return std::string(env ? absl::StripTrailingAsciiWhitespace(env) : "");
+}
+
+void ScrubTokenArgs(int argc, char** argv) {
+  static constexpr char kFlag[] = "--auth-token";
+  const size_t n = sizeof(kFlag) - 1;
+  for (int i = 1; i < argc; ++i) {
+    char* a = argv[i];
+    if (std::strcmp(a, kFlag) == 0 && i + 1 < argc) {
+      std::memset(argv[i + 1], 'x', std::strlen(argv[i + 1]));
+      ++i;
+    } else if (std::strncmp(a, kFlag, n) == 0 && a[n] == '=') {
+      std::memset(a + n + 1, 'x', std::strlen(a + n + 1));
+    }
+  }
+}
+
+uint64_t ParseBytes(const std::string& s) {
+  if (s.empty()) return 0;
+  uint64_t mult = 1;
+  std::string num = s;
+  switch (s.back()) {
+    case 'K': case 'k': mult = 1ull << 10; num.pop_back(); break;
+    case 'M': case 'm': mult = 1ull << 20; num.pop_back(); break;
+    case 'G': case 'g': mult = 1ull << 30; num.pop_back(); break;
+    case 'T': case 't': mult = 1ull << 40; num.pop_back(); break;
+    default: break;
+  }
+  return static_cast<uint64_t>(std::stod(num) * static_cast<double>(mult));
+}
+
+bool ParseKvDtype(const std::string& s, kernels::DType* out) {
+  if (s == "f32") {
+    *out = kernels::DType::kF32;
+  } else if (s == "f16") {
+    *out = kernels::DType::kF16;
+  } else if (s == "bf16") {
+    *out = kernels::DType::kBF16;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+std::string HumanBytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  return absl::StrFormat("%.1f %s", b, units[u]);
+}
+
+}  // namespace ragkv::cli

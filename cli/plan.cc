@@ -1,0 +1,141 @@
+#include "cli/plan.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "base/status_macros.h"
+#include "blend/calibration.h"
+#include "cli/command.h"
+
+namespace ragkv::cli {
+
+using blend::CpuCeilings;
+using blend::CpuHardwareSpec;
+using blend::CpuMeasureOptions;
+using blend::DescribeKernelRates;
+using blend::MeasureCpu;
+using blend::ResolveModelShape;
+
+absl::StatusOr<blend::Plan> RunPlanCommand(const PlanCommandOptions& o, std::ostream& out) {
+  blend::HardwareSpec hw;
+  ASSIGN_OR_RETURN(blend::ModelShape shape, ResolveModelShape(o.model, o.calibrate_cpu));
+  if (o.calibrate_cpu) {
+    // The kernels of one layer of this model are timed too (GEMM efficiency
+    // by row count, attention, row ops, re-rotation, allocation).
+    CpuMeasureOptions mo;
+    mo.model = shape;
+    ASSIGN_OR_RETURN(CpuCeilings c, MeasureCpu(mo));
+    hw = CpuHardwareSpec(c, o.cpu_efficiency);
+    if (!o.json) {
+      out << "# cpu calibration: sgemm " << c.sgemm_flops / 1e9 << " GFLOP/s (n=" << c.gemm_n
+          << ", x efficiency " << o.cpu_efficiency << "), memcpy " << c.copy_bytes_per_s / 1e9
+          << " GB/s, cold file read " << c.file_read_bytes_per_s / 1e9 << " GB/s\n"
+          << "# " << DescribeKernelRates(c) << "\n";
+    }
+  } else {
+    absl::StatusOr<blend::HardwareSpec> p = blend::HardwarePreset(o.hardware);
+    if (!p.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown hardware preset '", o.hardware, "' (presets: ",
+                       absl::StrJoin(blend::HardwarePresetNames(), ", "), ", or --calibrate-cpu)"));
+    }
+    hw = *p;
+  }
+  if (o.peak_tflops > 0) hw.peak_flops = o.peak_tflops * 1e12;
+  if (o.hbm_gbs > 0) hw.mem_bw = o.hbm_gbs * 1e9;
+  if (o.host_gbs > 0) hw.ram_tier_bw = o.host_gbs * 1e9;
+  if (o.nvme_gbs > 0) hw.ssd_tier_bw = o.nvme_gbs * 1e9;
+  if (o.net_gbs > 0) hw.remote_tier_bw = o.net_gbs * 1e9;
+  if (o.layer_overhead_us >= 0) hw.layer_overhead_s = o.layer_overhead_us * 1e-6;
+  if (!o.gemm_gflops_by_rows.empty()) {
+    hw.gemm_flops_at_rows.clear();
+    for (absl::string_view item : absl::StrSplit(o.gemm_gflops_by_rows, ',')) {
+      std::vector<absl::string_view> kv = absl::StrSplit(item, ':');
+      double rows = 0, gflops = 0;
+      if (kv.size() != 2 || !absl::SimpleAtod(kv[0], &rows) ||
+          !absl::SimpleAtod(kv[1], &gflops) || rows <= 0 || gflops <= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("plan: --gemm-gflops-by-rows wants rows:gflops,..., got '", item, "'"));
+      }
+      hw.gemm_flops_at_rows.push_back({rows, gflops * 1e9});
+    }
+    std::sort(hw.gemm_flops_at_rows.begin(), hw.gemm_flops_at_rows.end());
+  }
+  if (o.attention_gflops > 0) hw.attention_flops = o.attention_gflops * 1e9;
+  if (o.row_op_gbs > 0) hw.row_op_bytes_per_s = o.row_op_gbs * 1e9;
+  if (o.rerotate_gbs > 0) hw.rerotate_bytes_per_s = o.rerotate_gbs * 1e9;
+  if (o.alloc_gbs > 0) hw.alloc_bytes_per_s = o.alloc_gbs * 1e9;
+  const blend::PlanWorkload& w = o.workload;
+  if (w.chunks <= 0 || w.chunk_tokens <= 0 || w.query_tokens <= 0) {
+    return absl::InvalidArgumentError("plan: --chunks, --chunk-tokens, --query-tokens must be > 0");
+  }
+  if (!(w.r_min >= 0 && w.r_min <= w.r_max && w.r_max <= 1)) {
+    return absl::InvalidArgumentError("plan: need 0 <= r_min <= r_max <= 1");
+  }
+  blend::Plan plan = blend::MakePlan(shape, hw, w);
+  if (o.json) {
+    blend::PrintPlanJson(plan, out);
+  } else {
+    blend::PrintPlanTable(plan, out);
+  }
+  return plan;
+}
+
+namespace {
+
+class PlanCommand : public Command {
+ public:
+  void Register(CLI::App* cmd) override {
+    cmd->add_option("--model", o_.model, "preset or checkpoint/synthetic spec")
+        ->capture_default_str();
+    cmd->add_option("--hardware", o_.hardware, "preset")->capture_default_str();
+    cmd->add_flag("--calibrate-cpu", o_.calibrate_cpu,
+                         "hardware := this CPU's measured sgemm/memcpy/file-read ceilings (f32)");
+    cmd->add_option("--cpu-efficiency", o_.cpu_efficiency, "x measured sgemm peak")
+        ->capture_default_str();
+    cmd->add_option("--peak-tflops", o_.peak_tflops, "override");
+    cmd->add_option("--hbm-gbs", o_.hbm_gbs, "override");
+    cmd->add_option("--host-gbs", o_.host_gbs, "override (RAM tier link)");
+    cmd->add_option("--nvme-gbs", o_.nvme_gbs, "override (SSD tier)");
+    cmd->add_option("--net-gbs", o_.net_gbs, "override (remote tier)");
+    cmd->add_option("--layer-overhead-us", o_.layer_overhead_us, "override");
+    cmd->add_option("--gemm-gflops-by-rows", o_.gemm_gflops_by_rows,
+                           "override: layer GEMM rate by row count, rows:gflops,...");
+    cmd->add_option("--attention-gflops", o_.attention_gflops, "override");
+    cmd->add_option("--row-op-gbs", o_.row_op_gbs, "override (norms, RoPE, SwiGLU)");
+    cmd->add_option("--rerotate-gbs", o_.rerotate_gbs, "override (key re-rotation)");
+    cmd->add_option("--alloc-gbs", o_.alloc_gbs, "override (fused-cache allocation)");
+    cmd->add_option("--chunks", o_.workload.chunks)->capture_default_str();
+    cmd->add_option("--chunk-tokens", o_.workload.chunk_tokens)->capture_default_str();
+    cmd->add_option("--query-tokens", o_.workload.query_tokens)->capture_default_str();
+    cmd->add_option("--ratios", o_.workload.ratios)->delimiter(',')->capture_default_str();
+    cmd->add_option("--r-min", o_.workload.r_min)->capture_default_str();
+    cmd->add_option("--r-max", o_.workload.r_max)->capture_default_str();
+    cmd->add_flag("--json", o_.json, "JSON instead of the table");
+  }
+  int Run() override {
+    absl::StatusOr<blend::Plan> p = RunPlanCommand(o_, std::cout);
+    if (!p.ok()) {
+      std::fprintf(stderr, "ragkv plan: %s\n", p.status().ToString().c_str());
+      return 1;
+    }
+    return 0;
+  }
+
+ private:
+  PlanCommandOptions o_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> NewPlanCommand() { return std::make_unique<PlanCommand>(); }
+
+}  // namespace ragkv::cli

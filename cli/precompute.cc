@@ -1,0 +1,205 @@
+// precompute.cc: `ragkv precompute`: chunk a corpus, prefill and store every
+// chunk's KV, on a sidecar (--server, watched with a progress bar) or
+// locally against a data dir. Resumable and shardable (services/precompute_job.h).
+#include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "cli/command.h"
+#include "cli/flags.h"
+#include "connector/client.h"
+#include "services/backends.h"
+#include "services/precompute_job.h"
+
+namespace ragkv::cli {
+namespace {
+
+using services::BackendOptions;
+using services::BuildBackends;
+using services::JobManager;
+
+// Progress: a live bar on a TTY, a log line every 5 s otherwise.
+class Progress {
+ public:
+  Progress() : tty_(isatty(STDERR_FILENO)) {}
+  void Update(const v1::Job& j) {
+    const uint64_t processed = j.chunks_done() + j.chunks_skipped() + j.chunks_failed();
+    if (tty_) {
+      const int width = 30;
+      const double frac = j.chunks_total() ? double(processed) / j.chunks_total() : 0;
+      std::string bar(static_cast<int>(frac * width), '#');
+      bar.resize(width, '.');
+      std::fprintf(stderr, "\r[%s] %llu/%llu chunks  %.0f tok/s  ETA %.0fs   ", bar.c_str(),
+                   (unsigned long long)processed, (unsigned long long)j.chunks_total(),
+                   j.tokens_per_second(), j.eta_seconds());
+      std::fflush(stderr);
+    } else if (absl::Now() - last_ >= absl::Seconds(5) || JobManager::Terminal(j.state())) {
+      last_ = absl::Now();
+      std::fprintf(stderr, "precompute %s: %llu/%llu chunks (%llu skipped, %llu failed) %.0f tok/s ETA %.0fs\n",
+                   v1::JobState_Name(j.state()).c_str(), (unsigned long long)processed,
+                   (unsigned long long)j.chunks_total(), (unsigned long long)j.chunks_skipped(),
+                   (unsigned long long)j.chunks_failed(), j.tokens_per_second(), j.eta_seconds());
+    }
+  }
+  void Done() {
+    if (tty_) std::fprintf(stderr, "\n");
+  }
+
+ private:
+  bool tty_;
+  absl::Time last_ = absl::InfinitePast();
+};
+
+int PrintSummary(const v1::Job& j) {
+  std::printf("precompute %s: %s\n", j.job_id().c_str(), v1::JobState_Name(j.state()).c_str());
+  std::printf("  documents  %llu\n", (unsigned long long)j.documents());
+  std::printf("  chunks     %llu total, %llu computed, %llu skipped (already stored), %llu failed\n",
+              (unsigned long long)j.chunks_total(), (unsigned long long)j.chunks_done(),
+              (unsigned long long)j.chunks_skipped(), (unsigned long long)j.chunks_failed());
+  std::printf("  tokens     %llu (%.0f tok/s)\n", (unsigned long long)j.tokens_done(),
+              j.tokens_per_second());
+  std::printf("  bytes      %s\n", HumanBytes(static_cast<double>(j.bytes_stored())).c_str());
+  std::printf("  time       %.2f s\n", j.elapsed_seconds());
+  for (const auto& f : j.failures()) {
+    std::printf("  failed     %s: %s\n", f.chunk().c_str(), f.reason().c_str());
+  }
+  if (!j.error().empty()) std::printf("  error      %s\n", j.error().c_str());
+  return j.state() == v1::JOB_STATE_SUCCEEDED ? 0 : 1;
+}
+
+class PrecomputeCommand : public Command {
+ public:
+  void Register(CLI::App* cmd) override {
+    cmd->add_option("--corpus", f_.corpus, "corpus file or directory (repeatable)")->required();
+    cmd->add_option("--model", f_.model, "model checkpoint (local mode)");
+    cmd->add_option("--tokenizer", f_.tokenizer, "tokenizer (default: the model's)");
+    auto* server = cmd->add_option("--server", f_.server, "run the job on this sidecar");
+    auto* dir = cmd->add_option("--data-dir", f_.data_dir, "run locally against this data dir");
+    server->excludes(dir);
+    cmd->add_option("--shard", f_.shard, "i/n: this worker's deterministic share")
+        ->capture_default_str();
+    cmd->add_option("--workers", f_.workers, "parallel chunk workers")->capture_default_str();
+    cmd->add_option("--max-seq-len", f_.max_seq_len, "model context override");
+    cmd->add_option("--chunk-tokens", f_.chunk_tokens)->capture_default_str();
+    AddAuthTokenOptions(cmd, &f_.auth, "the --server's bearer token");
+    cmd->add_option("--sync-writes", f_.sync_writes,
+                             "fsync every chunk (default off: kill -9 safe, flushed at the end)")
+        ->capture_default_str();
+    cmd->add_option("--debug-chunk-delay-ms", f_.debug_chunk_delay_ms)
+        ->group("");  // hidden testing seam
+  }
+  int Run() override;
+
+ private:
+  struct Flags {
+    std::vector<std::string> corpus;
+    std::string model, tokenizer, server, data_dir, shard = "0/1";
+    AuthTokenFlags auth;
+    int workers = 1;
+    int max_seq_len = 0;
+    int chunk_tokens = 128;
+    std::string ram = "1G";
+    int debug_chunk_delay_ms = 0;
+    bool sync_writes = false;};
+  Flags f_;
+};
+
+int PrecomputeCommand::Run() {
+  const Flags& f = f_;
+  v1::CorpusSpec spec;
+  for (const auto& p : f.corpus) spec.add_paths(p);
+  std::vector<std::string> parts = absl::StrSplit(f.shard, '/');
+  uint32_t si = 0, sn = 1;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &si) || !absl::SimpleAtoi(parts[1], &sn) ||
+      sn == 0 || si >= sn) {
+    std::fprintf(stderr, "ragkv precompute: --shard must be i/n with 0 <= i < n\n");
+    return 2;
+  }
+  spec.set_shard_index(si);
+  spec.set_shard_count(sn);
+  Progress progress;
+  if (!f.server.empty()) {
+    ClientOptions co;
+    co.target = f.server;
+    absl::StatusOr<std::string> token = ResolveAuthToken(f.auth, "ragkv precompute");
+    if (!token.ok()) {
+      std::fprintf(stderr, "ragkv precompute: %s\n", token.status().ToString().c_str());
+      return 2;
+    }
+    co.auth_token = *token;
+    co.default_deadline = absl::Hours(24 * 7);
+    auto client = Client::Create(co);
+    if (!client.ok()) {
+      std::fprintf(stderr, "ragkv precompute: %s\n", client.status().ToString().c_str());
+      return 1;
+    }
+    v1::StartJobRequest req;
+    *req.mutable_corpus() = spec;
+    req.set_workers(f.workers);
+    auto job = (*client)->StartJob(req, absl::Seconds(60));
+    if (!job.ok()) {
+      std::fprintf(stderr, "ragkv precompute: %s\n", job.status().ToString().c_str());
+      return 1;
+    }
+    auto last = (*client)->WatchJob(job->job_id(), [&](const v1::Job& j) {
+      progress.Update(j);
+      return true;
+    });
+    progress.Done();
+    if (!last.ok()) {
+      std::fprintf(stderr, "ragkv precompute: %s\n", last.status().ToString().c_str());
+      return 1;
+    }
+    return PrintSummary(*last);
+  }
+  if (f.model.empty()) {
+    std::fprintf(stderr, "ragkv precompute: --model is required with --data-dir\n");
+    return 2;
+  }
+  BackendOptions bo;
+  bo.data_dir = f.data_dir.empty() ? "./ragkv-data" : f.data_dir;
+  bo.model_path = f.model;
+  bo.tokenizer_path = f.tokenizer;
+  bo.max_seq_len = f.max_seq_len;
+  bo.chunk_tokens = f.chunk_tokens;
+  bo.sync_writes = f.sync_writes;
+  auto backends = BuildBackends(bo);
+  if (!backends.ok()) {
+    std::fprintf(stderr, "ragkv precompute: %s\n", backends.status().ToString().c_str());
+    return 1;
+  }
+  JobManager::Options jo;
+  jo.model = (*backends)->model.get();
+  jo.retriever = (*backends)->retriever.get();
+  jo.store = (*backends)->store.get();
+  jo.chunk_delay = absl::Milliseconds(f.debug_chunk_delay_ms);
+  JobManager jobs(jo);
+  auto id = jobs.Start(spec, f.workers);
+  if (!id.ok()) {
+    std::fprintf(stderr, "ragkv precompute: %s\n", id.status().ToString().c_str());
+    return 1;
+  }
+  uint64_t version = 0;
+  v1::Job last;
+  for (;;) {
+    auto j = jobs.WaitForUpdate(*id, &version, absl::Milliseconds(500));
+    if (!j.ok()) break;
+    last = *j;
+    progress.Update(last);
+    if (JobManager::Terminal(last.state())) break;
+  }
+  progress.Done();
+  return PrintSummary(last);
+}
+
+}  // namespace
+
+std::unique_ptr<Command> NewPrecomputeCommand() { return std::make_unique<PrecomputeCommand>(); }
+
+}  // namespace ragkv::cli

@@ -1,0 +1,138 @@
+// serve.cc: `ragkv serve`, the sidecar (services/sidecar.h) on loopback by
+// default; SIGTERM/SIGINT shut it down.
+#include <CLI/CLI.hpp>
+#include <signal.h>
+
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+
+#include "absl/strings/str_split.h"
+#include "base/log.h"
+#include "cli/command.h"
+#include "cli/flags.h"
+#include "services/sidecar.h"
+
+namespace ragkv::cli {
+namespace {
+
+class ServeCommand : public Command {
+ public:
+  void Register(CLI::App* cmd) override {
+    cmd->add_option("--listen", so_.listen, "gRPC address (default loopback)")->capture_default_str();
+    cmd->add_option("--data-dir", so_.data_dir, "RocksDB/FAISS directory")->capture_default_str();
+    cmd->add_option("--ram-budget", ram_, "RAM tier budget (bytes, K/M/G suffix)")->capture_default_str();
+    cmd->add_option("--ssd-budget", ssd_, "SSD tier budget")->capture_default_str();
+    cmd->add_option("--redis", so_.redis_url, "optional Redis tier host:port");
+    cmd->add_option("--kv-tiers", so_.kv_tiers,
+                      "KV store tiers, fastest first, from ram,ssd,redis (default: ram,ssd "
+                      "+ redis with --redis; e.g. 'redis' for a sidecar that relies on the "
+                      "shared tier)")
+        ->delimiter(',');
+    cmd->add_option("--auto-r-min", so_.controller_r_min,
+                      "BLEND_MODE_AUTO: the loading controller's quality floor")
+        ->capture_default_str();
+    cmd->add_option("--auto-r-max", so_.controller_r_max,
+                      "BLEND_MODE_AUTO: the most the controller recomputes")
+        ->capture_default_str();
+    cmd->add_option("--sync-writes", so_.sync_writes, "fsync every stored chunk")
+        ->capture_default_str();
+    cmd->add_option("--model", so_.model_path, "model checkpoint (.bin/.gguf/HF dir/synthetic:...)");
+    cmd->add_option("--tokenizer", so_.tokenizer_path, "tokenizer (default: the model's)");
+    cmd->add_option("--max-seq-len", so_.max_seq_len, "context length override");
+    cmd->add_option("--chunk-tokens", so_.chunk_tokens, "retrieval chunk size")->capture_default_str();
+    cmd->add_option("--services", services_,
+                      "comma list of retrieval,kvstore,precompute,blend,engine or 'all'")
+        ->capture_default_str();
+    cmd->add_option("--engine-upstream", so_.engine_upstream,
+                      "sidecar address the engine calls (default: this process)");
+    cmd->add_option("--kv-wire-dtype", so_.engine_kv_wire_dtype,
+                      "fused KV element type the engine requests: f16 (half the bytes), bf16, "
+                      "f32 (exact)")
+        ->check(CLI::IsMember({"f16", "bf16", "f32"}))
+        ->capture_default_str();
+    cmd->add_option("--tls-cert", so_.tls_cert_file, "PEM certificate chain");
+    cmd->add_option("--tls-key", so_.tls_key_file, "PEM private key");
+      AddAuthTokenOptions(cmd, &auth_,
+                                         "require 'authorization: Bearer <token>'");
+    cmd->add_option("--max-message-bytes", so_.max_message_bytes)->capture_default_str();
+    cmd->add_option("--max-rps", so_.max_rps, "global request rate limit, requests/s (0 = off)")
+        ->capture_default_str();
+    cmd->add_option("--max-rps-per-peer", so_.max_rps_per_peer,
+                      "request rate limit per client IP, requests/s (0 = off)")
+        ->capture_default_str();
+    cmd->add_option("--rps-burst", so_.rps_burst,
+                      "token-bucket size of the rate limits (0 = one second's worth)")
+        ->capture_default_str();
+    cmd->add_option("--max-inflight", so_.max_inflight, "concurrent requests (0 = unbounded)")
+        ->capture_default_str();
+    cmd->add_option("--corpus-root", so_.corpus_roots,
+                      "directory StartJob corpus paths must lie in (repeatable; none: refused)");
+    cmd->add_option("--workers", so_.worker_threads, "executor threads")->capture_default_str();
+    cmd->add_option("--max-queue", so_.max_queued_tasks, "executor queue bound")->capture_default_str();
+    cmd->add_option("--metrics-port", so_.metrics_port, "Prometheus port (0 any, -1 off)")
+        ->capture_default_str();
+    cmd->add_option("--metrics-host", so_.metrics_host)->capture_default_str();
+  }
+
+  int Run() override {
+    absl::StatusOr<std::string> token = ResolveAuthToken(auth_, "ragkv serve");
+    if (!token.ok()) {
+      std::fprintf(stderr, "ragkv serve: %s\n", token.status().ToString().c_str());
+      return 2;
+    }
+    so_.auth_token = *token;
+    if (!services_.empty() && services_ != "all") {
+      so_.services.clear();
+      for (auto s : absl::StrSplit(services_, ',', absl::SkipEmpty())) {
+        so_.services.insert(std::string(s));
+      }
+    }
+    try {
+      so_.ram_budget_bytes = ParseBytes(ram_);
+      so_.ssd_budget_bytes = ParseBytes(ssd_);
+    } catch (const std::exception&) {
+      std::fprintf(stderr, "ragkv serve: --ram-budget/--ssd-budget: not a byte size (%s, %s)\n",
+                   ram_.c_str(), ssd_.c_str());
+      return 2;
+    }
+    return Serve();
+  }
+
+ private:
+  int Serve();
+
+  services::SidecarOptions so_;
+  std::string services_ = "all", ram_ = "1G", ssd_ = "16G";
+  AuthTokenFlags auth_;
+};
+
+int ServeCommand::Serve() {
+  // SIGTERM/SIGINT are taken synchronously by this thread (sigwait); block
+  // them before any other thread exists so no worker receives them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  auto sidecar = services::Sidecar::Start(std::move(so_));
+  if (!sidecar.ok()) {
+    std::fprintf(stderr, "ragkv serve: %s\n", sidecar.status().ToString().c_str());
+    return 1;
+  }
+  // Machine-readable line for scripts and tests (ports may be ephemeral).
+  std::printf("LISTENING %s METRICS %d\n", (*sidecar)->address().c_str(),
+              (*sidecar)->metrics_port());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&set, &sig);
+  RAGKV_LOG(INFO) << "received signal " << sig;
+  (*sidecar)->Shutdown();
+  return 0;
+}
+
+}  // namespace
+
+std::unique_ptr<Command> NewServeCommand() { return std::make_unique<ServeCommand>(); }
+
+}  // namespace ragkv::cli

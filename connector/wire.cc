@@ -1,0 +1,44 @@
+#include "connector/wire.h"
+
+#include <xxhash.h>
+
+#include "absl/strings/str_format.h"
+
+namespace ragkv::wire {
+
+uint64_t LayerChecksum(std::string_view k, std::string_view v) {
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  XXH3_64bits_update(st, k.data(), k.size());
+  XXH3_64bits_update(st, v.data(), v.size());
+  const uint64_t h = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  return h;
+}
+
+WireDType FromProto(v1::DType d) {
+  switch (d) {
+    case v1::DTYPE_F16: return WireDType::kF16;
+    case v1::DTYPE_BF16: return WireDType::kBF16;
+    default: return WireDType::kF32;
+  }
+}
+
+v1::DType ToProto(WireDType t) {
+  switch (t) {
+    case WireDType::kF16: return v1::DTYPE_F16;
+    case WireDType::kBF16: return v1::DTYPE_BF16;
+    case WireDType::kF32: break;
+  }
+  return v1::DTYPE_F32;
+}
+
+absl::Status CheckFingerprint(std::string_view raw) {
+  if (raw.size() != kFingerprintBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat("model_fingerprint must be %d bytes, got %d",
+                                                      kFingerprintBytes, raw.size()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ragkv::wire
