@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "base/status_macros.h"
+#include "kernels/ggml_quant.h"
 #include "model/internal/loaders.h"
 
 namespace ragkv::model::internal {
@@ -197,6 +198,46 @@ std::string GetStringOr(const Gguf& g, const std::string& key, const std::string
   return std::get<std::string>(it->second.v);
 }
 
+// ReadGgufTensor: tensor `name` (info `t`, data at data_offset + t.offset)
+// as f32. F32/F16/BF16 convert; the block-quantized types (kernels/
+// ggml_quant.h) are dequantized exactly as ggml does. Errors name the file
+// and tensor: an unknown type id, a row length that is not whole blocks, data
+// past the end of the file.
+absl::Status ReadGgufTensor(const MappedFile& f, const std::string& path, const std::string& name,
+                            const TensorInfo& t, uint64_t data_offset, std::vector<float>* out) {
+  absl::StatusOr<kernels::GgmlTypeInfo> info = kernels::GgmlTypeOf(t.type);
+  if (!info.ok()) {
+    return absl::Status(info.status().code(),
+                        absl::StrCat(path, ": tensor ", name, ": ", info.status().message()));
+  }
+  uint64_t n = 1;
+  for (int64_t d : t.dims) n *= static_cast<uint64_t>(d);
+  if (!info->quantized) {
+    const kernels::DType dt = t.type == 0   ? kernels::DType::kF32
+                              : t.type == 1 ? kernels::DType::kF16
+                                            : kernels::DType::kBF16;
+    if (t.offset > f.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": truncated: tensor ", name, " offset past the end"));
+    }
+    return ReadTensorF32(f, data_offset + t.offset, dt, n, name, out);
+  }
+  const int64_t row = t.dims.empty() ? 0 : t.dims[0];
+  absl::StatusOr<uint64_t> row_bytes = kernels::GgmlRowBytes(*info, row);
+  if (!row_bytes.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": tensor ", name, ": ", row_bytes.status().message()));
+  }
+  const uint64_t rows = row > 0 ? n / static_cast<uint64_t>(row) : 0;
+  const uint64_t bytes = rows * *row_bytes, begin = data_offset + t.offset;
+  if (begin > f.size() || bytes > f.size() - begin) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": truncated: tensor ", name, " (",
+                                                   info->name, ", ", bytes,
+                                                   " bytes) runs past the end of the file"));
+  }
+  out->resize(n);
+  return kernels::DequantizeGgml(info->type, f.data() + begin, out->data(), static_cast<int64_t>(n));
+}
+
 // RefuseUnusedTensors: a tensor this runtime did not read changes the math
 // of the engine that does (e.g. rope_freqs.weight, Llama-3's RoPE frequency
 // factors: ignoring it loads fine and computes wrong logits). Refuse the file
@@ -292,23 +333,7 @@ absl::StatusOr<ModelParts> LoadGguf(const std::string& path, const LoadOptions& 
     }
     const TensorInfo& t = it->second;
     RETURN_IF_ERROR(CheckShape(path, name, t.dims, want));
-    kernels::DType dt;
-    switch (t.type) {
-      case 0: dt = kernels::DType::kF32; break;
-      case 1: dt = kernels::DType::kF16; break;
-      case 30: dt = kernels::DType::kBF16; break;
-      default:
-        return absl::UnimplementedError(absl::StrFormat(
-            "%s: tensor %s has ggml type %d; only F32 (0), F16 (1) and BF16 (30) are supported "
-            "(quantized GGUFs are not)",
-            path, name, t.type));
-    }
-    uint64_t n = 1;
-    for (int64_t d : t.dims) n *= static_cast<uint64_t>(d);
-    if (t.offset > f.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": truncated: tensor ", name, " offset past the end"));
-    }
-    return ReadTensorF32(f, g.data_offset + t.offset, dt, n, name, out);
+    return ReadGgufTensor(f, path, name, t, g.data_offset, out);
   };
   const int64_t dim = c.dim, ffn = c.hidden_dim, qd = c.q_dim(), kvd = c.kv_dim(),
                 vocab = c.vocab_size;

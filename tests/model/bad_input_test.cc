@@ -104,16 +104,24 @@ TEST(BadInputTest, GgufCorruptions) {
   bad.replace(val, 5, "gpt2x");
   Write(p, bad);
   ExpectLoadError(p, absl::StatusCode::kUnimplemented, "architecture");
-  // Unsupported tensor type: set blk.0.attn_q.weight's ggml type to 2 (Q4_0).
+  // Unsupported tensor type: set blk.0.attn_q.weight's ggml type to 16
+  // (iq2_xxs), then to 12 (q4_K), whose 256-element blocks do not fit its
+  // 64-element rows.
   bad = good;
   const std::string name = "blk.0.attn_q.weight";
   const size_t t = bad.find(name);
   ASSERT_NE(t, std::string::npos);
   const size_t type_off = t + name.size() + 4 + 2 * 8;  // n_dims u32, 2 dims u64
-  uint32_t q4 = 2;
-  std::memcpy(&bad[type_off], &q4, 4);
+  uint32_t iq2 = 16;
+  std::memcpy(&bad[type_off], &iq2, 4);
   Write(p, bad);
   ExpectLoadError(p, absl::StatusCode::kUnimplemented, "blk.0.attn_q.weight");
+  ExpectLoadError(p, absl::StatusCode::kUnimplemented, "iq2_xxs");
+  uint32_t q4k = 12;
+  std::memcpy(&bad[type_off], &q4k, 4);
+  Write(p, bad);
+  ExpectLoadError(p, absl::StatusCode::kInvalidArgument, "blk.0.attn_q.weight");
+  ExpectLoadError(p, absl::StatusCode::kInvalidArgument, "q4_K blocks");
   // Missing tensor: rename blk.3.ffn_up.weight.
   bad = good;
   const size_t u = bad.find("blk.3.ffn_up.weight");
