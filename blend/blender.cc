@@ -88,13 +88,7 @@ absl::StatusOr<BlendResult> NewResult(const model::ModelConfig& cfg, const Plan&
 }
 
 // RopeOf: the RoPE parameters of the model's keys (for re-rotation).
-kernels::RopeParams RopeOf(const model::ModelConfig& cfg) {
-  kernels::RopeParams rope;
-  rope.head_dim = cfg.head_dim;
-  rope.theta = cfg.rope_theta;
-  rope.layout = cfg.rope_layout;
-  return rope;
-}
+kernels::RopeParams RopeOf(const model::ModelConfig& cfg) { return cfg.Rope(); }
 
 // RecomputeState: the compute thread's working set: the rows recomputed at
 // the current layer (sorted positions), their hidden states, and scratch.

@@ -108,10 +108,7 @@ absl::StatusOr<ChunkKV> PrecomputeChunkAfter(const model::Model& model,
                        kernels::DTypeSize(dtype);
   out.k.resize(cfg.n_layers);
   out.v.resize(cfg.n_layers);
-  kernels::RopeParams rope;
-  rope.head_dim = cfg.head_dim;
-  rope.theta = cfg.rope_theta;
-  rope.layout = cfg.rope_layout;
+  const kernels::RopeParams rope = cfg.Rope();
   std::vector<float> k32, v32;
   for (int l = 0; l < cfg.n_layers; ++l) {
     out.k[l].resize(bytes);

@@ -26,13 +26,29 @@ absl::Status CheckParams(const RopeParams& p) {
   if (p.layout != RopeLayout::kInterleaved && p.layout != RopeLayout::kHalfSplit) {
     return absl::InvalidArgumentError("RoPE: unknown layout");
   }
+  if (!(p.freq_scale > 0.0f) || !std::isfinite(p.freq_scale)) {
+    return absl::InvalidArgumentError(absl::StrCat("RoPE: freq_scale must be > 0, got ", p.freq_scale));
+  }
+  if (p.freq_factors != nullptr) {
+    for (int j = 0; j < p.head_dim / 2; ++j) {
+      if (!(p.freq_factors[j] > 0.0f) || !std::isfinite(p.freq_factors[j])) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("RoPE: freq_factors[", j, "] must be finite and > 0, got ", p.freq_factors[j]));
+      }
+    }
+  }
   return absl::OkStatus();
 }
 
-// InvFreq: theta^(-2j/head_dim) for j < head_dim/2, in double.
+// InvFreq: freq_scale * theta^(-2j/head_dim) / freq_factors[j] for
+// j < head_dim/2, in double.
 void InvFreq(const RopeParams& p, double* inv_freq) {
   const double log_theta = std::log(static_cast<double>(p.theta));
-  for (int j = 0; j < p.head_dim / 2; ++j) inv_freq[j] = std::exp(-log_theta * (2.0 * j) / p.head_dim);
+  for (int j = 0; j < p.head_dim / 2; ++j) {
+    double f = std::exp(-log_theta * (2.0 * j) / p.head_dim) * static_cast<double>(p.freq_scale);
+    if (p.freq_factors != nullptr) f /= static_cast<double>(p.freq_factors[j]);
+    inv_freq[j] = f;
+  }
 }
 
 // FillTable: cos/sin of pos * inv_freq[j] for j < half. Angles and trig in

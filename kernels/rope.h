@@ -24,6 +24,13 @@ struct RopeParams {
   int head_dim = 0;        // even, > 0
   float theta = 10000.0f;  // base frequency
   RopeLayout layout = RopeLayout::kInterleaved;
+  // Per-pair frequency divisors (Llama-3's rope_freqs: pair j turns at
+  // theta^(-2j/head_dim) / freq_factors[j]); null = none. [head_dim/2]
+  // finite values > 0, not owned.
+  const float* freq_factors = nullptr;
+  // Linear position scaling (rope_scaling "linear", factor f: 1/f): every
+  // angle is multiplied by it. Finite, > 0.
+  float freq_scale = 1.0f;
 };
 
 // ApplyRope: rotates x in place. x: f32 [tokens, heads, head_dim] with any

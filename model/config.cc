@@ -12,9 +12,9 @@ absl::Status Bad(const std::string& what) {
 }  // namespace
 
 absl::Status ModelConfig::Validate() {
-  if (arch != "llama" && arch != "mistral" && arch != "qwen2") {
+  if (arch != "llama" && arch != "mistral" && arch != "qwen2" && arch != "qwen3") {
     return absl::UnimplementedError("model config: unsupported architecture '" + arch +
-                                    "' (supported: llama, mistral, qwen2)");
+                                    "' (supported: llama, mistral, qwen2, qwen3)");
   }
   if (dim <= 0) return Bad(absl::StrFormat("dim must be > 0, got %d", dim));
   if (hidden_dim <= 0) return Bad(absl::StrFormat("hidden_dim must be > 0, got %d", hidden_dim));
@@ -40,9 +40,21 @@ absl::Status ModelConfig::Validate() {
   if (!(std::isfinite(norm_eps) && norm_eps > 0)) {
     return Bad(absl::StrFormat("norm_eps must be finite and > 0, got %g", norm_eps));
   }
-  if (rope_scaling != "none") {
+  if (rope_scaling != "none" && rope_scaling != "linear" && rope_scaling != "llama3") {
     return absl::UnimplementedError("model config: rope scaling '" + rope_scaling +
-                                    "' is not supported");
+                                    "' is not supported (none, linear, llama3 are)");
+  }
+  if (!(std::isfinite(rope_freq_scale) && rope_freq_scale > 0)) {
+    return Bad(absl::StrFormat("rope_freq_scale must be finite and > 0, got %g", rope_freq_scale));
+  }
+  if (!rope_freq_factors.empty()) {
+    if (rope_freq_factors.size() != static_cast<size_t>(head_dim / 2)) {
+      return Bad(absl::StrFormat("rope_freq_factors has %d entries, head_dim/2 is %d",
+                                 rope_freq_factors.size(), head_dim / 2));
+    }
+    for (float f : rope_freq_factors) {
+      if (!(std::isfinite(f) && f > 0)) return Bad(absl::StrFormat("rope_freq_factors entry %g", f));
+    }
   }
   // Guard the products used for allocation against overflow.
   const int64_t kMax = int64_t{1} << 40;
@@ -55,6 +67,16 @@ absl::Status ModelConfig::Validate() {
     return Bad("kv_dtype must be f32, f16 or bf16");
   }
   return absl::OkStatus();
+}
+
+kernels::RopeParams ModelConfig::Rope() const {
+  kernels::RopeParams p;
+  p.head_dim = head_dim;
+  p.theta = rope_theta;
+  p.layout = rope_layout;
+  p.freq_scale = rope_freq_scale;
+  p.freq_factors = rope_freq_factors.empty() ? nullptr : rope_freq_factors.data();
+  return p;
 }
 
 std::string ModelConfig::DebugString() const {

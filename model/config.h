@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "kernels/rope.h"
@@ -34,8 +35,15 @@ struct ModelConfig {
   // this layout, so exported keys are bit-for-bit the layout an engine
   // running that checkpoint caches (see docs/model.md).
   kernels::RopeLayout rope_layout = kernels::RopeLayout::kInterleaved;
-  // RoPE scaling: only "none" is implemented (loaders reject others).
+  // RoPE scaling: "none", "linear" (rope_freq_scale = 1/factor) or
+  // "llama3" (per-pair rope_freq_factors, as GGUF rope_freqs.weight carries
+  // them and as computed from an HF rope_scaling block). Loaders refuse
+  // every other kind by name ("yarn", "longrope", ...).
   std::string rope_scaling = "none";
+  float rope_freq_scale = 1.0f;
+  std::vector<float> rope_freq_factors;  // [head_dim/2] or empty
+  // Qwen3: RMSNorm over each head of q and k (weights [head_dim]) before RoPE.
+  bool qk_norm = false;
   float norm_eps = 1e-5f;
   bool shared_classifier = false;  // lm head == token embedding matrix
   bool qkv_bias = false;           // q/k/v projections carry a bias (Qwen2)
@@ -44,6 +52,9 @@ struct ModelConfig {
   kernels::DType kv_dtype = kernels::DType::kF16;
 
   int q_dim() const { return n_heads * head_dim; }
+  // Rope: the RoPE parameters of this model's q/k (points into
+  // rope_freq_factors: valid while this config lives).
+  kernels::RopeParams Rope() const;
   int kv_dim() const { return n_kv_heads * head_dim; }
 
   // Validate: fills head_dim when 0, then checks every invariant (positive

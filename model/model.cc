@@ -122,6 +122,10 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ModelConfig config, ModelWe
       RETURN_IF_ERROR(CheckSize(w.bk, kvd, p + "bk"));
       RETURN_IF_ERROR(CheckSize(w.bv, kvd, p + "bv"));
     }
+    if (config.qk_norm) {
+      RETURN_IF_ERROR(CheckSize(w.q_norm, config.head_dim, p + "q_norm"));
+      RETURN_IF_ERROR(CheckSize(w.k_norm, config.head_dim, p + "k_norm"));
+    }
     RETURN_IF_ERROR(CheckSize(w.wo, dim * qd, p + "wo"));
     RETURN_IF_ERROR(CheckSize(w.ffn_norm, dim, p + "ffn_norm"));
     RETURN_IF_ERROR(CheckSize(w.w_gate, ffn * dim, p + "w_gate"));
@@ -148,10 +152,19 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ModelConfig config, ModelWe
         config.rope_scaling, config.norm_eps, config.qkv_bias ? 1 : 0,
         kernels::DTypeName(config.kv_dtype));
     XXH3_128bits_update(st, desc.data(), desc.size());
+    // Later additions, only when not at their default (so every fingerprint
+    // made before them is unchanged).
+    if (config.rope_freq_scale != 1.0f || !config.rope_freq_factors.empty() || config.qk_norm) {
+      const std::string more = absl::StrFormat("rope_freq_scale=%.9g\nrope_freq_factors=%d\nqk_norm=%d\n",
+                                               config.rope_freq_scale,
+                                               config.rope_freq_factors.size(), config.qk_norm ? 1 : 0);
+      XXH3_128bits_update(st, more.data(), more.size());
+      HashFloats(st, config.rope_freq_factors);
+    }
     HashFloats(st, weights.tok_embeddings);
     for (const LayerWeights& w : weights.layers) {
-      for (const auto* t : {&w.attn_norm, &w.wq, &w.wk, &w.wv, &w.bq, &w.bk, &w.bv, &w.wo,
-                            &w.ffn_norm, &w.w_gate, &w.w_up, &w.w_down}) {
+      for (const auto* t : {&w.attn_norm, &w.wq, &w.wk, &w.wv, &w.bq, &w.bk, &w.bv, &w.q_norm,
+                            &w.k_norm, &w.wo, &w.ffn_norm, &w.w_gate, &w.w_up, &w.w_down}) {
         HashFloats(st, *t);
       }
     }
@@ -246,11 +259,19 @@ absl::Status Model::ComputeQKV(int layer, TensorView hidden, const int32_t* posi
     }
     return absl::OkStatus();
   };
-  kernels::RopeParams rp;
-  rp.head_dim = c.head_dim;
-  rp.theta = c.rope_theta;
-  rp.layout = c.rope_layout;
-  auto rope = [&](float* base, int64_t n, int heads, int64_t ldr, const int32_t* pos) {
+  const kernels::RopeParams rp = c.Rope();
+  // rope: (Qwen3) RMSNorm of every q (or k) head, then RoPE at `pos`. Heads
+  // of a row are contiguous, so a row's heads are one [heads, head_dim] norm.
+  auto rope = [&](float* base, int64_t n, int heads, int64_t ldr, const int32_t* pos,
+                  bool is_q) -> absl::Status {
+    if (c.qk_norm) {
+      const std::vector<float>& nw = is_q ? w.q_norm : w.k_norm;
+      const TensorView nv = TensorView::Contiguous(nw.data(), DType::kF32, {c.head_dim});
+      for (int64_t r = 0; r < n; ++r) {
+        const TensorView hv = View2D(base + r * ldr, heads, c.head_dim, c.head_dim);
+        RETURN_IF_ERROR(kernels::RmsNorm(hv, nv, c.norm_eps, hv));
+      }
+    }
     return kernels::ApplyRope(View3D(base, n, heads, c.head_dim, ldr, c.head_dim), pos, rp);
   };
 
@@ -269,16 +290,16 @@ absl::Status Model::ComputeQKV(int layer, TensorView hidden, const int32_t* posi
   }
   if (want_q && n_kv == rows) {
     RETURN_IF_ERROR(project(xb, rows, 0, ld, qkv, ld));
-    RETURN_IF_ERROR(rope(qkv, rows, c.n_heads, ld, positions));
-    return rope(qkv + qd, rows, c.n_kv_heads, ld, positions);
+    RETURN_IF_ERROR(rope(qkv, rows, c.n_heads, ld, positions, true));
+    return rope(qkv + qd, rows, c.n_kv_heads, ld, positions, false);
   }
   if (want_q) {
     RETURN_IF_ERROR(project(xb, rows, 0, qd, qkv, ld));
-    RETURN_IF_ERROR(rope(qkv, rows, c.n_heads, ld, positions));
+    RETURN_IF_ERROR(rope(qkv, rows, c.n_heads, ld, positions, true));
   }
   if (n_kv == rows) {
     RETURN_IF_ERROR(project(xb, rows, qd, 2 * kvd, qkv + qd, ld));
-    return rope(qkv + qd, rows, c.n_kv_heads, ld, positions);
+    return rope(qkv + qd, rows, c.n_kv_heads, ld, positions, false);
   }
   if (n_kv == 0) return absl::OkStatus();
   // A subset: gather its normalized rows, project, rotate, scatter back.
@@ -291,7 +312,7 @@ absl::Status Model::ComputeQKV(int layer, TensorView hidden, const int32_t* posi
     ws->positions_[i] = positions[r];
   }
   RETURN_IF_ERROR(project(gx, n_kv, qd, 2 * kvd, gkv, 2 * kvd));
-  RETURN_IF_ERROR(rope(gkv, n_kv, c.n_kv_heads, 2 * kvd, ws->positions_.data()));
+  RETURN_IF_ERROR(rope(gkv, n_kv, c.n_kv_heads, 2 * kvd, ws->positions_.data(), false));
   for (int64_t i = 0; i < n_kv; ++i) {
     std::memcpy(qkv + ws->kv_rows_[i] * ld + qd, gkv + i * 2 * kvd, 2 * kvd * sizeof(float));
   }

@@ -17,6 +17,7 @@ struct LayerWeights {
   std::vector<float> wk;         // [kv_dim, dim]
   std::vector<float> wv;         // [kv_dim, dim]
   std::vector<float> bq, bk, bv; // [q_dim], [kv_dim], [kv_dim]; empty unless qkv_bias
+  std::vector<float> q_norm, k_norm;  // [head_dim] each; empty unless qk_norm (Qwen3)
   std::vector<float> wo;         // [dim, q_dim]
   std::vector<float> ffn_norm;   // [dim]
   std::vector<float> w_gate;     // [hidden_dim, dim]   (llama2.c w1)

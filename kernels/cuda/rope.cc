@@ -23,6 +23,11 @@ absl::Status RerotateKeysByChunk(TensorView k, const int32_t* chunk_offsets,
   if (params.layout == RopeLayout::kHalfSplit && (hd / 2) % 2 != 0) {
     return absl::InvalidArgumentError("RerotateKeysByChunk: kHalfSplit needs head_dim % 4 == 0");
   }
+  if (params.freq_factors != nullptr || params.freq_scale != 1.0f) {
+    return absl::UnimplementedError(
+        "RerotateKeysByChunk: RoPE frequency factors / linear scaling are not supported on CUDA "
+        "yet (use the CPU kernels::RerotateKeys)");
+  }
   if (!(params.theta > 1.0f) || std::isinf(params.theta)) {
     return absl::InvalidArgumentError("RerotateKeysByChunk: theta must be finite and > 1");
   }

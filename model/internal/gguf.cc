@@ -1,6 +1,7 @@
 // GGUF v2/v3 reader (llama architecture, F32/F16/BF16 tensors) and its
 // embedded SentencePiece-style vocabulary.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <string>
@@ -239,8 +240,8 @@ absl::Status ReadGgufTensor(const MappedFile& f, const std::string& path, const 
 }
 
 // RefuseUnusedTensors: a tensor this runtime did not read changes the math
-// of the engine that does (e.g. rope_freqs.weight, Llama-3's RoPE frequency
-// factors: ignoring it loads fine and computes wrong logits). Refuse the file
+// of the engine that does (as Llama-3's rope_freqs.weight did before it was
+// read: ignored, it loaded fine and computed wrong logits). Refuse the file
 // by the tensor's name instead. Unimplemented, naming up to 4 tensors.
 absl::Status RefuseUnusedTensors(const std::string& path, const Gguf& g,
                                  const std::set<std::string>& consumed) {
@@ -251,36 +252,72 @@ absl::Status RefuseUnusedTensors(const std::string& path, const Gguf& g,
   if (unused.empty()) return absl::OkStatus();
   std::sort(unused.begin(), unused.end());
   const size_t total = unused.size();
-  std::string hint;
-  if (std::find(unused.begin(), unused.end(), "rope_freqs.weight") != unused.end()) {
-    hint = " (rope_freqs.weight: Llama-3 RoPE frequency factors are not supported)";
-  }
   if (unused.size() > 4) unused.resize(4);
   return absl::UnimplementedError(absl::StrCat(
       path, ": ", total, " tensor(s) this runtime does not use, refused rather than ignored: ",
-      absl::StrJoin(unused, ", "), total > 4 ? ", ..." : "", hint));
+      absl::StrJoin(unused, ", "), total > 4 ? ", ..." : ""));
 }
 
-}  // namespace
+// GgufArch: what a GGUF architecture means for the block (docs/model.md):
+// llama = llama.cpp's NORM RoPE over the converter's permuted q/k rows
+// (interleaved pairs); qwen2 / qwen3 = NEOX RoPE (half-split pairs) on
+// unpermuted rows; qwen2 has q/k/v biases, qwen3 per-head q/k RMSNorm.
+struct GgufArch {
+  const char* name;
+  kernels::RopeLayout rope;
+  bool qk_norm;
+};
+constexpr GgufArch kGgufArchs[] = {
+    {"llama", kernels::RopeLayout::kInterleaved, false},
+    {"qwen2", kernels::RopeLayout::kHalfSplit, false},
+    {"qwen3", kernels::RopeLayout::kHalfSplit, true},
+};
 
-absl::StatusOr<ModelParts> LoadGguf(const std::string& path, const LoadOptions& options) {
-  ASSIGN_OR_RETURN(MappedFile f, MappedFile::Open(path));
-  ASSIGN_OR_RETURN(Gguf g, ParseGguf(f));
-  const std::string arch = GetStringOr(g, "general.architecture", "");
-  if (arch != "llama") {
-    return absl::UnimplementedError(absl::StrCat(
-        path, ": GGUF architecture '", arch, "' is not supported (only 'llama')"));
+// ReadGgufScaling: the RoPE scaling metadata (<arch>.rope.scaling.*) into
+// c: "linear" sets rope_freq_scale = 1/factor; anything but none/linear is
+// refused by name (yarn, longrope, ...). rope_freqs.weight is read later.
+absl::Status ReadGgufScaling(const Gguf& g, const std::string& path, const std::string& arch,
+                             ModelConfig* c) {
+  const std::string scaling = GetStringOr(g, arch + ".rope.scaling.type", "none");
+  const double factor = GetNumberOr(g, arch + ".rope.scaling.factor",
+                                    1.0 / GetNumberOr(g, arch + ".rope.scale_linear", 1.0));
+  if (scaling == "linear" || (scaling == "none" && factor != 1.0 &&
+                              g.kv.count(arch + ".rope.scale_linear"))) {
+    if (!(factor > 0) || !std::isfinite(factor)) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": rope scaling factor ", factor));
+    }
+    c->rope_scaling = "linear";
+    c->rope_freq_scale = static_cast<float>(1.0 / factor);
+    return absl::OkStatus();
   }
-  ModelParts parts;
-  parts.format = ModelFormat::kGguf;
-  ModelConfig& c = parts.config;
-  c.arch = "llama";
-  c.rope_layout = kernels::RopeLayout::kInterleaved;  // llama.cpp's NORM rope
+  if (scaling != "none") {
+    return absl::UnimplementedError(absl::StrCat(
+        path, ": RoPE scaling '", scaling, "' is not supported (none, linear, rope_freqs are)"));
+  }
+  return absl::OkStatus();
+}
+
+// ReadGgufConfig: the model config of a parsed GGUF (architecture, shape,
+// norms, RoPE), validated. Unimplemented for an architecture, RoPE scaling
+// or partial rotary ragkv does not run; InvalidArgument for bad metadata.
+absl::StatusOr<ModelConfig> ReadGgufConfig(const Gguf& g, const std::string& path,
+                                           const LoadOptions& options) {
+  const std::string arch = GetStringOr(g, "general.architecture", "");
+  const GgufArch* a = nullptr;
+  for (const GgufArch& x : kGgufArchs) a = arch == x.name ? &x : a;
+  if (a == nullptr) {
+    return absl::UnimplementedError(absl::StrCat(
+        path, ": GGUF architecture '", arch, "' is not supported (llama, qwen2, qwen3 are)"));
+  }
+  ModelConfig c;
+  c.arch = arch;
+  c.rope_layout = a->rope;
+  c.qk_norm = a->qk_norm;
   c.kv_dtype = options.kv_dtype;
   auto geti = [&](const std::string& key, int* out) -> absl::Status {
-    ASSIGN_OR_RETURN(double x, GetNumber(g, path, "llama." + key));
+    ASSIGN_OR_RETURN(double x, GetNumber(g, path, arch + "." + key));
     if (x < 0 || x > (1 << 30)) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": llama.", key, " = ", x, " is out of range"));
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", arch, ".", key, " = ", x, " is out of range"));
     }
     *out = static_cast<int>(x);
     return absl::OkStatus();
@@ -290,18 +327,22 @@ absl::StatusOr<ModelParts> LoadGguf(const std::string& path, const LoadOptions& 
   RETURN_IF_ERROR(geti("block_count", &c.n_layers));
   RETURN_IF_ERROR(geti("attention.head_count", &c.n_heads));
   c.n_kv_heads = c.n_heads;
-  if (g.kv.count("llama.attention.head_count_kv")) {
+  if (g.kv.count(arch + ".attention.head_count_kv")) {
     RETURN_IF_ERROR(geti("attention.head_count_kv", &c.n_kv_heads));
   }
   RETURN_IF_ERROR(geti("context_length", &c.max_seq_len));
-  if (g.kv.count("llama.attention.key_length")) RETURN_IF_ERROR(geti("attention.key_length", &c.head_dim));
-  c.norm_eps = static_cast<float>(GetNumberOr(g, "llama.attention.layer_norm_rms_epsilon", 1e-5));
-  c.rope_theta = static_cast<float>(GetNumberOr(g, "llama.rope.freq_base", 10000.0));
-  const std::string scaling = GetStringOr(g, "llama.rope.scaling.type", "none");
-  if (scaling != "none" ||
-      GetNumberOr(g, "llama.rope.scale_linear", 1.0) != 1.0) {
-    return absl::UnimplementedError(absl::StrCat(path, ": RoPE scaling '", scaling, "' is not supported"));
+  if (g.kv.count(arch + ".attention.key_length")) RETURN_IF_ERROR(geti("attention.key_length", &c.head_dim));
+  if (g.kv.count(arch + ".attention.value_length")) {
+    int vlen = 0;
+    RETURN_IF_ERROR(geti("attention.value_length", &vlen));
+    if (vlen != (c.head_dim ? c.head_dim : (c.n_heads ? c.dim / c.n_heads : 0))) {
+      return absl::UnimplementedError(absl::StrCat(path, ": attention.value_length ", vlen,
+                                                   " != key_length is not supported"));
+    }
   }
+  c.norm_eps = static_cast<float>(GetNumberOr(g, arch + ".attention.layer_norm_rms_epsilon", 1e-5));
+  c.rope_theta = static_cast<float>(GetNumberOr(g, arch + ".rope.freq_base", 10000.0));
+  RETURN_IF_ERROR(ReadGgufScaling(g, path, arch, &c));
   auto emb = g.tensors.find("token_embd.weight");
   if (emb == g.tensors.end()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": missing tensor token_embd.weight"));
@@ -314,53 +355,88 @@ absl::StatusOr<ModelParts> LoadGguf(const std::string& path, const LoadOptions& 
   c.qkv_bias = g.tensors.count("blk.0.attn_q.bias") > 0;
   absl::Status v = c.Validate();
   if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", v.message()));
-  const int rope_dims = static_cast<int>(GetNumberOr(g, "llama.rope.dimension_count", c.head_dim));
+  const int rope_dims = static_cast<int>(GetNumberOr(g, arch + ".rope.dimension_count", c.head_dim));
   if (rope_dims != c.head_dim) {
     return absl::UnimplementedError(absl::StrFormat(
         "%s: partial rotary embedding (rope.dimension_count %d != head_dim %d) is not supported",
         path, rope_dims, c.head_dim));
   }
   if (options.max_seq_len > 0) c.max_seq_len = options.max_seq_len;
+  return c;
+}
 
-  // Reads tensor `name` with ggml dims {in, out} (or {n} for vectors).
+// GgufReader: reads named tensors of one file, checking ggml dims {in, out}
+// (or {n}), and remembers which were read (RefuseUnusedTensors).
+struct GgufReader {
+  const MappedFile& f;
+  const Gguf& g;
+  const std::string& path;
   std::set<std::string> consumed;
-  auto load = [&](const std::string& name, std::vector<int64_t> want,
-                  std::vector<float>* out) -> absl::Status {
+
+  absl::Status Load(const std::string& name, std::vector<int64_t> want, std::vector<float>* out) {
     consumed.insert(name);
     auto it = g.tensors.find(name);
     if (it == g.tensors.end()) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": missing tensor ", name));
     }
-    const TensorInfo& t = it->second;
-    RETURN_IF_ERROR(CheckShape(path, name, t.dims, want));
-    return ReadGgufTensor(f, path, name, t, g.data_offset, out);
-  };
-  const int64_t dim = c.dim, ffn = c.hidden_dim, qd = c.q_dim(), kvd = c.kv_dim(),
-                vocab = c.vocab_size;
-  ModelWeights& w = parts.weights;
-  RETURN_IF_ERROR(load("token_embd.weight", {dim, vocab}, &w.tok_embeddings));
-  RETURN_IF_ERROR(load("output_norm.weight", {dim}, &w.final_norm));
-  if (!c.shared_classifier) RETURN_IF_ERROR(load("output.weight", {dim, vocab}, &w.classifier));
-  w.layers.resize(c.n_layers);
-  for (int l = 0; l < c.n_layers; ++l) {
-    const std::string p = absl::StrCat("blk.", l, ".");
-    LayerWeights& lw = w.layers[l];
-    RETURN_IF_ERROR(load(p + "attn_norm.weight", {dim}, &lw.attn_norm));
-    RETURN_IF_ERROR(load(p + "attn_q.weight", {dim, qd}, &lw.wq));
-    RETURN_IF_ERROR(load(p + "attn_k.weight", {dim, kvd}, &lw.wk));
-    RETURN_IF_ERROR(load(p + "attn_v.weight", {dim, kvd}, &lw.wv));
-    if (c.qkv_bias) {
-      RETURN_IF_ERROR(load(p + "attn_q.bias", {qd}, &lw.bq));
-      RETURN_IF_ERROR(load(p + "attn_k.bias", {kvd}, &lw.bk));
-      RETURN_IF_ERROR(load(p + "attn_v.bias", {kvd}, &lw.bv));
-    }
-    RETURN_IF_ERROR(load(p + "attn_output.weight", {qd, dim}, &lw.wo));
-    RETURN_IF_ERROR(load(p + "ffn_norm.weight", {dim}, &lw.ffn_norm));
-    RETURN_IF_ERROR(load(p + "ffn_gate.weight", {dim, ffn}, &lw.w_gate));
-    RETURN_IF_ERROR(load(p + "ffn_up.weight", {dim, ffn}, &lw.w_up));
-    RETURN_IF_ERROR(load(p + "ffn_down.weight", {ffn, dim}, &lw.w_down));
+    RETURN_IF_ERROR(CheckShape(path, name, it->second.dims, want));
+    return ReadGgufTensor(f, path, name, it->second, g.data_offset, out);
   }
-  RETURN_IF_ERROR(RefuseUnusedTensors(path, g, consumed));
+};
+
+// LoadGgufLayer: block l's tensors.
+absl::Status LoadGgufLayer(GgufReader& r, const ModelConfig& c, int l, LayerWeights* lw) {
+  const int64_t dim = c.dim, ffn = c.hidden_dim, qd = c.q_dim(), kvd = c.kv_dim();
+  const std::string p = absl::StrCat("blk.", l, ".");
+  RETURN_IF_ERROR(r.Load(p + "attn_norm.weight", {dim}, &lw->attn_norm));
+  RETURN_IF_ERROR(r.Load(p + "attn_q.weight", {dim, qd}, &lw->wq));
+  RETURN_IF_ERROR(r.Load(p + "attn_k.weight", {dim, kvd}, &lw->wk));
+  RETURN_IF_ERROR(r.Load(p + "attn_v.weight", {dim, kvd}, &lw->wv));
+  if (c.qkv_bias) {
+    RETURN_IF_ERROR(r.Load(p + "attn_q.bias", {qd}, &lw->bq));
+    RETURN_IF_ERROR(r.Load(p + "attn_k.bias", {kvd}, &lw->bk));
+    RETURN_IF_ERROR(r.Load(p + "attn_v.bias", {kvd}, &lw->bv));
+  }
+  if (c.qk_norm) {
+    RETURN_IF_ERROR(r.Load(p + "attn_q_norm.weight", {c.head_dim}, &lw->q_norm));
+    RETURN_IF_ERROR(r.Load(p + "attn_k_norm.weight", {c.head_dim}, &lw->k_norm));
+  }
+  RETURN_IF_ERROR(r.Load(p + "attn_output.weight", {qd, dim}, &lw->wo));
+  RETURN_IF_ERROR(r.Load(p + "ffn_norm.weight", {dim}, &lw->ffn_norm));
+  RETURN_IF_ERROR(r.Load(p + "ffn_gate.weight", {dim, ffn}, &lw->w_gate));
+  RETURN_IF_ERROR(r.Load(p + "ffn_up.weight", {dim, ffn}, &lw->w_up));
+  return r.Load(p + "ffn_down.weight", {ffn, dim}, &lw->w_down);
+}
+
+}  // namespace
+
+absl::StatusOr<ModelParts> LoadGguf(const std::string& path, const LoadOptions& options) {
+  ASSIGN_OR_RETURN(MappedFile f, MappedFile::Open(path));
+  ASSIGN_OR_RETURN(Gguf g, ParseGguf(f));
+  ModelParts parts;
+  parts.format = ModelFormat::kGguf;
+  ASSIGN_OR_RETURN(parts.config, ReadGgufConfig(g, path, options));
+  ModelConfig& c = parts.config;
+  GgufReader r{f, g, path, {}};
+  if (g.tensors.count("rope_freqs.weight")) {
+    // Llama-3.1/3.2 long-context RoPE: per-pair frequency divisors.
+    RETURN_IF_ERROR(r.Load("rope_freqs.weight", {c.head_dim / 2}, &c.rope_freq_factors));
+    if (c.rope_scaling != "none") {
+      return absl::UnimplementedError(absl::StrCat(path, ": rope_freqs.weight with RoPE scaling '",
+                                                   c.rope_scaling, "' is not supported"));
+    }
+    c.rope_scaling = "llama3";
+    absl::Status v = c.Validate();
+    if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": rope_freqs.weight: ", v.message()));
+  }
+  const int64_t dim = c.dim, vocab = c.vocab_size;
+  ModelWeights& w = parts.weights;
+  RETURN_IF_ERROR(r.Load("token_embd.weight", {dim, vocab}, &w.tok_embeddings));
+  RETURN_IF_ERROR(r.Load("output_norm.weight", {dim}, &w.final_norm));
+  if (!c.shared_classifier) RETURN_IF_ERROR(r.Load("output.weight", {dim, vocab}, &w.classifier));
+  w.layers.resize(c.n_layers);
+  for (int l = 0; l < c.n_layers; ++l) RETURN_IF_ERROR(LoadGgufLayer(r, c, l, &w.layers[l]));
+  RETURN_IF_ERROR(RefuseUnusedTensors(path, g, r.consumed));
   return parts;
 }
 

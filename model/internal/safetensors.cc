@@ -2,6 +2,7 @@
 // model.safetensors.index.json). LlamaForCausalLM / MistralForCausalLM /
 // Qwen2ForCausalLM tensor names; F32/F16/BF16.
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -125,6 +126,102 @@ absl::Status GetFloat(const json& j, const std::string& file, const char* key, f
   return absl::OkStatus();
 }
 
+// Llama3RopeFactors: the per-pair frequency divisors of an HF rope_scaling
+// block of rope_type "llama3" (Meta's Llama-3.1 recipe, as llama.cpp's
+// converter writes rope_freqs.weight): 1 for wavelengths under
+// original/high_freq_factor, `factor` over original/low_freq_factor, a
+// smooth blend between.
+std::vector<float> Llama3RopeFactors(double theta, int head_dim, double factor, double low,
+                                     double high, double original) {
+  std::vector<float> out(head_dim / 2);
+  const double low_wavelen = original / low, high_wavelen = original / high;
+  for (int j = 0; j < head_dim / 2; ++j) {
+    const double freq = std::pow(theta, -2.0 * j / head_dim);
+    const double wavelen = 2 * M_PI / freq;
+    double div = 1.0;
+    if (wavelen > low_wavelen) {
+      div = factor;
+    } else if (wavelen >= high_wavelen) {
+      const double smooth = (original / wavelen - low) / (high - low);
+      div = 1.0 / ((1 - smooth) / factor + smooth);
+    }
+    out[j] = static_cast<float>(div);
+  }
+  return out;
+}
+
+// ReadHfRopeScaling: config.json's rope_scaling: null/absent = none;
+// "linear" (factor); "llama3" (factor, low_freq_factor, high_freq_factor,
+// original_max_position_embeddings) -> per-pair factors. Any other type
+// (yarn, dynamic, longrope, ...) is refused by name.
+absl::Status ReadHfRopeScaling(const json& cfg, const std::string& cfg_path, ModelConfig* c) {
+  if (!cfg.contains("rope_scaling") || cfg["rope_scaling"].is_null()) return absl::OkStatus();
+  const json& rs = cfg["rope_scaling"];
+  if (!rs.is_object()) return absl::InvalidArgumentError(cfg_path + ": rope_scaling is not an object");
+  std::string type;
+  for (const char* k : {"rope_type", "type"}) {
+    if (type.empty() && rs.contains(k) && rs[k].is_string()) type = rs[k].get<std::string>();
+  }
+  auto num = [&](const char* k, double* out) -> absl::Status {
+    if (!rs.contains(k) || !rs[k].is_number() || !(rs[k].get<double>() > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(cfg_path, ": rope_scaling.", k, " must be a number > 0"));
+    }
+    *out = rs[k].get<double>();
+    return absl::OkStatus();
+  };
+  double factor = 0;
+  if (type == "default") return absl::OkStatus();
+  if (type == "linear") {
+    RETURN_IF_ERROR(num("factor", &factor));
+    c->rope_scaling = "linear";
+    c->rope_freq_scale = static_cast<float>(1.0 / factor);
+    return absl::OkStatus();
+  }
+  if (type == "llama3") {
+    double low = 0, high = 0, original = 0;
+    RETURN_IF_ERROR(num("factor", &factor));
+    RETURN_IF_ERROR(num("low_freq_factor", &low));
+    RETURN_IF_ERROR(num("high_freq_factor", &high));
+    RETURN_IF_ERROR(num("original_max_position_embeddings", &original));
+    if (!(high > low)) {
+      return absl::InvalidArgumentError(cfg_path + ": rope_scaling high_freq_factor <= low_freq_factor");
+    }
+    const int hd = c->head_dim ? c->head_dim : (c->n_heads ? c->dim / c->n_heads : 0);
+    if (hd <= 0 || hd % 2) return absl::InvalidArgumentError(cfg_path + ": bad head_dim for rope_scaling");
+    c->rope_scaling = "llama3";
+    c->rope_freq_factors = Llama3RopeFactors(c->rope_theta, hd, factor, low, high, original);
+    return absl::OkStatus();
+  }
+  return absl::UnimplementedError(absl::StrCat(cfg_path, ": rope_scaling type '", type,
+                                               "' is not supported (linear, llama3 are)"));
+}
+
+// LoadHfLayer: layer l's tensors through `load` (name, shape, out).
+template <typename Load>
+absl::Status LoadHfLayer(Load& load, const ModelConfig& c, int l, LayerWeights* lw) {
+  const int64_t dim = c.dim, ffn = c.hidden_dim, qd = c.q_dim(), kvd = c.kv_dim();
+  const std::string p = absl::StrCat("model.layers.", l, ".");
+  RETURN_IF_ERROR(load(p + "input_layernorm.weight", {dim}, &lw->attn_norm));
+  RETURN_IF_ERROR(load(p + "self_attn.q_proj.weight", {qd, dim}, &lw->wq));
+  RETURN_IF_ERROR(load(p + "self_attn.k_proj.weight", {kvd, dim}, &lw->wk));
+  RETURN_IF_ERROR(load(p + "self_attn.v_proj.weight", {kvd, dim}, &lw->wv));
+  if (c.qkv_bias) {
+    RETURN_IF_ERROR(load(p + "self_attn.q_proj.bias", {qd}, &lw->bq));
+    RETURN_IF_ERROR(load(p + "self_attn.k_proj.bias", {kvd}, &lw->bk));
+    RETURN_IF_ERROR(load(p + "self_attn.v_proj.bias", {kvd}, &lw->bv));
+  }
+  if (c.qk_norm) {
+    RETURN_IF_ERROR(load(p + "self_attn.q_norm.weight", {c.head_dim}, &lw->q_norm));
+    RETURN_IF_ERROR(load(p + "self_attn.k_norm.weight", {c.head_dim}, &lw->k_norm));
+  }
+  RETURN_IF_ERROR(load(p + "self_attn.o_proj.weight", {dim, qd}, &lw->wo));
+  RETURN_IF_ERROR(load(p + "post_attention_layernorm.weight", {dim}, &lw->ffn_norm));
+  RETURN_IF_ERROR(load(p + "mlp.gate_proj.weight", {ffn, dim}, &lw->w_gate));
+  RETURN_IF_ERROR(load(p + "mlp.up_proj.weight", {ffn, dim}, &lw->w_up));
+  return load(p + "mlp.down_proj.weight", {dim, ffn}, &lw->w_down);
+}
+
 absl::StatusOr<ModelParts> LoadHfImpl(const std::string& input, const LoadOptions& options) {
   fs::path dir = input;
   std::error_code ec;
@@ -150,10 +247,14 @@ absl::StatusOr<ModelParts> LoadHfImpl(const std::string& input, const LoadOption
     c.arch = "mistral";
   } else if (arch_name == "Qwen2ForCausalLM" || arch_name == "qwen2") {
     c.arch = "qwen2";
+  } else if (arch_name == "Qwen3ForCausalLM" || arch_name == "qwen3") {
+    c.arch = "qwen3";
+    c.qk_norm = true;
   } else {
     return absl::UnimplementedError(absl::StrCat(
         cfg_path, ": architecture '", arch_name,
-        "' is not supported (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)"));
+        "' is not supported (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+        "Qwen3ForCausalLM)"));
   }
   RETURN_IF_ERROR(GetInt(cfg, cfg_path, "hidden_size", &c.dim));
   RETURN_IF_ERROR(GetInt(cfg, cfg_path, "intermediate_size", &c.hidden_dim));
@@ -174,9 +275,7 @@ absl::StatusOr<ModelParts> LoadHfImpl(const std::string& input, const LoadOption
   c.qkv_bias = c.arch == "qwen2" || (cfg.contains("attention_bias") &&
                                      cfg["attention_bias"].is_boolean() &&
                                      cfg["attention_bias"].get<bool>());
-  if (cfg.contains("rope_scaling") && !cfg["rope_scaling"].is_null()) {
-    return absl::UnimplementedError(absl::StrCat(cfg_path, ": rope_scaling is not supported"));
-  }
+  RETURN_IF_ERROR(ReadHfRopeScaling(cfg, cfg_path, &c));
   // Sliding-window attention equals full attention within the window, so
   // the context is capped at it.
   bool use_sw = c.arch == "mistral" ||
@@ -248,31 +347,13 @@ absl::StatusOr<ModelParts> LoadHfImpl(const std::string& input, const LoadOption
     for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
     return ReadTensorF32(m, t.begin, t.dtype, n, name, out);
   };
-  const int64_t dim = c.dim, ffn = c.hidden_dim, qd = c.q_dim(), kvd = c.kv_dim(),
-                vocab = c.vocab_size;
+  const int64_t dim = c.dim, vocab = c.vocab_size;
   ModelWeights& w = parts.weights;
   RETURN_IF_ERROR(load("model.embed_tokens.weight", {vocab, dim}, &w.tok_embeddings));
   RETURN_IF_ERROR(load("model.norm.weight", {dim}, &w.final_norm));
   if (!tied) RETURN_IF_ERROR(load("lm_head.weight", {vocab, dim}, &w.classifier));
   w.layers.resize(c.n_layers);
-  for (int l = 0; l < c.n_layers; ++l) {
-    const std::string p = absl::StrCat("model.layers.", l, ".");
-    LayerWeights& lw = w.layers[l];
-    RETURN_IF_ERROR(load(p + "input_layernorm.weight", {dim}, &lw.attn_norm));
-    RETURN_IF_ERROR(load(p + "self_attn.q_proj.weight", {qd, dim}, &lw.wq));
-    RETURN_IF_ERROR(load(p + "self_attn.k_proj.weight", {kvd, dim}, &lw.wk));
-    RETURN_IF_ERROR(load(p + "self_attn.v_proj.weight", {kvd, dim}, &lw.wv));
-    if (c.qkv_bias) {
-      RETURN_IF_ERROR(load(p + "self_attn.q_proj.bias", {qd}, &lw.bq));
-      RETURN_IF_ERROR(load(p + "self_attn.k_proj.bias", {kvd}, &lw.bk));
-      RETURN_IF_ERROR(load(p + "self_attn.v_proj.bias", {kvd}, &lw.bv));
-    }
-    RETURN_IF_ERROR(load(p + "self_attn.o_proj.weight", {dim, qd}, &lw.wo));
-    RETURN_IF_ERROR(load(p + "post_attention_layernorm.weight", {dim}, &lw.ffn_norm));
-    RETURN_IF_ERROR(load(p + "mlp.gate_proj.weight", {ffn, dim}, &lw.w_gate));
-    RETURN_IF_ERROR(load(p + "mlp.up_proj.weight", {ffn, dim}, &lw.w_up));
-    RETURN_IF_ERROR(load(p + "mlp.down_proj.weight", {dim, ffn}, &lw.w_down));
-  }
+  for (int l = 0; l < c.n_layers; ++l) RETURN_IF_ERROR(LoadHfLayer(load, c, l, &w.layers[l]));
   return parts;
 }
 

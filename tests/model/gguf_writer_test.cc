@@ -11,71 +11,14 @@
 #include "kernels/convert.h"
 #include "model/loader.h"
 #include "tests/model/test_util.h"
+#include "tests/support/gguf_writer.h"
 
 namespace ragkv::model {
 namespace {
 
 using ::ragkv::model::testing::ModelFile;
 
-class GgufWriter {
- public:
-  void Str(std::string* o, const std::string& s) {
-    Pod(o, uint64_t(s.size()));
-    *o += s;
-  }
-  template <typename T>
-  void Pod(std::string* o, T v) {
-    o->append(reinterpret_cast<const char*>(&v), sizeof(T));
-  }
-  void KvU32(const std::string& k, uint32_t v) {
-    Str(&kv_, k);
-    Pod(&kv_, uint32_t{4});
-    Pod(&kv_, v);
-    ++n_kv_;
-  }
-  void KvF32(const std::string& k, float v) {
-    Str(&kv_, k);
-    Pod(&kv_, uint32_t{6});
-    Pod(&kv_, v);
-    ++n_kv_;
-  }
-  void KvStr(const std::string& k, const std::string& v) {
-    Str(&kv_, k);
-    Pod(&kv_, uint32_t{8});
-    Str(&kv_, v);
-    ++n_kv_;
-  }
-  // dims in ggml order (contiguous first).
-  void Tensor(const std::string& name, std::vector<uint64_t> dims, const std::vector<float>& v,
-              bool f16) {
-    Str(&info_, name);
-    Pod(&info_, uint32_t(dims.size()));
-    for (uint64_t d : dims) Pod(&info_, d);
-    Pod(&info_, uint32_t{f16 ? 1u : 0u});
-    while (data_.size() % 32) data_.push_back('\0');
-    Pod(&info_, uint64_t(data_.size()));
-    for (float x : v) {
-      if (f16) Pod(&data_, kernels::FloatToHalf(x));
-      else Pod(&data_, x);
-    }
-    ++n_tensors_;
-  }
-  void Write(const std::string& path, uint32_t version) {
-    std::string o = "GGUF";
-    Pod(&o, version);
-    Pod(&o, n_tensors_);
-    Pod(&o, n_kv_);
-    o += kv_;
-    o += info_;
-    while (o.size() % 32) o.push_back('\0');
-    o += data_;
-    std::ofstream(path, std::ios::binary) << o;
-  }
-
- private:
-  std::string kv_, info_, data_;
-  uint64_t n_kv_ = 0, n_tensors_ = 0;
-};
+using ::ragkv::testing::GgufWriter;
 
 // WriteGguf: `p` as a GGUF; `extra` adds tensors the runtime does not read
 // (e.g. Llama-3's rope_freqs.weight), as {name, values} 1-D F32 tensors.
@@ -155,26 +98,48 @@ TEST(GgufWriterTest, F16AndV2LoadAndMatchBin) {
 }
 
 // A tensor the runtime would not read changes the math of engines that do:
-// Llama-3.1/3.2 GGUFs carry rope_freqs.weight (RoPE frequency factors), and
-// ignoring it loads fine and computes wrong logits (greedy ids diverge from
-// llama.cpp's after 13 tokens). The file is refused, naming the tensor.
-TEST(GgufWriterTest, UnreadTensorsAreRefusedByName) {
+// the file is refused, naming the tensor. Llama-3.1/3.2's rope_freqs.weight
+// (once ignored: loaded fine, wrong logits) is now read: all-ones factors
+// give the logits of no factors under another fingerprint; a wrong length
+// is refused naming it.
+TEST(GgufWriterTest, UnreadTensorsAreRefusedAndRopeFreqsAreRead) {
   RAGKV_REQUIRE_MODEL_FILE("stories260K.bin");
   auto parts = LoadModelParts(ModelFile("stories260K.bin"));
   ASSERT_TRUE(parts.ok());
   const std::string path =
       ::testing::TempDir() + "/ragkv_ropefreqs_" + std::to_string(::getpid()) + ".gguf";
   const int half = parts->config.head_dim / 2;
-  WriteGguf(path, *parts, false, 3, {{"rope_freqs.weight", std::vector<float>(half, 1.0f)}});
+  WriteGguf(path, *parts, false, 3, {{"blk.0.attn_sinks.weight", std::vector<float>(4, 0.0f)}});
   auto m = LoadModel(path);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(m.status().message().find("rope_freqs.weight"), std::string::npos) << m.status();
-  EXPECT_NE(m.status().message().find("frequency factors"), std::string::npos) << m.status();
-  WriteGguf(path, *parts, false, 3, {{"blk.0.attn_sinks.weight", std::vector<float>(4, 0.0f)}});
+  EXPECT_NE(m.status().message().find("blk.0.attn_sinks.weight"), std::string::npos) << m.status();
+
+  auto plain = LoadModel(ModelFile("stories260K.bin"));
+  ASSERT_TRUE(plain.ok());
+  WriteGguf(path, *parts, false, 3, {{"rope_freqs.weight", std::vector<float>(half, 1.0f)}});
+  m = LoadModel(path);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)->config().rope_scaling, "llama3");
+  EXPECT_NE((*m)->fingerprint(), (*plain)->fingerprint());
+  const std::vector<int32_t> toks = {1, 403, 407, 261, 378, 432};
+  const int vocab = parts->config.vocab_size;
+  std::vector<float> a(toks.size() * vocab), b(a.size());
+  for (auto [model, out] : {std::pair{&**m, &a}, std::pair{&**plain, &b}}) {
+    auto kv = model->NewCache(16);
+    Workspace ws;
+    ASSERT_TRUE(model->Prefill(toks, &*kv, &ws, LogitsMode::kAll, out->data()).ok());
+  }
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << i;
+
+  WriteGguf(path, *parts, false, 3, {{"rope_freqs.weight", std::vector<float>(half + 1, 1.0f)}});
   m = LoadModel(path);
   ASSERT_FALSE(m.ok());
-  EXPECT_NE(m.status().message().find("blk.0.attn_sinks.weight"), std::string::npos) << m.status();
+  EXPECT_NE(m.status().message().find("rope_freqs.weight"), std::string::npos) << m.status();
+  WriteGguf(path, *parts, false, 3, {{"rope_freqs.weight", std::vector<float>(half, -1.0f)}});
+  m = LoadModel(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("rope_freqs"), std::string::npos) << m.status();
   std::filesystem::remove(path);
 }
 

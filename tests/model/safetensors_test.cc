@@ -288,6 +288,63 @@ TEST_F(SafetensorsTest, Qwen2WithQkvBiasLoads) {
   EXPECT_EQ(a, b);
 }
 
+// rope_scaling as Llama-3.1/3.2 ship it: "llama3" becomes per-pair divisors
+// (compared with Meta's recipe written out here: wavelength bands), "linear"
+// a position scale; other types are refused by name. The divisors themselves
+// are the RoPE that tests/llamacpp checks against llama.cpp (rope_freqs).
+TEST_F(SafetensorsTest, RopeScalingLlama3AndLinear) {
+  const std::string dir = root_ + "/scaling";
+  WriteHfDir(dir, parts_, "F32", 1);
+  auto set_scaling = [&](const json& rs) {
+    json cfg;
+    std::ifstream(dir + "/config.json") >> cfg;
+    cfg["rope_scaling"] = rs;
+    std::ofstream(dir + "/config.json") << cfg.dump(2);
+  };
+  set_scaling({{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+               {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 64}});
+  auto m = LoadModel(dir);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const ModelConfig& c = (*m)->config();
+  EXPECT_EQ(c.rope_scaling, "llama3");
+  ASSERT_EQ(c.rope_freq_factors.size(), size_t(c.head_dim / 2));
+  for (int j = 0; j < c.head_dim / 2; ++j) {
+    const double wavelen = 2 * M_PI * std::pow(double(c.rope_theta), 2.0 * j / c.head_dim);
+    double want;
+    if (wavelen < 64 / 4.0) {
+      want = 1;
+    } else if (wavelen > 64 / 1.0) {
+      want = 8;
+    } else {
+      const double t = (64 / wavelen - 1) / (4 - 1);
+      want = 1 / ((1 - t) / 8 + t);
+    }
+    EXPECT_NEAR(c.rope_freq_factors[j], want, 1e-5 * want) << j;
+  }
+  EXPECT_NE((*m)->fingerprint(), bin_->fingerprint());
+  const std::vector<int32_t> toks = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376};
+  const auto scaled = AllLogits(**m, toks), plain = AllLogits(*bin_, toks);
+  double diff = 0;
+  for (size_t i = 0; i < scaled.size(); ++i) diff = std::max(diff, double(std::abs(scaled[i] - plain[i])));
+  EXPECT_GT(diff, 1e-2);  // the factors change the math
+
+  set_scaling({{"type", "linear"}, {"factor", 2.0}});
+  m = LoadModel(dir);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)->config().rope_scaling, "linear");
+  EXPECT_FLOAT_EQ((*m)->config().rope_freq_scale, 0.5f);
+
+  set_scaling({{"rope_type", "yarn"}, {"factor", 4.0}});
+  m = LoadModel(dir);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(m.status().message().find("yarn"), std::string::npos) << m.status();
+  set_scaling({{"rope_type", "llama3"}, {"factor", 8.0}});
+  m = LoadModel(dir);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("low_freq_factor"), std::string::npos) << m.status();
+}
+
 TEST_F(SafetensorsTest, BadCheckpointsFailClearly) {
   const std::string dir = root_ + "/bad";
   WriteHfDir(dir, parts_, "F32", 1);
