@@ -36,6 +36,7 @@ std::unique_ptr<Command> NewPrecomputeCommand();  // precompute.cc
 std::unique_ptr<Command> NewQueryCommand();       // query.cc
 std::unique_ptr<Command> NewGenerateCommand();    // generate.cc
 std::unique_ptr<Command> NewPlanCommand();        // plan.cc
+std::unique_ptr<Command> NewTokenizeCommand();    // tokenize.cc
 std::unique_ptr<Command> NewBenchCommand();       // bench.cc
 // The `bench` families (bench.cc's table).
 std::unique_ptr<Command> NewBenchPrefillCommand();    // bench.cc

@@ -27,6 +27,8 @@ const CommandEntry kCommands[] = {
     {"query", "ask the reference engine; prints chunks, answer, TTFT",
      ragkv::cli::NewQueryCommand},
     {"plan", "roofline TTFT prediction per strategy and tier", ragkv::cli::NewPlanCommand},
+    {"tokenize", "the tokens of a text under a checkpoint's tokenizer (like llama-tokenize)",
+     ragkv::cli::NewTokenizeCommand},
 };
 constexpr int kNumCommands = static_cast<int>(std::size(kCommands));
 

@@ -85,8 +85,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path
   }
   const std::string ext = fs::path(path).extension().string();
   if (ext == ".gguf") {
-    ASSIGN_OR_RETURN(LlamaVocab v, internal::LoadGgufVocab(path));
-    return MakeLlamaTokenizer(std::move(v));
+    return internal::LoadGgufTokenizer(path);
   }
   if (ext == ".model") return internal::LoadSentencePiece(path);
   if (ext == ".json") return internal::LoadHfBpeTokenizer(path);

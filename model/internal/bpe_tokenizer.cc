@@ -2,10 +2,10 @@
 // also the Llama-3 / Qwen2 pre-tokenizer regex family).
 //
 // Pre-tokenization re-implements the regexes by hand over Unicode classes
-// (letter / number / whitespace / other). Without ICU, the classes come from
-// a table of script ranges (Latin, Greek, Cyrillic, Armenian, Hebrew,
-// Arabic, Indic, Thai, Hangul, kana, CJK); a letter outside those ranges is
-// classed "other". Documented in docs/model.md.
+// (letter / number / whitespace / other): \p{L} and \p{N} are the Unicode
+// general categories (ICU's u_charType), \s the White_Space set. The same
+// tokenizer serves GGUF `gpt2` vocabularies (MakeGgufBpeTokenizer), checked
+// against llama.cpp's own test vectors (tests/llamacpp). docs/model.md.
 #include <algorithm>
 #include <fstream>
 #include <functional>
@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
+#include <unicode/uchar.h>
 
 #include "absl/strings/str_cat.h"
 #include "model/internal/loaders.h"
@@ -65,29 +66,26 @@ Cls Classify(uint32_t c) {
     if (c == ' ' || (c >= 9 && c <= 13)) return kSpace;
     return kOther;
   }
+  // \s: the White_Space set the tokenizers' regexes (and llama.cpp) use.
   if (c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
       c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000) {
     return kSpace;
   }
-  if (c == 0xB2 || c == 0xB3 || c == 0xB9 || (c >= 0xBC && c <= 0xBE) ||
-      (c >= 0x660 && c <= 0x669) || (c >= 0x6F0 && c <= 0x6F9) || (c >= 0x966 && c <= 0x96F) ||
-      (c >= 0xFF10 && c <= 0xFF19) || (c >= 0x2160 && c <= 0x2188)) {
-    return kNumber;
+  // \p{L} and \p{N}: Unicode general categories, from ICU.
+  switch (u_charType(static_cast<UChar32>(c))) {
+    case U_UPPERCASE_LETTER:
+    case U_LOWERCASE_LETTER:
+    case U_TITLECASE_LETTER:
+    case U_MODIFIER_LETTER:
+    case U_OTHER_LETTER:
+      return kLetter;
+    case U_DECIMAL_DIGIT_NUMBER:
+    case U_LETTER_NUMBER:
+    case U_OTHER_NUMBER:
+      return kNumber;
+    default:
+      return kOther;
   }
-  if (c == 0xAA || c == 0xB5 || c == 0xBA || (c >= 0xC0 && c <= 0x24F && c != 0xD7 && c != 0xF7) ||
-      (c >= 0x250 && c <= 0x2AF) || (c >= 0x370 && c <= 0x3FF && c != 0x37E && c != 0x387) ||
-      (c >= 0x400 && c <= 0x52F) || (c >= 0x531 && c <= 0x587) || (c >= 0x5D0 && c <= 0x5EA) ||
-      (c >= 0x620 && c <= 0x64A) || (c >= 0x671 && c <= 0x6D3) || (c >= 0x904 && c <= 0x939) ||
-      (c >= 0x900 && c <= 0xDFF) || (c >= 0xE01 && c <= 0xE30) || (c >= 0x10A0 && c <= 0x10FF) ||
-      (c >= 0x1100 && c <= 0x11FF) || (c >= 0x1E00 && c <= 0x1FFF) ||
-      (c >= 0x3041 && c <= 0x3096) || (c >= 0x30A1 && c <= 0x30FA) ||
-      (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x4E00 && c <= 0x9FFF) ||
-      (c >= 0xAC00 && c <= 0xD7A3) || (c >= 0xF900 && c <= 0xFAFF) ||
-      (c >= 0xFF21 && c <= 0xFF3A) || (c >= 0xFF41 && c <= 0xFF5A) ||
-      (c >= 0x20000 && c <= 0x2FFFF)) {
-    return kLetter;
-  }
-  return kOther;
 }
 
 // Pre-tokenizer regex families.
@@ -250,13 +248,25 @@ class BpeTokenizer final : public Tokenizer {
   bool IsControl(int32_t id) const override {
     return id < 0 || id >= vocab_size() || special_.count(id) > 0;
   }
-  std::string Name() const override { return "hf-bpe"; }
+  std::string Name() const override { return name_; }
 
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromJson(const json& j, const std::string& path);
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromGguf(const GgufBpeVocab& v,
+                                                             const std::string& path);
 
  private:
   absl::Status EncodeText(std::string_view text, std::vector<int32_t>* ids) const {
     for (const std::string& word : PreTokenize(text, style_)) {
+      if (ignore_merges_) {
+        // Llama-3: a word the vocabulary holds whole is that token.
+        std::string mapped;
+        for (unsigned char b : word) AppendUtf8(byte_to_unicode_[b], &mapped);
+        auto it = vocab_.find(mapped);
+        if (it != vocab_.end()) {
+          ids->push_back(it->second);
+          continue;
+        }
+      }
       std::vector<std::string> sym;
       for (unsigned char b : word) {
         std::string s;
@@ -309,8 +319,57 @@ class BpeTokenizer final : public Tokenizer {
   std::unordered_map<uint32_t, uint8_t> unicode_to_byte_;
   SplitStyle style_;
   bool add_prefix_space_ = false;
+  bool ignore_merges_ = false;  // tokenizer.json model.ignore_merges; GGUF llama-bpe
   int32_t bos_ = -1, eos_ = -1, unk_ = -1;
+  std::string name_ = "hf-bpe";
+
+  // InitByteMap: GPT-2's bytes_to_unicode.
+  void InitByteMap() {
+    int n = 0;
+    for (int b = 0; b < 256; ++b) {
+      const bool direct = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+      byte_to_unicode_[b] = direct ? b : 256 + n++;
+      unicode_to_byte_[byte_to_unicode_[b]] = static_cast<uint8_t>(b);
+    }
+  }
 };
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> BpeTokenizer::FromGguf(const GgufBpeVocab& v,
+                                                                  const std::string& path) {
+  auto t = std::make_unique<BpeTokenizer>();
+  t->name_ = "gguf-bpe:" + v.pre;
+  if (v.pre == "llama-bpe" || v.pre == "llama3" || v.pre == "llama-v3") {
+    t->style_ = {true, 3};
+    t->ignore_merges_ = true;  // as llama.cpp does for this pre-tokenizer
+  } else if (v.pre == "qwen2") {
+    t->style_ = {true, 1};
+  } else if (v.pre == "gpt-2") {
+    t->style_ = {false, 0};
+  } else {
+    return absl::UnimplementedError(absl::StrCat(
+        path, ": tokenizer.ggml.pre '", v.pre,
+        "' is not supported (llama-bpe / llama3, qwen2, gpt-2 are)"));
+  }
+  t->id_to_token_ = v.tokens;
+  for (size_t i = 0; i < v.tokens.size(); ++i) {
+    const int32_t id = static_cast<int32_t>(i);
+    t->vocab_.emplace(v.tokens[i], id);
+    const int32_t type = i < v.types.size() ? v.types[i] : 1;
+    if (type == 3) t->special_[id] = true;  // control: never matched in text
+    if (type == 4) {                        // user-defined: matched as a whole
+      t->added_sorted_.emplace_back(v.tokens[i], id);
+      t->added_ids_[id] = true;
+    }
+  }
+  std::sort(t->added_sorted_.begin(), t->added_sorted_.end(),
+            [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  for (size_t r = 0; r < v.merges.size(); ++r) t->ranks_.emplace(v.merges[r], static_cast<int>(r));
+  t->bos_ = v.bos;
+  t->eos_ = v.eos;
+  t->unk_ = v.unk;
+  t->InitByteMap();
+  return std::unique_ptr<Tokenizer>(std::move(t));
+}
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> BpeTokenizer::FromJson(const json& j,
                                                                   const std::string& path) {
@@ -366,19 +425,13 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> BpeTokenizer::FromJson(const json& j,
       }
     }
   }
+  t->ignore_merges_ = m.contains("ignore_merges") && m["ignore_merges"].is_boolean() &&
+                     m["ignore_merges"].get<bool>();
   if (m.contains("unk_token") && m["unk_token"].is_string()) {
     auto it = t->vocab_.find(m["unk_token"].get<std::string>());
     if (it != t->vocab_.end()) t->unk_ = it->second;
   }
-  // GPT-2 bytes_to_unicode.
-  {
-    int n = 0;
-    for (int b = 0; b < 256; ++b) {
-      const bool direct = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-      t->byte_to_unicode_[b] = direct ? b : 256 + n++;
-      t->unicode_to_byte_[t->byte_to_unicode_[b]] = static_cast<uint8_t>(b);
-    }
-  }
+  t->InitByteMap();
   // Pre-tokenizer: ByteLevel (GPT-2 regex) or Sequence[Split(regex), ByteLevel].
   std::function<absl::Status(const json&)> scan = [&](const json& p) -> absl::Status {
     if (!p.is_object()) return absl::OkStatus();
@@ -440,6 +493,11 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadHfBpeTokenizer(const std::string&
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": malformed tokenizer.json: ", e.what()));
   }
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> MakeGgufBpeTokenizer(const GgufBpeVocab& v,
+                                                                const std::string& path) {
+  return BpeTokenizer::FromGguf(v, path);
 }
 
 // Exposed for tests through the loader only; PreTokenize stays private.

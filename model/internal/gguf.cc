@@ -440,6 +440,63 @@ absl::StatusOr<ModelParts> LoadGguf(const std::string& path, const LoadOptions& 
   return parts;
 }
 
+namespace {
+
+// StringArray / NumberArray: metadata arrays (empty when absent or of
+// another element type).
+std::vector<std::string> StringArray(const Gguf& g, const std::string& key) {
+  auto it = g.kv.find(key);
+  if (it == g.kv.end() || it->second.v.index() != 3) return {};
+  return std::get<std::vector<std::string>>(it->second.v);
+}
+std::vector<double> NumberArray(const Gguf& g, const std::string& key) {
+  auto it = g.kv.find(key);
+  if (it == g.kv.end() || it->second.v.index() != 2) return {};
+  return std::get<std::vector<double>>(it->second.v);
+}
+
+// GgufBpe: the "gpt2" vocabulary of a parsed GGUF.
+absl::StatusOr<GgufBpeVocab> GgufBpe(const Gguf& g, const std::string& path) {
+  GgufBpeVocab v;
+  v.tokens = StringArray(g, "tokenizer.ggml.tokens");
+  if (v.tokens.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": missing tokenizer.ggml.tokens"));
+  }
+  v.merges = StringArray(g, "tokenizer.ggml.merges");
+  for (double t : NumberArray(g, "tokenizer.ggml.token_type")) v.types.push_back(static_cast<int32_t>(t));
+  if (!v.types.empty() && v.types.size() != v.tokens.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": tokenizer.ggml.token_type has ",
+                                                   v.types.size(), " entries for ", v.tokens.size(),
+                                                   " tokens"));
+  }
+  v.pre = GetStringOr(g, "tokenizer.ggml.pre", "default");
+  auto id = [&](const char* key) {
+    const double x = GetNumberOr(g, key, -1);
+    return (x >= 0 && x < static_cast<double>(v.tokens.size())) ? static_cast<int32_t>(x) : -1;
+  };
+  v.bos = id("tokenizer.ggml.bos_token_id");
+  v.eos = id("tokenizer.ggml.eos_token_id");
+  v.unk = id("tokenizer.ggml.unknown_token_id");
+  auto add_bos = g.kv.find("tokenizer.ggml.add_bos_token");
+  v.add_bos = add_bos != g.kv.end() && add_bos->second.is_number() &&
+              std::get<double>(add_bos->second.v) != 0;
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadGgufTokenizer(const std::string& path) {
+  ASSIGN_OR_RETURN(MappedFile f, MappedFile::Open(path));
+  ASSIGN_OR_RETURN(Gguf g, ParseGguf(f));
+  const std::string model = GetStringOr(g, "tokenizer.ggml.model", "");
+  if (model == "gpt2") {
+    ASSIGN_OR_RETURN(GgufBpeVocab v, GgufBpe(g, path));
+    return MakeGgufBpeTokenizer(v, path);
+  }
+  ASSIGN_OR_RETURN(LlamaVocab v, LoadGgufVocab(path));
+  return MakeLlamaTokenizer(std::move(v));
+}
+
 absl::StatusOr<LlamaVocab> LoadGgufVocab(const std::string& path) {
   ASSIGN_OR_RETURN(MappedFile f, MappedFile::Open(path));
   ASSIGN_OR_RETURN(Gguf g, ParseGguf(f));
@@ -447,7 +504,7 @@ absl::StatusOr<LlamaVocab> LoadGgufVocab(const std::string& path) {
   if (model != "llama") {
     return absl::UnimplementedError(absl::StrCat(
         path, ": embedded tokenizer model '", model,
-        "' is not supported (only 'llama', SentencePiece-style)"));
+        "' is not supported ('llama' SentencePiece-style and 'gpt2' byte-level BPE are)"));
   }
   auto tok = g.kv.find("tokenizer.ggml.tokens");
   if (tok == g.kv.end() || tok->second.v.index() != 3) {

@@ -39,8 +39,10 @@ absl::StatusOr<std::unique_ptr<LlamaCppModel>> LlamaCppModel::Load(const std::st
   std::unique_ptr<LlamaCppModel> m(new LlamaCppModel());
   llama_model_params mp = llama_model_default_params();
   mp.n_gpu_layers = 0;
+  mp.vocab_only = o.vocab_only;
   m->model_ = llama_model_load_from_file(path.c_str(), mp);
   if (m->model_ == nullptr) return absl::InvalidArgumentError("llama.cpp cannot load " + path);
+  if (o.vocab_only) return m;
   llama_context_params cp = llama_context_default_params();
   cp.n_ctx = o.n_ctx;
   cp.n_batch = o.n_ctx;

@@ -34,6 +34,9 @@ class LlamaCppModel {
     bool flash_attn = false;
     // KV cache element type: f16 (llama.cpp's default) or f32 (exact).
     bool kv_f32 = false;
+    // Vocabulary only (the ggml-vocab-*.gguf files): Tokenize works, no
+    // context is made.
+    bool vocab_only = false;
   };
   static absl::StatusOr<std::unique_ptr<LlamaCppModel>> Load(const std::string& path,
                                                               const Options& options);

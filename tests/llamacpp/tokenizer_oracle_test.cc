@@ -1,0 +1,141 @@
+// GGUF tokenizers against llama.cpp: its own test vectors (models/
+// ggml-vocab-<name>.gguf with .inp / .out, tokenized without BOS and without
+// parsing special tokens, as llama.cpp's test-tokenizer-0 does), and
+// llama.cpp's tokenizer on MuSiQue passages (real text: names, numbers,
+// punctuation, accents).
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "absl/strings/str_split.h"
+#include "model/loader.h"
+#include "model/tokenizer.h"
+#include "nlohmann/json.hpp"
+#include "tests/model/test_util.h"
+#include "tests/support/llamacpp_oracle.h"
+
+namespace ragkv::model {
+namespace {
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string VocabPath(const std::string& name) {
+  return std::string(RAGKV_LLAMACPP_MODELS_DIR) + "/ggml-vocab-" + name + ".gguf";
+}
+
+class VocabVectorsTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(VocabVectorsTest, MatchesLlamaCppTestVectors) {
+  const std::string path = VocabPath(GetParam());
+  auto tok = LoadTokenizer(path);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const std::vector<std::string> inputs =
+      absl::StrSplit(Read(path + ".inp"), "\n__ggml_vocab_test__\n");
+  const std::vector<std::string> outputs = absl::StrSplit(Read(path + ".out"), '\n');
+  ASSERT_GE(outputs.size(), inputs.size() - 1);
+  int checked = 0, failed = 0;
+  for (size_t i = 0; i + 1 < inputs.size(); ++i) {  // the last split is empty
+    std::vector<int32_t> want;
+    for (absl::string_view id : absl::StrSplit(outputs[i], ' ', absl::SkipEmpty())) {
+      want.push_back(std::stoi(std::string(id)));
+    }
+    auto got = (*tok)->Encode(inputs[i], /*add_bos=*/false, /*add_eos=*/false);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ++checked;
+    if (*got != want) {
+      ++failed;
+      ADD_FAILURE() << GetParam() << " case " << i << " '" << inputs[i] << "': got "
+                    << ::testing::PrintToString(*got) << " want " << ::testing::PrintToString(want);
+    }
+  }
+  std::printf("%s: %d/%d test vectors equal\n", GetParam().c_str(), checked - failed, checked);
+  EXPECT_GT(checked, 20);
+}
+
+INSTANTIATE_TEST_SUITE_P(Vocabs, VocabVectorsTest,
+                         ::testing::Values("llama-spm", "llama-bpe", "qwen2", "phi-3", "gpt-2"),
+                         [](const auto& p) {
+                           std::string n = p.param;
+                           for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return n;
+                         });
+
+// MuSiQue passages through both tokenizers (no BOS, no special parsing).
+TEST(VocabMusiqueTest, PassagesMatchLlamaCpp) {
+  const std::string corpus = std::string(RAGKV_SOURCE_DIR) + "/../shared/corpus/musique_dev.json";
+  std::ifstream in(corpus);
+  if (!in) GTEST_SKIP() << corpus << " not found";
+  const nlohmann::json j = nlohmann::json::parse(in);
+  std::vector<std::string> texts;
+  for (const auto& q : j) {
+    for (const auto& p : q["passages"]) {
+      texts.push_back(p["text"].get<std::string>());
+      if (texts.size() >= 300) break;
+    }
+    if (texts.size() >= 300) break;
+  }
+  ASSERT_GE(texts.size(), 100u);
+  for (const std::string name : {"llama-bpe", "qwen2", "llama-spm"}) {
+    auto ours = LoadTokenizer(VocabPath(name));
+    ASSERT_TRUE(ours.ok()) << ours.status();
+    auto theirs = ::ragkv::testing::LlamaCppModel::Load(VocabPath(name), {.vocab_only = true});
+    ASSERT_TRUE(theirs.ok()) << theirs.status();
+    int equal = 0;
+    for (const std::string& t : texts) {
+      auto a = (*ours)->Encode(t, false, false);
+      auto b = (*theirs)->Tokenize(t, false, false);
+      ASSERT_TRUE(a.ok() && b.ok());
+      equal += *a == *b;
+      if (*a != *b) ADD_FAILURE() << name << ": '" << t.substr(0, 80) << "...' differs";
+    }
+    std::printf("%s: %d/%zu MuSiQue passages tokenize as llama.cpp does\n", name.c_str(), equal,
+                texts.size());
+    EXPECT_EQ(equal, static_cast<int>(texts.size()));
+  }
+}
+
+}  // namespace
+}  // namespace ragkv::model
+
+#ifdef RAGKV_BINARY
+namespace ragkv::model {
+namespace {
+
+// `ragkv tokenize --ids --no-bos` prints what llama.cpp's tokenizer returns.
+TEST(TokenizeCommandTest, IdsMatchLlamaCpp) {
+  const std::string vocab = VocabPath("llama-bpe");
+  const std::string text = "The Eiffel Tower, completed in 1889, is 330 m tall.";
+  const std::string cmd = std::string(RAGKV_BINARY) + " tokenize --model " + vocab +
+                          " --text '" + text + "' --ids --no-bos";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[4096];
+  std::string out;
+  while (size_t n = std::fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+  ASSERT_EQ(::pclose(p), 0) << out;
+  auto theirs = ::ragkv::testing::LlamaCppModel::Load(vocab, {.vocab_only = true});
+  ASSERT_TRUE(theirs.ok());
+  auto want = (*theirs)->Tokenize(text, false, false);
+  ASSERT_TRUE(want.ok());
+  std::string expect = "[";
+  for (size_t i = 0; i < want->size(); ++i) expect += (i ? ", " : "") + std::to_string((*want)[i]);
+  EXPECT_EQ(out, expect + "]\n");
+  // A missing file: exit 1 with a message.
+  FILE* q = ::popen((std::string(RAGKV_BINARY) + " tokenize --model /nonexistent --text x 2>&1").c_str(), "r");
+  out.clear();
+  while (size_t n = std::fread(buf, 1, sizeof(buf), q)) out.append(buf, n);
+  EXPECT_NE(::pclose(q), 0);
+  EXPECT_NE(out.find("/nonexistent"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace ragkv::model
+#endif
