@@ -37,6 +37,14 @@ class BenchPrefillCommand : public Command {
     cmd->add_option("--repeats", o_.repeats)->capture_default_str();
     cmd->add_option("--sgemm-n", o_.sgemm_n)->capture_default_str();
     cmd->add_option("--threads", o_.threads, "kernel threads (0: --kernel-threads)");
+    cmd->add_option("--compare", o_.compare,
+                    "llama.cpp: the same GGUF through the pinned llama.cpp, interleaved");
+    cmd->add_option("--llamacpp-dir", o_.llamacpp_dir,
+                    "llama.cpp library dir (default: scripts/setup-llamacpp's)");
+    cmd->add_option("--encoding", o_.encoding,
+                    "synthetic model's GGUF encoding under --compare: f32|f16|q8_0|q4_0|q4_k_m|"
+                    "q5_k_m|q6_k")
+        ->capture_default_str();
   }
   int Run() override {
     model::PrefillBenchOptions o = o_;

@@ -2,6 +2,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 #include "kernels/rope.h"
+#include "kernels/weight_gemm.h"
 
 namespace ragkv::model {
 namespace {
@@ -76,6 +78,32 @@ void HashFloats(XXH3_state_t* st, const std::vector<float>& v) {
   XXH3_128bits_update(st, v.data(), v.size() * sizeof(float));
 }
 
+// CheckMat: a [rows, cols] matrix given as an f32 vector or an encoded view.
+absl::Status CheckMat(const std::vector<float>& v, const kernels::WeightMatrix& e, int64_t rows,
+                      int64_t cols, const std::string& name) {
+  if (e.empty()) return CheckSize(v, static_cast<size_t>(rows * cols), name);
+  if (!v.empty()) {
+    return absl::InvalidArgumentError("model weights: tensor " + name + " given twice");
+  }
+  if (e.rows != rows || e.cols != cols) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "model weights: tensor %s is [%d, %d], config implies [%d, %d]", name, e.rows, e.cols,
+        rows, cols));
+  }
+  return absl::OkStatus();
+}
+
+// HashMat: a matrix's bytes as stored: f32 values (vector or f32 view: the
+// same bytes), or for another encoding its ggml type id then its blocks.
+void HashMat(XXH3_state_t* st, const std::vector<float>& v, const kernels::WeightMatrix& e) {
+  if (e.empty()) return HashFloats(st, v);
+  if (e.type != kernels::GgmlType::kF32) {
+    const uint32_t t = static_cast<uint32_t>(e.type);
+    XXH3_128bits_update(st, &t, sizeof(t));
+  }
+  XXH3_128bits_update(st, e.data, e.bytes());
+}
+
 }  // namespace
 
 std::string FingerprintHex(const Fingerprint& fp) {
@@ -97,14 +125,15 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ModelConfig config, ModelWe
   RETURN_IF_ERROR(config.Validate());
   const size_t dim = config.dim, qd = config.q_dim(), kvd = config.kv_dim(),
                ffn = config.hidden_dim, vocab = config.vocab_size;
-  RETURN_IF_ERROR(CheckSize(weights.tok_embeddings, vocab * dim, "tok_embeddings"));
+  RETURN_IF_ERROR(CheckMat(weights.tok_embeddings, weights.e_tok_embeddings, vocab, dim,
+                           "tok_embeddings"));
   RETURN_IF_ERROR(CheckSize(weights.final_norm, dim, "final_norm"));
   if (config.shared_classifier) {
-    if (!weights.classifier.empty()) {
+    if (!weights.classifier.empty() || !weights.e_classifier.empty()) {
       return absl::InvalidArgumentError("model weights: classifier given but config says shared");
     }
   } else {
-    RETURN_IF_ERROR(CheckSize(weights.classifier, vocab * dim, "classifier"));
+    RETURN_IF_ERROR(CheckMat(weights.classifier, weights.e_classifier, vocab, dim, "classifier"));
   }
   if (weights.layers.size() != size_t(config.n_layers)) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -114,9 +143,9 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ModelConfig config, ModelWe
     const LayerWeights& w = weights.layers[l];
     const std::string p = absl::StrCat("layers.", l, ".");
     RETURN_IF_ERROR(CheckSize(w.attn_norm, dim, p + "attn_norm"));
-    RETURN_IF_ERROR(CheckSize(w.wq, qd * dim, p + "wq"));
-    RETURN_IF_ERROR(CheckSize(w.wk, kvd * dim, p + "wk"));
-    RETURN_IF_ERROR(CheckSize(w.wv, kvd * dim, p + "wv"));
+    RETURN_IF_ERROR(CheckMat(w.wq, w.e_wq, qd, dim, p + "wq"));
+    RETURN_IF_ERROR(CheckMat(w.wk, w.e_wk, kvd, dim, p + "wk"));
+    RETURN_IF_ERROR(CheckMat(w.wv, w.e_wv, kvd, dim, p + "wv"));
     if (config.qkv_bias) {
       RETURN_IF_ERROR(CheckSize(w.bq, qd, p + "bq"));
       RETURN_IF_ERROR(CheckSize(w.bk, kvd, p + "bk"));
@@ -126,11 +155,11 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ModelConfig config, ModelWe
       RETURN_IF_ERROR(CheckSize(w.q_norm, config.head_dim, p + "q_norm"));
       RETURN_IF_ERROR(CheckSize(w.k_norm, config.head_dim, p + "k_norm"));
     }
-    RETURN_IF_ERROR(CheckSize(w.wo, dim * qd, p + "wo"));
+    RETURN_IF_ERROR(CheckMat(w.wo, w.e_wo, dim, qd, p + "wo"));
     RETURN_IF_ERROR(CheckSize(w.ffn_norm, dim, p + "ffn_norm"));
-    RETURN_IF_ERROR(CheckSize(w.w_gate, ffn * dim, p + "w_gate"));
-    RETURN_IF_ERROR(CheckSize(w.w_up, ffn * dim, p + "w_up"));
-    RETURN_IF_ERROR(CheckSize(w.w_down, dim * ffn, p + "w_down"));
+    RETURN_IF_ERROR(CheckMat(w.w_gate, w.e_gate, ffn, dim, p + "w_gate"));
+    RETURN_IF_ERROR(CheckMat(w.w_up, w.e_up, ffn, dim, p + "w_up"));
+    RETURN_IF_ERROR(CheckMat(w.w_down, w.e_down, dim, ffn, p + "w_down"));
   }
 
   auto m = std::unique_ptr<Model>(new Model());
@@ -161,15 +190,25 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ModelConfig config, ModelWe
       XXH3_128bits_update(st, more.data(), more.size());
       HashFloats(st, config.rope_freq_factors);
     }
-    HashFloats(st, weights.tok_embeddings);
+    HashMat(st, weights.tok_embeddings, weights.e_tok_embeddings);
     for (const LayerWeights& w : weights.layers) {
-      for (const auto* t : {&w.attn_norm, &w.wq, &w.wk, &w.wv, &w.bq, &w.bk, &w.bv, &w.q_norm,
-                            &w.k_norm, &w.wo, &w.ffn_norm, &w.w_gate, &w.w_up, &w.w_down}) {
-        HashFloats(st, *t);
-      }
+      HashFloats(st, w.attn_norm);
+      HashMat(st, w.wq, w.e_wq);
+      HashMat(st, w.wk, w.e_wk);
+      HashMat(st, w.wv, w.e_wv);
+      for (const auto* t : {&w.bq, &w.bk, &w.bv, &w.q_norm, &w.k_norm}) HashFloats(st, *t);
+      HashMat(st, w.wo, w.e_wo);
+      HashFloats(st, w.ffn_norm);
+      HashMat(st, w.w_gate, w.e_gate);
+      HashMat(st, w.w_up, w.e_up);
+      HashMat(st, w.w_down, w.e_down);
     }
     HashFloats(st, weights.final_norm);
-    HashFloats(st, config.shared_classifier ? weights.tok_embeddings : weights.classifier);
+    if (config.shared_classifier) {
+      HashMat(st, weights.tok_embeddings, weights.e_tok_embeddings);
+    } else {
+      HashMat(st, weights.classifier, weights.e_classifier);
+    }
     XXH128_hash_t h = XXH3_128bits_digest(st);
     XXH3_freeState(st);
     XXH128_canonical_t canon;
@@ -177,34 +216,82 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ModelConfig config, ModelWe
     std::memcpy(m->fingerprint_.data(), canon.digest, 16);
   }
 
-  // Fuse q/k/v and gate/up so each is one GEMM.
+  // Fuse f32 q/k/v and gate/up so each is one GEMM (encoded weights stay
+  // separate matrices in their file's encoding: BuildMats).
   m->wqkv_.resize(config.n_layers);
   m->bqkv_.resize(config.n_layers);
   m->wgate_up_.resize(config.n_layers);
   for (int l = 0; l < config.n_layers; ++l) {
     LayerWeights& w = weights.layers[l];
-    std::vector<float>& qkv = m->wqkv_[l];
-    qkv.reserve((qd + 2 * kvd) * dim);
-    qkv.insert(qkv.end(), w.wq.begin(), w.wq.end());
-    qkv.insert(qkv.end(), w.wk.begin(), w.wk.end());
-    qkv.insert(qkv.end(), w.wv.begin(), w.wv.end());
     if (config.qkv_bias) {
       std::vector<float>& b = m->bqkv_[l];
       b.insert(b.end(), w.bq.begin(), w.bq.end());
       b.insert(b.end(), w.bk.begin(), w.bk.end());
       b.insert(b.end(), w.bv.begin(), w.bv.end());
     }
-    std::vector<float>& gu = m->wgate_up_[l];
-    gu.reserve(2 * ffn * dim);
-    gu.insert(gu.end(), w.w_gate.begin(), w.w_gate.end());
-    gu.insert(gu.end(), w.w_up.begin(), w.w_up.end());
-    for (auto* t : {&w.wq, &w.wk, &w.wv, &w.bq, &w.bk, &w.bv, &w.w_gate, &w.w_up}) {
-      std::vector<float>().swap(*t);
+    if (w.e_wq.empty() && w.e_wk.empty() && w.e_wv.empty()) {
+      std::vector<float>& qkv = m->wqkv_[l];
+      qkv.reserve((qd + 2 * kvd) * dim);
+      qkv.insert(qkv.end(), w.wq.begin(), w.wq.end());
+      qkv.insert(qkv.end(), w.wk.begin(), w.wk.end());
+      qkv.insert(qkv.end(), w.wv.begin(), w.wv.end());
+      for (auto* t : {&w.wq, &w.wk, &w.wv}) std::vector<float>().swap(*t);
     }
+    if (w.e_gate.empty() && w.e_up.empty()) {
+      std::vector<float>& gu = m->wgate_up_[l];
+      gu.reserve(2 * ffn * dim);
+      gu.insert(gu.end(), w.w_gate.begin(), w.w_gate.end());
+      gu.insert(gu.end(), w.w_up.begin(), w.w_up.end());
+      for (auto* t : {&w.w_gate, &w.w_up}) std::vector<float>().swap(*t);
+    }
+    for (auto* t : {&w.bq, &w.bk, &w.bv}) std::vector<float>().swap(*t);
   }
   m->weights_ = std::move(weights);
+  RETURN_IF_ERROR(m->BuildMats());
   return m;
 }
+
+absl::Status Model::BuildMats() {
+  const ModelConfig& c = config_;
+  const int64_t dim = c.dim, qd = c.q_dim(), kvd = c.kv_dim(), ffn = c.hidden_dim;
+  auto mat = [](const std::vector<float>& v, const kernels::WeightMatrix& e, int64_t rows,
+                int64_t cols) { return e.empty() ? kernels::F32Matrix(v.data(), rows, cols) : e; };
+  mats_.resize(c.n_layers);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& w = weights_.layers[l];
+    LayerMats& lm = mats_[l];
+    if (!wqkv_[l].empty()) {
+      lm.qkv = {{kernels::F32Matrix(wqkv_[l].data(), qd + 2 * kvd, dim), 0}};
+    } else {
+      lm.qkv = {{mat(w.wq, w.e_wq, qd, dim), 0},
+                {mat(w.wk, w.e_wk, kvd, dim), qd},
+                {mat(w.wv, w.e_wv, kvd, dim), qd + kvd}};
+    }
+    if (!wgate_up_[l].empty()) {
+      lm.gate_up = {{kernels::F32Matrix(wgate_up_[l].data(), 2 * ffn, dim), 0}};
+    } else {
+      lm.gate_up = {{mat(w.w_gate, w.e_gate, ffn, dim), 0}, {mat(w.w_up, w.e_up, ffn, dim), ffn}};
+    }
+    lm.wo = mat(w.wo, w.e_wo, dim, qd);
+    lm.down = mat(w.w_down, w.e_down, dim, ffn);
+  }
+  emb_ = mat(weights_.tok_embeddings, weights_.e_tok_embeddings, c.vocab_size, dim);
+  cls_ = c.shared_classifier ? emb_ : mat(weights_.classifier, weights_.e_classifier, c.vocab_size, dim);
+  return absl::OkStatus();
+}
+
+absl::Status Model::ProjectParts(const std::vector<Part>& parts, TensorView x, int64_t col0,
+                                 int64_t cols, float* out, int64_t ldo, float beta) {
+  const int64_t n = x.shape[0];
+  for (const Part& p : parts) {
+    const int64_t a = std::max(col0, p.col0), b = std::min(col0 + cols, p.col0 + p.w.rows);
+    if (a >= b) continue;
+    RETURN_IF_ERROR(kernels::WeightGemm(x, p.w.Rows(a - p.col0, b - a),
+                                        View2D(out + (a - col0), n, b - a, ldo), beta));
+  }
+  return absl::OkStatus();
+}
+
 
 absl::StatusOr<KVCache> Model::NewCache(int64_t capacity_tokens) const {
   return KVCache::Create(config_, capacity_tokens > 0 ? capacity_tokens : config_.max_seq_len);
@@ -216,7 +303,7 @@ absl::Status Model::Embed(absl::Span<const int32_t> tokens, TensorView hidden) c
     return absl::InvalidArgumentError(absl::StrCat("Embed: hidden has ", hidden.shape[0],
                                                    " rows for ", tokens.size(), " tokens"));
   }
-  const float* emb = weights_.tok_embeddings.data();
+
   for (size_t r = 0; r < tokens.size(); ++r) {
     const int32_t t = tokens[r];
     if (t < 0 || t >= config_.vocab_size) {
@@ -224,8 +311,7 @@ absl::Status Model::Embed(absl::Span<const int32_t> tokens, TensorView hidden) c
                                                      " is outside the vocabulary [0, ",
                                                      config_.vocab_size, ")"));
     }
-    std::memcpy(hidden.as<float>() + r * hidden.stride[0], emb + size_t(t) * config_.dim,
-                config_.dim * sizeof(float));
+    RETURN_IF_ERROR(kernels::DequantizeRows(emb_, t, 1, hidden.as<float>() + r * hidden.stride[0]));
   }
   return absl::OkStatus();
 }
@@ -243,14 +329,12 @@ absl::Status Model::ComputeQKV(int layer, TensorView hidden, const int32_t* posi
   const LayerWeights& w = weights_.layers[layer];
   RETURN_IF_ERROR(kernels::RmsNorm(hidden, TensorView::Contiguous(w.attn_norm.data(), DType::kF32, {dim}),
                                    c.norm_eps, View2D(xb, rows, dim, dim)));
-  const float* wqkv = wqkv_[layer].data();
   const float* bias = c.qkv_bias ? bqkv_[layer].data() : nullptr;
   // Project(x [n, dim]) -> out [n, cols] (row stride ldo) from weight rows
   // [col0, col0 + cols), plus bias.
   auto project = [&](const float* x, int64_t n, int64_t col0, int64_t cols, float* out,
                      int64_t ldo) -> absl::Status {
-    RETURN_IF_ERROR(kernels::Gemm(View2D(x, n, dim, dim), View2D(wqkv + col0 * dim, cols, dim, dim),
-                                  /*trans_b=*/true, View2D(out, n, cols, ldo)));
+    RETURN_IF_ERROR(ProjectParts(mats_[layer].qkv, View2D(x, n, dim, dim), col0, cols, out, ldo));
     if (bias != nullptr) {
       for (int64_t r = 0; r < n; ++r) {
         float* row = out + r * ldo;
@@ -397,21 +481,18 @@ absl::Status Model::ForwardLayer(int layer, TensorView hidden, const int32_t* po
                                               kv.k, kv.v, View3D(att, rows, c.n_heads, hd, qd, hd),
                                               ap));
   const LayerWeights& w = weights_.layers[layer];
-  RETURN_IF_ERROR(kernels::Gemm(View2D(att, rows, qd, qd), View2D(w.wo.data(), dim, qd, qd),
-                                /*trans_b=*/true, hidden, 1.0f, 1.0f));
+  RETURN_IF_ERROR(kernels::WeightGemm(View2D(att, rows, qd, qd), mats_[layer].wo, hidden, 1.0f));
 
   // SwiGLU MLP (accumulated into the residual).
   float* xb = ws->Get(ws->xb_, rows * dim);
   RETURN_IF_ERROR(kernels::RmsNorm(hidden, TensorView::Contiguous(w.ffn_norm.data(), DType::kF32, {dim}),
                                    c.norm_eps, View2D(xb, rows, dim, dim)));
   float* gu = ws->Get(ws->ffn_, rows * 2 * ffn);
-  RETURN_IF_ERROR(kernels::Gemm(View2D(xb, rows, dim, dim),
-                                View2D(wgate_up_[layer].data(), 2 * ffn, dim, dim),
-                                /*trans_b=*/true, View2D(gu, rows, 2 * ffn, 2 * ffn)));
+  RETURN_IF_ERROR(ProjectParts(mats_[layer].gate_up, View2D(xb, rows, dim, dim), 0, 2 * ffn, gu,
+                               2 * ffn));
   const TensorView gate = View2D(gu, rows, ffn, 2 * ffn);
   RETURN_IF_ERROR(kernels::SwiGlu(gate, View2D(gu + ffn, rows, ffn, 2 * ffn), gate));
-  RETURN_IF_ERROR(kernels::Gemm(gate, View2D(w.w_down.data(), dim, ffn, ffn), /*trans_b=*/true,
-                                hidden, 1.0f, 1.0f));
+  RETURN_IF_ERROR(kernels::WeightGemm(gate, mats_[layer].down, hidden, 1.0f));
   return absl::OkStatus();
 }
 
@@ -461,10 +542,7 @@ absl::Status Model::FinalNormAndLogits(TensorView hidden, TensorView logits, Wor
   RETURN_IF_ERROR(kernels::RmsNorm(
       hidden, TensorView::Contiguous(weights_.final_norm.data(), DType::kF32, {dim}), c.norm_eps,
       View2D(xb, rows, dim, dim)));
-  const std::vector<float>& cls =
-      c.shared_classifier ? weights_.tok_embeddings : weights_.classifier;
-  return kernels::Gemm(View2D(xb, rows, dim, dim), View2D(cls.data(), c.vocab_size, dim, dim),
-                       /*trans_b=*/true, logits);
+  return kernels::WeightGemm(View2D(xb, rows, dim, dim), cls_, logits);
 }
 
 absl::Status Model::Prefill(absl::Span<const int32_t> tokens, KVCache* cache, Workspace* ws,

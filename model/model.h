@@ -174,11 +174,31 @@ class Model {
                           Workspace* ws) const;
 
   ModelConfig config_;
-  // Weights as loaded, except that per layer wq/wk/wv (and bq/bk/bv) are
-  // moved into wqkv_ and w_gate/w_up into wgate_up_ (then empty here).
+  // Weights as loaded, except that per layer f32 wq/wk/wv (and bq/bk/bv)
+  // are moved into wqkv_ and f32 w_gate/w_up into wgate_up_ (then empty here).
   ModelWeights weights_;
-  // Fused per-layer matrices: [q_dim + 2*kv_dim, dim] and [2*hidden_dim, dim].
+  // Fused per-layer f32 matrices: [q_dim + 2*kv_dim, dim], [2*hidden_dim, dim].
   std::vector<std::vector<float>> wqkv_, bqkv_, wgate_up_;
+  // Part: a weight whose rows are output columns [col0, col0 + w.rows) of a
+  // projection that spans several matrices (q|k|v, gate|up).
+  struct Part {
+    kernels::WeightMatrix w;
+    int64_t col0 = 0;
+  };
+  // LayerMats: the matrices each layer multiplies by, in their encodings
+  // (one fused f32 part, or one part per encoded matrix).
+  struct LayerMats {
+    std::vector<Part> qkv, gate_up;
+    kernels::WeightMatrix wo, down;
+  };
+  std::vector<LayerMats> mats_;
+  kernels::WeightMatrix emb_, cls_;
+  // ProjectParts: out[:, j - col0] = x * W^T over output columns
+  // [col0, col0 + cols) of `parts` (+ beta * out).
+  static absl::Status ProjectParts(const std::vector<Part>& parts, kernels::TensorView x,
+                                   int64_t col0, int64_t cols, float* out, int64_t ldo,
+                                   float beta = 0.0f);
+  absl::Status BuildMats();
   Fingerprint fingerprint_{};
 };
 

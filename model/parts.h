@@ -20,6 +20,9 @@ struct LoadOptions {
   int max_seq_len = 0;
   // KV dtype recorded in the config (and so in the fingerprint).
   kernels::DType kv_dtype = kernels::DType::kF16;
+  // GGUF: keep weight matrices in the file's encoding (views of the mapped
+  // file, so RSS ~ the file's size); false widens them to f32 at load.
+  bool keep_encoding = true;
 };
 
 // ModelParts: a validated config and its weights, before Model::Create.

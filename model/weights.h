@@ -2,12 +2,17 @@
 // loaders produce them and Model::Create consumes them.
 //
 // Every matrix is row-major [out][in] (the layout of llama2.c, GGUF and
-// Hugging Face checkpoints), so y = x * W^T. Loaders convert F16/BF16 to f32.
-// A plain owning value type; thread-compatible.
+// Hugging Face checkpoints), so y = x * W^T. A matrix is either an owned f32
+// vector or, from a GGUF, a view of the file's own encoding (e_* below, into
+// the mapping `backing` keeps alive): then its vector is empty. Norms and
+// biases are always f32 vectors. Thread-compatible.
 #ifndef RAGKV_MODEL_WEIGHTS_H_
 #define RAGKV_MODEL_WEIGHTS_H_
 
+#include <memory>
 #include <vector>
+
+#include "kernels/weight_gemm.h"
 
 namespace ragkv::model {
 
@@ -23,6 +28,8 @@ struct LayerWeights {
   std::vector<float> w_gate;     // [hidden_dim, dim]   (llama2.c w1)
   std::vector<float> w_up;       // [hidden_dim, dim]   (llama2.c w3)
   std::vector<float> w_down;     // [dim, hidden_dim]   (llama2.c w2)
+  // Encoded views (set instead of the vector of the same name).
+  kernels::WeightMatrix e_wq, e_wk, e_wv, e_wo, e_gate, e_up, e_down;
 };
 
 struct ModelWeights {
@@ -30,6 +37,8 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;   // n_layers
   std::vector<float> final_norm;      // [dim]
   std::vector<float> classifier;      // [vocab, dim]; empty when shared_classifier
+  kernels::WeightMatrix e_tok_embeddings, e_classifier;  // encoded views, or empty
+  std::shared_ptr<const void> backing;  // what the views point into (a mapped file)
 };
 
 }  // namespace ragkv::model

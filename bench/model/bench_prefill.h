@@ -27,6 +27,15 @@ struct PrefillBenchOptions {
   int repeats = 3;      // timed runs per length (after one warm-up); best is reported
   int sgemm_n = 2048;   // size of the square sgemm that defines the ceiling
   int threads = 0;      // > 0: kernels::SetMaxThreads(threads); 0: leave as is
+  // compare = "llama.cpp": the same file, prompt and thread count through the
+  // pinned llama.cpp's llama_decode (dlopen'ed from llamacpp_dir, default
+  // LlamaCppRunner::DefaultLibDir()), interleaved with ragkv's runs; GGUF only.
+  std::string compare;
+  std::string llamacpp_dir;
+  // encoding of a synthetic model under --compare: it is written as a GGUF
+  // (f32, f16, or quantized by llama.cpp: q8_0, q4_0, q4_k_m, ...) into a
+  // temp file both engines load. Ignored for a real --model file.
+  std::string encoding = "f16";
 };
 
 struct PrefillBenchRow {
@@ -37,6 +46,9 @@ struct PrefillBenchRow {
   double achieved_gflops = 0; // model_gflop / best_s
   double bound_s = 0;         // model FLOPs / sgemm ceiling
   double fraction = 0;        // bound_s / best_s
+  // With compare = "llama.cpp" (0 otherwise).
+  double llamacpp_best_s = 0, llamacpp_median_s = 0, llamacpp_tokens_per_s = 0;
+  double ratio = 0;           // ragkv tokens/s / llama.cpp tokens/s (best runs)
 };
 
 struct PrefillBenchResult {
@@ -45,6 +57,11 @@ struct PrefillBenchResult {
   int threads = 0;
   double sgemm_gflops = 0;   // the ceiling (best before/after the prefills)
   std::vector<PrefillBenchRow> rows;
+  // With compare: resident memory each engine added for the model, a cache of
+  // the longest prompt and one prefill of it (VmRSS deltas), and decode
+  // tokens/s (16 steps after the shortest prompt; reported, no target).
+  int64_t ragkv_rss_bytes = -1, llamacpp_rss_bytes = -1, file_bytes = -1;
+  double ragkv_decode_tokens_per_s = 0, llamacpp_decode_tokens_per_s = 0;
 };
 
 // RunPrefillBench: InvalidArgument for a bad spec / empty token list;

@@ -92,6 +92,8 @@ struct IsaTable {
   void (*quant_row)(const float* x, const float* scale, int8_t* q, int64_t n);
   // dequant_row: out[i] = q[i] * scale[i].
   void (*dequant_row)(const int8_t* q, const float* scale, float* out, int64_t n);
+  // dot: sum a[i] * b[i].
+  float (*dot)(const float* a, const float* b, int64_t n);
 };
 
 const IsaTable& BaselineTable();

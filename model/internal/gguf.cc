@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_replace.h"
 #include "base/status_macros.h"
 #include "kernels/ggml_quant.h"
+#include "kernels/weight_gemm.h"
 #include "model/internal/loaders.h"
 
 namespace ragkv::model::internal {
@@ -239,6 +241,30 @@ absl::Status ReadGgufTensor(const MappedFile& f, const std::string& path, const 
   return kernels::DequantizeGgml(info->type, f.data() + begin, out->data(), static_cast<int64_t>(n));
 }
 
+// ViewGgufTensor: a 2-D tensor {cols, rows} kept in the file's encoding:
+// a WeightMatrix over the mapping, bounds-checked. Errors as ReadGgufTensor.
+absl::Status ViewGgufTensor(const MappedFile& f, const std::string& path, const std::string& name,
+                            const TensorInfo& t, uint64_t data_offset, kernels::WeightMatrix* out) {
+  absl::StatusOr<kernels::GgmlTypeInfo> info = kernels::GgmlTypeOf(t.type);
+  if (!info.ok()) {
+    return absl::Status(info.status().code(),
+                        absl::StrCat(path, ": tensor ", name, ": ", info.status().message()));
+  }
+  absl::StatusOr<uint64_t> row_bytes = kernels::GgmlRowBytes(*info, t.dims[0]);
+  if (!row_bytes.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": tensor ", name, ": ", row_bytes.status().message()));
+  }
+  const uint64_t bytes = static_cast<uint64_t>(t.dims[1]) * *row_bytes, begin = data_offset + t.offset;
+  if (begin > f.size() || bytes > f.size() - begin) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": truncated: tensor ", name, " (",
+                                                   info->name, ", ", bytes,
+                                                   " bytes) runs past the end of the file"));
+  }
+  ASSIGN_OR_RETURN(*out, kernels::MakeWeightMatrix(info->type, f.data() + begin, t.dims[1], t.dims[0]));
+  return absl::OkStatus();
+}
+
 // RefuseUnusedTensors: a tensor this runtime did not read changes the math
 // of the engine that does (as Llama-3's rope_freqs.weight did before it was
 // read: ignored, it loaded fine and computed wrong logits). Refuse the file
@@ -374,14 +400,27 @@ struct GgufReader {
   std::set<std::string> consumed;
 
   absl::Status Load(const std::string& name, std::vector<int64_t> want, std::vector<float>* out) {
+    ASSIGN_OR_RETURN(const TensorInfo* t, Find(name, want));
+    return ReadGgufTensor(f, path, name, *t, g.data_offset, out);
+  }
+  // Matrix: a {in, out} weight, kept encoded (a view of the mapping) when
+  // `keep_encoding`, else widened to f32 into `f32`.
+  absl::Status Matrix(const std::string& name, int64_t in, int64_t out, std::vector<float>* f32,
+                      kernels::WeightMatrix* view) {
+    if (!keep_encoding) return Load(name, {in, out}, f32);
+    ASSIGN_OR_RETURN(const TensorInfo* t, Find(name, {in, out}));
+    return ViewGgufTensor(f, path, name, *t, g.data_offset, view);
+  }
+  absl::StatusOr<const TensorInfo*> Find(const std::string& name, const std::vector<int64_t>& want) {
     consumed.insert(name);
     auto it = g.tensors.find(name);
     if (it == g.tensors.end()) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": missing tensor ", name));
     }
     RETURN_IF_ERROR(CheckShape(path, name, it->second.dims, want));
-    return ReadGgufTensor(f, path, name, it->second, g.data_offset, out);
+    return &it->second;
   }
+  bool keep_encoding = true;
 };
 
 // LoadGgufLayer: block l's tensors.
@@ -389,9 +428,9 @@ absl::Status LoadGgufLayer(GgufReader& r, const ModelConfig& c, int l, LayerWeig
   const int64_t dim = c.dim, ffn = c.hidden_dim, qd = c.q_dim(), kvd = c.kv_dim();
   const std::string p = absl::StrCat("blk.", l, ".");
   RETURN_IF_ERROR(r.Load(p + "attn_norm.weight", {dim}, &lw->attn_norm));
-  RETURN_IF_ERROR(r.Load(p + "attn_q.weight", {dim, qd}, &lw->wq));
-  RETURN_IF_ERROR(r.Load(p + "attn_k.weight", {dim, kvd}, &lw->wk));
-  RETURN_IF_ERROR(r.Load(p + "attn_v.weight", {dim, kvd}, &lw->wv));
+  RETURN_IF_ERROR(r.Matrix(p + "attn_q.weight", dim, qd, &lw->wq, &lw->e_wq));
+  RETURN_IF_ERROR(r.Matrix(p + "attn_k.weight", dim, kvd, &lw->wk, &lw->e_wk));
+  RETURN_IF_ERROR(r.Matrix(p + "attn_v.weight", dim, kvd, &lw->wv, &lw->e_wv));
   if (c.qkv_bias) {
     RETURN_IF_ERROR(r.Load(p + "attn_q.bias", {qd}, &lw->bq));
     RETURN_IF_ERROR(r.Load(p + "attn_k.bias", {kvd}, &lw->bk));
@@ -401,23 +440,26 @@ absl::Status LoadGgufLayer(GgufReader& r, const ModelConfig& c, int l, LayerWeig
     RETURN_IF_ERROR(r.Load(p + "attn_q_norm.weight", {c.head_dim}, &lw->q_norm));
     RETURN_IF_ERROR(r.Load(p + "attn_k_norm.weight", {c.head_dim}, &lw->k_norm));
   }
-  RETURN_IF_ERROR(r.Load(p + "attn_output.weight", {qd, dim}, &lw->wo));
+  RETURN_IF_ERROR(r.Matrix(p + "attn_output.weight", qd, dim, &lw->wo, &lw->e_wo));
   RETURN_IF_ERROR(r.Load(p + "ffn_norm.weight", {dim}, &lw->ffn_norm));
-  RETURN_IF_ERROR(r.Load(p + "ffn_gate.weight", {dim, ffn}, &lw->w_gate));
-  RETURN_IF_ERROR(r.Load(p + "ffn_up.weight", {dim, ffn}, &lw->w_up));
-  return r.Load(p + "ffn_down.weight", {ffn, dim}, &lw->w_down);
+  RETURN_IF_ERROR(r.Matrix(p + "ffn_gate.weight", dim, ffn, &lw->w_gate, &lw->e_gate));
+  RETURN_IF_ERROR(r.Matrix(p + "ffn_up.weight", dim, ffn, &lw->w_up, &lw->e_up));
+  return r.Matrix(p + "ffn_down.weight", ffn, dim, &lw->w_down, &lw->e_down);
 }
 
 }  // namespace
 
 absl::StatusOr<ModelParts> LoadGguf(const std::string& path, const LoadOptions& options) {
-  ASSIGN_OR_RETURN(MappedFile f, MappedFile::Open(path));
+  ASSIGN_OR_RETURN(MappedFile mapped, MappedFile::Open(path));
+  auto file = std::make_shared<MappedFile>(std::move(mapped));
+  const MappedFile& f = *file;
   ASSIGN_OR_RETURN(Gguf g, ParseGguf(f));
   ModelParts parts;
   parts.format = ModelFormat::kGguf;
   ASSIGN_OR_RETURN(parts.config, ReadGgufConfig(g, path, options));
   ModelConfig& c = parts.config;
   GgufReader r{f, g, path, {}};
+  r.keep_encoding = options.keep_encoding;
   if (g.tensors.count("rope_freqs.weight")) {
     // Llama-3.1/3.2 long-context RoPE: per-pair frequency divisors.
     RETURN_IF_ERROR(r.Load("rope_freqs.weight", {c.head_dim / 2}, &c.rope_freq_factors));
@@ -431,12 +473,15 @@ absl::StatusOr<ModelParts> LoadGguf(const std::string& path, const LoadOptions& 
   }
   const int64_t dim = c.dim, vocab = c.vocab_size;
   ModelWeights& w = parts.weights;
-  RETURN_IF_ERROR(r.Load("token_embd.weight", {dim, vocab}, &w.tok_embeddings));
+  RETURN_IF_ERROR(r.Matrix("token_embd.weight", dim, vocab, &w.tok_embeddings, &w.e_tok_embeddings));
   RETURN_IF_ERROR(r.Load("output_norm.weight", {dim}, &w.final_norm));
-  if (!c.shared_classifier) RETURN_IF_ERROR(r.Load("output.weight", {dim, vocab}, &w.classifier));
+  if (!c.shared_classifier) {
+    RETURN_IF_ERROR(r.Matrix("output.weight", dim, vocab, &w.classifier, &w.e_classifier));
+  }
   w.layers.resize(c.n_layers);
   for (int l = 0; l < c.n_layers; ++l) RETURN_IF_ERROR(LoadGgufLayer(r, c, l, &w.layers[l]));
   RETURN_IF_ERROR(RefuseUnusedTensors(path, g, r.consumed));
+  if (options.keep_encoding) w.backing = file;
   return parts;
 }
 

@@ -25,6 +25,7 @@
 #include "model/kv_cache.h"
 #include "model/loader.h"
 #include "model/model.h"
+#include "tests/llamacpp/compare_util.h"
 #include "tests/support/gguf_writer.h"
 #include "tests/support/llamacpp_oracle.h"
 
@@ -107,28 +108,10 @@ void WriteRandomModel(const Variant& v, bool f16, const std::string& path) {
   w.Write(path);
 }
 
-struct Agreement {
-  double max_abs = 0, range = 0, top1 = 0;
-};
+using ::ragkv::model::testing::Agreement;
 
 Agreement Compare(const std::vector<float>& a, const std::vector<float>& b) {
-  Agreement g;
-  float lo = 1e30f, hi = -1e30f;
-  int same = 0;
-  const size_t rows = a.size() / kVocab;
-  for (size_t r = 0; r < rows; ++r) {
-    const float* x = a.data() + r * kVocab;
-    const float* y = b.data() + r * kVocab;
-    for (int j = 0; j < kVocab; ++j) {
-      g.max_abs = std::max(g.max_abs, double(std::abs(x[j] - y[j])));
-      lo = std::min(lo, y[j]);
-      hi = std::max(hi, y[j]);
-    }
-    same += (std::max_element(x, x + kVocab) - x) == (std::max_element(y, y + kVocab) - y);
-  }
-  g.range = hi - lo;
-  g.top1 = double(same) / rows;
-  return g;
+  return ::ragkv::model::testing::CompareLogits(a, b, kVocab);
 }
 
 enum class Enc { kF32, kF16, kQ8_0, kQ4_K_M };
@@ -177,6 +160,12 @@ TEST_P(ArchOracleTest, LogitsMatchLlamaCpp) {
   const double tol = enc == Enc::kF32 ? 2e-3 : (enc == Enc::kF16 ? 0.002 : 0.02) * g.range;
   EXPECT_LT(g.max_abs, tol);
   EXPECT_GE(g.top1, enc == Enc::kF32 ? 1.0 : (enc == Enc::kF16 ? 0.95 : 0.85));
+  if (exact) {  // the exact encoding: greedy continuations equal over 16 tokens
+    const std::vector<int32_t> prompt(toks.begin(), toks.begin() + 8);
+    auto theirs_ids = (*theirs)->Greedy(prompt, 16);
+    ASSERT_TRUE(theirs_ids.ok());
+    EXPECT_EQ(::ragkv::model::testing::RagkvGreedy(**ours, prompt, 16), *theirs_ids);
+  }
   std::filesystem::remove(src);
   std::filesystem::remove(path);
 }

@@ -85,7 +85,10 @@ TEST(GgufWriterTest, F16AndV2LoadAndMatchBin) {
       const auto got = logits(**m);
       double err = 0;
       for (size_t i = 0; i < got.size(); ++i) err = std::max(err, double(std::abs(got[i] - want[i])));
-      EXPECT_LT(err, f16 ? 0.05 : 1e-5) << (f16 ? "f16" : "f32") << " v" << version;
+      // f32: the same weights, but the GGUF's q/k/v stay three matrices (views of
+      // the file) where the .bin's are one fused GEMM: other GEMM shapes, so
+      // the last ulps differ (logits are O(10)).
+      EXPECT_LT(err, f16 ? 0.05 : 1e-4) << (f16 ? "f16" : "f32") << " v" << version;
       if (!f16) {
         EXPECT_EQ((*m)->fingerprint(), (*bin)->fingerprint());
       }

@@ -1,0 +1,166 @@
+#include "kernels/weight_gemm.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "kernels/cpu.h"
+#include "kernels/gemm.h"
+#include "kernels/internal/check.h"
+#include "kernels/internal/isa.h"
+
+namespace ragkv::kernels {
+namespace {
+
+// Rows of x at or below which the per-row dot path is taken (decode).
+constexpr int64_t kDotRows = 8;
+// Tile of W's rows: ~512 KiB of f32 at k = 4096 (an L2's worth), and at
+// least 16 rows so a tile's dequantization is not dominated by per-call work.
+int64_t TileRows(int64_t k) { return std::clamp<int64_t>((int64_t{1} << 17) / std::max<int64_t>(k, 1), 16, 256); }
+
+std::vector<float>& Scratch() {
+  static thread_local std::vector<float> v;
+  return v;
+}
+
+absl::Status CheckOperands(const TensorView& x, const WeightMatrix& w, const TensorView& y) {
+  RETURN_IF_ERROR(internal::CheckView(x, "WeightGemm x", 2, DType::kF32));
+  RETURN_IF_ERROR(internal::CheckView(y, "WeightGemm y", 2, DType::kF32));
+  RETURN_IF_ERROR(internal::CheckUnitLast(x, "WeightGemm x"));
+  RETURN_IF_ERROR(internal::CheckUnitLast(y, "WeightGemm y"));
+  if (w.empty()) return absl::InvalidArgumentError("WeightGemm: empty weight");
+  if (x.shape[1] != w.cols || y.shape[0] != x.shape[0] || y.shape[1] != w.rows) {
+    return absl::InvalidArgumentError(absl::StrCat("WeightGemm: x ", x.DebugString(), " y ",
+                                                   y.DebugString(), " weight [", w.rows, ", ",
+                                                   w.cols, "]"));
+  }
+  return absl::OkStatus();
+}
+
+// DotTile: y[i][j0 + j] = x[i] . tile[j] (+ beta * y) for the m rows of x.
+void DotTile(const TensorView& x, const float* tile, int64_t nt, int64_t j0, TensorView y,
+             float beta) {
+  const internal::IsaTable& isa = internal::ActiveTable();
+  const int64_t k = x.shape[1];
+  for (int64_t i = 0; i < x.shape[0]; ++i) {
+    const float* xi = x.as<const float>() + i * x.stride[0];
+    float* yi = y.as<float>() + i * y.stride[0] + j0;
+    for (int64_t j = 0; j < nt; ++j) {
+      const float d = isa.dot(xi, tile + j * k, k);
+      yi[j] = beta == 0.0f ? d : d + beta * yi[j];
+    }
+  }
+}
+
+// GemmByDots: few rows of x: tiles of W in parallel, each dequantized into
+// the thread's scratch and dotted with every row of x.
+absl::Status GemmByDots(TensorView x, const WeightMatrix& w, TensorView y, float beta) {
+  const int64_t k = w.cols, tr = TileRows(k), tiles = (w.rows + tr - 1) / tr;
+  const int threads = static_cast<int>(std::min<int64_t>(MaxThreads(), tiles));
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t r0 = t * tr, nt = std::min(tr, w.rows - r0);
+    std::vector<float>& buf = Scratch();
+    buf.resize(static_cast<size_t>(nt * k));
+    if (!DequantizeRows(w, r0, nt, buf.data()).ok()) continue;  // shapes were checked
+    DotTile(x, buf.data(), nt, r0, y, beta);
+  }
+  return absl::OkStatus();
+}
+
+// GemmByTiles: many rows of x: tiles in order, each dequantized (rows in
+// parallel) then multiplied by sgemm into its columns of y.
+absl::Status GemmByTiles(TensorView x, const WeightMatrix& w, TensorView y, float beta) {
+  // Big tiles (~16 MiB of f32): each sgemm call re-packs x, so few calls.
+  const int64_t k = w.cols, tr = std::clamp<int64_t>((int64_t{1} << 22) / std::max<int64_t>(k, 1), 256, 8192);
+  std::vector<float>& buf = Scratch();
+  buf.resize(static_cast<size_t>(std::min(tr, w.rows) * k));
+  for (int64_t r0 = 0; r0 < w.rows; r0 += tr) {
+    const int64_t nt = std::min(tr, w.rows - r0);
+    const int threads = static_cast<int>(std::min<int64_t>(MaxThreads(), nt));
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t r = 0; r < nt; ++r) {
+      (void)DequantizeRows(w, r0 + r, 1, buf.data() + r * k);
+    }
+    TensorView tile = TensorView::Contiguous(buf.data(), DType::kF32, {nt, k});
+    TensorView ys = y;
+    ys.data = y.as<float>() + r0;
+    ys.shape[1] = nt;
+    RETURN_IF_ERROR(Gemm(x, tile, /*trans_b=*/true, ys, 1.0f, beta));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+WeightMatrix WeightMatrix::Rows(int64_t r0, int64_t n) const {
+  WeightMatrix w = *this;
+  w.data = row(r0);
+  w.rows = n;
+  return w;
+}
+
+absl::StatusOr<WeightMatrix> MakeWeightMatrix(GgmlType type, const void* data, int64_t rows,
+                                              int64_t cols) {
+  if (data == nullptr || rows < 0 || cols <= 0) {
+    return absl::InvalidArgumentError("MakeWeightMatrix: null data or bad shape");
+  }
+  ASSIGN_OR_RETURN(GgmlTypeInfo info, GgmlTypeOf(static_cast<uint32_t>(type)));
+  ASSIGN_OR_RETURN(uint64_t row_bytes, GgmlRowBytes(info, cols));
+  WeightMatrix w;
+  w.type = type;
+  w.data = static_cast<const uint8_t*>(data);
+  w.rows = rows;
+  w.cols = cols;
+  w.row_bytes = row_bytes;
+  return w;
+}
+
+WeightMatrix F32Matrix(const float* data, int64_t rows, int64_t cols) {
+  WeightMatrix w;
+  w.data = reinterpret_cast<const uint8_t*>(data);
+  w.rows = rows;
+  w.cols = cols;
+  w.row_bytes = static_cast<uint64_t>(cols) * 4;
+  return w;
+}
+
+absl::Status DequantizeRows(const WeightMatrix& w, int64_t r0, int64_t n, float* out) {
+  if (r0 < 0 || n < 0 || r0 + n > w.rows) {
+    return absl::InvalidArgumentError(absl::StrCat("DequantizeRows: rows [", r0, ", ", r0 + n,
+                                                   ") outside [0, ", w.rows, ")"));
+  }
+  const internal::IsaTable& isa = internal::ActiveTable();
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t* src = w.row(r0 + r);
+    float* dst = out + r * w.cols;
+    switch (w.type) {
+      case GgmlType::kF16:
+        isa.f16_to_f32(reinterpret_cast<const uint16_t*>(src), dst, w.cols);
+        break;
+      case GgmlType::kBF16:
+        isa.bf16_to_f32(reinterpret_cast<const uint16_t*>(src), dst, w.cols);
+        break;
+      default:
+        RETURN_IF_ERROR(DequantizeGgml(w.type, src, dst, w.cols));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WeightGemm(TensorView x, const WeightMatrix& w, TensorView y, float beta) {
+  RETURN_IF_ERROR(CheckOperands(x, w, y));
+  if (x.shape[0] == 0 || w.rows == 0) return absl::OkStatus();
+  if (w.type == GgmlType::kF32) {
+    const TensorView b = TensorView::Contiguous(const_cast<uint8_t*>(w.data), DType::kF32,
+                                                {w.rows, w.cols});
+    return Gemm(x, b, /*trans_b=*/true, y, 1.0f, beta);
+  }
+  if (x.shape[0] <= kDotRows) return GemmByDots(x, w, y, beta);
+  return GemmByTiles(x, w, y, beta);
+}
+
+}  // namespace ragkv::kernels

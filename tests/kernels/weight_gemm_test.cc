@@ -1,0 +1,122 @@
+// WeightGemm on every encoding against dequantize-then-naive-matmul (double
+// accumulation), on both the decode (dot) and prefill (tiled sgemm) paths,
+// beta 0 and 1, every ISA this run may use.
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/convert.h"
+#include "kernels/ggml_quant.h"
+#include "kernels/weight_gemm.h"
+#include "tests/kernels/test_util.h"
+
+namespace ragkv::kernels {
+namespace {
+
+using testing::IsaScope;
+using testing::Isas;
+
+// RandomBlocks: `rows` rows of `cols` elements of `type` with random payload
+// bits and small finite f16 scales at the type's scale offsets.
+std::vector<uint8_t> RandomBlocks(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {
+  const GgmlTypeInfo info = *GgmlTypeOf(static_cast<uint32_t>(type));
+  const uint64_t row_bytes = *GgmlRowBytes(info, cols);
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> b(rows * row_bytes);
+  for (auto& x : b) x = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> scale(0.002f, 0.02f);
+  auto put = [&](size_t off) {
+    const uint16_t h = FloatToHalf(scale(rng));
+    std::memcpy(&b[off], &h, 2);
+  };
+  if (!info.quantized) {
+    for (size_t i = 0; i + 1 < b.size(); i += 2) {
+      const float v = scale(rng) * ((rng() & 1) ? 1 : -1) * 10;
+      const uint16_t h = type == GgmlType::kF16 ? FloatToHalf(v) : FloatToBf16(v);
+      if (type == GgmlType::kF32) break;
+      std::memcpy(&b[i], &h, 2);
+    }
+    if (type == GgmlType::kF32) {
+      for (size_t i = 0; i + 3 < b.size(); i += 4) {
+        const float v = scale(rng) * 10;
+        std::memcpy(&b[i], &v, 4);
+      }
+    }
+    return b;
+  }
+  for (size_t blk = 0; blk < b.size() / info.block_bytes; ++blk) {
+    const size_t o = blk * info.block_bytes;
+    switch (type) {
+      case GgmlType::kQ4_1: case GgmlType::kQ5_1: case GgmlType::kQ4_K: case GgmlType::kQ5_K:
+        put(o), put(o + 2);
+        break;
+      case GgmlType::kQ6_K: put(o + 208); break;
+      default: put(o);
+    }
+  }
+  return b;
+}
+
+class WeightGemmTest : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(WeightGemmTest, MatchesDequantizeThenNaiveMatmul) {
+  const GgmlType type = GetParam();
+  const int64_t n = 300, k = 512;  // n: not a multiple of any tile
+  const std::vector<uint8_t> wb = RandomBlocks(type, n, k, 3);
+  absl::StatusOr<WeightMatrix> w = MakeWeightMatrix(type, wb.data(), n, k);
+  ASSERT_TRUE(w.ok()) << w.status();
+  std::vector<float> wd(n * k);
+  ASSERT_TRUE(DequantizeRows(*w, 0, n, wd.data()).ok());
+  for (Isa isa : Isas()) {
+    IsaScope scope(isa);
+    for (int64_t m : {1, 3, 8, 9, 64}) {
+      for (float beta : {0.0f, 1.0f}) {
+        const std::vector<float> x = testing::RandomVec(m * k, 11 + m);
+        std::vector<float> y = testing::RandomVec(m * n, 17 + m), y0 = y;
+        ASSERT_TRUE(WeightGemm(TensorView::Contiguous(x.data(), DType::kF32, {m, k}), *w,
+                               TensorView::Contiguous(y.data(), DType::kF32, {m, n}), beta)
+                        .ok());
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            double ref = beta * y0[i * n + j], mag = std::abs(beta * y0[i * n + j]);
+            for (int64_t t = 0; t < k; ++t) {
+              ref += double(x[i * k + t]) * wd[j * k + t];
+              mag += std::abs(double(x[i * k + t]) * wd[j * k + t]);
+            }
+            // f32 accumulation over k = 512 terms: a few ulp of the magnitude.
+            ASSERT_NEAR(y[i * n + j], ref, 1e-5 * mag + 1e-7)
+                << IsaName(isa) << " m=" << m << " beta=" << beta << " at " << i << "," << j;
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, WeightGemmTest,
+                         ::testing::Values(GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16,
+                                           GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
+                                           GgmlType::kQ5_1, GgmlType::kQ8_0, GgmlType::kQ4_K,
+                                           GgmlType::kQ5_K, GgmlType::kQ6_K),
+                         [](const auto& p) {
+                           return std::string(GgmlTypeOf(static_cast<uint32_t>(p.param))->name);
+                         });
+
+TEST(WeightGemmTest, BadShapesAreRefused) {
+  std::vector<uint8_t> b(256 * 144);
+  EXPECT_FALSE(MakeWeightMatrix(GgmlType::kQ4_K, b.data(), 1, 100).ok());  // not whole blocks
+  EXPECT_FALSE(MakeWeightMatrix(GgmlType::kQ4_K, nullptr, 1, 256).ok());
+  absl::StatusOr<WeightMatrix> w = MakeWeightMatrix(GgmlType::kQ4_K, b.data(), 4, 256);
+  ASSERT_TRUE(w.ok());
+  std::vector<float> x(2 * 128), y(2 * 4);
+  EXPECT_FALSE(WeightGemm(TensorView::Contiguous(x.data(), DType::kF32, {2, 128}), *w,
+                          TensorView::Contiguous(y.data(), DType::kF32, {2, 4}))
+                   .ok());
+  std::vector<float> out(256);
+  EXPECT_FALSE(DequantizeRows(*w, 3, 2, out.data()).ok());
+}
+
+}  // namespace
+}  // namespace ragkv::kernels
