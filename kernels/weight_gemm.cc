@@ -144,6 +144,12 @@ absl::Status DequantizeRows(const WeightMatrix& w, int64_t r0, int64_t n, float*
       case GgmlType::kBF16:
         isa.bf16_to_f32(reinterpret_cast<const uint16_t*>(src), dst, w.cols);
         break;
+      case GgmlType::kQ8_0:
+        isa.dequant_q8_0(src, dst, w.cols / 32);
+        break;
+      case GgmlType::kQ4_K:
+        isa.dequant_q4_k(src, dst, w.cols / 256);
+        break;
       default:
         RETURN_IF_ERROR(DequantizeGgml(w.type, src, dst, w.cols));
     }

@@ -18,42 +18,13 @@
 namespace ragkv::model {
 namespace {
 
-// WriteParts: a llama GGUF of `p` (matrices F16 when `f16`, norms F32), with
-// a small SentencePiece-style vocabulary so llama.cpp loads it.
+// WriteParts: a llama GGUF of `p` (matrices F16 when `f16`), with a small
+// vocabulary so llama.cpp loads it.
 void WriteParts(const ModelParts& p, bool f16, const std::string& path) {
-  const ModelConfig& c = p.config;
-  const ModelWeights& w = p.weights;
-  testing::GgufWriter g;
-  g.KvStr("general.architecture", "llama");
-  g.KvU32("llama.context_length", c.max_seq_len);
-  g.KvU32("llama.embedding_length", c.dim);
-  g.KvU32("llama.feed_forward_length", c.hidden_dim);
-  g.KvU32("llama.block_count", c.n_layers);
-  g.KvU32("llama.attention.head_count", c.n_heads);
-  g.KvU32("llama.attention.head_count_kv", c.n_kv_heads);
-  g.KvU32("llama.attention.key_length", c.head_dim);
-  g.KvU32("llama.attention.value_length", c.head_dim);
-  g.KvF32("llama.attention.layer_norm_rms_epsilon", c.norm_eps);
-  g.KvF32("llama.rope.freq_base", c.rope_theta);
-  testing::AddTinyLlamaVocab(&g, c.vocab_size);
-  const uint64_t d = c.dim, q = c.q_dim(), kv = c.kv_dim(), f = c.hidden_dim, v = c.vocab_size;
-  g.Tensor("token_embd.weight", {d, v}, w.tok_embeddings, f16);
-  g.Tensor("output_norm.weight", {d}, w.final_norm, false);
-  if (!c.shared_classifier) g.Tensor("output.weight", {d, v}, w.classifier, f16);
-  for (int l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& L = w.layers[l];
-    const std::string b = absl::StrCat("blk.", l, ".");
-    g.Tensor(b + "attn_norm.weight", {d}, L.attn_norm, false);
-    g.Tensor(b + "attn_q.weight", {d, q}, L.wq, f16);
-    g.Tensor(b + "attn_k.weight", {d, kv}, L.wk, f16);
-    g.Tensor(b + "attn_v.weight", {d, kv}, L.wv, f16);
-    g.Tensor(b + "attn_output.weight", {q, d}, L.wo, f16);
-    g.Tensor(b + "ffn_norm.weight", {d}, L.ffn_norm, false);
-    g.Tensor(b + "ffn_gate.weight", {d, f}, L.w_gate, f16);
-    g.Tensor(b + "ffn_up.weight", {d, f}, L.w_up, f16);
-    g.Tensor(b + "ffn_down.weight", {f, d}, L.w_down, f16);
-  }
-  g.Write(path);
+  testing::LlamaGgufOptions o;
+  o.f16 = f16;
+  o.vocab_tokens = p.config.vocab_size;
+  testing::WriteLlamaGguf(p, o, path);
 }
 
 absl::Status Quantize(const std::string& lib_dir, const std::string& in, const std::string& out,

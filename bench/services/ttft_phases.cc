@@ -69,12 +69,7 @@ void LoadLevel::Worker() {
     s.ratio = o.load_ratio;
     s.concurrency = conc;
     s.prompt = static_cast<int>(i % prompts.size());
-    s.context_tokens = oc->context;
-    s.recomputed_rows = oc->recomputed;
-    s.kv_bytes = oc->kv_bytes;
-    s.ttft_s = oc->ttft_s;
-    s.open_s = oc->open_s;
-    s.stages = oc->stages;
+    oc->FillSample(&s);
     got.push_back(std::move(s));
   }
 }
@@ -148,12 +143,7 @@ absl::StatusOr<std::vector<SweepRow>> RunSweep(BenchContext& b) {
         s.strategy = strategy;
         s.tier = rq.tier ? "ram" : "-";
         s.ratio = rq.ratio;
-        s.context_tokens = oc.context;
-        s.recomputed_rows = oc.recomputed;
-        s.kv_bytes = oc.kv_bytes;
-        s.ttft_s = oc.ttft_s;
-        s.open_s = oc.open_s;
-        s.stages = oc.stages;
+        oc.FillSample(&s);
         s.rep = r;
         b.rep.samples.push_back(std::move(s));
       }
@@ -297,12 +287,7 @@ void MultiUserRun::Worker(int th) {
     s.ratio = o.load_ratio;
     s.concurrency = o.multi_user_concurrency;
     s.prompt = i;
-    s.context_tokens = oc->context;
-    s.recomputed_rows = oc->recomputed;
-    s.kv_bytes = oc->kv_bytes;
-    s.ttft_s = oc->ttft_s;
-    s.open_s = oc->open_s;
-    s.stages = oc->stages;
+    oc->FillSample(&s);
     b.rep.samples.push_back(std::move(s));
   }
 }

@@ -195,12 +195,7 @@ absl::Status RunInprocConfig(BenchContext& b, const Config& c, size_t pi, int r,
   b.tiers.MakeCold(c.rq.tier);
   ASSIGN_OR_RETURN(Outcome oc, RunRequest(b.blender, controller, b.model, b.prompts[pi], c.rq));
   TtftSample s = MatrixSample(c, pi, r, c.strategy == "controller" ? oc.ratio : c.rq.ratio);
-  s.context_tokens = oc.context;
-  s.recomputed_rows = oc.recomputed;
-  s.kv_bytes = oc.kv_bytes;
-  s.ttft_s = oc.ttft_s;
-  s.open_s = oc.open_s;
-  s.stages = oc.stages;
+  oc.FillSample(&s);
   Record(b, std::move(s), "");
   return absl::OkStatus();
 }

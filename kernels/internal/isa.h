@@ -94,6 +94,10 @@ struct IsaTable {
   void (*dequant_row)(const int8_t* q, const float* scale, float* out, int64_t n);
   // dot: sum a[i] * b[i].
   float (*dot)(const float* a, const float* b, int64_t n);
+  // dequant_q8_0 / dequant_q4_k: n ggml blocks to floats, bit-identical to
+  // ggml's to_float (kernels/ggml_quant.h has the layouts).
+  void (*dequant_q8_0)(const uint8_t* src, float* dst, int64_t n_blocks);
+  void (*dequant_q4_k)(const uint8_t* src, float* dst, int64_t n_blocks);
 };
 
 const IsaTable& BaselineTable();

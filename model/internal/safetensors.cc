@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 
@@ -15,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "kernels/weight_gemm.h"
 #include "model/internal/loaders.h"
 
 namespace ragkv::model::internal {
@@ -197,15 +199,16 @@ absl::Status ReadHfRopeScaling(const json& cfg, const std::string& cfg_path, Mod
                                                "' is not supported (linear, llama3 are)"));
 }
 
-// LoadHfLayer: layer l's tensors through `load` (name, shape, out).
-template <typename Load>
-absl::Status LoadHfLayer(Load& load, const ModelConfig& c, int l, LayerWeights* lw) {
+// LoadHfLayer: layer l's tensors through `load` (name, shape, out) and, for
+// the matrices, `matrix` (name, rows, cols, f32 out, view out).
+template <typename Load, typename Matrix>
+absl::Status LoadHfLayer(Load& load, Matrix& matrix, const ModelConfig& c, int l, LayerWeights* lw) {
   const int64_t dim = c.dim, ffn = c.hidden_dim, qd = c.q_dim(), kvd = c.kv_dim();
   const std::string p = absl::StrCat("model.layers.", l, ".");
   RETURN_IF_ERROR(load(p + "input_layernorm.weight", {dim}, &lw->attn_norm));
-  RETURN_IF_ERROR(load(p + "self_attn.q_proj.weight", {qd, dim}, &lw->wq));
-  RETURN_IF_ERROR(load(p + "self_attn.k_proj.weight", {kvd, dim}, &lw->wk));
-  RETURN_IF_ERROR(load(p + "self_attn.v_proj.weight", {kvd, dim}, &lw->wv));
+  RETURN_IF_ERROR(matrix(p + "self_attn.q_proj.weight", qd, dim, &lw->wq, &lw->e_wq));
+  RETURN_IF_ERROR(matrix(p + "self_attn.k_proj.weight", kvd, dim, &lw->wk, &lw->e_wk));
+  RETURN_IF_ERROR(matrix(p + "self_attn.v_proj.weight", kvd, dim, &lw->wv, &lw->e_wv));
   if (c.qkv_bias) {
     RETURN_IF_ERROR(load(p + "self_attn.q_proj.bias", {qd}, &lw->bq));
     RETURN_IF_ERROR(load(p + "self_attn.k_proj.bias", {kvd}, &lw->bk));
@@ -215,11 +218,11 @@ absl::Status LoadHfLayer(Load& load, const ModelConfig& c, int l, LayerWeights* 
     RETURN_IF_ERROR(load(p + "self_attn.q_norm.weight", {c.head_dim}, &lw->q_norm));
     RETURN_IF_ERROR(load(p + "self_attn.k_norm.weight", {c.head_dim}, &lw->k_norm));
   }
-  RETURN_IF_ERROR(load(p + "self_attn.o_proj.weight", {dim, qd}, &lw->wo));
+  RETURN_IF_ERROR(matrix(p + "self_attn.o_proj.weight", dim, qd, &lw->wo, &lw->e_wo));
   RETURN_IF_ERROR(load(p + "post_attention_layernorm.weight", {dim}, &lw->ffn_norm));
-  RETURN_IF_ERROR(load(p + "mlp.gate_proj.weight", {ffn, dim}, &lw->w_gate));
-  RETURN_IF_ERROR(load(p + "mlp.up_proj.weight", {ffn, dim}, &lw->w_up));
-  return load(p + "mlp.down_proj.weight", {dim, ffn}, &lw->w_down);
+  RETURN_IF_ERROR(matrix(p + "mlp.gate_proj.weight", ffn, dim, &lw->w_gate, &lw->e_gate));
+  RETURN_IF_ERROR(matrix(p + "mlp.up_proj.weight", ffn, dim, &lw->w_up, &lw->e_up));
+  return matrix(p + "mlp.down_proj.weight", dim, ffn, &lw->w_down, &lw->e_down);
 }
 
 absl::StatusOr<ModelParts> LoadHfImpl(const std::string& input, const LoadOptions& options) {
@@ -317,7 +320,8 @@ absl::StatusOr<ModelParts> LoadHfImpl(const std::string& input, const LoadOption
   if (files.empty()) {
     return absl::NotFoundError(absl::StrCat(dir.string(), ": no *.safetensors files"));
   }
-  std::vector<MappedFile> maps;
+  auto mapped = std::make_shared<std::vector<MappedFile>>();
+  std::vector<MappedFile>& maps = *mapped;
   std::map<std::string, StTensor> tensors;
   for (size_t i = 0; i < files.size(); ++i) {
     ASSIGN_OR_RETURN(MappedFile m, MappedFile::Open(files[i]));
@@ -347,13 +351,35 @@ absl::StatusOr<ModelParts> LoadHfImpl(const std::string& input, const LoadOption
     for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
     return ReadTensorF32(m, t.begin, t.dtype, n, name, out);
   };
+  // matrix: a [rows, cols] weight, kept in the file's F32/F16/BF16 encoding
+  // (a view of the mapping) when options.keep_encoding, else widened.
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, std::vector<float>* f32,
+                    kernels::WeightMatrix* view) -> absl::Status {
+    auto it = tensors.find(name);
+    if (!options.keep_encoding || it == tensors.end() || it->second.dtype == kernels::DType::kI8) {
+      return load(name, {rows, cols}, f32);
+    }
+    const StTensor& t = it->second;
+    const MappedFile& m = maps[t.file];
+    RETURN_IF_ERROR(CheckShape(m.path(), name, t.shape, {rows, cols}));
+    const kernels::GgmlType type = t.dtype == kernels::DType::kF16    ? kernels::GgmlType::kF16
+                                   : t.dtype == kernels::DType::kBF16 ? kernels::GgmlType::kBF16
+                                                                      : kernels::GgmlType::kF32;
+    ASSIGN_OR_RETURN(*view, kernels::MakeWeightMatrix(type, m.data() + t.begin, rows, cols));
+    if (t.begin + view->bytes() > m.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(m.path(), ": truncated: tensor ", name));
+    }
+    return absl::OkStatus();
+  };
   const int64_t dim = c.dim, vocab = c.vocab_size;
   ModelWeights& w = parts.weights;
-  RETURN_IF_ERROR(load("model.embed_tokens.weight", {vocab, dim}, &w.tok_embeddings));
+  RETURN_IF_ERROR(matrix("model.embed_tokens.weight", vocab, dim, &w.tok_embeddings,
+                         &w.e_tok_embeddings));
   RETURN_IF_ERROR(load("model.norm.weight", {dim}, &w.final_norm));
-  if (!tied) RETURN_IF_ERROR(load("lm_head.weight", {vocab, dim}, &w.classifier));
+  if (!tied) RETURN_IF_ERROR(matrix("lm_head.weight", vocab, dim, &w.classifier, &w.e_classifier));
   w.layers.resize(c.n_layers);
-  for (int l = 0; l < c.n_layers; ++l) RETURN_IF_ERROR(LoadHfLayer(load, c, l, &w.layers[l]));
+  for (int l = 0; l < c.n_layers; ++l) RETURN_IF_ERROR(LoadHfLayer(load, matrix, c, l, &w.layers[l]));
+  if (options.keep_encoding) w.backing = mapped;
   return parts;
 }
 

@@ -104,6 +104,25 @@ INSTANTIATE_TEST_SUITE_P(Types, WeightGemmTest,
                            return std::string(GgmlTypeOf(static_cast<uint32_t>(p.param))->name);
                          });
 
+// DequantizeRows' vectorized block paths (q8_0, q4_K) equal the scalar
+// DequantizeGgml (bit-identical to ggml's to_float: tests/llamacpp) bit for
+// bit, on every ISA.
+TEST_P(WeightGemmTest, DequantizeRowsIsBitExact) {
+  const GgmlType type = GetParam();
+  const int64_t n = 5, k = 1024;
+  const std::vector<uint8_t> wb = RandomBlocks(type, n, k, 9);
+  absl::StatusOr<WeightMatrix> w = MakeWeightMatrix(type, wb.data(), n, k);
+  ASSERT_TRUE(w.ok());
+  std::vector<float> want(n * k);
+  ASSERT_TRUE(DequantizeGgml(type, wb.data(), want.data(), n * k).ok());
+  for (Isa isa : Isas()) {
+    IsaScope scope(isa);
+    std::vector<float> got(n * k, -7.0f);
+    ASSERT_TRUE(DequantizeRows(*w, 0, n, got.data()).ok());
+    ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << IsaName(isa);
+  }
+}
+
 TEST(WeightGemmTest, BadShapesAreRefused) {
   std::vector<uint8_t> b(256 * 144);
   EXPECT_FALSE(MakeWeightMatrix(GgmlType::kQ4_K, b.data(), 1, 100).ok());  // not whole blocks

@@ -18,43 +18,15 @@ namespace {
 
 using ::ragkv::model::testing::ModelFile;
 
-using ::ragkv::testing::GgufWriter;
-
 // WriteGguf: `p` as a GGUF; `extra` adds tensors the runtime does not read
 // (e.g. Llama-3's rope_freqs.weight), as {name, values} 1-D F32 tensors.
 void WriteGguf(const std::string& path, const ModelParts& p, bool f16, uint32_t version,
                const std::vector<std::pair<std::string, std::vector<float>>>& extra = {}) {
-  const ModelConfig& c = p.config;
-  const ModelWeights& w = p.weights;
-  GgufWriter g;
-  g.KvStr("general.architecture", "llama");
-  g.KvU32("llama.context_length", c.max_seq_len);
-  g.KvU32("llama.embedding_length", c.dim);
-  g.KvU32("llama.feed_forward_length", c.hidden_dim);
-  g.KvU32("llama.block_count", c.n_layers);
-  g.KvU32("llama.attention.head_count", c.n_heads);
-  g.KvU32("llama.attention.head_count_kv", c.n_kv_heads);
-  g.KvF32("llama.attention.layer_norm_rms_epsilon", c.norm_eps);
-  g.KvF32("llama.rope.freq_base", c.rope_theta);
-  const uint64_t dim = c.dim, ffn = c.hidden_dim, qd = c.q_dim(), kvd = c.kv_dim(), v = c.vocab_size;
-  // Norms stay F32, as llama.cpp writes them.
-  g.Tensor("token_embd.weight", {dim, v}, w.tok_embeddings, f16);
-  g.Tensor("output_norm.weight", {dim}, w.final_norm, false);
-  for (int l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& L = w.layers[l];
-    const std::string b = "blk." + std::to_string(l) + ".";
-    g.Tensor(b + "attn_norm.weight", {dim}, L.attn_norm, false);
-    g.Tensor(b + "attn_q.weight", {dim, qd}, L.wq, f16);
-    g.Tensor(b + "attn_k.weight", {dim, kvd}, L.wk, f16);
-    g.Tensor(b + "attn_v.weight", {dim, kvd}, L.wv, f16);
-    g.Tensor(b + "attn_output.weight", {qd, dim}, L.wo, f16);
-    g.Tensor(b + "ffn_norm.weight", {dim}, L.ffn_norm, false);
-    g.Tensor(b + "ffn_gate.weight", {dim, ffn}, L.w_gate, f16);
-    g.Tensor(b + "ffn_up.weight", {dim, ffn}, L.w_up, f16);
-    g.Tensor(b + "ffn_down.weight", {ffn, dim}, L.w_down, f16);
-  }
-  for (const auto& [name, values] : extra) g.Tensor(name, {values.size()}, values, false);
-  g.Write(path, version);
+  ::ragkv::testing::LlamaGgufOptions o;
+  o.f16 = f16;
+  o.version = version;
+  o.extra = extra;
+  ::ragkv::testing::WriteLlamaGguf(p, o, path);
 }
 
 TEST(GgufWriterTest, F16AndV2LoadAndMatchBin) {

@@ -284,8 +284,14 @@ TEST_F(SafetensorsTest, Qwen2WithQkvBiasLoads) {
   auto direct = Model::Create(c, p.weights);
   ASSERT_TRUE(direct.ok()) << direct.status();
   EXPECT_EQ((*loaded)->fingerprint(), (*direct)->fingerprint());
+  // The loaded model multiplies by the file's matrices (q, k, v apart), the
+  // direct one by a fused f32 [q|k|v]: other GEMM shapes, so last-ulp
+  // differences (logits are O(10)).
   const auto a = AllLogits(**loaded, tokens_), b = AllLogits(**direct, tokens_);
-  EXPECT_EQ(a, b);
+  ASSERT_EQ(a.size(), b.size());
+  double err = 0;
+  for (size_t i = 0; i < a.size(); ++i) err = std::max(err, double(std::abs(a[i] - b[i])));
+  EXPECT_LT(err, 1e-4);
 }
 
 // rope_scaling as Llama-3.1/3.2 ship it: "llama3" becomes per-pair divisors

@@ -12,7 +12,10 @@
 #include <string>
 #include <vector>
 
+#include <utility>
+
 #include "kernels/convert.h"
+#include "model/parts.h"
 
 namespace ragkv::testing {
 
@@ -110,6 +113,55 @@ inline void AddTinyLlamaVocab(GgufWriter* w, int vocab) {
   w->KvU32("tokenizer.ggml.bos_token_id", 1);
   w->KvU32("tokenizer.ggml.eos_token_id", 2);
   w->KvU32("tokenizer.ggml.unknown_token_id", 0);
+}
+
+// LlamaGgufOptions / WriteLlamaGguf: model parts as an architecture-llama
+// GGUF: matrices F16 when `f16` (norms F32), a tiny vocabulary of
+// `vocab_tokens` when > 0 (llama.cpp needs one), and `extra` 1-D F32 tensors
+// the runtime may not read (e.g. rope_freqs.weight).
+struct LlamaGgufOptions {
+  bool f16 = false;
+  uint32_t version = 3;
+  int vocab_tokens = 0;
+  std::vector<std::pair<std::string, std::vector<float>>> extra;
+};
+
+inline void WriteLlamaGguf(const model::ModelParts& p, const LlamaGgufOptions& o,
+                           const std::string& path) {
+  const model::ModelConfig& c = p.config;
+  const model::ModelWeights& w = p.weights;
+  GgufWriter g;
+  g.KvStr("general.architecture", "llama");
+  g.KvU32("llama.context_length", c.max_seq_len);
+  g.KvU32("llama.embedding_length", c.dim);
+  g.KvU32("llama.feed_forward_length", c.hidden_dim);
+  g.KvU32("llama.block_count", c.n_layers);
+  g.KvU32("llama.attention.head_count", c.n_heads);
+  g.KvU32("llama.attention.head_count_kv", c.n_kv_heads);
+  g.KvU32("llama.attention.key_length", c.head_dim);
+  g.KvU32("llama.attention.value_length", c.head_dim);
+  g.KvF32("llama.attention.layer_norm_rms_epsilon", c.norm_eps);
+  g.KvF32("llama.rope.freq_base", c.rope_theta);
+  if (o.vocab_tokens > 0) AddTinyLlamaVocab(&g, o.vocab_tokens);
+  const uint64_t d = c.dim, q = c.q_dim(), kv = c.kv_dim(), f = c.hidden_dim, v = c.vocab_size;
+  g.Tensor("token_embd.weight", {d, v}, w.tok_embeddings, o.f16);
+  g.Tensor("output_norm.weight", {d}, w.final_norm, false);
+  if (!c.shared_classifier) g.Tensor("output.weight", {d, v}, w.classifier, o.f16);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const model::LayerWeights& L = w.layers[l];
+    const std::string b = "blk." + std::to_string(l) + ".";
+    g.Tensor(b + "attn_norm.weight", {d}, L.attn_norm, false);
+    g.Tensor(b + "attn_q.weight", {d, q}, L.wq, o.f16);
+    g.Tensor(b + "attn_k.weight", {d, kv}, L.wk, o.f16);
+    g.Tensor(b + "attn_v.weight", {d, kv}, L.wv, o.f16);
+    g.Tensor(b + "attn_output.weight", {q, d}, L.wo, o.f16);
+    g.Tensor(b + "ffn_norm.weight", {d}, L.ffn_norm, false);
+    g.Tensor(b + "ffn_gate.weight", {d, f}, L.w_gate, o.f16);
+    g.Tensor(b + "ffn_up.weight", {d, f}, L.w_up, o.f16);
+    g.Tensor(b + "ffn_down.weight", {f, d}, L.w_down, o.f16);
+  }
+  for (const auto& [name, values] : o.extra) g.Tensor(name, {values.size()}, values, false);
+  g.Write(path, o.version);
 }
 
 }  // namespace ragkv::testing

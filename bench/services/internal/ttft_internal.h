@@ -230,6 +230,16 @@ struct Outcome {
   int64_t recomputed = 0, context = 0;
   blend::StageTimings stages;
   std::vector<size_t> tier_index;  // per opened source: the tier that served it
+
+  // FillSample: copies the measured figures into a sample.
+  void FillSample(TtftSample* s) const {
+    s->context_tokens = context;
+    s->recomputed_rows = recomputed;
+    s->kv_bytes = kv_bytes;
+    s->ttft_s = ttft_s;
+    s->open_s = open_s;
+    s->stages = stages;
+  }
 };
 
 // RunRequest: one in-process request (open the tier streams, blend) timed.
