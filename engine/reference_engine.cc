@@ -59,6 +59,11 @@ class CacheSink : public KVSink {
                     info.model_fingerprint.size()) != 0) {
       return absl::FailedPreconditionError("sidecar model fingerprint differs from the engine's");
     }
+    if (info.num_tokens + extra_ > c.max_seq_len) {  // before allocating from it
+      return absl::OutOfRangeError(absl::StrFormat(
+          "fused prompt of %d tokens + %d new tokens exceeds the model context of %d",
+          info.num_tokens, extra_, c.max_seq_len));
+    }
     info_ = info;
     ASSIGN_OR_RETURN(auto cache, model::KVCache::Create(c, info.num_tokens + extra_));
     cache_ = std::make_unique<model::KVCache>(std::move(cache));
@@ -120,6 +125,8 @@ absl::StatusOr<std::unique_ptr<ReferenceEngine>> ReferenceEngine::Create(Options
   return std::unique_ptr<ReferenceEngine>(new ReferenceEngine(o));
 }
 
+int ReferenceEngine::Context() const { return o_.model->config().max_seq_len; }
+
 absl::StatusOr<v1::GenerateResponse> ReferenceEngine::Generate(
     const v1::GenerateRequest& req) const {
   const model::Model& m = *o_.model;
@@ -143,6 +150,14 @@ absl::StatusOr<v1::GenerateResponse> ReferenceEngine::Generate(
     ASSIGN_OR_RETURN(query, tok.Encode(req.question(), false, false));
   }
   if (query.empty()) return absl::InvalidArgumentError("question has no tokens");
+  // Every allocation below is sized from the prompt: bound it by the model
+  // context first (a 30M-token question must not reach the allocator).
+  const int64_t ctx = m.config().max_seq_len;
+  if (static_cast<int64_t>(query.size()) + max_new > ctx) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "question of %d tokens + %d new tokens exceeds the model context of %d", query.size(),
+        max_new, ctx));
+  }
   const auto t_start = Clock::now();
   v1::GenerateResponse resp;
   v1::TtftBreakdown* tt = resp.mutable_ttft();
@@ -186,6 +201,11 @@ absl::StatusOr<v1::GenerateResponse> ReferenceEngine::Generate(
     tt->set_fetch_ms(MsSince(t0));
     resp.set_context_tokens(static_cast<uint32_t>(prompt.size()));
     prompt.insert(prompt.end(), query.begin(), query.end());
+    if (static_cast<int64_t>(prompt.size()) + max_new > ctx) {
+      return absl::OutOfRangeError(absl::StrFormat(
+          "prompt of %d tokens + %d new tokens exceeds the model context of %d", prompt.size(),
+          max_new, ctx));
+    }
     ASSIGN_OR_RETURN(auto c, m.NewCache(static_cast<int64_t>(prompt.size()) + max_new));
     cache = std::make_unique<model::KVCache>(std::move(c));
     const auto t1 = Clock::now();

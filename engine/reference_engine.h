@@ -58,6 +58,8 @@ class ReferenceEngine {
   // Generate: see engine.proto. InvalidArgument for bad requests; errors of
   // the sidecar calls are returned as is.
   absl::StatusOr<v1::GenerateResponse> Generate(const v1::GenerateRequest& request) const;
+  // Context: the model's context length (prompt + new tokens fit in it).
+  int Context() const;
 
  private:
   explicit ReferenceEngine(Options o) : o_(o) {}

@@ -15,7 +15,7 @@ grpc::ServerUnaryReactor* EngineServiceImpl::Generate(grpc::CallbackServerContex
     if (engine == nullptr) {
       return absl::FailedPreconditionError("the engine needs a model (--model)");
     }
-    RETURN_IF_ERROR(internal::ValidateGenerateRequest(*req, /*vocab_size=*/0));
+    RETURN_IF_ERROR(internal::ValidateGenerateRequest(*req, /*vocab_size=*/0, engine->Context()));
     ASSIGN_OR_RETURN(*resp, engine->Generate(*req));
     const std::string mode = absl::StrFormat("mode=\"%s\"", v1::BlendMode_Name(req->blend().mode()));
     metrics_->Observe("ragkv_engine_ttft_ms", mode, resp->ttft().ttft_ms());

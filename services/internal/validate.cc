@@ -238,9 +238,16 @@ absl::Status ValidateGetChunksRequest(const v1::GetChunksRequest& req) {
 
 // ---- Engine ----
 
-absl::Status ValidateGenerateRequest(const v1::GenerateRequest& req, int vocab_size) {
+absl::Status ValidateGenerateRequest(const v1::GenerateRequest& req, int vocab_size,
+                                     int context) {
   if (req.question().empty() && req.question_tokens().empty()) {
     return absl::InvalidArgumentError("empty question");
+  }
+  const int64_t new_tokens = req.max_new_tokens() > 0 ? req.max_new_tokens() : 32;
+  if (context > 0 && req.question_tokens_size() + new_tokens > context) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "question_tokens (%d) + max_new_tokens (%d) exceed the model context of %d",
+        req.question_tokens_size(), new_tokens, context));
   }
   RETURN_IF_ERROR(CheckTokenIds(req.question_tokens(), vocab_size, "question_tokens"));
   if (req.k() > kMaxRetrieveTopK) {

@@ -108,9 +108,12 @@ absl::Status ValidateGetChunksRequest(const v1::GetChunksRequest& req);
 
 // ValidateGenerateRequest: a question (text or tokens, token ids >= 0, and
 // < vocab_size when > 0); k <= kMaxRetrieveTopK; at most kMaxChunkIdsPerCall
-// chunk ids; max_new_tokens <= kMaxGenerateNewTokens; blend options as
+// chunk ids; max_new_tokens <= kMaxGenerateNewTokens; when context > 0,
+// question_tokens + max_new_tokens (32 when 0) <= context (OutOfRange: the
+// request is refused before anything is sized from it); blend options as
 // ValidateBlendOptions.
-absl::Status ValidateGenerateRequest(const v1::GenerateRequest& req, int vocab_size);
+absl::Status ValidateGenerateRequest(const v1::GenerateRequest& req, int vocab_size,
+                                     int context = 0);
 
 }  // namespace ragkv::services::internal
 

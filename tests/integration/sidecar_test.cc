@@ -467,6 +467,26 @@ TEST_F(SidecarTest, EngineCacheBlendAtFullRatioEqualsFullPrefill) {
   bad.set_question("x");
   bad.set_k(100);
   EXPECT_EQ(client_->Generate(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  // A question far past the context (4M token ids, a 4 MB message) is refused
+  // before anything is sized from it; once it sized the KV cache and killed
+  // the server with bad_alloc. So is max_new_tokens past the context, before
+  // any decoding, and a long text question.
+  v1::GenerateRequest huge;
+  huge.mutable_question_tokens()->Resize(4'000'000, 5);
+  auto hr = client_->Generate(huge);
+  EXPECT_EQ(hr.status().code(), absl::StatusCode::kOutOfRange) << hr.status();
+  EXPECT_NE(hr.status().message().find("context"), std::string::npos) << hr.status();
+  v1::GenerateRequest long_new;
+  long_new.add_question_tokens(5);
+  long_new.set_max_new_tokens(1000);  // <= kMaxGenerateNewTokens, > the 512 context
+  EXPECT_EQ(client_->Generate(long_new).status().code(), absl::StatusCode::kOutOfRange);
+  v1::GenerateRequest long_text;
+  long_text.set_question(std::string(20000, 'a') + " Lily");
+  long_text.set_k(0);
+  EXPECT_EQ(client_->Generate(long_text).status().code(), absl::StatusCode::kOutOfRange);
+  // And the server still answers.
+  auto after = client_->Generate(text);
+  EXPECT_TRUE(after.ok()) << after.status();
 }
 
 // The engine's wire dtype and query-row reuse (engine/reference_engine.h): engines
