@@ -128,6 +128,39 @@ absl::Status GetFloat(const json& j, const std::string& file, const char* key, f
   return absl::OkStatus();
 }
 
+// ListShards: the checkpoint's .safetensors files: those the index names
+// (no paths allowed), else every *.safetensors in the directory, sorted.
+absl::StatusOr<std::vector<std::string>> ListShards(const fs::path& dir) {
+  std::error_code ec;
+  std::vector<std::string> files;
+  const fs::path index = dir / "model.safetensors.index.json";
+  if (fs::exists(index, ec)) {
+    ASSIGN_OR_RETURN(json idx, ReadJsonFile(index.string()));
+    if (!idx.contains("weight_map") || !idx["weight_map"].is_object()) {
+      return absl::InvalidArgumentError(index.string() + ": missing weight_map");
+    }
+    std::set<std::string> names;
+    for (auto it = idx["weight_map"].begin(); it != idx["weight_map"].end(); ++it) {
+      if (!it.value().is_string()) return absl::InvalidArgumentError(index.string() + ": bad weight_map");
+      const std::string fname = it.value().get<std::string>();
+      if (fname.find('/') != std::string::npos) {
+        return absl::InvalidArgumentError(index.string() + ": shard name with a path: " + fname);
+      }
+      names.insert(fname);
+    }
+    for (const auto& n : names) files.push_back((dir / n).string());
+  } else {
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      if (e.path().extension() == ".safetensors") files.push_back(e.path().string());
+    }
+    std::sort(files.begin(), files.end());
+  }
+  if (files.empty()) {
+    return absl::NotFoundError(absl::StrCat(dir.string(), ": no *.safetensors files"));
+  }
+  return files;
+}
+
 // Llama3RopeFactors: the per-pair frequency divisors of an HF rope_scaling
 // block of rope_type "llama3" (Meta's Llama-3.1 recipe, as llama.cpp's
 // converter writes rope_freqs.weight): 1 for wavelengths under
@@ -293,33 +326,7 @@ absl::StatusOr<ModelParts> LoadHfImpl(const std::string& input, const LoadOption
   c.rope_layout = kernels::RopeLayout::kHalfSplit;
   c.kv_dtype = options.kv_dtype;
 
-  // Shards.
-  std::vector<std::string> files;
-  const fs::path index = dir / "model.safetensors.index.json";
-  if (fs::exists(index, ec)) {
-    ASSIGN_OR_RETURN(json idx, ReadJsonFile(index.string()));
-    if (!idx.contains("weight_map") || !idx["weight_map"].is_object()) {
-      return absl::InvalidArgumentError(index.string() + ": missing weight_map");
-    }
-    std::set<std::string> names;
-    for (auto it = idx["weight_map"].begin(); it != idx["weight_map"].end(); ++it) {
-      if (!it.value().is_string()) return absl::InvalidArgumentError(index.string() + ": bad weight_map");
-      const std::string fname = it.value().get<std::string>();
-      if (fname.find('/') != std::string::npos) {
-        return absl::InvalidArgumentError(index.string() + ": shard name with a path: " + fname);
-      }
-      names.insert(fname);
-    }
-    for (const auto& n : names) files.push_back((dir / n).string());
-  } else {
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      if (e.path().extension() == ".safetensors") files.push_back(e.path().string());
-    }
-    std::sort(files.begin(), files.end());
-  }
-  if (files.empty()) {
-    return absl::NotFoundError(absl::StrCat(dir.string(), ": no *.safetensors files"));
-  }
+  ASSIGN_OR_RETURN(std::vector<std::string> files, ListShards(dir));
   auto mapped = std::make_shared<std::vector<MappedFile>>();
   std::vector<MappedFile>& maps = *mapped;
   std::map<std::string, StTensor> tensors;
