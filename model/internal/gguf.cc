@@ -201,46 +201,6 @@ std::string GetStringOr(const Gguf& g, const std::string& key, const std::string
   return std::get<std::string>(it->second.v);
 }
 
-// ReadGgufTensor: tensor `name` (info `t`, data at data_offset + t.offset)
-// as f32. F32/F16/BF16 convert; the block-quantized types (kernels/
-// ggml_quant.h) are dequantized exactly as ggml does. Errors name the file
-// and tensor: an unknown type id, a row length that is not whole blocks, data
-// past the end of the file.
-absl::Status ReadGgufTensor(const MappedFile& f, const std::string& path, const std::string& name,
-                            const TensorInfo& t, uint64_t data_offset, std::vector<float>* out) {
-  absl::StatusOr<kernels::GgmlTypeInfo> info = kernels::GgmlTypeOf(t.type);
-  if (!info.ok()) {
-    return absl::Status(info.status().code(),
-                        absl::StrCat(path, ": tensor ", name, ": ", info.status().message()));
-  }
-  uint64_t n = 1;
-  for (int64_t d : t.dims) n *= static_cast<uint64_t>(d);
-  if (!info->quantized) {
-    const kernels::DType dt = t.type == 0   ? kernels::DType::kF32
-                              : t.type == 1 ? kernels::DType::kF16
-                                            : kernels::DType::kBF16;
-    if (t.offset > f.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": truncated: tensor ", name, " offset past the end"));
-    }
-    return ReadTensorF32(f, data_offset + t.offset, dt, n, name, out);
-  }
-  const int64_t row = t.dims.empty() ? 0 : t.dims[0];
-  absl::StatusOr<uint64_t> row_bytes = kernels::GgmlRowBytes(*info, row);
-  if (!row_bytes.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": tensor ", name, ": ", row_bytes.status().message()));
-  }
-  const uint64_t rows = row > 0 ? n / static_cast<uint64_t>(row) : 0;
-  const uint64_t bytes = rows * *row_bytes, begin = data_offset + t.offset;
-  if (begin > f.size() || bytes > f.size() - begin) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": truncated: tensor ", name, " (",
-                                                   info->name, ", ", bytes,
-                                                   " bytes) runs past the end of the file"));
-  }
-  out->resize(n);
-  return kernels::DequantizeGgml(info->type, f.data() + begin, out->data(), static_cast<int64_t>(n));
-}
-
 // ViewGgufTensor: a 2-D tensor {cols, rows} kept in the file's encoding:
 // a WeightMatrix over the mapping, bounds-checked. Errors as ReadGgufTensor.
 absl::Status ViewGgufTensor(const MappedFile& f, const std::string& path, const std::string& name,
@@ -263,6 +223,36 @@ absl::Status ViewGgufTensor(const MappedFile& f, const std::string& path, const 
   }
   ASSIGN_OR_RETURN(*out, kernels::MakeWeightMatrix(info->type, f.data() + begin, t.dims[1], t.dims[0]));
   return absl::OkStatus();
+}
+
+// ReadGgufTensor: tensor `name` (info `t`, data at data_offset + t.offset)
+// as f32. F32/F16/BF16 convert; the block-quantized types are viewed as
+// rows of dims[0] (ViewGgufTensor's checks) and dequantized exactly as ggml
+// does.
+absl::Status ReadGgufTensor(const MappedFile& f, const std::string& path, const std::string& name,
+                            const TensorInfo& t, uint64_t data_offset, std::vector<float>* out) {
+  absl::StatusOr<kernels::GgmlTypeInfo> info = kernels::GgmlTypeOf(t.type);
+  if (!info.ok()) {
+    return absl::Status(info.status().code(),
+                        absl::StrCat(path, ": tensor ", name, ": ", info.status().message()));
+  }
+  uint64_t n = 1;
+  for (int64_t d : t.dims) n *= static_cast<uint64_t>(d);
+  if (!info->quantized) {
+    const kernels::DType dt = t.type == 0   ? kernels::DType::kF32
+                              : t.type == 1 ? kernels::DType::kF16
+                                            : kernels::DType::kBF16;
+    if (t.offset > f.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": truncated: tensor ", name, " offset past the end"));
+    }
+    return ReadTensorF32(f, data_offset + t.offset, dt, n, name, out);
+  }
+  TensorInfo rows = t;
+  rows.dims = {t.dims[0], static_cast<int64_t>(n / static_cast<uint64_t>(t.dims[0]))};
+  kernels::WeightMatrix w;
+  RETURN_IF_ERROR(ViewGgufTensor(f, path, name, rows, data_offset, &w));
+  out->resize(n);
+  return kernels::DequantizeRows(w, 0, w.rows, out->data());
 }
 
 // RefuseUnusedTensors: a tensor this runtime did not read changes the math
