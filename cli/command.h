@@ -37,8 +37,8 @@ std::unique_ptr<Command> NewQueryCommand();       // query.cc
 std::unique_ptr<Command> NewGenerateCommand();    // generate.cc
 std::unique_ptr<Command> NewPlanCommand();        // plan.cc
 std::unique_ptr<Command> NewTokenizeCommand();    // tokenize.cc
-std::unique_ptr<Command> NewBenchCommand();       // bench.cc
-// The `bench` families (bench.cc's table).
+std::unique_ptr<Command> NewBenchCommand();       // bench/cli/bench.cc
+// The `bench` families (bench/cli/bench.cc's table; files in bench/cli/).
 std::unique_ptr<Command> NewBenchPrefillCommand();    // bench.cc
 std::unique_ptr<Command> NewBenchKvstoreCommand();    // bench.cc
 std::unique_ptr<Command> NewBenchBlendCommand();      // bench.cc

@@ -1,4 +1,4 @@
-// bench.cc: `ragkv bench`, whose families come from one table (kBench); the
+// bench/cli/bench.cc: `ragkv bench`, whose families come from one table (kBench); the
 // small ones (prefill, kvstore, blend, quality) are defined here, the larger
 // ones in bench_retrieval.cc, bench_ttft.cc and bench_load.cc. The harnesses
 // themselves live in bench/<module>/.

@@ -1,4 +1,4 @@
-// bench_load.cc: `ragkv bench load`: closed-loop Search/GetChunk/Blend load
+// bench/cli/bench_load.cc: `ragkv bench load`: closed-loop Search/GetChunk/Blend load
 // against a running sidecar (bench/services/bench_load.h).
 #include <CLI/CLI.hpp>
 

@@ -1,4 +1,4 @@
-// bench_retrieval.cc: `ragkv bench retrieval`: answer recall@k of the
+// bench/cli/bench_retrieval.cc: `ragkv bench retrieval`: answer recall@k of the
 // retrieval configurations on a MuSiQue-style corpus, and with --speed the
 // search QPS of ragkv's index against raw FAISS (bench/retrieval/).
 #include <CLI/CLI.hpp>

@@ -1,4 +1,4 @@
-// bench_ttft.cc: `ragkv bench ttft`: TTFT of every strategy x KV tier on the
+// bench/cli/bench_ttft.cc: `ragkv bench ttft`: TTFT of every strategy x KV tier on the
 // same prompts, in process and over gRPC, under load, against the planner
 // (bench/services/bench_ttft.h).
 #include <CLI/CLI.hpp>
