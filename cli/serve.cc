@@ -56,6 +56,12 @@ class ServeCommand : public Command {
       AddAuthTokenOptions(cmd, &auth_,
                                          "require 'authorization: Bearer <token>'");
     cmd->add_option("--max-message-bytes", so_.max_message_bytes)->capture_default_str();
+    cmd->add_option("--max-put-bytes", so_.max_put_bytes,
+                    "K/V bytes one PutChunk stream may declare")
+        ->capture_default_str();
+    cmd->add_option("--max-inflight-bytes", so_.max_inflight_bytes,
+                    "K/V bytes all PutChunk streams in flight may hold (0 = unbounded)")
+        ->capture_default_str();
     cmd->add_option("--max-rps", so_.max_rps, "global request rate limit, requests/s (0 = off)")
         ->capture_default_str();
     cmd->add_option("--max-rps-per-peer", so_.max_rps_per_peer,
@@ -121,7 +127,7 @@ int ServeCommand::Serve() {
     return 1;
   }
   // Machine-readable line for scripts and tests (ports may be ephemeral).
-  std::printf("LISTENING %s METRICS %d\n", (*sidecar)->address().c_str(),
+  std::printf("LISTENING %s METRICS %d\n", (*sidecar)->listen_address().c_str(),
               (*sidecar)->metrics_port());
   std::fflush(stdout);
   int sig = 0;

@@ -234,8 +234,8 @@ void WriteProtoSeeds(const std::string& dir) {
       kvl->set_layer(i);
       std::string k(2 * 3 * 4 * 2, '\0'), v(2 * 3 * 4 * 2, '\0');
       for (size_t j = 0; j < k.size(); ++j) {
-        k[j] = static_cast<char>(j * 7 + i);
-        v[j] = static_cast<char>(j * 13 + 5 * i);
+        k[j] = static_cast<char>((j * 7 + i) & 0x3b);  // finite f16 values
+        v[j] = static_cast<char>((j * 13 + 5 * i) & 0x3b);
       }
       kvl->set_k(k);
       kvl->set_v(v);

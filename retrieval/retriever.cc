@@ -311,6 +311,15 @@ absl::StatusOr<Retriever::Prepared> Retriever::Prepare(const Document& doc,
 }
 
 absl::StatusOr<IngestStats> Retriever::Ingest(absl::Span<const Document> docs) {
+  return PrepareAndCommit(docs, CommitMode::kInsert);
+}
+
+absl::StatusOr<IngestStats> Retriever::Upsert(absl::Span<const Document> docs) {
+  return PrepareAndCommit(docs, CommitMode::kUpsert);
+}
+
+absl::StatusOr<IngestStats> Retriever::PrepareAndCommit(absl::Span<const Document> docs,
+                                                        CommitMode mode) {
   absl::flat_hash_set<std::string_view> ids;
   for (const Document& d : docs) {
     if (!ids.insert(d.id).second) {
@@ -323,7 +332,7 @@ absl::StatusOr<IngestStats> Retriever::Ingest(absl::Span<const Document> docs) {
     ASSIGN_OR_RETURN(Prepared p, Prepare(d, {}));
     prepared.push_back(std::move(p));
   }
-  return Commit(std::move(prepared), /*replace=*/false);
+  return Commit(std::move(prepared), mode);
 }
 
 absl::StatusOr<IngestStats> Retriever::IngestWithVectors(const Document& doc, absl::Span<const float> vectors) {
@@ -331,17 +340,17 @@ absl::StatusOr<IngestStats> Retriever::IngestWithVectors(const Document& doc, ab
   std::vector<Prepared> prepared;
   ASSIGN_OR_RETURN(Prepared p, Prepare(doc, vectors));
   prepared.push_back(std::move(p));
-  return Commit(std::move(prepared), /*replace=*/false);
+  return Commit(std::move(prepared), CommitMode::kInsert);
 }
 
 absl::StatusOr<IngestStats> Retriever::Update(const Document& doc, absl::Span<const float> vectors) {
   std::vector<Prepared> prepared;
   ASSIGN_OR_RETURN(Prepared p, Prepare(doc, vectors));
   prepared.push_back(std::move(p));
-  return Commit(std::move(prepared), /*replace=*/true);
+  return Commit(std::move(prepared), CommitMode::kReplace);
 }
 
-absl::StatusOr<IngestStats> Retriever::Commit(std::vector<Prepared> docs, bool replace) {
+absl::StatusOr<IngestStats> Retriever::Commit(std::vector<Prepared> docs, CommitMode mode) {
   IngestStats stats;
   if (docs.empty()) return stats;
   absl::MutexLock lock(&mu_);
@@ -349,8 +358,8 @@ absl::StatusOr<IngestStats> Retriever::Commit(std::vector<Prepared> docs, bool r
   std::vector<int64_t> old_chunks;
   for (const Prepared& p : docs) {
     ASSIGN_OR_RETURN(std::optional<DocumentRecord> existing, catalogue_->GetDocument(p.doc.id));
-    if (replace && !existing) return absl::NotFoundError(absl::StrCat("Update: no document '", p.doc.id, "'"));
-    if (!replace && existing) {
+    if (mode == CommitMode::kReplace && !existing) return absl::NotFoundError(absl::StrCat("Update: no document '", p.doc.id, "'"));
+    if (mode == CommitMode::kInsert && existing) {
       return absl::AlreadyExistsError(absl::StrCat("Ingest: document '", p.doc.id, "' already exists"));
     }
     if (existing) {

@@ -163,6 +163,11 @@ class Retriever {
   // that a caller with its own embedder can compute one vector per chunk.
   absl::StatusOr<std::vector<ChunkSpan>> ChunkDocument(const Document& doc) const;
 
+  // Upsert: adds the documents and atomically replaces those that exist
+  // (readers see the old or the new version, never neither); all or
+  // nothing, as Ingest. Replaced documents' chunks get new chunk ids.
+  absl::StatusOr<IngestStats> Upsert(absl::Span<const Document> docs) ABSL_LOCKS_EXCLUDED(mu_);
+
   // IngestWithVectors: adds `doc` with caller-supplied vectors, one per
   // chunk of ChunkDocument(doc), row-major (chunks * dim floats).
   // InvalidArgument for a count/dim mismatch or NaN/Inf; else as Ingest.
@@ -211,7 +216,10 @@ class Retriever {
   explicit Retriever(RetrieverOptions options);
   absl::Status Open();
   absl::StatusOr<Prepared> Prepare(const Document& doc, absl::Span<const float> vectors) const;
-  absl::StatusOr<IngestStats> Commit(std::vector<Prepared> docs, bool replace) ABSL_LOCKS_EXCLUDED(mu_);
+  enum class CommitMode { kInsert, kReplace, kUpsert };
+  absl::StatusOr<IngestStats> PrepareAndCommit(absl::Span<const Document> docs, CommitMode mode)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<IngestStats> Commit(std::vector<Prepared> docs, CommitMode mode) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status RebuildIndexLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ReembedAllLocked: every chunk's vector recomputed from its catalogue
   // text with the current embedder, then its fingerprint recorded.

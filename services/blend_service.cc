@@ -70,10 +70,14 @@ using LayerDoneFn =
     std::function<absl::Status(int, const model::KVCache&, absl::Span<const int32_t>)>;
 
 // ResolvePieces: resolves segment i into (*pieces)[i] (pieces is sized to
-// segments); errors on a segment without source or tokens, or a chunk last.
+// segments); errors on a segment without source or tokens, or a chunk last;
+// OUT_OF_RANGE as soon as the prompt outgrows the model's context (before
+// the Blender sizes anything from it).
 absl::Status ResolvePieces(const ServiceContext* ctx,
                            const google::protobuf::RepeatedPtrField<v1::Segment>& segments,
                            std::vector<Piece>* pieces, double* fetch_ms) {
+  const int64_t context = ctx->model->config().max_seq_len;
+  int64_t total = 1;  // a BOS the options may add
   for (int i = 0; i < segments.size(); ++i) {
     const v1::Segment& s = segments[i];
     Piece& p = (*pieces)[i];
@@ -92,6 +96,12 @@ absl::Status ResolvePieces(const ServiceContext* ctx,
         return absl::InvalidArgumentError(absl::StrFormat("segment %d has no source", i));
     }
     if (p.tokens.empty()) return absl::InvalidArgumentError(absl::StrFormat("segment %d is empty", i));
+    total += static_cast<int64_t>(p.tokens.size());
+    if (total > context) {
+      return absl::OutOfRangeError(absl::StrFormat(
+          "the prompt reaches %d tokens at segment %d, over the model context of %d", total, i,
+          context));
+    }
   }
   if (pieces->back().is_chunk) {
     return absl::InvalidArgumentError("the last segment must be the query (tokens or text)");

@@ -144,26 +144,26 @@ grpc::ServerWriteReactor<v1::KVRecord>* KVStoreServiceImpl::GetChunk(
       });
 }
 
-grpc::ServerReadReactor<v1::KVRecord>* KVStoreServiceImpl::PutChunk(
-    grpc::CallbackServerContext* c, v1::PutChunkResponse* resp) {
-  auto state = std::make_shared<internal::PutChunkAssembler>();
+grpc::ServerReadReactor<grpc::ByteBuffer>* KVStoreServiceImpl::PutChunk(
+    grpc::CallbackServerContext* c, grpc::ByteBuffer* wire_resp) {
+  internal::PutChunkAssembler::Options ao;
+  ao.expect = ctx_->put_expect;
+  ao.max_chunk_bytes = ctx_->max_put_chunk_bytes;
+  ao.budget = ctx_->put_budget;
+  auto state = std::make_shared<internal::PutChunkAssembler>(ao);
+  auto resp = std::make_shared<v1::PutChunkResponse>();
   auto on_message = [state](v1::KVRecord&& rec) -> absl::Status {
     return state->Add(std::move(rec));
   };
   auto on_end = [this, state, resp]() -> absl::Status {
     RETURN_IF_ERROR(NeedStore(ctx_));
     ASSIGN_OR_RETURN(kvstore::KvChunkHeader h, state->Finish());
-    if (ctx_->model != nullptr && h.fingerprint != ctx_->model->fingerprint()) {
-      return absl::InvalidArgumentError(
-          "PutChunk: model_fingerprint is not the served model's (" +
-          model::FingerprintHex(ctx_->model->fingerprint()) + ")");
-    }
     resp->set_key(state->header().key());
-    if (StoredBeyondTier0(ctx_->store, h.key)) {
+    if (!state->header().replace() && StoredBeyondTier0(ctx_->store, h.key)) {
       resp->set_already_present(true);
       return absl::OkStatus();
     }
-    ASSIGN_OR_RETURN(kvstore::EncodedChunk encoded, state->Encode());
+    ASSIGN_OR_RETURN(kvstore::EncodedChunk encoded, state->Take());
     auto chunk = std::make_shared<kvstore::EncodedChunk>(std::move(encoded));
     const size_t total = chunk->TotalBytes();
     // Write-through (backends.cc): OK means every required tier -- the SSD
@@ -171,11 +171,12 @@ grpc::ServerReadReactor<v1::KVRecord>* KVStoreServiceImpl::PutChunk(
     // the chunk, so an acknowledged Put survives kill -9.
     RETURN_IF_ERROR(ctx_->store->Put(h.key, std::move(chunk)));
     resp->set_bytes_stored(total);
+    if (state->header().replace()) resp->set_replaced(true);
     ctx_->metrics->Add("ragkv_kv_put_bytes_total", "", static_cast<double>(total));
     return absl::OkStatus();
   };
-  return new internal::CollectReader<v1::KVRecord>(c, ctx_->executor, ctx_->gate,
-                                                   std::move(on_message), std::move(on_end));
+  return new internal::CollectReader<v1::KVRecord, v1::PutChunkResponse>(
+      c, wire_resp, resp, ctx_->executor, ctx_->gate, std::move(on_message), std::move(on_end));
 }
 
 grpc::ServerUnaryReactor* KVStoreServiceImpl::DeleteChunks(grpc::CallbackServerContext* c,

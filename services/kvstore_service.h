@@ -14,7 +14,10 @@
 
 namespace ragkv::services {
 
-class KVStoreServiceImpl final : public v1::KVStoreService::CallbackService {
+// PutChunk runs on the raw (ByteBuffer) method: see CollectReader.
+class KVStoreServiceImpl final
+    : public v1::KVStoreService::WithRawCallbackMethod_PutChunk<
+          v1::KVStoreService::CallbackService> {
  public:
   explicit KVStoreServiceImpl(const ServiceContext* ctx) : ctx_(ctx) {}
 
@@ -25,8 +28,8 @@ class KVStoreServiceImpl final : public v1::KVStoreService::CallbackService {
                                      v1::ContainsResponse* resp) override;
   grpc::ServerWriteReactor<v1::KVRecord>* GetChunk(grpc::CallbackServerContext* c,
                                                    const v1::GetChunkRequest* req) override;
-  grpc::ServerReadReactor<v1::KVRecord>* PutChunk(grpc::CallbackServerContext* c,
-                                                  v1::PutChunkResponse* resp) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* PutChunk(grpc::CallbackServerContext* c,
+                                                      grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* DeleteChunks(grpc::CallbackServerContext* c,
                                          const v1::DeleteChunksRequest* req,
                                          v1::DeleteChunksResponse* resp) override;

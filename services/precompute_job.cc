@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "retrieval/corpus_reader.h"
 #include "retrieval/retriever.h"
 #include "services/internal/path_guard.h"
+#include "services/internal/validate.h"
 
 namespace ragkv::services {
 
@@ -67,6 +69,11 @@ struct WorkItem {
 
 }  // namespace
 
+JobManager::JobManager(Options options) : options_(std::move(options)) {
+  std::random_device rd;
+  boot_id_ = absl::StrFormat("%x%04x", absl::ToUnixSeconds(absl::Now()), rd() & 0xffff);
+}
+
 JobManager::~JobManager() { CancelAll(); }
 
 absl::StatusOr<std::string> JobManager::Start(const v1::CorpusSpec& corpus, int workers) {
@@ -101,7 +108,7 @@ absl::StatusOr<std::string> JobManager::Start(const v1::CorpusSpec& corpus, int 
   JobRec* raw = job.get();
   {
     absl::MutexLock lock(&mu_);
-    job->id = absl::StrFormat("job-%d", next_id_++);
+    job->id = absl::StrFormat("job-%s-%d", boot_id_, next_id_++);
     job->state.set_job_id(job->id);
     job->state.set_state(v1::JOB_STATE_PENDING);
     job->start = std::chrono::steady_clock::now();
@@ -114,7 +121,7 @@ absl::StatusOr<std::string> JobManager::Start(const v1::CorpusSpec& corpus, int 
 absl::StatusOr<v1::Job> JobManager::Get(const std::string& job_id) const {
   absl::MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return absl::NotFoundError("unknown job '" + job_id + "'");
+  if (it == jobs_.end()) return absl::NotFoundError("unknown job " + internal::Quoted(job_id));
   return it->second->state;
 }
 
@@ -122,7 +129,7 @@ absl::StatusOr<v1::Job> JobManager::WaitForUpdate(const std::string& job_id, uin
                                                   absl::Duration timeout) const {
   absl::MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return absl::NotFoundError("unknown job '" + job_id + "'");
+  if (it == jobs_.end()) return absl::NotFoundError("unknown job " + internal::Quoted(job_id));
   const JobRec* j = it->second.get();
   const uint64_t seen = *version;
   auto changed = [j, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return j->version > seen; };
@@ -134,7 +141,7 @@ absl::StatusOr<v1::Job> JobManager::WaitForUpdate(const std::string& job_id, uin
 absl::StatusOr<v1::Job> JobManager::Cancel(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return absl::NotFoundError("unknown job '" + job_id + "'");
+  if (it == jobs_.end()) return absl::NotFoundError("unknown job " + internal::Quoted(job_id));
   it->second->cancel = true;
   return it->second->state;
 }

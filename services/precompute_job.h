@@ -66,7 +66,7 @@ class JobManager {
     bool confine_corpus = false;
     std::vector<std::filesystem::path> corpus_roots;
   };
-  explicit JobManager(Options options) : options_(options) {}
+  explicit JobManager(Options options);
   ~JobManager();  // CancelAll + join
 
   // Start: validates and starts a job; returns its id. NotFound: a corpus
@@ -114,6 +114,9 @@ class JobManager {
   mutable absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<JobRec>> jobs_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // boot_id_: this process's start time and random bits (hex), in every job
+  // id ("job-<boot>-<n>"), so that an id is never reused after a restart.
+  std::string boot_id_;
 };
 
 }  // namespace ragkv::services

@@ -40,47 +40,22 @@ grpc::ServerUnaryReactor* PrecomputeServiceImpl::GetJob(grpc::CallbackServerCont
 
 grpc::ServerWriteReactor<v1::Job>* PrecomputeServiceImpl::WatchJob(
     grpc::CallbackServerContext* c, const v1::WatchJobRequest* req) {
-  // A watch is long-lived and mostly waits: it gets its own thread instead
-  // of holding an executor worker (which would starve short calls).
+  // A watch is long-lived and mostly waits: the hub's one thread serves it
+  // instead of an executor worker (which would starve short calls).
   auto* w = new internal::StreamWriter<v1::Job>();
   absl::StatusOr<internal::CallGate::Ticket> ticket = ctx_->gate->Admit(*c);
   if (!ticket.ok()) {
     w->Close(internal::ToGrpc(ticket.status()));
     return w;
   }
-  if (absl::Status s = NeedJobs(ctx_); !s.ok()) {
-    w->Close(internal::ToGrpc(s));
+  if (absl::Status s = NeedJobs(ctx_); !s.ok() || hub_ == nullptr) {
+    w->Close(internal::ToGrpc(s.ok() ? absl::FailedPreconditionError("no watch hub") : s));
     return w;
   }
-  const std::string id = req->job_id();
   const absl::Duration interval =
-      absl::Milliseconds(req->interval_ms() > 0 ? req->interval_ms() : 500);
-  JobManager* jobs = ctx_->jobs;
-  std::thread([w, id, interval, jobs, ticket = std::move(*ticket)]() mutable {
-    // Frees the in-flight slot before the client sees the end of the stream.
-    auto close = [&](grpc::Status status) {
-      ticket = internal::CallGate::Ticket();
-      w->Close(std::move(status));
-    };
-    uint64_t version = 0;
-    for (;;) {
-      auto job = jobs->WaitForUpdate(id, &version, interval);
-      if (!job.ok()) {
-        close(internal::ToGrpc(job.status()));
-        return;
-      }
-      const bool done = JobManager::Terminal(job->state());
-      if (!w->Push(*job)) {
-        close(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
-        return;
-      }
-      if (done) {
-        close(grpc::Status::OK);
-        return;
-      }
-      absl::SleepFor(absl::Milliseconds(50));  // coalesce bursts of updates
-    }
-  }).detach();
+      absl::Milliseconds(req->interval_ms() > 0 ? std::min<uint32_t>(req->interval_ms(), 3600000)
+                                                : 500);
+  hub_->Watch(w, req->job_id(), interval, std::move(*ticket));
   return w;
 }
 

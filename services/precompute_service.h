@@ -1,18 +1,22 @@
 // precompute_service.h: PrecomputeServiceImpl, ragkv.v1.PrecomputeService
 // over JobManager (precompute_job.h). Jobs run on their own threads; the
-// RPCs only start, read, watch and cancel them.
+// RPCs only start, read, watch (one JobWatchHub thread for every watch) and
+// cancel them.
 // Thread safety: stateless; gRPC calls it concurrently.
 #ifndef RAGKV_SERVICES_PRECOMPUTE_SERVICE_H_
 #define RAGKV_SERVICES_PRECOMPUTE_SERVICE_H_
 
 #include "ragkv/v1/precompute.grpc.pb.h"
+#include "services/internal/job_watch_hub.h"
 #include "services/service_context.h"
 
 namespace ragkv::services {
 
 class PrecomputeServiceImpl final : public v1::PrecomputeService::CallbackService {
  public:
-  explicit PrecomputeServiceImpl(const ServiceContext* ctx) : ctx_(ctx) {}
+  // hub: serves WatchJob streams (owned by the sidecar; null: refused).
+  PrecomputeServiceImpl(const ServiceContext* ctx, internal::JobWatchHub* hub)
+      : ctx_(ctx), hub_(hub) {}
 
   grpc::ServerUnaryReactor* StartJob(grpc::CallbackServerContext* c,
                                      const v1::StartJobRequest* req, v1::Job* resp) override;
@@ -25,6 +29,7 @@ class PrecomputeServiceImpl final : public v1::PrecomputeService::CallbackServic
 
  private:
   const ServiceContext* ctx_;
+  internal::JobWatchHub* hub_;
 };
 
 }  // namespace ragkv::services

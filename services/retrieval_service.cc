@@ -36,13 +36,20 @@ struct IngestState {
 
 }  // namespace
 
-grpc::ServerReadReactor<v1::IngestDocumentsRequest>* RetrievalServiceImpl::IngestDocuments(
-    grpc::CallbackServerContext* c, v1::IngestDocumentsResponse* resp) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* RetrievalServiceImpl::IngestDocuments(
+    grpc::CallbackServerContext* c, grpc::ByteBuffer* wire_resp) {
   auto state = std::make_shared<IngestState>();
+  auto resp = std::make_shared<v1::IngestDocumentsResponse>();
   auto on_message = [state](v1::IngestDocumentsRequest&& req) -> absl::Status {
     RETURN_IF_ERROR(internal::ValidateIngestDocument(req));
     const v1::Document& d = req.document();
     state->bytes += d.text().size();
+    for (const auto& prev : state->docs) {
+      if (prev.id == d.doc_id()) {
+        return absl::InvalidArgumentError("document " + internal::Quoted(d.doc_id()) +
+                                          " appears twice in one stream");
+      }
+    }
     if (state->docs.size() >= kMaxIngestDocuments || state->bytes > kMaxIngestBytes) {
       return absl::ResourceExhaustedError(
           absl::StrFormat("ingest stream over %d documents or %d bytes; split it",
@@ -58,13 +65,9 @@ grpc::ServerReadReactor<v1::IngestDocumentsRequest>* RetrievalServiceImpl::Inges
   auto on_end = [this, state, resp]() -> absl::Status {
     RETURN_IF_ERROR(NeedRetriever(ctx_));
     if (state->docs.empty()) return absl::InvalidArgumentError("no documents in the stream");
-    // Re-ingesting a doc_id replaces it: delete the old version first.
-    for (const auto& d : state->docs) {
-      ASSIGN_OR_RETURN(auto existing, ctx_->retriever->GetDocument(d.id));
-      if (existing) RETURN_IF_ERROR(ctx_->retriever->Delete(d.id));
-    }
+    // Re-ingesting a doc_id replaces it, atomically with the rest.
     ASSIGN_OR_RETURN(retrieval::IngestStats st,
-                     ctx_->retriever->Ingest(absl::MakeConstSpan(state->docs)));
+                     ctx_->retriever->Upsert(absl::MakeConstSpan(state->docs)));
     resp->set_documents(static_cast<uint32_t>(st.documents));
     resp->set_chunks(static_cast<uint32_t>(st.chunks));
     uint64_t tokens = 0;
@@ -84,8 +87,8 @@ grpc::ServerReadReactor<v1::IngestDocumentsRequest>* RetrievalServiceImpl::Inges
     ctx_->metrics->Add("ragkv_ingested_chunks_total", "", static_cast<double>(st.chunks));
     return absl::OkStatus();
   };
-  return new internal::CollectReader<v1::IngestDocumentsRequest>(
-      c, ctx_->executor, ctx_->gate, std::move(on_message), std::move(on_end));
+  return new internal::CollectReader<v1::IngestDocumentsRequest, v1::IngestDocumentsResponse>(
+      c, wire_resp, resp, ctx_->executor, ctx_->gate, std::move(on_message), std::move(on_end));
 }
 
 grpc::ServerUnaryReactor* RetrievalServiceImpl::DeleteDocument(
@@ -95,7 +98,7 @@ grpc::ServerUnaryReactor* RetrievalServiceImpl::DeleteDocument(
     RETURN_IF_ERROR(internal::ValidateDeleteDocumentRequest(*req));
     RETURN_IF_ERROR(NeedRetriever(ctx_));
     ASSIGN_OR_RETURN(auto rec, ctx_->retriever->GetDocument(req->doc_id()));
-    if (!rec) return absl::NotFoundError("unknown document '" + req->doc_id() + "'");
+    if (!rec) return absl::NotFoundError("unknown document " + internal::Quoted(req->doc_id()));
     RETURN_IF_ERROR(ctx_->retriever->Delete(req->doc_id()));
     resp->set_chunks_deleted(static_cast<uint32_t>(rec->chunk_ids.size()));
     return absl::OkStatus();

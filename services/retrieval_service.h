@@ -12,12 +12,19 @@
 
 namespace ragkv::services {
 
-class RetrievalServiceImpl final : public v1::RetrievalService::CallbackService {
+// IngestDocuments runs on the raw (ByteBuffer) method: see CollectReader.
+class RetrievalServiceImpl final
+    : public v1::RetrievalService::WithRawCallbackMethod_IngestDocuments<
+          v1::RetrievalService::CallbackService> {
  public:
   explicit RetrievalServiceImpl(const ServiceContext* ctx) : ctx_(ctx) {}
 
-  grpc::ServerReadReactor<v1::IngestDocumentsRequest>* IngestDocuments(
-      grpc::CallbackServerContext* c, v1::IngestDocumentsResponse* resp) override;
+  // IngestDocuments: all or nothing. Every document of the stream is
+  // added, or replaces the stored one of its doc_id, in one atomic catalogue
+  // write after the client half-closes; an undecodable or invalid message,
+  // a cancelled stream or a failed write commits nothing.
+  grpc::ServerReadReactor<grpc::ByteBuffer>* IngestDocuments(grpc::CallbackServerContext* c,
+                                                             grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* DeleteDocument(grpc::CallbackServerContext* c,
                                            const v1::DeleteDocumentRequest* req,
                                            v1::DeleteDocumentResponse* resp) override;

@@ -32,7 +32,9 @@ namespace ragkv::services {
 
 class JobManager;  // services/precompute_job.h
 namespace internal {
-class CallGate;  // services/internal/call_gate.h
+class CallGate;      // services/internal/call_gate.h
+class ByteBudget;    // services/internal/byte_budget.h
+struct PutChunkExpect;  // services/internal/validate.h
 }
 
 struct ServiceContext {
@@ -46,6 +48,12 @@ struct ServiceContext {
   blend::LoadingController* controller = nullptr;  // BLEND_MODE_AUTO
   retrieval::Retriever* retriever = nullptr;
   JobManager* jobs = nullptr;
+  // PutChunk bounds: bytes one stream may declare (0: kvstore's limits),
+  // the server-wide budget of bytes held by streams in flight, and the
+  // served model's layout (null without a model).
+  uint64_t max_put_chunk_bytes = 0;
+  internal::ByteBudget* put_budget = nullptr;
+  const internal::PutChunkExpect* put_expect = nullptr;
 };
 
 }  // namespace ragkv::services

@@ -4,6 +4,8 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "base/log.h"
@@ -21,7 +24,10 @@
 #include "engine/reference_engine.h"
 #include "services/engine_service.h"
 #include "services/executor.h"
+#include "services/internal/byte_budget.h"
 #include "services/internal/call_gate.h"
+#include "services/internal/job_watch_hub.h"
+#include "services/internal/validate.h"
 #include "services/internal/path_guard.h"
 #include "services/kvstore_service.h"
 #include "services/precompute_job.h"
@@ -40,12 +46,15 @@ struct Sidecar::Impl {
   std::unique_ptr<MetricsServer> metrics_server;
   std::unique_ptr<Backends> backends;
   std::unique_ptr<JobManager> jobs;
+  std::unique_ptr<internal::JobWatchHub> watch_hub;  // after jobs: it reads them
   // The engine: its own executor (it calls back into the sidecar) and a
   // connector client to the upstream sidecar (this process by default).
   std::unique_ptr<BoundedExecutor> engine_executor;
   std::unique_ptr<Client> engine_client;
   std::unique_ptr<engine::ReferenceEngine> engine;
   ServiceContext ctx;
+  std::unique_ptr<internal::ByteBudget> put_budget;
+  internal::PutChunkExpect put_expect;
   std::vector<std::unique_ptr<grpc::Service>> services;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
@@ -151,6 +160,9 @@ absl::Status InitCallPath(Sidecar::Impl* impl) {
   impl->ctx.executor = impl->executor.get();
   impl->ctx.metrics = &impl->metrics;
   impl->ctx.gate = impl->gate.get();
+  impl->put_budget = std::make_unique<internal::ByteBudget>(o.max_inflight_bytes);
+  impl->ctx.put_budget = impl->put_budget.get();
+  impl->ctx.max_put_chunk_bytes = o.max_put_bytes;
   return absl::OkStatus();
 }
 
@@ -183,6 +195,14 @@ absl::Status InitBackends(Sidecar::Impl* impl) {
   impl->ctx.blender = b.blender.get();
   impl->ctx.controller = b.controller.get();
   impl->ctx.retriever = b.retriever.get();
+  if (b.model) {
+    const model::ModelConfig& c = b.model->config();
+    impl->put_expect.fingerprint = b.model->fingerprint();
+    impl->put_expect.num_layers = static_cast<uint32_t>(c.n_layers);
+    impl->put_expect.num_kv_heads = static_cast<uint32_t>(c.n_kv_heads);
+    impl->put_expect.head_dim = static_cast<uint32_t>(c.head_dim);
+    impl->ctx.put_expect = &impl->put_expect;
+  }
   if (b.store) AddStoreCollector(&impl->metrics, b.store.get());
   return absl::OkStatus();
 }
@@ -202,6 +222,7 @@ void InitJobs(Sidecar::Impl* impl, const std::vector<std::filesystem::path>& cor
     jo.corpus_roots = corpus_roots;
     impl->jobs = std::make_unique<JobManager>(jo);
     impl->ctx.jobs = impl->jobs.get();
+    impl->watch_hub = std::make_unique<internal::JobWatchHub>(impl->jobs.get(), o.max_watches);
   }
 }
 
@@ -216,7 +237,7 @@ absl::Status AddServices(Sidecar::Impl* impl) {
     impl->services.push_back(std::make_unique<KVStoreServiceImpl>(&impl->ctx));
   }
   if (o.services.count("precompute")) {
-    impl->services.push_back(std::make_unique<PrecomputeServiceImpl>(&impl->ctx));
+    impl->services.push_back(std::make_unique<PrecomputeServiceImpl>(&impl->ctx, impl->watch_hub.get()));
   }
   if (o.services.count("blend")) {
     impl->services.push_back(std::make_unique<BlendServiceImpl>(&impl->ctx));
@@ -235,6 +256,11 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const SidecarOptions& o) {
   std::shared_ptr<grpc::ServerCredentials> creds;
   if (!o.tls_cert_file.empty()) {
+    struct stat st;
+    if (::stat(o.tls_key_file.c_str(), &st) == 0 && (st.st_mode & (S_IROTH | S_IWOTH))) {
+      return absl::InvalidArgumentError("--tls-key " + o.tls_key_file +
+                                        ": readable or writable by other users (chmod 600 it)");
+    }
     ASSIGN_OR_RETURN(std::string cert, ReadFile(o.tls_cert_file));
     ASSIGN_OR_RETURN(std::string key, ReadFile(o.tls_key_file));
     grpc::SslServerCredentialsOptions ssl;
@@ -244,6 +270,18 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     creds = grpc::InsecureServerCredentials();
   }
   return creds;
+}
+
+// PlaintextCanListen: whether a plaintext server can bind `listen` now (so
+// that a TLS failure is told apart from a taken port).
+bool PlaintextCanListen(const std::string& listen) {
+  grpc::ServerBuilder b;
+  int port = 0;
+  b.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  std::unique_ptr<grpc::Server> s = b.BuildAndStart();
+  if (!s) return false;
+  s->Shutdown();
+  return port != 0;
 }
 
 // StartServer: builds and starts the gRPC server (health, reflection, the
@@ -260,7 +298,14 @@ absl::Status StartServer(Sidecar::Impl* impl) {
   for (auto& svc : impl->services) builder.RegisterService(svc.get());
   impl->server = builder.BuildAndStart();
   if (!impl->server || impl->port == 0) {
-    return absl::UnavailableError("cannot listen on " + o.listen);
+    if (!o.tls_cert_file.empty() && PlaintextCanListen(o.listen)) {
+      return absl::InvalidArgumentError(
+          "--tls-cert " + o.tls_cert_file + " / --tls-key " + o.tls_key_file +
+          ": gRPC cannot use this certificate and key (the key does not match the "
+          "certificate, or a file is not PEM); " + o.listen + " itself is free");
+    }
+    return absl::UnavailableError("cannot listen on " + o.listen +
+                                  " (address in use or not an address of this host)");
   }
   return absl::OkStatus();
 }
@@ -318,9 +363,25 @@ absl::Status StartMetrics(Sidecar::Impl* impl) {
   return absl::OkStatus();
 }
 
+// IsLoopbackListen: whether `listen` (host:port) binds a loopback address
+// only ("localhost", 127.x, [::1]).
+bool IsLoopbackListen(const std::string& listen) {
+  std::string host = listen.substr(0, listen.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+}
+
 // LogServing: the startup line (port, TLS, auth, limits, roots, metrics).
 void LogServing(const Sidecar::Impl& impl) {
   const SidecarOptions& o = impl.options;
+  if (!IsLoopbackListen(o.listen)) {
+    RAGKV_LOG(WARNING) << "ragkv serve: listening on " << o.listen
+                       << ", which is reachable from other hosts"
+                       << (o.auth_token.empty() ? " and has no --auth-token: anyone who can reach "
+                                                  "it can read and write the cache"
+                                                : "")
+                       << (o.tls_cert_file.empty() ? "; traffic is plaintext" : "");
+  }
   RAGKV_LOG(INFO) << "ragkv serve: gRPC on port " << impl.port
                   << (o.tls_cert_file.empty() ? " (plaintext)" : " (TLS)")
                   << (o.auth_token.empty() ? "" : ", bearer auth on")
@@ -369,6 +430,11 @@ int Sidecar::metrics_port() const {
   return impl_->metrics_server ? impl_->metrics_server->port() : -1;
 }
 
+std::string Sidecar::listen_address() const {
+  return absl::StrFormat("%s:%d", impl_->options.listen.substr(0, impl_->options.listen.rfind(':')),
+                         impl_->port);
+}
+
 std::string Sidecar::address() const {
   std::string host = impl_->options.listen.substr(0, impl_->options.listen.rfind(':'));
   if (host.empty() || host == "0.0.0.0" || host == "[::]") host = "127.0.0.1";
@@ -383,6 +449,7 @@ void Sidecar::Shutdown(absl::Duration grace) {
   }
   RAGKV_LOG(INFO) << "ragkv serve: shutting down (grace " << absl::FormatDuration(grace) << ")";
   if (impl_->jobs) impl_->jobs->CancelAll();  // stored chunks stay stored
+  impl_->watch_hub.reset();  // ends every WatchJob stream now, not after the grace
   if (impl_->server) {
     impl_->server->GetHealthCheckService()->SetServingStatus(false);
     impl_->server->Shutdown(absl::ToChronoTime(absl::Now() + grace));

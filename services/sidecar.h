@@ -36,6 +36,14 @@ struct SidecarOptions {
   std::string auth_token;
   // max_message_bytes: gRPC send/receive limit per message. Default 64 MiB.
   int max_message_bytes = 64 << 20;
+  // PutChunk memory bounds: a stream whose header declares more K/V bytes
+  // than max_put_bytes is refused before any layer is read (default 1 GiB),
+  // and streams in flight together hold at most max_inflight_bytes
+  // (default 2 GiB; 0 = unbounded). Both RESOURCE_EXHAUSTED.
+  uint64_t max_put_bytes = uint64_t{1} << 30;
+  uint64_t max_inflight_bytes = uint64_t{2} << 30;
+  // max_watches: WatchJob streams open at once (one thread serves them all).
+  int max_watches = 1024;
   // Admission limits (services/internal/call_gate.h), checked after auth on
   // every ragkv RPC; exceeding one answers RESOURCE_EXHAUSTED and counts
   // ragkv_rpc_rejected_total{reason}. The engine's own calls to this
@@ -107,6 +115,9 @@ class Sidecar {
   static absl::StatusOr<std::unique_ptr<Sidecar>> Start(SidecarOptions options);
   ~Sidecar();
 
+  // listen_address: the address bound, as configured (0.0.0.0:port when all
+  // interfaces); address(): where a local client connects (127.0.0.1:port then).
+  std::string listen_address() const;
   int port() const;          // the bound gRPC port
   int metrics_port() const;  // -1 when off
   std::string address() const;  // "127.0.0.1:<port>" style, for clients

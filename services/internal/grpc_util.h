@@ -9,6 +9,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <deque>
+#include <exception>
+#include <new>
 #include <memory>
 #include <string>
 #include <utility>
@@ -16,6 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "services/executor.h"
 #include "services/internal/call_gate.h"
@@ -26,6 +29,22 @@ namespace ragkv::services::internal {
 inline grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+// Guarded: runs `work` (-> absl::Status) so that no exception reaches
+// gRPC's threads (where it would be std::terminate): an allocation failure
+// is RESOURCE_EXHAUSTED, any other exception INTERNAL, both named.
+template <typename Work>
+absl::Status Guarded(Work&& work) {
+  try {
+    return work();
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("out of memory while serving this request");
+  } catch (const std::exception& e) {
+    return absl::InternalError(std::string("unexpected exception: ") + e.what());
+  } catch (...) {
+    return absl::InternalError("unexpected exception");
+  }
 }
 
 // RunUnary: the standard unary handler body. Admits the call through
@@ -48,7 +67,7 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* ctx, BoundedExec
                                        "call cancelled or deadline exceeded before it ran"));
           return;
         }
-        grpc::Status status = ToGrpc(work());
+        grpc::Status status = ToGrpc(Guarded(work));
         ticket = CallGate::Ticket();  // free the slot before the client sees the reply
         reactor->Finish(status);
       });
@@ -82,6 +101,26 @@ class StreamWriter final : public grpc::ServerWriteReactor<Msg> {
       return false;
     }
     queue_.push_back(std::move(msg));
+    Action a = NextActionLocked();
+    mu_.Unlock();
+    Do(a);
+    return true;
+  }
+
+  // Offer: as Push but never blocks: with `max_buffered` messages waiting,
+  // `msg` replaces the newest of them (for streams of states, where only
+  // the latest matters). False when the client is gone.
+  bool Offer(Msg msg) {
+    mu_.Lock();
+    if (cancelled_) {
+      mu_.Unlock();
+      return false;
+    }
+    if (queue_.size() >= max_buffered_) {
+      queue_.back() = std::move(msg);
+    } else {
+      queue_.push_back(std::move(msg));
+    }
     Action a = NextActionLocked();
     mu_.Unlock();
     Do(a);
@@ -184,7 +223,7 @@ grpc::ServerWriteReactor<Msg>* StartStream(grpc::CallbackServerContext* ctx, Bou
   }
   absl::Status submitted = ex->TrySubmit(
       [w, ticket = std::move(*ticket), producer = std::forward<Producer>(producer)]() mutable {
-        absl::Status s = producer(w);
+        absl::Status s = Guarded([&] { return producer(w); });
         ticket = CallGate::Ticket();  // free the slot before the client sees the end
         w->Close(ToGrpc(s));
       });
@@ -192,59 +231,95 @@ grpc::ServerWriteReactor<Msg>* StartStream(grpc::CallbackServerContext* ctx, Bou
   return w;
 }
 
-// CollectReader<Req>: a ServerReadReactor for client streams. Each message
-// is handed to `on_message(Req&&) -> absl::Status` on the reaction thread
+// CollectReader<Req, Resp>: a ServerReadReactor for client streams, on the
+// raw method (grpc::ByteBuffer) so that an undecodable message is told
+// apart from the client's half-close: gRPC reports both as a failed read on
+// a typed method, which used to commit what came before it. Each message is
+// parsed here (INVALID_ARGUMENT naming its position when it does not parse)
+// and handed to `on_message(Req&&) -> absl::Status` on the reaction thread
 // (keep it cheap: validate and accumulate); after the client half-closes,
-// `on_end() -> absl::Status` runs on the executor and its status finishes the
-// call. An error from on_message finishes the call at once.
-template <typename Req>
-class CollectReader final : public grpc::ServerReadReactor<Req> {
+// `on_end() -> absl::Status` runs on the executor, fills `*resp`, and its
+// status finishes the call. An error from on_message finishes the call at
+// once; a call the client cancelled (or whose deadline passed) never runs
+// on_end, so a cut stream commits nothing.
+template <typename Req, typename Resp>
+class CollectReader final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   using OnMessage = absl::AnyInvocable<absl::Status(Req&&)>;
   using OnEnd = absl::AnyInvocable<absl::Status() &&>;
 
-  CollectReader(grpc::CallbackServerContext* ctx, BoundedExecutor* ex, CallGate* gate,
+  CollectReader(grpc::CallbackServerContext* ctx, grpc::ByteBuffer* wire_resp,
+                std::shared_ptr<Resp> resp, BoundedExecutor* ex, CallGate* gate,
                 OnMessage on_message, OnEnd on_end)
-      : ex_(ex), on_message_(std::move(on_message)), on_end_(std::move(on_end)) {
+      : ctx_(ctx),
+        wire_resp_(wire_resp),
+        resp_(std::move(resp)),
+        ex_(ex),
+        on_message_(std::move(on_message)),
+        on_end_(std::move(on_end)) {
     absl::StatusOr<CallGate::Ticket> ticket = gate->Admit(*ctx);
     if (!ticket.ok()) {
       this->Finish(ToGrpc(ticket.status()));
       return;
     }
     ticket_ = std::move(*ticket);  // released before Finish, at the latest in OnDone
-    this->StartRead(&msg_);
+    this->StartRead(&buf_);
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) {  // half-close (or the client went away: Finish is then moot)
-      absl::Status s = ex_->TrySubmit([this]() mutable {
-        absl::Status r = std::move(on_end_)();
-        ticket_ = CallGate::Ticket();  // free the slot before the reply
-        this->Finish(ToGrpc(r));
-      });
-      if (!s.ok()) {
-        ticket_ = CallGate::Ticket();
-        this->Finish(ToGrpc(s));
-      }
+    if (!ok) {  // half-close, or the client went away
+      absl::Status s = ex_->TrySubmit([this]() mutable { End(); });
+      if (!s.ok()) Fail(s);
       return;
     }
-    absl::Status s = on_message_(std::move(msg_));
+    Req msg;
+    grpc::Status parsed = grpc::SerializationTraits<Req>::Deserialize(&buf_, &msg);
+    if (!parsed.ok()) {
+      Fail(absl::InvalidArgumentError(absl::StrFormat(
+          "stream message %d is not a valid %s; nothing was committed", received_ + 1,
+          Req::descriptor()->full_name())));
+      return;
+    }
+    ++received_;
+    absl::Status s = Guarded([&] { return on_message_(std::move(msg)); });
     if (!s.ok()) {
-      ticket_ = CallGate::Ticket();
-      this->Finish(ToGrpc(s));
+      Fail(s);
       return;
     }
-    msg_.Clear();
-    this->StartRead(&msg_);
+    this->StartRead(&buf_);
   }
 
   void OnDone() override { delete this; }
 
  private:
+  void End() {
+    absl::Status r;
+    if (ctx_->IsCancelled()) {
+      r = absl::CancelledError("stream cancelled by the client; nothing was committed");
+    } else {
+      r = Guarded([this] { return std::move(on_end_)(); });
+    }
+    if (r.ok()) {
+      bool own = false;
+      grpc::Status w = grpc::SerializationTraits<Resp>::Serialize(*resp_, wire_resp_, &own);
+      if (!w.ok()) r = absl::InternalError("cannot serialize the response");
+    }
+    Fail(r);
+  }
+
+  void Fail(const absl::Status& s) {
+    ticket_ = CallGate::Ticket();  // free the slot before the reply
+    this->Finish(ToGrpc(s));
+  }
+
+  grpc::CallbackServerContext* ctx_;
+  grpc::ByteBuffer* wire_resp_;
+  std::shared_ptr<Resp> resp_;
   BoundedExecutor* ex_;
   OnMessage on_message_;
   OnEnd on_end_;
-  Req msg_;
+  grpc::ByteBuffer buf_;
+  int received_ = 0;
   CallGate::Ticket ticket_;
 };
 

@@ -1,8 +1,10 @@
 #include "services/internal/validate.h"
 
 #include <cmath>
+#include <cstring>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "connector/wire.h"
@@ -25,6 +27,11 @@ absl::Status CheckTokenIds(const google::protobuf::RepeatedField<int32_t>& ids, 
 }
 
 }  // namespace
+
+std::string Quoted(std::string_view id, size_t max) {
+  if (id.size() <= max) return "'" + std::string(id) + "'";
+  return "'" + std::string(id.substr(0, max)) + absl::StrFormat("...' (%d bytes)", id.size());
+}
 
 absl::StatusOr<kvstore::ChunkKey> ParseChunkKey(std::string_view raw) {
   auto k = kvstore::ChunkKey::FromBytes(raw);
@@ -54,37 +61,114 @@ absl::Status ValidateGetChunkRequest(const v1::GetChunkRequest& req) {
 
 // ---- PutChunk ----
 
+absl::Status CheckFiniteKv(std::string_view bytes, kernels::DType dtype, std::string_view what) {
+  // Non-finite: exponent bits all ones (f16 0x7c00, bf16 0x7f80, f32 0x7f800000).
+  auto scan = [&](auto word, auto mask) -> absl::Status {
+    using W = decltype(word);
+    const size_t n = bytes.size() / sizeof(W);
+    for (size_t i = 0; i < n; ++i) {
+      W w;
+      std::memcpy(&w, bytes.data() + i * sizeof(W), sizeof(W));
+      if ((w & mask) == mask) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s: element %d is NaN or infinite; refused (it would poison every blend)", what, i));
+      }
+    }
+    return absl::OkStatus();
+  };
+  switch (dtype) {
+    case kernels::DType::kF16: return scan(uint16_t{0}, uint16_t{0x7c00});
+    case kernels::DType::kBF16: return scan(uint16_t{0}, uint16_t{0x7f80});
+    case kernels::DType::kF32: return scan(uint32_t{0}, uint32_t{0x7f800000});
+    default: return absl::InvalidArgumentError(std::string(what) + ": unsupported dtype");
+  }
+}
+
 absl::Status PutChunkAssembler::Add(v1::KVRecord&& rec) {
   if (rec.has_header()) {
     if (have_header_) return absl::InvalidArgumentError("PutChunk: second header");
-    const v1::KVLayout& l = rec.header().layout();
-    ASSIGN_OR_RETURN(kernels::DType dt, FromWire(l.dtype()));
-    if (l.num_layers() == 0 || l.num_kv_heads() == 0 || l.head_dim() == 0 ||
-        l.num_tokens() == 0 || l.num_layers() > kvstore::kMaxLayers ||
-        l.num_kv_heads() > kvstore::kMaxKvHeads || l.head_dim() > kvstore::kMaxHeadDim ||
-        l.num_tokens() > kvstore::kMaxTokens) {
-      return absl::InvalidArgumentError("PutChunk: layout out of range");
-    }
-    if (static_cast<uint32_t>(rec.header().token_ids_size()) != l.num_tokens()) {
-      return absl::InvalidArgumentError(absl::StrFormat("PutChunk: %d token ids for num_tokens %d",
-                                                        rec.header().token_ids_size(),
-                                                        l.num_tokens()));
-    }
-    layer_bytes_ = static_cast<size_t>(l.num_kv_heads()) * l.num_tokens() * l.head_dim() *
-                   kernels::DTypeSize(dt);
-    if (layer_bytes_ > kvstore::kMaxLayerPayloadBytes / 2) {
-      return absl::InvalidArgumentError("PutChunk: layer payload over the record limit");
-    }
-    header_ = std::move(*rec.mutable_header());
-    have_header_ = true;
-    return absl::OkStatus();
+    return AddHeader(std::move(*rec.mutable_header()));
   }
   if (!rec.has_layer()) return absl::InvalidArgumentError("PutChunk: empty record");
   if (!have_header_) return absl::InvalidArgumentError("PutChunk: layer before header");
-  const v1::LayerKV& kv = rec.layer();
-  if (kv.layer() != layers_.size() || kv.layer() >= header_.layout().num_layers()) {
+  return AddLayer(rec.layer());
+}
+
+namespace {
+
+absl::Status CheckExpectedLayout(const v1::KVLayout& l, const kvstore::Fingerprint& fp,
+                                 const PutChunkExpect& e) {
+  if (fp != e.fingerprint) {
+    return absl::InvalidArgumentError("PutChunk: model_fingerprint is not the served model's");
+  }
+  if (l.num_layers() != e.num_layers || l.num_kv_heads() != e.num_kv_heads ||
+      l.head_dim() != e.head_dim) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "PutChunk: layout %d layers x %d kv heads x head_dim %d is not the served model's "
+        "(%d x %d x %d)",
+        l.num_layers(), l.num_kv_heads(), l.head_dim(), e.num_layers, e.num_kv_heads,
+        e.head_dim));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status PutChunkAssembler::AddHeader(v1::KVHeader&& hdr) {
+  const v1::KVLayout& l = hdr.layout();
+  ASSIGN_OR_RETURN(kernels::DType dt, FromWire(l.dtype()));
+  if (l.num_layers() == 0 || l.num_kv_heads() == 0 || l.head_dim() == 0 ||
+      l.num_tokens() == 0 || l.num_layers() > kvstore::kMaxLayers ||
+      l.num_kv_heads() > kvstore::kMaxKvHeads || l.head_dim() > kvstore::kMaxHeadDim ||
+      l.num_tokens() > kvstore::kMaxTokens) {
+    return absl::InvalidArgumentError("PutChunk: layout out of range");
+  }
+  if (static_cast<uint32_t>(hdr.token_ids_size()) != l.num_tokens()) {
+    return absl::InvalidArgumentError(absl::StrFormat("PutChunk: %d token ids for num_tokens %d",
+                                                      hdr.token_ids_size(), l.num_tokens()));
+  }
+  layer_bytes_ = static_cast<size_t>(l.num_kv_heads()) * l.num_tokens() * l.head_dim() *
+                 kernels::DTypeSize(dt);
+  if (layer_bytes_ > kvstore::kMaxLayerPayloadBytes / 2) {
+    return absl::InvalidArgumentError("PutChunk: layer payload over the record limit");
+  }
+  kvstore::KvChunkHeader& h = chunk_header_;
+  ASSIGN_OR_RETURN(h.fingerprint, FingerprintFromBytes(l.model_fingerprint()));
+  h.tokens.assign(hdr.token_ids().begin(), hdr.token_ids().end());
+  ASSIGN_OR_RETURN(h.key, ParseChunkKey(hdr.key()));
+  if (h.key != kvstore::ChunkKey::Of(h.fingerprint, h.tokens)) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("PutChunk: got layer %d, expected %d", kv.layer(), layers_.size()));
+        "PutChunk: key is not ChunkKey::Of(fingerprint, token_ids) (docs/kv_format.md)");
+  }
+  if (options_.expect != nullptr) {
+    RETURN_IF_ERROR(CheckExpectedLayout(l, h.fingerprint, *options_.expect));
+  }
+  const uint64_t declared = uint64_t{l.num_layers()} * 2 * layer_bytes_;
+  if (options_.max_chunk_bytes > 0 && declared > options_.max_chunk_bytes) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "PutChunk: the header declares %d bytes of K/V, over the per-stream limit of %d",
+        declared, options_.max_chunk_bytes));
+  }
+  if (options_.budget != nullptr) {
+    ASSIGN_OR_RETURN(reservation_, options_.budget->TryReserve(declared, "PutChunk"));
+  }
+  h.dtype = dt;
+  h.codec = kvstore::Codec::kRaw;
+  h.compression = kvstore::Compression::kNone;
+  h.num_layers = l.num_layers();
+  h.num_kv_heads = l.num_kv_heads();
+  h.head_dim = l.head_dim();
+  ASSIGN_OR_RETURN(chunk_.header, kvstore::EncodeHeader(&h));
+  header_ = std::move(hdr);
+  have_header_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status PutChunkAssembler::AddLayer(const v1::LayerKV& kv) {
+  const size_t done = chunk_.layers.size();
+  if (kv.layer() != done || kv.layer() >= header_.layout().num_layers()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("PutChunk: got layer %d, expected %d", kv.layer(), done));
   }
   if (kv.k().size() != layer_bytes_ || kv.v().size() != layer_bytes_) {
     return absl::InvalidArgumentError(absl::StrFormat("PutChunk: layer %d has %d/%d bytes, expected %d",
@@ -95,47 +179,35 @@ absl::Status PutChunkAssembler::Add(v1::KVRecord&& rec) {
     return absl::InvalidArgumentError(
         absl::StrFormat("PutChunk: layer %d checksum mismatch", kv.layer()));
   }
-  layers_.push_back(std::move(*rec.mutable_layer()));
+  const kvstore::KvChunkHeader& h = chunk_header_;
+  RETURN_IF_ERROR(CheckFiniteKv(kv.k(), h.dtype, absl::StrFormat("PutChunk: layer %d K", kv.layer())));
+  RETURN_IF_ERROR(CheckFiniteKv(kv.v(), h.dtype, absl::StrFormat("PutChunk: layer %d V", kv.layer())));
+  const int64_t H = h.num_kv_heads, T = h.num_tokens(), D = h.head_dim;
+  auto k = kernels::TensorView::Contiguous(kv.k().data(), h.dtype, {H, T, D});
+  auto v = kernels::TensorView::Contiguous(kv.v().data(), h.dtype, {H, T, D});
+  ASSIGN_OR_RETURN(std::string rec, kvstore::EncodeLayer(h, kv.layer(), k, v));
+  chunk_.layers.push_back(std::move(rec));
   return absl::OkStatus();
 }
 
 absl::StatusOr<kvstore::KvChunkHeader> PutChunkAssembler::Finish() const {
   if (!have_header_) return absl::InvalidArgumentError("PutChunk: no header");
-  const v1::KVLayout& l = header_.layout();
-  if (layers_.size() != l.num_layers()) {
+  if (chunk_.layers.size() != chunk_header_.num_layers) {
     return absl::InvalidArgumentError(absl::StrFormat("PutChunk: stream ended after %d of %d layers",
-                                                      layers_.size(), l.num_layers()));
+                                                      chunk_.layers.size(),
+                                                      chunk_header_.num_layers));
   }
-  kvstore::KvChunkHeader h;
-  ASSIGN_OR_RETURN(h.fingerprint, FingerprintFromBytes(l.model_fingerprint()));
-  h.tokens.assign(header_.token_ids().begin(), header_.token_ids().end());
-  ASSIGN_OR_RETURN(kvstore::ChunkKey key, ParseChunkKey(header_.key()));
-  if (key != kvstore::ChunkKey::Of(h.fingerprint, h.tokens)) {
-    return absl::InvalidArgumentError(
-        "PutChunk: key is not ChunkKey::Of(fingerprint, token_ids) (docs/kv_format.md)");
-  }
-  h.key = key;
-  ASSIGN_OR_RETURN(h.dtype, FromWire(l.dtype()));
-  h.codec = kvstore::Codec::kRaw;
-  h.compression = kvstore::Compression::kNone;
-  h.num_layers = l.num_layers();
-  h.num_kv_heads = l.num_kv_heads();
-  h.head_dim = l.head_dim();
-  return h;
+  return chunk_header_;
 }
 
 absl::StatusOr<kvstore::EncodedChunk> PutChunkAssembler::Encode() const {
-  ASSIGN_OR_RETURN(kvstore::KvChunkHeader h, Finish());
-  kvstore::EncodedChunk chunk;
-  ASSIGN_OR_RETURN(chunk.header, kvstore::EncodeHeader(&h));
-  const int64_t H = h.num_kv_heads, T = h.num_tokens(), D = h.head_dim;
-  for (const v1::LayerKV& kv : layers_) {
-    auto k = kernels::TensorView::Contiguous(kv.k().data(), h.dtype, {H, T, D});
-    auto v = kernels::TensorView::Contiguous(kv.v().data(), h.dtype, {H, T, D});
-    ASSIGN_OR_RETURN(std::string rec, kvstore::EncodeLayer(h, kv.layer(), k, v));
-    chunk.layers.push_back(std::move(rec));
-  }
-  return chunk;
+  RETURN_IF_ERROR(Finish().status());
+  return chunk_;
+}
+
+absl::StatusOr<kvstore::EncodedChunk> PutChunkAssembler::Take() {
+  RETURN_IF_ERROR(Finish().status());
+  return std::move(chunk_);
 }
 
 // ---- Blend ----
@@ -201,14 +273,22 @@ absl::Status ValidateRetrieveAndBlendRequest(const v1::RetrieveAndBlendRequest& 
 absl::Status ValidateIngestDocument(const v1::IngestDocumentsRequest& req) {
   const v1::Document& d = req.document();
   if (d.doc_id().empty()) return absl::InvalidArgumentError("document with an empty doc_id");
+  if (d.doc_id().size() > kMaxDocIdBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat("doc_id %s over %d bytes",
+                                                      Quoted(d.doc_id()), kMaxDocIdBytes));
+  }
   if (d.text().empty()) {
-    return absl::InvalidArgumentError("document '" + d.doc_id() + "' has empty text");
+    return absl::InvalidArgumentError("document " + Quoted(d.doc_id()) + " has empty text");
   }
   return absl::OkStatus();
 }
 
 absl::Status ValidateDeleteDocumentRequest(const v1::DeleteDocumentRequest& req) {
   if (req.doc_id().empty()) return absl::InvalidArgumentError("empty doc_id");
+  if (req.doc_id().size() > kMaxDocIdBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat("doc_id %s over %d bytes",
+                                                      Quoted(req.doc_id()), kMaxDocIdBytes));
+  }
   return absl::OkStatus();
 }
 

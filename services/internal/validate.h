@@ -25,11 +25,13 @@
 #include "connector/wire.h"
 #include "google/protobuf/repeated_field.h"
 #include "kvstore/chunk_key.h"
+#include "kernels/tensor.h"
 #include "kvstore/kv_chunk.h"
 #include "ragkv/v1/blend.pb.h"
 #include "ragkv/v1/engine.pb.h"
 #include "ragkv/v1/kvstore.pb.h"
 #include "ragkv/v1/retrieval.pb.h"
+#include "services/internal/byte_budget.h"
 
 namespace ragkv::services::internal {
 
@@ -40,8 +42,14 @@ inline constexpr int kMaxBlendSegments = 4096;       // Blend segments
 inline constexpr uint32_t kMaxSearchTopK = 1024;     // Search.k
 inline constexpr uint32_t kMaxRetrieveTopK = wire::kMaxRetrieveTopK;  // RetrieveAndBlend.k, Generate.k
 inline constexpr uint32_t kMaxGenerateNewTokens = 1024;
+inline constexpr size_t kMaxDocIdBytes = 1024;       // doc_id of Ingest/DeleteDocument
 inline constexpr size_t kMaxIngestDocs = 100000;     // per IngestDocuments stream
 inline constexpr size_t kMaxIngestTextBytes = size_t{1} << 30;
+
+// Quoted: `id` in single quotes for an error message, cut to `max` bytes
+// with its full length named, so that a hostile id cannot blow an error
+// past gRPC's metadata limit (which turns it into RESOURCE_EXHAUSTED).
+std::string Quoted(std::string_view id, size_t max = 64);
 
 // ParseChunkKey: the 16-byte content key. INVALID_ARGUMENT otherwise.
 absl::StatusOr<kvstore::ChunkKey> ParseChunkKey(std::string_view raw);
@@ -52,31 +60,66 @@ absl::Status ValidateKeyList(const google::protobuf::RepeatedPtrField<std::strin
 // ValidateGetChunkRequest: key 16 bytes; model_fingerprint empty or 16 bytes.
 absl::Status ValidateGetChunkRequest(const v1::GetChunkRequest& req);
 
+// PutChunkExpect: what the served model allows a PutChunk to store (its
+// fingerprint and KV layout); absent when the server loads no model.
+struct PutChunkExpect {
+  kvstore::Fingerprint fingerprint{};
+  uint32_t num_layers = 0;
+  uint32_t num_kv_heads = 0;
+  uint32_t head_dim = 0;
+};
+
 // PutChunkAssembler: the client stream of PutChunk (a header record, then
-// layers 0..L-1 in order), checked record by record as it arrives. Add
-// rejects: a second header, a layer before the header, an empty record, a
-// layout out of kvstore's limits or with an unknown dtype, a token-id count
-// != num_tokens, a layer out of order or beyond num_layers, K/V sizes that do
-// not match the layout, a LayerKV.checksum that does not match. Finish
-// (end of stream) rejects an incomplete chunk, a fingerprint that is not 16
-// bytes, and a key that is not ChunkKey::Of(fingerprint, token_ids).
+// layers 0..L-1 in order), checked record by record as it arrives and
+// encoded into kvstore's record format at once (the wire copy is dropped),
+// so a stream holds at most one encoded chunk. Add rejects: a second header,
+// a layer before the header, an empty record, a layout out of kvstore's
+// limits or with an unknown dtype, a token-id count != num_tokens, a
+// fingerprint that is not 16 bytes, a key that is not ChunkKey::Of(
+// fingerprint, token_ids), a chunk over `max_chunk_bytes`; with `expect`, a
+// fingerprint or layout (layers, kv heads, head dim) that is not the served
+// model's; then a layer out of order or beyond num_layers, K/V sizes that
+// do not match the layout, a LayerKV.checksum that does not match, and K/V
+// values that are NaN or infinite (they would poison every blend that loads
+// them). The header's declared size is reserved from `budget` (when given)
+// before any layer is accepted: RESOURCE_EXHAUSTED when it does not fit.
+// Finish (end of stream) rejects an incomplete chunk.
 class PutChunkAssembler {
  public:
+  struct Options {
+    const PutChunkExpect* expect = nullptr;  // null: any model's chunk
+    uint64_t max_chunk_bytes = 0;            // 0: kvstore's record limits only
+    ByteBudget* budget = nullptr;            // null: no server-wide cap
+  };
+  PutChunkAssembler() = default;
+  explicit PutChunkAssembler(Options options) : options_(options) {}
+
   absl::Status Add(v1::KVRecord&& rec);
   // Finish: the validated chunk's header fields (codec raw, no compression).
   absl::StatusOr<kvstore::KvChunkHeader> Finish() const;
-  // Encode: Finish, then the chunk in kvstore's record format (kv_chunk.h).
+  // Encode: Finish, then a copy of the chunk in kvstore's record format.
   absl::StatusOr<kvstore::EncodedChunk> Encode() const;
+  // Take: as Encode, but moves the chunk out (once).
+  absl::StatusOr<kvstore::EncodedChunk> Take();
 
   const v1::KVHeader& header() const { return header_; }
-  const std::vector<v1::LayerKV>& layers() const { return layers_; }
 
  private:
+  absl::Status AddHeader(v1::KVHeader&& h);
+  absl::Status AddLayer(const v1::LayerKV& kv);
+
+  Options options_;
   bool have_header_ = false;
   v1::KVHeader header_;
-  std::vector<v1::LayerKV> layers_;
+  kvstore::KvChunkHeader chunk_header_;
+  kvstore::EncodedChunk chunk_;
   size_t layer_bytes_ = 0;
+  ByteBudget::Reservation reservation_;
 };
+
+// CheckFiniteKv: OK when every element of a raw f32/f16/bf16 payload is
+// finite; INVALID_ARGUMENT naming `what` and the first bad element otherwise.
+absl::Status CheckFiniteKv(std::string_view bytes, kernels::DType dtype, std::string_view what);
 
 // ValidateBlendOptions: recompute_ratio finite and in [0, 1]; mode and
 // output_dtype known enum values.

@@ -55,8 +55,8 @@ inline StoredChunk MakeTestChunk(int id) {
     v1::LayerKV kv;
     kv.set_layer(i);
     std::string k(bytes, '\0'), v(bytes, '\0');
-    for (char& ch : k) ch = static_cast<char>(rng());
-    for (char& ch : v) ch = static_cast<char>(rng());
+    for (char& ch : k) ch = static_cast<char>(rng() & 0xBF);  // finite f16 (exponent never all ones)
+    for (char& ch : v) ch = static_cast<char>(rng() & 0xBF);
     kv.set_k(std::move(k));
     kv.set_v(std::move(v));
     c.layers.push_back(std::move(kv));
