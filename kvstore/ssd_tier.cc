@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "base/log.h"
+#include "base/rocksdb_glue.h"
 #include "base/status_macros.h"
 #include "kvstore/internal/ssd_tier_impl.h"
 #include "kvstore/internal/ssd_tier_internal.h"
@@ -40,6 +41,7 @@ bool DirectIoSupported(const std::string& dir) {
   return ok;
 }
 
+
 }  // namespace
 
 namespace internal {
@@ -52,6 +54,12 @@ void MakeSsdRocksOptions(const SsdTierOptions& options, rocksdb::DBOptions* db_o
   db_options->max_total_wal_size = uint64_t{512} << 20;
   db_options->max_background_jobs = 2;
   db_options->use_direct_reads = options.use_direct_reads;
+  // A cache: a torn last record (kill -9) is dropped; damage elsewhere in the
+  // WAL fails the open, and SsdTier::Open then quarantines the directory and
+  // starts empty, loudly, rather than silently dropping later writes.
+  db_options->wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
+  db_options->listeners.push_back(std::make_shared<ragkv::NoAutoRecovery>());
+  db_options->info_log = std::make_shared<ragkv::RocksLogger>("ssd tier " + options.path);
 
   kv_options->enable_blob_files = true;
   kv_options->min_blob_size = options.min_blob_size;

@@ -40,6 +40,7 @@ TierStats TierCounters::Snapshot(std::string_view name) const {
   s.evictions = evictions.load(std::memory_order_relaxed);
   s.errors = errors.load(std::memory_order_relaxed);
   s.corrupt_records = corrupt_records.load(std::memory_order_relaxed);
+  s.quarantined = quarantined.load(std::memory_order_relaxed);
   s.read_seconds = read_ns.load(std::memory_order_relaxed) * 1e-9;
   s.write_seconds = write_ns.load(std::memory_order_relaxed) * 1e-9;
   return s;

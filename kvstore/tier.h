@@ -112,10 +112,13 @@ struct TierStats {
   uint64_t entries = 0;          // current chunk count (0 if unknown)
   // up: 1 while the tier's medium is reachable, 0 after a round trip failed
   // to reach it (remote tiers: connection refused/reset, timeout) until one
-  // succeeds again. Local tiers are always 1.
+  // succeeds again; the SSD tier: 0 while it cannot write (disk full, a
+  // failed reopen) until a write succeeds again. The RAM tier is always 1.
   uint64_t up = 1;
   // outages: how many times `up` went from 1 to 0 (remote tiers; else 0).
   uint64_t outages = 0;
+  // quarantined: damaged databases moved aside at open (SSD tier).
+  uint64_t quarantined = 0;
 
   double ReadGBps() const { return read_seconds > 0 ? bytes_read / read_seconds / 1e9 : 0; }
   double WriteGBps() const { return write_seconds > 0 ? bytes_written / write_seconds / 1e9 : 0; }
@@ -125,7 +128,7 @@ struct TierStats {
 // TierCounters: the atomic counters behind TierStats (relaxed ordering).
 struct TierCounters {
   std::atomic<uint64_t> hits{0}, misses{0}, bytes_read{0}, bytes_written{0}, puts{0},
-      deletes{0}, evictions{0}, errors{0}, corrupt_records{0};
+      deletes{0}, evictions{0}, errors{0}, corrupt_records{0}, quarantined{0};
   std::atomic<uint64_t> read_ns{0}, write_ns{0};
   // Snapshot: copies the counters into a TierStats (occupancy fields zero).
   TierStats Snapshot(std::string_view name) const;

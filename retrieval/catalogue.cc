@@ -1,12 +1,19 @@
 #include "retrieval/catalogue.h"
 
+#include <sys/statvfs.h>
+
+#include <atomic>
 #include <cstring>
+#include <mutex>
+#include <shared_mutex>
 
 #include <rocksdb/db.h>
+#include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
 
 #include "absl/strings/str_cat.h"
+#include "base/rocksdb_glue.h"
 #include "base/status_macros.h"
 #include "retrieval/internal/codec.h"
 
@@ -21,6 +28,7 @@ enum Family { kDocs = 0, kChunks = 1, kVectors = 2, kMeta = 3 };
 absl::Status FromRocks(const rocksdb::Status& s, absl::string_view what) {
   if (s.ok()) return absl::OkStatus();
   const std::string msg = absl::StrCat("catalogue ", what, ": ", s.ToString());
+  if (s.IsNoSpace()) return absl::ResourceExhaustedError(msg);  // disk full: not retryable as is
   if (s.IsCorruption()) return absl::DataLossError(msg);
   if (s.IsNotFound()) return absl::NotFoundError(msg);
   if (s.IsInvalidArgument()) return absl::InvalidArgumentError(msg);
@@ -95,19 +103,77 @@ bool VectorPayload(std::string_view v, absl::Span<const float>* out, std::vector
   return true;
 }
 
+
+rocksdb::Options DbOptions(const CatalogueOptions& options) {
+  rocksdb::Options db_opts;
+  db_opts.create_if_missing = options.create_if_missing;
+  db_opts.create_missing_column_families = true;
+  db_opts.max_background_jobs = 1;  // small machines; the catalogue is not hot
+  db_opts.paranoid_checks = true;
+  // The catalogue is the source of truth: a torn last record (kill -9
+  // mid-write, never acknowledged) is dropped, but damage anywhere else in
+  // the WAL fails the open (DataLoss) instead of silently dropping every
+  // later write, as the default kPointInTimeRecovery does.
+  db_opts.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
+  db_opts.listeners.push_back(std::make_shared<ragkv::NoAutoRecovery>());
+  db_opts.info_log = std::make_shared<ragkv::RocksLogger>("catalogue " + options.path);
+  return db_opts;
+}
+
+std::vector<rocksdb::ColumnFamilyDescriptor> Families() {
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+  cfs.emplace_back(rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions());
+  for (const char* name : kFamilies) cfs.emplace_back(name, rocksdb::ColumnFamilyOptions());
+  return cfs;
+}
+
 }  // namespace
 
 struct Catalogue::Impl {
   CatalogueOptions options;
+  // mu: shared by every read and write, exclusive while the database is
+  // reopened after a write error.
+  mutable std::shared_mutex mu;
   std::unique_ptr<rocksdb::DB> db;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;  // default, docs, chunks, vectors, meta
+  // failed_flag: a write failed; RocksDB is read-only until a reopen.
+  std::atomic<bool> failed_flag{false};
   rocksdb::ColumnFamilyHandle* cf(Family f) const { return handles[1 + f]; }
-  ~Impl() {
-    if (db) {
-      for (auto* h : handles) db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
-      db->Close().PermitUncheckedError();
+
+  absl::Status OpenLocked() {
+    rocksdb::DB* raw = nullptr;
+    rocksdb::Status s = rocksdb::DB::Open(DbOptions(options), options.path, Families(), &handles, &raw);
+    if (!s.ok()) {
+      if (s.IsInvalidArgument() && !options.create_if_missing) {
+        return absl::NotFoundError(absl::StrCat("catalogue open ", options.path, ": ", s.ToString()));
+      }
+      absl::Status st = FromRocks(s, absl::StrCat("open ", options.path));
+      if (absl::IsDataLoss(st)) {
+        return absl::DataLossError(absl::StrCat(
+            st.message(), " -- the catalogue is damaged; `ragkv repair --data-dir DIR` salvages "
+            "what can be read (and reports what was lost), or move it away and re-ingest the "
+            "corpus"));
+      }
+      return st;
     }
+    db.reset(raw);
+    return absl::OkStatus();
   }
+  void CloseLocked() {
+    if (!db) return;
+    for (auto* h : handles) db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+    handles.clear();
+    db->Close().PermitUncheckedError();
+    db.reset();
+  }
+  // Ready: OK when the database is open (a reopen after a write error may
+  // have failed; the next write tries again).
+  absl::Status Ready() const {
+    if (db) return absl::OkStatus();
+    return absl::UnavailableError(absl::StrCat("catalogue ", options.path,
+                                               ": closed after a failed reopen; retried on the next write"));
+  }
+  ~Impl() { CloseLocked(); }
 };
 
 Catalogue::Catalogue(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -115,29 +181,41 @@ Catalogue::~Catalogue() = default;
 
 absl::StatusOr<std::unique_ptr<Catalogue>> Catalogue::Open(CatalogueOptions options) {
   if (options.path.empty()) return absl::InvalidArgumentError("Catalogue: path is empty");
-  rocksdb::Options db_opts;
-  db_opts.create_if_missing = options.create_if_missing;
-  db_opts.create_missing_column_families = true;
-  db_opts.max_background_jobs = 1;  // small machines; the catalogue is not hot
-  db_opts.paranoid_checks = true;
-  std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-  cfs.emplace_back(rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions());
-  for (const char* name : kFamilies) cfs.emplace_back(name, rocksdb::ColumnFamilyOptions());
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(db_opts, options.path, cfs, &impl->handles, &raw);
-  if (!s.ok()) {
-    if (s.IsInvalidArgument() && !options.create_if_missing) {
-      return absl::NotFoundError(absl::StrCat("catalogue open ", options.path, ": ", s.ToString()));
-    }
-    return FromRocks(s, absl::StrCat("open ", options.path));
-  }
-  impl->db.reset(raw);
+  RETURN_IF_ERROR(impl->OpenLocked());
   return std::unique_ptr<Catalogue>(new Catalogue(std::move(impl)));
 }
 
+absl::Status Catalogue::Repair(const std::string& path) {
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs = Families();
+  rocksdb::Options opts = DbOptions(CatalogueOptions{path, false, true});
+  return FromRocks(rocksdb::RepairDB(path, opts, cfs), absl::StrCat("repair ", path));
+}
+
+absl::Status Catalogue::ReopenIfFailed() {
+  if (!impl_->failed_flag.load()) return absl::OkStatus();
+  // Keep the read-only database serving reads while the disk is still full.
+  struct statvfs st;
+  constexpr uint64_t kReopenFreeBytes = 4 << 20;
+  if (::statvfs(impl_->options.path.c_str(), &st) == 0 &&
+      uint64_t{st.f_bavail} * st.f_frsize < kReopenFreeBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "catalogue ", impl_->options.path, ": the disk is full (writes resume by themselves "
+        "once space is freed)"));
+  }
+  std::unique_lock<std::shared_mutex> lock(impl_->mu);
+  if (!impl_->failed_flag.load()) return absl::OkStatus();
+  impl_->CloseLocked();
+  RETURN_IF_ERROR(impl_->OpenLocked());
+  impl_->failed_flag.store(false);
+  return absl::OkStatus();
+}
+
 absl::Status Catalogue::Apply(const CatalogueMutation& m) {
+  RETURN_IF_ERROR(ReopenIfFailed());
+  std::shared_lock<std::shared_mutex> lock(impl_->mu);
+  RETURN_IF_ERROR(impl_->Ready());
   rocksdb::WriteBatch batch;
   auto check = [](const rocksdb::Status& s) { return FromRocks(s, "batch"); };
   for (const std::string& id : m.delete_documents) RETURN_IF_ERROR(check(batch.Delete(impl_->cf(kDocs), id)));
@@ -158,7 +236,9 @@ absl::Status Catalogue::Apply(const CatalogueMutation& m) {
   for (const auto& [k, v] : m.put_meta) RETURN_IF_ERROR(check(batch.Put(impl_->cf(kMeta), k, v)));
   rocksdb::WriteOptions wo;
   wo.sync = impl_->options.sync_writes;
-  return FromRocks(impl_->db->Write(wo, &batch), "write");
+  rocksdb::Status s = impl_->db->Write(wo, &batch);
+  if (!s.ok() && !s.IsInvalidArgument()) impl_->failed_flag.store(true);
+  return FromRocks(s, "write");
 }
 
 namespace {
@@ -173,6 +253,8 @@ absl::StatusOr<std::optional<std::string>> GetRaw(rocksdb::DB* db, rocksdb::Colu
 }  // namespace
 
 absl::StatusOr<std::optional<DocumentRecord>> Catalogue::GetDocument(const std::string& doc_id) const {
+  std::shared_lock<std::shared_mutex> lock(impl_->mu);
+  RETURN_IF_ERROR(impl_->Ready());
   ASSIGN_OR_RETURN(auto raw, GetRaw(impl_->db.get(), impl_->cf(kDocs), doc_id));
   if (!raw) return std::optional<DocumentRecord>();
   ASSIGN_OR_RETURN(DocumentRecord r, DecodeDocument(*raw));
@@ -180,6 +262,8 @@ absl::StatusOr<std::optional<DocumentRecord>> Catalogue::GetDocument(const std::
 }
 
 absl::StatusOr<std::optional<ChunkRecord>> Catalogue::GetChunk(int64_t chunk_id) const {
+  std::shared_lock<std::shared_mutex> lock(impl_->mu);
+  RETURN_IF_ERROR(impl_->Ready());
   ASSIGN_OR_RETURN(auto raw, GetRaw(impl_->db.get(), impl_->cf(kChunks), internal::EncodeChunkId(chunk_id)));
   if (!raw) return std::optional<ChunkRecord>();
   ASSIGN_OR_RETURN(ChunkRecord r, DecodeChunk(*raw));
@@ -187,6 +271,8 @@ absl::StatusOr<std::optional<ChunkRecord>> Catalogue::GetChunk(int64_t chunk_id)
 }
 
 absl::StatusOr<std::optional<std::vector<float>>> Catalogue::GetVector(int64_t chunk_id) const {
+  std::shared_lock<std::shared_mutex> lock(impl_->mu);
+  RETURN_IF_ERROR(impl_->Ready());
   ASSIGN_OR_RETURN(auto raw, GetRaw(impl_->db.get(), impl_->cf(kVectors), internal::EncodeChunkId(chunk_id)));
   if (!raw) return std::optional<std::vector<float>>();
   std::vector<float> buf;
@@ -196,6 +282,8 @@ absl::StatusOr<std::optional<std::vector<float>>> Catalogue::GetVector(int64_t c
 }
 
 absl::StatusOr<std::optional<std::string>> Catalogue::GetMeta(const std::string& key) const {
+  std::shared_lock<std::shared_mutex> lock(impl_->mu);
+  RETURN_IF_ERROR(impl_->Ready());
   return GetRaw(impl_->db.get(), impl_->cf(kMeta), key);
 }
 
@@ -211,6 +299,8 @@ absl::Status Scan(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf, F&& fn) {
 }  // namespace
 
 absl::Status Catalogue::ForEachDocument(const std::function<absl::Status(const DocumentRecord&)>& fn) const {
+  std::shared_lock<std::shared_mutex> lock(impl_->mu);
+  RETURN_IF_ERROR(impl_->Ready());
   return Scan(impl_->db.get(), impl_->cf(kDocs), [&](const rocksdb::Slice&, const rocksdb::Slice& v) {
     ASSIGN_OR_RETURN(DocumentRecord r, DecodeDocument(std::string_view(v.data(), v.size())));
     return fn(r);
@@ -218,6 +308,8 @@ absl::Status Catalogue::ForEachDocument(const std::function<absl::Status(const D
 }
 
 absl::Status Catalogue::ForEachChunk(const std::function<absl::Status(const ChunkRecord&)>& fn) const {
+  std::shared_lock<std::shared_mutex> lock(impl_->mu);
+  RETURN_IF_ERROR(impl_->Ready());
   return Scan(impl_->db.get(), impl_->cf(kChunks), [&](const rocksdb::Slice&, const rocksdb::Slice& v) {
     ASSIGN_OR_RETURN(ChunkRecord r, DecodeChunk(std::string_view(v.data(), v.size())));
     return fn(r);
@@ -226,6 +318,8 @@ absl::Status Catalogue::ForEachChunk(const std::function<absl::Status(const Chun
 
 absl::Status Catalogue::ForEachVector(
     const std::function<absl::Status(int64_t, absl::Span<const float>)>& fn) const {
+  std::shared_lock<std::shared_mutex> lock(impl_->mu);
+  RETURN_IF_ERROR(impl_->Ready());
   std::vector<float> buf;
   return Scan(impl_->db.get(), impl_->cf(kVectors), [&](const rocksdb::Slice& k, const rocksdb::Slice& v) {
     absl::Span<const float> span;

@@ -71,11 +71,22 @@ struct CatalogueOptions {
 class Catalogue {
  public:
   // Open: opens or creates the database. InvalidArgument for an empty path,
-  // NotFound when missing and !create_if_missing, Internal/DataLoss from RocksDB.
+  // NotFound when missing and !create_if_missing, Internal/DataLoss from
+  // RocksDB. WAL recovery drops only a torn last record (a kill -9 mid-write):
+  // damage anywhere else is DataLoss naming the repair path, never a silent
+  // loss of later writes.
   static absl::StatusOr<std::unique_ptr<Catalogue>> Open(CatalogueOptions options);
   ~Catalogue();
 
+  // Apply: one atomic write. After a failed write (disk full:
+  // RESOURCE_EXHAUSTED) RocksDB refuses writes; the next Apply reopens the
+  // database once the disk has room again, so writes resume by themselves.
   absl::Status Apply(const CatalogueMutation& m);
+
+  // Repair: RocksDB's RepairDB on a damaged catalogue at `path` (not open):
+  // salvages every record it can read; what it cannot is lost (compare the
+  // document count before and after).
+  static absl::Status Repair(const std::string& path);
 
   // Getters: nullopt when absent; DataLoss for an undecodable record.
   absl::StatusOr<std::optional<DocumentRecord>> GetDocument(const std::string& doc_id) const;
@@ -93,6 +104,7 @@ class Catalogue {
  private:
   struct Impl;
   explicit Catalogue(std::unique_ptr<Impl> impl);
+  absl::Status ReopenIfFailed();
   std::unique_ptr<Impl> impl_;
 };
 

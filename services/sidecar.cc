@@ -104,6 +104,7 @@ void AddStoreCollector(Metrics* metrics, kvstore::TieredStore* store) {
         {"ragkv_tier_puts_total", "counter", &kvstore::TierStats::puts},
         {"ragkv_tier_up", "gauge", &kvstore::TierStats::up},
         {"ragkv_tier_outages_total", "counter", &kvstore::TierStats::outages},
+        {"ragkv_tier_quarantined_total", "counter", &kvstore::TierStats::quarantined},
     };
     for (const Field& f : kFields) {
       absl::StrAppendFormat(out, "# TYPE %s %s\n", f.name, f.type);

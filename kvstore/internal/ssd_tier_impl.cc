@@ -2,16 +2,20 @@
 // record formats of its column families (kvstore/ssd_tier.h, docs/kvstore.md).
 #include "kvstore/internal/ssd_tier_impl.h"
 
+#include <sys/statvfs.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "kvstore/internal/ssd_tier_internal.h"
@@ -139,6 +143,23 @@ SsdTier::~SsdTier() {
 
 absl::Status SsdTier::Open() {
   internal::MutexLock lock(&db_mu_);
+  absl::Status s = OpenDbLocked();
+  if (s.ok()) s = LoadIndexLocked();
+  if (!absl::IsDataLoss(s)) return s;
+  // A damaged database (WAL, SST, MANIFEST): it is only a cache. Move it
+  // aside for inspection and start empty; the chunks are recomputed.
+  CloseDbLocked();
+  const std::string aside =
+      absl::StrCat(options_.path, ".corrupt-", absl::ToUnixSeconds(absl::Now()));
+  std::error_code ec;
+  std::filesystem::rename(options_.path, aside, ec);
+  if (ec) {
+    return absl::DataLossError(absl::StrCat(s.message(), "; and it cannot be moved aside to ", aside,
+                                            ": ", ec.message()));
+  }
+  RAGKV_LOG(ERROR) << "ssd tier '" << options_.name << "': " << s
+                   << " -- quarantined to " << aside << ", starting empty";
+  counters().quarantined.fetch_add(1, std::memory_order_relaxed);
   RETURN_IF_ERROR(OpenDbLocked());
   return LoadIndexLocked();
 }
@@ -334,6 +355,7 @@ absl::Status SsdTier::Put(const ChunkKey& key, std::shared_ptr<const EncodedChun
   rocksdb::Status s = db_->Write(write_options_, &batch);
   if (!s.ok()) {
     write_failed_ = true;
+    db_up_.store(false);
     counters().errors.fetch_add(1, std::memory_order_relaxed);
     absl::Status st = FromRocks(s, absl::StrCat("put ", key.ToHex()));
     RAGKV_LOG(WARNING) << st;
@@ -418,6 +440,7 @@ absl::Status SsdTier::Flush() {
 
 TierStats SsdTier::Stats() const {
   TierStats st = counters().Snapshot(Name());
+  st.up = (db_up_.load(std::memory_order_relaxed)) ? 1 : 0;
   st.capacity_bytes = options_.capacity_bytes;
   internal::MutexLock lock(&mu_);
   st.bytes_used = used_;
@@ -508,20 +531,15 @@ void SsdTier::CloseDbLocked() {
 }
 
 absl::Status SsdTier::RecoverAfterWriteErrorLocked() {
-  {
-    internal::ReaderMutexLock db_lock(&db_mu_);
-    if (db_ != nullptr) {
-      rocksdb::Status rs = db_->Resume();
-      for (int i = 0; i < 5 && !rs.ok(); ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        rs = db_->Resume();
-      }
-      if (rs.ok()) {
-        write_failed_ = false;
-        RAGKV_LOG(INFO) << "ssd tier '" << options_.name << "': resumed after a write error";
-        return absl::OkStatus();
-      }
-    }
+  // Not DB::Resume: after a failed WAL append it flushes through the failed
+  // log writer (an assertion in Debian's RocksDB). Reopen, but only once the
+  // disk has room: the read-only database keeps serving reads until then.
+  struct statvfs st;
+  constexpr uint64_t kReopenFreeBytes = 4 << 20;
+  if (::statvfs(options_.path.c_str(), &st) == 0 &&
+      uint64_t{st.f_bavail} * st.f_frsize < kReopenFreeBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "ssd tier '", options_.name, "': the disk is full (writes resume once space is freed)"));
   }
   internal::MutexLock db_lock(&db_mu_);
   CloseDbLocked();
@@ -532,6 +550,7 @@ absl::Status SsdTier::RecoverAfterWriteErrorLocked() {
     return s;
   }
   write_failed_ = false;
+  db_up_.store(true);
   RAGKV_LOG(INFO) << "ssd tier '" << options_.name << "': reopened after a write error";
   return absl::OkStatus();
 }

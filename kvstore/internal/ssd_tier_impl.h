@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <list>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -144,6 +145,9 @@ class SsdTier final : public Tier {
 
   internal::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // serializes Put/Delete
   bool write_failed_ ABSL_GUARDED_BY(write_mu_) = false;
+  // db_up_: open and writable (TierStats::up); false from a failed write
+  // until a reopen succeeds.
+  std::atomic<bool> db_up_{true};
   mutable internal::Mutex mu_;
   absl::flat_hash_map<ChunkKey, Entry> index_ ABSL_GUARDED_BY(mu_);
   std::list<ChunkKey> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
