@@ -37,6 +37,7 @@ std::unique_ptr<Command> NewQueryCommand();       // query.cc
 std::unique_ptr<Command> NewGenerateCommand();    // generate.cc
 std::unique_ptr<Command> NewPlanCommand();        // plan.cc
 std::unique_ptr<Command> NewTokenizeCommand();    // tokenize.cc
+std::unique_ptr<Command> NewRepairCommand();      // repair.cc
 std::unique_ptr<Command> NewBenchCommand();       // bench/cli/bench.cc
 // The `bench` families (bench/cli/bench.cc's table; files in bench/cli/).
 std::unique_ptr<Command> NewBenchPrefillCommand();    // bench.cc

@@ -29,6 +29,8 @@ const CommandEntry kCommands[] = {
     {"plan", "roofline TTFT prediction per strategy and tier", ragkv::cli::NewPlanCommand},
     {"tokenize", "the tokens of a text under a checkpoint's tokenizer (like llama-tokenize)",
      ragkv::cli::NewTokenizeCommand},
+    {"repair", "salvage a damaged data dir (catalogue RepairDB; damaged KV store moved aside)",
+     ragkv::cli::NewRepairCommand},
 };
 constexpr int kNumCommands = static_cast<int>(std::size(kCommands));
 

@@ -29,7 +29,11 @@ absl::Status FromRocks(const rocksdb::Status& s, absl::string_view what) {
   if (s.ok()) return absl::OkStatus();
   const std::string msg = absl::StrCat("catalogue ", what, ": ", s.ToString());
   if (s.IsNoSpace()) return absl::ResourceExhaustedError(msg);  // disk full: not retryable as is
-  if (s.IsCorruption()) return absl::DataLossError(msg);
+  if (s.IsCorruption()) {
+    return absl::DataLossError(absl::StrCat(
+        msg, " -- the catalogue is damaged; `ragkv repair --data-dir DIR` salvages what can be "
+        "read (and reports what was lost), or move it away and re-ingest the corpus"));
+  }
   if (s.IsNotFound()) return absl::NotFoundError(msg);
   if (s.IsInvalidArgument()) return absl::InvalidArgumentError(msg);
   if (s.IsIOError()) return absl::UnavailableError(msg);
@@ -147,14 +151,7 @@ struct Catalogue::Impl {
       if (s.IsInvalidArgument() && !options.create_if_missing) {
         return absl::NotFoundError(absl::StrCat("catalogue open ", options.path, ": ", s.ToString()));
       }
-      absl::Status st = FromRocks(s, absl::StrCat("open ", options.path));
-      if (absl::IsDataLoss(st)) {
-        return absl::DataLossError(absl::StrCat(
-            st.message(), " -- the catalogue is damaged; `ragkv repair --data-dir DIR` salvages "
-            "what can be read (and reports what was lost), or move it away and re-ingest the "
-            "corpus"));
-      }
-      return st;
+      return FromRocks(s, absl::StrCat("open ", options.path));
     }
     db.reset(raw);
     return absl::OkStatus();
@@ -237,6 +234,15 @@ absl::Status Catalogue::Apply(const CatalogueMutation& m) {
   rocksdb::WriteOptions wo;
   wo.sync = impl_->options.sync_writes;
   rocksdb::Status s = impl_->db->Write(wo, &batch);
+  if (s.ok() && (!m.put_documents.empty() || !m.delete_documents.empty())) {
+    // Documents live in SST files, not only in the WAL: RocksDB's RepairDB
+    // (ragkv repair) cannot replay WAL records of a non-default column
+    // family once the MANIFEST is lost, and a damaged WAL then loses at
+    // most the writes since the last document change.
+    rocksdb::FlushOptions fo;
+    fo.wait = true;
+    s = impl_->db->Flush(fo, {impl_->handles.begin() + 1, impl_->handles.end()});
+  }
   if (!s.ok() && !s.IsInvalidArgument()) impl_->failed_flag.store(true);
   return FromRocks(s, "write");
 }
