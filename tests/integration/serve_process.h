@@ -91,6 +91,7 @@ class ServeProcess {
   int metrics_port() const { return metrics_port_; }
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
   bool alive() const { return pid_ > 0; }
+  int pid() const { return pid_; }
 
   // Kill9: SIGKILL and reap; returns the signal that ended it (or -1).
   int Kill9() {
