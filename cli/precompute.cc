@@ -88,6 +88,8 @@ class PrecomputeCommand : public Command {
     cmd->add_option("--max-seq-len", f_.max_seq_len, "model context override");
     cmd->add_option("--chunk-tokens", f_.chunk_tokens)->capture_default_str();
     AddAuthTokenOptions(cmd, &f_.auth, "the --server's bearer token");
+    cmd->add_flag("--replace", f_.replace,
+                  "recompute and rewrite chunks already stored (records you do not trust)");
     cmd->add_option("--sync-writes", f_.sync_writes,
                              "fsync every chunk (default off: kill -9 safe, flushed at the end)")
         ->capture_default_str();
@@ -106,7 +108,9 @@ class PrecomputeCommand : public Command {
     int chunk_tokens = 128;
     std::string ram = "1G";
     int debug_chunk_delay_ms = 0;
-    bool sync_writes = false;};
+    bool sync_writes = false;
+    bool replace = false;
+  };
   Flags f_;
 };
 
@@ -114,6 +118,7 @@ int PrecomputeCommand::Run() {
   const Flags& f = f_;
   v1::CorpusSpec spec;
   for (const auto& p : f.corpus) spec.add_paths(p);
+  spec.set_replace(f.replace);
   std::vector<std::string> parts = absl::StrSplit(f.shard, '/');
   uint32_t si = 0, sn = 1;
   if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &si) || !absl::SimpleAtoi(parts[1], &sn) ||

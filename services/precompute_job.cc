@@ -316,7 +316,7 @@ void JobManager::Runner::ComputeChunks(const std::vector<WorkItem>& items) {
       const size_t i = next.fetch_add(1);
       if (i >= items.size()) return;
       const WorkItem& it = items[i];
-      if (options_.store->Contains(it.key)) {
+      if (!job_->corpus.replace() && options_.store->Contains(it.key)) {
         Update([](v1::Job& j) { j.set_chunks_skipped(j.chunks_skipped() + 1); });
         continue;
       }
