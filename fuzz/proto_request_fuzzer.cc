@@ -133,7 +133,21 @@ void RunMessage(Type type, uint8_t flags, std::string_view bytes) {
 
 // RunPutChunk: one PutChunk stream through the assembler.
 void RunPutChunk(uint8_t flags, ragkv::fuzz::FuzzInput& in) {
-  vi::PutChunkAssembler a;
+  // Flag bit 16: as a server with a model (the seeds' layout) and a small
+  // in-flight budget, so mutations reach the expect and budget checks.
+  vi::PutChunkExpect expect;
+  expect.fingerprint[0] = 9;
+  expect.num_layers = 2;
+  expect.num_kv_heads = 2;
+  expect.head_dim = 4;
+  vi::ByteBudget budget(4096);
+  vi::PutChunkAssembler::Options ao;
+  if (flags & 16) {
+    ao.expect = &expect;
+    ao.budget = &budget;
+    ao.max_chunk_bytes = 2048;
+  }
+  vi::PutChunkAssembler a(ao);
   std::vector<std::string> sent_k, sent_v;
   for (int n = 0; n < 64 && in.remaining() > 0; ++n) {
     const uint16_t len = in.U16();
@@ -165,6 +179,12 @@ void RunPutChunk(uint8_t flags, ragkv::fuzz::FuzzInput& in) {
   if (!h.ok()) return;
   absl::StatusOr<kv::EncodedChunk> enc = a.Encode();
   Check(enc.ok(), "a validated PutChunk stream encodes");
+  if (flags & 16) {
+    Check(h->fingerprint == expect.fingerprint && h->num_layers == expect.num_layers &&
+              h->num_kv_heads == expect.num_kv_heads && h->head_dim == expect.head_dim,
+          "a stream accepted under a served model has its layout");
+    Check(budget.used() <= budget.limit(), "the budget holds");
+  }
   absl::StatusOr<kv::KvChunkHeader> d = kv::DecodeHeader(enc->header);
   Check(d.ok(), "the encoded header decodes");
   Check(d->key == h->key && d->fingerprint == h->fingerprint && d->tokens == h->tokens &&

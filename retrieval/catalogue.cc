@@ -91,7 +91,7 @@ absl::StatusOr<ChunkRecord> DecodeChunk(std::string_view v) {
   return r;
 }
 
-std::string EncodeVector(const std::vector<float>& v) {
+std::string EncodeVector(absl::Span<const float> v) {
   std::string s(1, static_cast<char>(kRecordVersion));
   s.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
   return s;

@@ -58,7 +58,9 @@ struct CatalogueMutation {
   std::vector<int64_t> delete_chunks;  // also deletes their vectors
   std::vector<DocumentRecord> put_documents;
   std::vector<ChunkRecord> put_chunks;
-  std::vector<std::pair<int64_t, std::vector<float>>> put_vectors;
+  // put_vectors: views of the caller's floats (alive until Apply returns),
+  // so a large ingest is not copied once more just to be written.
+  std::vector<std::pair<int64_t, absl::Span<const float>>> put_vectors;
   std::vector<std::pair<std::string, std::string>> put_meta;
 };
 

@@ -83,17 +83,21 @@ absl::StatusOr<std::vector<ChunkSpan>> Chunker::Chunk(std::string_view text) con
     return c;
   };
 
-  // Passage-aware: a text that fits whole is one chunk.
-  {
+  std::vector<int64_t> prefix(units.size() + 1, 0);
+  for (size_t i = 0; i < units.size(); ++i) prefix[i + 1] = prefix[i] + units[i].cost;
+
+  // Passage-aware: a text that fits whole is one chunk. Only a text whose
+  // word costs stay near the target can fit (a word's cost already holds its
+  // leading space, so merging across words saves little): a long document
+  // is never encoded whole (a 4 MB text through a merging tokenizer took
+  // gigabytes), keeping chunking memory proportional to one chunk.
+  if (prefix.back() <= 2 * target) {
     ChunkSpan whole = make_chunk(0, units.size(), 0);
     if (static_cast<int64_t>(whole.token_ids.size()) <= target) {
       chunks.push_back(std::move(whole));
       return chunks;
     }
   }
-
-  std::vector<int64_t> prefix(units.size() + 1, 0);
-  for (size_t i = 0; i < units.size(); ++i) prefix[i + 1] = prefix[i] + units[i].cost;
 
   size_t start = 0;
   while (start < units.size()) {

@@ -220,8 +220,7 @@ absl::Status Retriever::ReembedAllLocked(
     }
     CatalogueMutation m;
     for (size_t i = 0; i < batch.size(); ++i) {
-      m.put_vectors.emplace_back(
-          batch[i], std::vector<float>(v.begin() + i * dim, v.begin() + (i + 1) * dim));
+      m.put_vectors.emplace_back(batch[i], absl::MakeConstSpan(v).subspan(i * dim, dim));
     }
     RETURN_IF_ERROR(catalogue_->Apply(m));
   }
@@ -371,7 +370,6 @@ absl::StatusOr<IngestStats> Retriever::Commit(std::vector<Prepared> docs, Commit
     }
   }
   std::vector<int64_t> new_ids;
-  std::vector<float> new_vectors;
   int64_t next = next_chunk_id_;
   for (Prepared& p : docs) {
     DocumentRecord d;
@@ -393,11 +391,9 @@ absl::StatusOr<IngestStats> Retriever::Commit(std::vector<Prepared> docs, Commit
       r.text = c.text;
       d.chunk_ids.push_back(r.chunk_id);
       new_ids.push_back(r.chunk_id);
-      m.put_vectors.emplace_back(r.chunk_id, std::vector<float>(p.vectors.begin() + i * dim,
-                                                                p.vectors.begin() + (i + 1) * dim));
+      m.put_vectors.emplace_back(r.chunk_id, absl::MakeConstSpan(p.vectors).subspan(i * dim, dim));
       m.put_chunks.push_back(std::move(r));
     }
-    new_vectors.insert(new_vectors.end(), p.vectors.begin(), p.vectors.end());
     m.put_documents.push_back(std::move(d));
     ++stats.documents;
   }
@@ -406,8 +402,20 @@ absl::StatusOr<IngestStats> Retriever::Commit(std::vector<Prepared> docs, Commit
   m.put_meta.emplace_back(kMetaGeneration, absl::StrCat(generation_ + 1));
 
   // Index first (validated inputs; rolled back if the catalogue write fails).
+  // Each document's vectors are added from where the embedder left them.
   const bool trained = index_->is_trained();
-  if (trained) RETURN_IF_ERROR(index_->Add(new_ids, new_vectors));
+  if (trained) {
+    size_t first = 0;
+    for (const Prepared& p : docs) {
+      absl::Status added =
+          index_->Add(absl::MakeConstSpan(new_ids).subspan(first, p.chunks.size()), p.vectors);
+      if (!added.ok()) {
+        if (first > 0) index_->Remove(absl::MakeConstSpan(new_ids).subspan(0, first)).status().IgnoreError();
+        return added;
+      }
+      first += p.chunks.size();
+    }
+  }
   absl::Status s = catalogue_->Apply(m);
   if (!s.ok()) {
     if (trained) index_->Remove(new_ids).status().IgnoreError();  // best effort; searches check the catalogue

@@ -72,6 +72,8 @@ std::string Metrics::Render() const {
   return out;
 }
 
+constexpr size_t kMetricsThreads = 32;
+
 struct MetricsServer::Impl {
   httplib::Server server;
   std::thread thread;
@@ -87,6 +89,14 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(Options opt
   ms->impl_->server.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok\n", "text/plain");
   });
+  // Slow or idle connections must not starve scrapes: each holds a worker
+  // for at most ~1 s without sending (a scraper sends its request at once),
+  // keep-alive is short, and the pool is wider than httplib's default 8.
+  ms->impl_->server.set_read_timeout(1, 0);
+  ms->impl_->server.set_write_timeout(5, 0);
+  ms->impl_->server.set_keep_alive_timeout(1);
+  ms->impl_->server.set_keep_alive_max_count(16);
+  ms->impl_->server.new_task_queue = [] { return new httplib::ThreadPool(kMetricsThreads); };
   int port = 0;
   if (options.port == 0) {
     port = ms->impl_->server.bind_to_any_port(options.host);

@@ -4,6 +4,7 @@
 
 #include "base/status_macros.h"
 #include "services/internal/grpc_util.h"
+#include "services/internal/validate.h"
 #include "services/precompute_job.h"
 
 namespace ragkv::services {
@@ -20,6 +21,7 @@ grpc::ServerUnaryReactor* PrecomputeServiceImpl::StartJob(grpc::CallbackServerCo
                                                           const v1::StartJobRequest* req,
                                                           v1::Job* resp) {
   return internal::RunUnary(c, ctx_->executor, ctx_->gate, [this, req, resp]() -> absl::Status {
+    RETURN_IF_ERROR(internal::ValidateStartJobRequest(*req));
     RETURN_IF_ERROR(NeedJobs(ctx_));
     ASSIGN_OR_RETURN(std::string id,
                      ctx_->jobs->Start(req->corpus(), static_cast<int>(req->workers())));

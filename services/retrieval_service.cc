@@ -1,5 +1,7 @@
 #include "services/retrieval_service.h"
 
+#include <malloc.h>
+
 #include <chrono>
 #include <memory>
 #include <vector>
@@ -27,6 +29,15 @@ absl::Status NeedRetriever(const ServiceContext* ctx) {
 std::string KvKeyOf(const ServiceContext* ctx, const std::vector<int32_t>& tokens) {
   if (ctx->model == nullptr || tokens.empty()) return "";
   return std::string(kvstore::ChunkKey::Of(ctx->model->fingerprint(), tokens).AsBytes());
+}
+
+// ReturnFreedMemory: after a large ingest or delete (its transient vectors,
+// batches and memtables run to ~100x the text), hands the freed heap back to
+// the OS; glibc keeps it otherwise, and RSS stays at the peak.
+void ReturnFreedMemory(size_t text_bytes) {
+#ifdef __GLIBC__
+  if (text_bytes >= (size_t{1} << 20)) ::malloc_trim(0);
+#endif
 }
 
 struct IngestState {
@@ -66,8 +77,11 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* RetrievalServiceImpl::IngestDocuments
     RETURN_IF_ERROR(NeedRetriever(ctx_));
     if (state->docs.empty()) return absl::InvalidArgumentError("no documents in the stream");
     // Re-ingesting a doc_id replaces it, atomically with the rest.
-    ASSIGN_OR_RETURN(retrieval::IngestStats st,
-                     ctx_->retriever->Upsert(absl::MakeConstSpan(state->docs)));
+    absl::StatusOr<retrieval::IngestStats> ingested =
+        ctx_->retriever->Upsert(absl::MakeConstSpan(state->docs));
+    ReturnFreedMemory(state->bytes);
+    if (!ingested.ok()) return ingested.status();
+    const retrieval::IngestStats& st = *ingested;
     resp->set_documents(static_cast<uint32_t>(st.documents));
     resp->set_chunks(static_cast<uint32_t>(st.chunks));
     uint64_t tokens = 0;
@@ -100,6 +114,7 @@ grpc::ServerUnaryReactor* RetrievalServiceImpl::DeleteDocument(
     ASSIGN_OR_RETURN(auto rec, ctx_->retriever->GetDocument(req->doc_id()));
     if (!rec) return absl::NotFoundError("unknown document " + internal::Quoted(req->doc_id()));
     RETURN_IF_ERROR(ctx_->retriever->Delete(req->doc_id()));
+    ReturnFreedMemory(rec->text_bytes);
     resp->set_chunks_deleted(static_cast<uint32_t>(rec->chunk_ids.size()));
     return absl::OkStatus();
   });

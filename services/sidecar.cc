@@ -24,6 +24,7 @@
 #include "engine/reference_engine.h"
 #include "services/engine_service.h"
 #include "services/executor.h"
+#include "services/internal/bad_request_interceptor.h"
 #include "services/internal/byte_budget.h"
 #include "services/internal/call_gate.h"
 #include "services/internal/job_watch_hub.h"
@@ -238,7 +239,8 @@ absl::Status AddServices(Sidecar::Impl* impl) {
     impl->services.push_back(std::make_unique<KVStoreServiceImpl>(&impl->ctx));
   }
   if (o.services.count("precompute")) {
-    impl->services.push_back(std::make_unique<PrecomputeServiceImpl>(&impl->ctx, impl->watch_hub.get()));
+    impl->services.push_back(
+        std::make_unique<PrecomputeServiceImpl>(&impl->ctx, impl->watch_hub.get()));
   }
   if (o.services.count("blend")) {
     impl->services.push_back(std::make_unique<BlendServiceImpl>(&impl->ctx));
@@ -297,6 +299,9 @@ absl::Status StartServer(Sidecar::Impl* impl) {
   builder.SetMaxReceiveMessageSize(o.max_message_bytes);
   builder.SetMaxSendMessageSize(o.max_message_bytes);
   for (auto& svc : impl->services) builder.RegisterService(svc.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(internal::NewBadRequestInterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   impl->server = builder.BuildAndStart();
   if (!impl->server || impl->port == 0) {
     if (!o.tls_cert_file.empty() && PlaintextCanListen(o.listen)) {
@@ -450,15 +455,25 @@ void Sidecar::Shutdown(absl::Duration grace) {
   }
   RAGKV_LOG(INFO) << "ragkv serve: shutting down (grace " << absl::FormatDuration(grace) << ")";
   if (impl_->jobs) impl_->jobs->CancelAll();  // stored chunks stay stored
-  impl_->watch_hub.reset();  // ends every WatchJob stream now, not after the grace
+  if (impl_->watch_hub) impl_->watch_hub->Stop();  // ends every watch now, not after the grace
   if (impl_->server) {
+    // Drain: probes see NOT_SERVING, new outside calls get UNAVAILABLE, the
+    // calls in flight (and the engine's own calls on their behalf) finish;
+    // whatever is still running when the grace ends is cancelled.
     impl_->server->GetHealthCheckService()->SetServingStatus(false);
-    impl_->server->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    impl_->gate->StartDrain();
+    const absl::Time t0 = absl::Now();
+    const bool idle = impl_->gate->WaitIdle(absl::ToChronoMilliseconds(grace));
+    RAGKV_LOG(INFO) << "ragkv serve: " << (idle ? "drained in " : "grace over after ")
+                    << absl::FormatDuration(absl::Now() - t0)
+                    << (idle ? "" : absl::StrFormat("; cancelling %d calls", impl_->gate->inflight()));
+    impl_->server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Milliseconds(200)));
   }
   if (impl_->engine_executor) impl_->engine_executor->Shutdown();
   impl_->executor->Shutdown();
   if (impl_->metrics_server) impl_->metrics_server->Stop();
   if (impl_->server) impl_->server->Wait();
+  impl_->watch_hub.reset();  // after Wait: no WatchJob can reach it any more
   impl_->jobs.reset();
   impl_->backends.reset();  // saves the retrieval index, flushes the store
   impl_->done.Notify();

@@ -1,5 +1,7 @@
 #include "services/internal/call_gate.h"
 
+#include <thread>
+
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
@@ -120,6 +122,10 @@ absl::StatusOr<CallGate::Ticket> CallGate::Admit(const grpc::ServerContextBase& 
       return Ticket(inflight_);
     }
   }
+  if (draining_.load()) {
+    CountRejection("draining");
+    return absl::UnavailableError("ragkv serve is shutting down; retry on another replica");
+  }
   if (absl::Status s = CheckRate(ctx); !s.ok()) return s;
   const int now = inflight_->fetch_add(1, std::memory_order_relaxed) + 1;
   Ticket ticket(inflight_);  // releases the slot on every return below
@@ -130,6 +136,15 @@ absl::StatusOr<CallGate::Ticket> CallGate::Admit(const grpc::ServerContextBase& 
                         options_.max_inflight));
   }
   return ticket;
+}
+
+bool CallGate::WaitIdle(std::chrono::milliseconds timeout) const {
+  const auto deadline = Clock::now() + timeout;
+  while (inflight() > 0) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
 }
 
 absl::Status CheckBearer(const grpc::ServerContextBase& ctx, const std::string& token) {

@@ -90,6 +90,15 @@ class CallGate {
   // which and how to retry). The messages never contain a token.
   absl::StatusOr<Ticket> Admit(const grpc::ServerContextBase& ctx);
 
+  // StartDrain: from now on, calls from outside the process are refused
+  // with UNAVAILABLE ("shutting down"); the process's own calls (the
+  // engine's, carrying the internal secret) are still admitted, so that a
+  // Generate in flight can finish.
+  void StartDrain() { draining_.store(true); }
+  // WaitIdle: waits until no call holds a ticket or `timeout` passes;
+  // whether it became idle.
+  bool WaitIdle(std::chrono::milliseconds timeout) const;
+
   // inflight: calls holding a ticket now.
   int inflight() const { return inflight_->load(std::memory_order_relaxed); }
   const Options& options() const { return options_; }
@@ -112,6 +121,7 @@ class CallGate {
   const Options options_;
   Metrics* const metrics_;
   const std::shared_ptr<std::atomic<int>> inflight_ = std::make_shared<std::atomic<int>>(0);
+  std::atomic<bool> draining_{false};
   std::mutex mu_;
   Bucket global_;                                  // guarded by mu_
   std::unordered_map<std::string, Bucket> peers_;  // guarded by mu_

@@ -16,18 +16,25 @@ constexpr absl::Duration kTick = absl::Milliseconds(10);
 JobWatchHub::JobWatchHub(const JobManager* jobs, int max_watches)
     : jobs_(jobs), max_watches_(max_watches), thread_([this] { Run(); }) {}
 
-JobWatchHub::~JobWatchHub() {
+JobWatchHub::~JobWatchHub() { Stop(); }
+
+void JobWatchHub::Stop() {
   {
     absl::MutexLock lock(&mu_);
     stop_ = true;
   }
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void JobWatchHub::Watch(StreamWriter<v1::Job>* w, std::string job_id, absl::Duration interval,
                         CallGate::Ticket ticket) {
   absl::MutexLock lock(&mu_);
-  if (stop_ || static_cast<int>(entries_.size()) >= max_watches_) {
+  if (stop_) {
+    ticket = CallGate::Ticket();
+    w->Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down"));
+    return;
+  }
+  if (static_cast<int>(entries_.size()) >= max_watches_) {
     ticket = CallGate::Ticket();
     w->Close(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                           absl::StrFormat("%d WatchJob streams already open (the server's limit)",

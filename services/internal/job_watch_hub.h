@@ -31,7 +31,11 @@ namespace ragkv::services::internal {
 class JobWatchHub {
  public:
   JobWatchHub(const JobManager* jobs, int max_watches);
-  ~JobWatchHub();  // ends every watch with UNAVAILABLE (server shutting down)
+  ~JobWatchHub();  // Stop()
+
+  // Stop: ends every watch with UNAVAILABLE (server shutting down) and
+  // refuses later ones the same way; returns once the hub thread is gone.
+  void Stop();
   JobWatchHub(const JobWatchHub&) = delete;
   JobWatchHub& operator=(const JobWatchHub&) = delete;
 

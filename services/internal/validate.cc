@@ -283,6 +283,30 @@ absl::Status ValidateIngestDocument(const v1::IngestDocumentsRequest& req) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateStartJobRequest(const v1::StartJobRequest& req) {
+  const v1::CorpusSpec& c = req.corpus();
+  if (c.paths_size() == 0) return absl::InvalidArgumentError("StartJob: no corpus paths");
+  if (c.paths_size() > kMaxJobPaths) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("StartJob: %d corpus paths (max %d)", c.paths_size(), kMaxJobPaths));
+  }
+  for (const std::string& p : c.paths()) {
+    if (p.empty() || p.size() > kMaxPathBytes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "StartJob: corpus path %s is empty or over %d bytes", Quoted(p), kMaxPathBytes));
+    }
+  }
+  if (req.workers() > kMaxJobWorkers) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("StartJob: %d workers (max %d)", req.workers(), kMaxJobWorkers));
+  }
+  if (c.shard_count() > 1 && c.shard_index() >= c.shard_count()) {
+    return absl::InvalidArgumentError(absl::StrFormat("StartJob: shard %d of %d",
+                                                      c.shard_index(), c.shard_count()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateDeleteDocumentRequest(const v1::DeleteDocumentRequest& req) {
   if (req.doc_id().empty()) return absl::InvalidArgumentError("empty doc_id");
   if (req.doc_id().size() > kMaxDocIdBytes) {

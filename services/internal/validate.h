@@ -30,6 +30,7 @@
 #include "ragkv/v1/blend.pb.h"
 #include "ragkv/v1/engine.pb.h"
 #include "ragkv/v1/kvstore.pb.h"
+#include "ragkv/v1/precompute.pb.h"
 #include "ragkv/v1/retrieval.pb.h"
 #include "services/internal/byte_budget.h"
 
@@ -45,6 +46,9 @@ inline constexpr uint32_t kMaxGenerateNewTokens = 1024;
 inline constexpr size_t kMaxDocIdBytes = 1024;       // doc_id of Ingest/DeleteDocument
 inline constexpr size_t kMaxIngestDocs = 100000;     // per IngestDocuments stream
 inline constexpr size_t kMaxIngestTextBytes = size_t{1} << 30;
+inline constexpr int kMaxJobPaths = 1024;       // StartJob corpus paths
+inline constexpr size_t kMaxPathBytes = 4096;
+inline constexpr uint32_t kMaxJobWorkers = 64;
 
 // Quoted: `id` in single quotes for an error message, cut to `max` bytes
 // with its full length named, so that a hostile id cannot blow an error
@@ -145,6 +149,12 @@ absl::Status ValidateDeleteDocumentRequest(const v1::DeleteDocumentRequest& req)
 // a vector's values finite (its length is checked against the index by the
 // handler).
 absl::Status ValidateSearchRequest(const v1::SearchRequest& req);
+
+// ValidateStartJobRequest: 1..kMaxJobPaths corpus paths, each non-empty and
+// at most kMaxPathBytes; workers <= kMaxJobWorkers; shard_index < shard_count
+// when shard_count > 1. (The paths' confinement to --corpus-root is checked
+// by the job manager.)
+absl::Status ValidateStartJobRequest(const v1::StartJobRequest& req);
 
 // ValidateGetChunksRequest: at most kMaxChunkIdsPerCall ids.
 absl::Status ValidateGetChunksRequest(const v1::GetChunksRequest& req);

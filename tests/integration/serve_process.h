@@ -113,6 +113,18 @@ class ServeProcess {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   }
 
+  // SignalTerm / WaitExit: Terminate in two steps (traffic may run between).
+  void SignalTerm() {
+    if (pid_ > 0) ::kill(pid_, SIGTERM);
+  }
+  int WaitExit() {
+    if (pid_ <= 0) return -1;
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+    pid_ = -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  }
+
   // Client: a connector client to this server (no retries: a fault test
   // must see every error), deadline per call `deadline`.
   std::unique_ptr<Client> NewClient(absl::Duration deadline = absl::Seconds(30)) const {
