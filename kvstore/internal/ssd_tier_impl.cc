@@ -214,6 +214,7 @@ std::string_view SsdTier::Name() const { return options_.name; }
 TierKind SsdTier::Kind() const { return TierKind::kSsd; }
 
 absl::StatusOr<Tier::Blob> SsdTier::GetHeader(const ChunkKey& key) {
+  MaybeRecoverForRead();
   ScopedTimerNs timer(&counters().read_ns);
   ASSIGN_OR_RETURN(Blob b, GetOne(key, HeaderKey(key), read_options_));
   if (!b.has_value()) {
@@ -291,6 +292,7 @@ absl::StatusOr<std::vector<Tier::Blob>> SsdTier::GetLayers(const ChunkKey& key,
 }
 
 absl::StatusOr<bool> SsdTier::Contains(const ChunkKey& key) {
+  MaybeRecoverForRead();
   internal::MutexLock lock(&mu_);
   return index_.contains(key);
 }
@@ -508,6 +510,7 @@ absl::Status SsdTier::OpenDbLocked() {
   rocksdb::Status s = rocksdb::DB::Open(db_options, options_.path, families, &handles, &raw);
   if (!s.ok()) return FromRocks(s, absl::StrCat("open ", options_.path));
   db_.reset(raw);
+  db_closed_.store(false);
   const auto* table = kv_options.table_factory->GetOptions<rocksdb::BlockBasedTableOptions>();
   block_cache_ = table != nullptr ? table->block_cache : nullptr;
   handles_ = std::move(handles);
@@ -523,6 +526,7 @@ void SsdTier::CloseDbLocked() {
     (void)s;  // nothing useful to do on shutdown
   }
   handles_.clear();
+  db_closed_.store(true);
   rocksdb::Status s = db_->Close();
   if (!s.ok()) {
     RAGKV_LOG(WARNING) << "ssd tier '" << options_.name << "' close: " << s.ToString();
@@ -553,6 +557,17 @@ absl::Status SsdTier::RecoverAfterWriteErrorLocked() {
   db_up_.store(true);
   RAGKV_LOG(INFO) << "ssd tier '" << options_.name << "': reopened after a write error";
   return absl::OkStatus();
+}
+
+void SsdTier::MaybeRecoverForRead() {
+  // Only a closed database (a reopen failed): an open read-only one keeps
+  // serving reads, and the next write tries the recovery.
+  if (db_up_.load(std::memory_order_relaxed) || !db_closed_.load(std::memory_order_relaxed)) return;
+  const int64_t now = absl::ToUnixMillis(absl::Now());
+  int64_t last = last_read_recovery_ms_.load();
+  if (now - last < 1000 || !last_read_recovery_ms_.compare_exchange_strong(last, now)) return;
+  internal::MutexLock write_lock(&write_mu_);
+  if (write_failed_) RecoverAfterWriteErrorLocked().IgnoreError();
 }
 
 absl::StatusOr<Tier::Blob> SsdTier::GetOne(const ChunkKey& key, const std::string& db_key,

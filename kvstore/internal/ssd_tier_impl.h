@@ -110,10 +110,14 @@ class SsdTier final : public Tier {
   absl::Status OpenDbLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
   void CloseDbLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
 
-  // RecoverAfterWriteErrorLocked: after a failed write (e.g. disk full) asks
-  // RocksDB to resume; if it cannot, closes and reopens the database (the
-  // WAL replay drops the failed batch) and reloads the index.
+  // RecoverAfterWriteErrorLocked: after a failed write (e.g. disk full),
+  // once the disk has room, closes and reopens the database (the WAL replay
+  // drops the failed batch) and reloads the index.
   absl::Status RecoverAfterWriteErrorLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // MaybeRecoverForRead: while the database is closed (a reopen failed), a
+  // read tries the same recovery at most once a second, so the tier comes
+  // back without waiting for a write.
+  void MaybeRecoverForRead();
 
   // GetOne: point read of one record; Corruption -> reported miss.
   absl::StatusOr<Blob> GetOne(const ChunkKey& key, const std::string& db_key,
@@ -148,6 +152,8 @@ class SsdTier final : public Tier {
   // db_up_: open and writable (TierStats::up); false from a failed write
   // until a reopen succeeds.
   std::atomic<bool> db_up_{true};
+  std::atomic<int64_t> last_read_recovery_ms_{0};
+  std::atomic<bool> db_closed_{true};  // db_ == nullptr, readable without db_mu_
   mutable internal::Mutex mu_;
   absl::flat_hash_map<ChunkKey, Entry> index_ ABSL_GUARDED_BY(mu_);
   std::list<ChunkKey> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent

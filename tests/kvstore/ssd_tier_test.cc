@@ -323,6 +323,33 @@ TEST(SsdTier, DiskFullIsAClearErrorAndLosesNothing) {
   for (auto& c : before) ExpectIntact(*tier, c);
 }
 
+TEST(SsdTier, AClosedTierRecoversOnReadsAndReportsItsState) {
+  TempDir dir;
+  auto fs = std::make_shared<FullFs>(rocksdb::FileSystem::Default());
+  std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(fs);
+  auto tier_or = internal::CreateSsdTierWithEnv(Opts(dir.path()), env.get());
+  ASSERT_TRUE(tier_or.ok()) << tier_or.status();
+  auto& tier = *tier_or;
+  TestChunk a = Chunk(1), b = Chunk(2);
+  ASSERT_TRUE(tier->Put(a.key, a.encoded).ok());
+  EXPECT_EQ(tier->Stats().up, 1u);
+  fs->full = true;
+  EXPECT_FALSE(tier->Put(b.key, b.encoded).ok());
+  EXPECT_EQ(tier->Stats().up, 0u) << "a tier that cannot write says so";
+  EXPECT_FALSE(tier->Put(b.key, b.encoded).ok());  // the reopen fails too: closed
+  fs->full = false;
+  // No write comes; reads alone bring it back (at most one try per second).
+  bool served = false;
+  for (int i = 0; i < 40 && !served; ++i) {
+    absl::StatusOr<Tier::Blob> h = tier->GetHeader(a.key);
+    served = h.ok() && h->has_value();
+    if (!served) absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_TRUE(served);
+  EXPECT_EQ(tier->Stats().up, 1u);
+  ExpectIntact(*tier, a);
+}
+
 // ---- kill -9 ----
 
 // Writer half of KillNine (runs in a child process spawned by the test;
