@@ -28,14 +28,14 @@ include(FindPackageHandleStandardArgs)
 find_package_handle_standard_args(LlamaCpp REQUIRED_VARS LLAMACPP_LLAMA_LIB LLAMACPP_GGML_LIB
   LLAMACPP_GGML_BASE_LIB LLAMACPP_INCLUDE_DIR LLAMACPP_GGML_INCLUDE_DIR)
 if(LlamaCpp_FOUND AND NOT TARGET llamacpp::llama)
-  add_library(llamacpp::ggml_base SHARED IMPORTED)
+  add_library(llamacpp::ggml_base SHARED IMPORTED GLOBAL)
   set_target_properties(llamacpp::ggml_base PROPERTIES IMPORTED_LOCATION ${LLAMACPP_GGML_BASE_LIB}
     INTERFACE_INCLUDE_DIRECTORIES ${LLAMACPP_GGML_INCLUDE_DIR})
-  add_library(llamacpp::ggml SHARED IMPORTED)
+  add_library(llamacpp::ggml SHARED IMPORTED GLOBAL)
   set_target_properties(llamacpp::ggml PROPERTIES IMPORTED_LOCATION ${LLAMACPP_GGML_LIB}
     INTERFACE_INCLUDE_DIRECTORIES ${LLAMACPP_GGML_INCLUDE_DIR}
     INTERFACE_LINK_LIBRARIES llamacpp::ggml_base)
-  add_library(llamacpp::llama SHARED IMPORTED)
+  add_library(llamacpp::llama SHARED IMPORTED GLOBAL)
   set_target_properties(llamacpp::llama PROPERTIES IMPORTED_LOCATION ${LLAMACPP_LLAMA_LIB}
     INTERFACE_INCLUDE_DIRECTORIES "${LLAMACPP_INCLUDE_DIR};${LLAMACPP_GGML_INCLUDE_DIR}"
     INTERFACE_LINK_LIBRARIES llamacpp::ggml)

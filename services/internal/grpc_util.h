@@ -309,6 +309,10 @@ class CollectReader final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
   void Fail(const absl::Status& s) {
     ticket_ = CallGate::Ticket();  // free the slot before the reply
+    // Drop the callbacks (and the state they hold, e.g. a byte-budget
+    // reservation) before the client sees the end, not later in OnDone.
+    on_message_ = nullptr;
+    on_end_ = nullptr;
     this->Finish(ToGrpc(s));
   }
 

@@ -1,0 +1,55 @@
+#include "engine/llamacpp/adapter.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "llama.h"
+
+namespace ragkv::engine::llamacpp {
+
+absl::StatusOr<SeqStateLayout> ProbeLayout(llama_context* ctx) {
+  llama_memory_t mem = llama_get_memory(ctx);
+  llama_memory_clear(mem, true);
+  llama_token tok = 0;
+  if (llama_decode(ctx, llama_batch_get_one(&tok, 1)) != 0) {
+    return absl::FailedPreconditionError("llama.cpp: the layout probe's one-token decode failed");
+  }
+  std::string blob(llama_state_seq_get_size(ctx, 0), '\0');
+  const size_t n = llama_state_seq_get_data(ctx, reinterpret_cast<uint8_t*>(blob.data()),
+                                            blob.size(), 0);
+  llama_memory_clear(mem, true);
+  if (n == 0 || n > blob.size()) return absl::InternalError("llama.cpp: no sequence state");
+  blob.resize(n);
+  return ParseSeqStateLayout(blob);
+}
+
+absl::StatusOr<SeqStateLayout> ProbeLayout(llama_context* ctx, const model::ModelConfig& config) {
+  ASSIGN_OR_RETURN(SeqStateLayout l, ProbeLayout(ctx));
+  const uint32_t kv = static_cast<uint32_t>(config.n_kv_heads * config.head_dim);
+  if (l.n_layer != static_cast<uint32_t>(config.n_layers) || l.n_embd_k != kv || l.n_embd_v != kv) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "llama.cpp caches %d layers x K %d / V %d per cell; ragkv's model has %d x %d: not the "
+        "same model",
+        l.n_layer, l.n_embd_k, l.n_embd_v, config.n_layers, kv));
+  }
+  return l;
+}
+
+absl::Status LoadSeqKv(llama_context* ctx, int32_t seq, const SeqStateLayout& layout,
+                       const SeqKv& kv) {
+  ASSIGN_OR_RETURN(std::string blob, EncodeSeqState(layout, seq, kv));
+  llama_memory_seq_rm(llama_get_memory(ctx), seq, -1, -1);
+  const size_t read = llama_state_seq_set_data(
+      ctx, reinterpret_cast<const uint8_t*>(blob.data()), blob.size(), seq);
+  if (read != blob.size()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "llama.cpp took %d of %d bytes of sequence state (no room for %d cells, or a layout "
+        "mismatch)",
+        read, blob.size(), kv.num_tokens));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ragkv::engine::llamacpp

@@ -1,0 +1,143 @@
+// kv_handover_test.cc: ragkv's K/V written into a real llama.cpp context
+// through llama_state_seq_set_data (engine/llamacpp/, issue 18's first
+// slice). ragkv prefills a prompt with its own runtime, hands the cache to
+// llama.cpp, and llama.cpp decodes on from it: its next-token logits must
+// equal llama.cpp's own full prefill of the same prompt within the f16
+// cache's rounding, and greedy continuations must be identical, with V
+// stored plainly (flash attention) and transposed (without).
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine/llamacpp/adapter.h"
+#include "engine/llamacpp/seq_state.h"
+#include "gtest/gtest.h"
+#include "llama.h"
+#include "model/kv_cache.h"
+#include "model/loader.h"
+#include "model/model.h"
+#include "tests/llamacpp/compare_util.h"
+#include "tests/model/test_util.h"
+#include "tests/support/llamacpp_oracle.h"
+
+namespace ragkv::model::testing {
+namespace {
+
+namespace lc = ragkv::engine::llamacpp;
+using ragkv::testing::LlamaCppModel;
+
+// RagkvKv: ragkv's prefill of `prompt`, each layer as [H][T][D] f32.
+struct RagkvKv {
+  std::vector<std::vector<float>> k, v;
+  lc::SeqKv view;
+};
+RagkvKv PrefillKv(const Model& m, const std::vector<int32_t>& prompt) {
+  const ModelConfig& c = m.config();
+  auto cache = m.NewCache(static_cast<int64_t>(prompt.size()));
+  Workspace ws;
+  EXPECT_TRUE(m.Prefill(prompt, &*cache, &ws, LogitsMode::kNone, nullptr).ok());
+  RagkvKv r;
+  const size_t n = size_t(c.n_kv_heads) * prompt.size() * c.head_dim;
+  r.k.assign(c.n_layers, std::vector<float>(n));
+  r.v.assign(c.n_layers, std::vector<float>(n));
+  for (int l = 0; l < c.n_layers; ++l) {
+    EXPECT_TRUE(cache->ExportLayer(l, 0, static_cast<int64_t>(prompt.size()), kernels::DType::kF32,
+                                   r.k[l].data(), r.v[l].data())
+                    .ok());
+    r.view.k.push_back(r.k[l].data());
+    r.view.v.push_back(r.v[l].data());
+  }
+  r.view.num_tokens = static_cast<int64_t>(prompt.size());
+  r.view.n_kv_heads = c.n_kv_heads;
+  r.view.head_dim = c.head_dim;
+  return r;
+}
+
+// DecodeOne: llama.cpp decodes `tok` after what its memory holds; logits.
+std::vector<float> DecodeOne(llama_context* ctx, int32_t tok, int vocab) {
+  llama_token t = tok;
+  EXPECT_EQ(llama_decode(ctx, llama_batch_get_one(&t, 1)), 0);
+  const float* l = llama_get_logits_ith(ctx, -1);
+  return std::vector<float>(l, l + vocab);
+}
+
+class KvHandoverTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(KvHandoverTest, LlamaCppDecodesFromRagkvKvAsFromItsOwnPrefill) {
+  const std::string path = ModelFile("stories260K.gguf");
+  if (!HaveModelFile("stories260K.gguf")) GTEST_SKIP() << "no " << path;
+  auto m = LoadModel(path);
+  ASSERT_TRUE(m.ok()) << m.status();
+  LlamaCppModel::Options o;
+  o.flash_attn = GetParam();
+  auto ref = LlamaCppModel::Load(path, o);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  const int vocab = (*m)->config().vocab_size;
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 48; ++i) prompt.push_back(1 + (i * 37) % (vocab - 1));
+
+  // llama.cpp's own: the logits after prompt + next, and 32 greedy tokens.
+  std::vector<int32_t> with_next = prompt;
+  with_next.push_back(prompt.back());
+  auto own = (*ref)->Logits(with_next, /*all=*/false);
+  ASSERT_TRUE(own.ok()) << own.status();
+  auto own_greedy = (*ref)->Greedy(with_next, 32);
+  ASSERT_TRUE(own_greedy.ok()) << own_greedy.status();
+
+  // ragkv's KV of the prompt, handed over; llama.cpp decodes on from it.
+  llama_context* ctx = (*ref)->context();
+  auto layout = lc::ProbeLayout(ctx, (*m)->config());
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->v_trans, !GetParam()) << "flash attention stores V untransposed";
+  RagkvKv kv = PrefillKv(**m, prompt);
+  ASSERT_TRUE(lc::LoadSeqKv(ctx, 0, *layout, kv.view).ok());
+  std::vector<float> l = DecodeOne(ctx, prompt.back(), vocab);
+  const Agreement g = CompareLogits(l, *own, vocab);
+  // Both caches are f16; ragkv's f32 K/V round to the same f16 grid as
+  // llama.cpp's own up to f32 noise: the logits agree to 1% of their range.
+  EXPECT_LT(g.max_abs, 0.01 * g.range) << "max |diff| " << g.max_abs << " of range " << g.range;
+  EXPECT_EQ(g.top1, 1.0);
+  std::vector<int32_t> greedy;
+  for (int i = 0; i < 32; ++i) {
+    const int32_t best = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+    greedy.push_back(best);
+    l = DecodeOne(ctx, best, vocab);
+  }
+  EXPECT_EQ(greedy, *own_greedy);
+}
+
+INSTANTIATE_TEST_SUITE_P(FlashAttention, KvHandoverTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "VPlain" : "VTransposed"; });
+
+TEST(SeqState, RefusesWhatItCannotWriteAndRoundTripsItsLayout) {
+  lc::SeqStateLayout l;
+  l.n_layer = 2;
+  l.n_embd_k = l.n_embd_v = 4;
+  std::vector<float> k(2 * 3 * 2, 0.5f), v(2 * 3 * 2, -0.25f);
+  lc::SeqKv kv;
+  kv.num_tokens = 3;
+  kv.n_kv_heads = 2;
+  kv.head_dim = 2;
+  kv.k = {k.data(), k.data()};
+  kv.v = {v.data(), v.data()};
+  for (bool trans : {false, true}) {
+    l.v_trans = trans;
+    auto blob = lc::EncodeSeqState(l, 0, kv);
+    ASSERT_TRUE(blob.ok()) << blob.status();
+    auto back = lc::ParseSeqStateLayout(*blob);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->n_layer, 2u);
+    EXPECT_EQ(back->n_embd_k, 4u);
+    EXPECT_EQ(back->v_trans, trans);
+    EXPECT_FALSE(lc::ParseSeqStateLayout(blob->substr(0, blob->size() - 1)).ok());
+  }
+  kv.head_dim = 3;  // 2 x 3 != 4
+  EXPECT_TRUE(absl::IsInvalidArgument(lc::EncodeSeqState(l, 0, kv).status()));
+  l.k_type = 8;  // Q8_0 cache
+  kv.head_dim = 2;
+  EXPECT_TRUE(absl::IsUnimplemented(lc::EncodeSeqState(l, 0, kv).status()));
+}
+
+}  // namespace
+}  // namespace ragkv::model::testing
