@@ -10,7 +10,9 @@
 // (the WAL write reaches the OS before the ack, which survives a process
 // kill but not a power loss). docs/reliability.md "Fault injection".
 #include <atomic>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <mutex>
 #include <random>
 #include <string>
@@ -120,6 +122,13 @@ void CheckAll(ServeProcess* server, const std::vector<int>& acked, const std::ve
   }
 }
 
+std::string ReadLog(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 class PutStormKillTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(PutStormKillTest, EveryAcknowledgedChunkSurvivesKillNine) {
@@ -138,6 +147,11 @@ TEST_P(PutStormKillTest, EveryAcknowledgedChunkSurvivesKillNine) {
     ASSERT_TRUE(server.ok()) << server.status();
     // Earlier rounds' chunks are all still there after this restart.
     CheckAll(server->get(), acked, attempted, &present_unacked);
+    if (::testing::Test::HasFailure()) {
+      const std::string text = ReadLog(log);
+      FAIL() << "round " << round << ", the server's log ends:\n"
+             << text.substr(text.size() > 4000 ? text.size() - 4000 : 0);
+    }
     StormResult r = RunStorm(server->get(), round * kPerRound, kPerRound, /*kill_after_acks=*/120);
     ASSERT_GE(r.acked.size(), 120u) << "round " << round;
     acked.insert(acked.end(), r.acked.begin(), r.acked.end());
