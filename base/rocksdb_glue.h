@@ -13,13 +13,18 @@
 // NoAutoRecovery: vetoes RocksDB's automatic recovery from a background
 // error (its flush-and-resume path runs through the writer that failed);
 // the owners reopen the database themselves once the disk has room.
+//
+// DiskTooFullToReopen: the "once the disk has room" test of those reopens.
 #ifndef RAGKV_BASE_ROCKSDB_GLUE_H_
 #define RAGKV_BASE_ROCKSDB_GLUE_H_
+
+#include <sys/statvfs.h>
 
 #include <rocksdb/env.h>
 #include <rocksdb/listener.h>
 
 #include <cstdarg>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -59,6 +64,20 @@ class NoAutoRecovery : public rocksdb::EventListener {
     *auto_recovery = false;
   }
 };
+
+// kReopenFreeBytes: the free space (bytes available to unprivileged users)
+// the file system of a database needs before its owner reopens it after a
+// write error. 4 MiB.
+inline constexpr uint64_t kReopenFreeBytes = uint64_t{4} << 20;
+
+// DiskTooFullToReopen: true when the file system holding `path` has less
+// than kReopenFreeBytes free; false when it has more or statvfs fails (the
+// reopen is then tried, and fails on its own if the disk is still full).
+inline bool DiskTooFullToReopen(const std::string& path) {
+  struct statvfs st;
+  return ::statvfs(path.c_str(), &st) == 0 &&
+         uint64_t{st.f_bavail} * st.f_frsize < kReopenFreeBytes;
+}
 
 }  // namespace ragkv
 

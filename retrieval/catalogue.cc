@@ -1,7 +1,5 @@
 #include "retrieval/catalogue.h"
 
-#include <sys/statvfs.h>
-
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -193,10 +191,7 @@ absl::Status Catalogue::Repair(const std::string& path) {
 absl::Status Catalogue::ReopenIfFailed() {
   if (!impl_->failed_flag.load()) return absl::OkStatus();
   // Keep the read-only database serving reads while the disk is still full.
-  struct statvfs st;
-  constexpr uint64_t kReopenFreeBytes = 4 << 20;
-  if (::statvfs(impl_->options.path.c_str(), &st) == 0 &&
-      uint64_t{st.f_bavail} * st.f_frsize < kReopenFreeBytes) {
+  if (DiskTooFullToReopen(impl_->options.path)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "catalogue ", impl_->options.path, ": the disk is full (writes resume by themselves "
         "once space is freed)"));

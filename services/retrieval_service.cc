@@ -4,8 +4,10 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "kvstore/chunk_key.h"
@@ -42,6 +44,9 @@ void ReturnFreedMemory(size_t text_bytes) {
 
 struct IngestState {
   std::vector<retrieval::Document> docs;
+  // ids: the doc_ids in `docs`, for the duplicate check. Copies, not views:
+  // moving a short (SSO) id as `docs` grows moves its characters.
+  absl::flat_hash_set<std::string> ids;
   size_t bytes = 0;
 };
 
@@ -55,11 +60,9 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* RetrievalServiceImpl::IngestDocuments
     RETURN_IF_ERROR(internal::ValidateIngestDocument(req));
     const v1::Document& d = req.document();
     state->bytes += d.text().size();
-    for (const auto& prev : state->docs) {
-      if (prev.id == d.doc_id()) {
-        return absl::InvalidArgumentError("document " + internal::Quoted(d.doc_id()) +
-                                          " appears twice in one stream");
-      }
+    if (state->ids.contains(d.doc_id())) {
+      return absl::InvalidArgumentError("document " + internal::Quoted(d.doc_id()) +
+                                        " appears twice in one stream");
     }
     if (state->docs.size() >= kMaxIngestDocuments || state->bytes > kMaxIngestBytes) {
       return absl::ResourceExhaustedError(
@@ -70,6 +73,7 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* RetrievalServiceImpl::IngestDocuments
     doc.id = d.doc_id();
     doc.title = d.source();
     doc.text = d.text();
+    state->ids.insert(doc.id);
     state->docs.push_back(std::move(doc));
     return absl::OkStatus();
   };

@@ -2,8 +2,6 @@
 // record formats of its column families (kvstore/ssd_tier.h, docs/kvstore.md).
 #include "kvstore/internal/ssd_tier_impl.h"
 
-#include <sys/statvfs.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -17,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
+#include "base/rocksdb_glue.h"
 #include "base/status_macros.h"
 #include "kvstore/internal/ssd_tier_internal.h"
 #include "rocksdb/table.h"
@@ -538,10 +537,7 @@ absl::Status SsdTier::RecoverAfterWriteErrorLocked() {
   // Not DB::Resume: after a failed WAL append it flushes through the failed
   // log writer (an assertion in Debian's RocksDB). Reopen, but only once the
   // disk has room: the read-only database keeps serving reads until then.
-  struct statvfs st;
-  constexpr uint64_t kReopenFreeBytes = 4 << 20;
-  if (::statvfs(options_.path.c_str(), &st) == 0 &&
-      uint64_t{st.f_bavail} * st.f_frsize < kReopenFreeBytes) {
+  if (DiskTooFullToReopen(options_.path)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "ssd tier '", options_.name, "': the disk is full (writes resume once space is freed)"));
   }

@@ -122,6 +122,8 @@ inline int RunRagkv(std::vector<std::string> args, const std::string& log) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
 }
 
+// ReadText: the whole file at `path` (a log, /proc/<pid>/status); empty
+// when it cannot be read.
 inline std::string ReadText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;

@@ -10,9 +10,7 @@
 // (the WAL write reaches the OS before the ack, which survives a process
 // kill but not a power loss). docs/reliability.md "Fault injection".
 #include <atomic>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <mutex>
 #include <random>
 #include <string>
@@ -21,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/integration/probe_util.h"
 #include "tests/integration/serve_process.h"
 #include "tests/integration/sidecar_fixture.h"
 #include "tests/integration/test_chunks.h"
@@ -122,13 +121,6 @@ void CheckAll(ServeProcess* server, const std::vector<int>& acked, const std::ve
   }
 }
 
-std::string ReadLog(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 class PutStormKillTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(PutStormKillTest, EveryAcknowledgedChunkSurvivesKillNine) {
@@ -148,7 +140,7 @@ TEST_P(PutStormKillTest, EveryAcknowledgedChunkSurvivesKillNine) {
     // Earlier rounds' chunks are all still there after this restart.
     CheckAll(server->get(), acked, attempted, &present_unacked);
     if (::testing::Test::HasFailure()) {
-      const std::string text = ReadLog(log);
+      const std::string text = ReadText(log);
       FAIL() << "round " << round << ", the server's log ends:\n"
              << text.substr(text.size() > 4000 ? text.size() - 4000 : 0);
     }

@@ -105,12 +105,8 @@ class ServeProcess {
 
   // Terminate: SIGTERM (graceful drain) and reap; returns the exit code.
   int Terminate() {
-    if (pid_ <= 0) return -1;
-    ::kill(pid_, SIGTERM);
-    int st = 0;
-    ::waitpid(pid_, &st, 0);
-    pid_ = -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    SignalTerm();
+    return WaitExit();
   }
 
   // SignalTerm / WaitExit: Terminate in two steps (traffic may run between).
