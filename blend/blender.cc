@@ -252,9 +252,11 @@ absl::Status BlendRun::LoadLayer(int l) {
                                                   st.message()));
     }
     load_s_ += Seconds(ta);
-    if (off != 0) {
+    // Rows sit at chunk-local positions first_position.. (0 for a whole chunk).
+    const int64_t delta = off - segments_[si].kv->info().first_position;
+    if (delta != 0) {
       const Clock::time_point tb = Clock::now();
-      RETURN_IF_ERROR(kernels::RerotateKeys(dk, off, rope_));
+      RETURN_IF_ERROR(kernels::RerotateKeys(dk, delta, rope_));
       rerotate_s_ += Seconds(tb);
     }
   }

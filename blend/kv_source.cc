@@ -139,4 +139,46 @@ absl::StatusOr<ChunkKV> PrecomputeChunk(const model::Model& model,
   return PrecomputeChunk(model, tokens, model.config().kv_dtype);
 }
 
+absl::StatusOr<std::unique_ptr<SliceKvSource>> SliceKvSource::Create(
+    std::unique_ptr<KvSource> base, int64_t begin, int64_t end) {
+  if (base == nullptr) return absl::InvalidArgumentError("SliceKvSource: no base source");
+  const int64_t n = base->info().num_tokens;
+  if (begin < 0 || begin >= end || end > n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SliceKvSource: rows [", begin, ", ", end, ") outside a chunk of ", n));
+  }
+  return std::unique_ptr<SliceKvSource>(new SliceKvSource(std::move(base), begin, end));
+}
+
+SliceKvSource::SliceKvSource(std::unique_ptr<KvSource> base, int64_t begin, int64_t end)
+    : base_(std::move(base)), begin_(begin), info_(base_->info()) {
+  info_.num_tokens = end - begin;
+  info_.first_position += begin;
+}
+
+absl::Status SliceKvSource::ReadLayer(int layer, TensorView dst_k, TensorView dst_v) {
+  const ChunkInfo& b = base_->info();
+  const size_t plane = static_cast<size_t>(b.num_tokens) * b.head_dim;
+  scratch_k_.resize(plane * b.kv_heads);
+  scratch_v_.resize(plane * b.kv_heads);
+  const TensorView sk = TensorView::Contiguous(static_cast<void*>(scratch_k_.data()), DType::kF32,
+                                               {b.kv_heads, b.num_tokens, b.head_dim});
+  const TensorView sv = TensorView::Contiguous(static_cast<void*>(scratch_v_.data()), DType::kF32,
+                                               {b.kv_heads, b.num_tokens, b.head_dim});
+  RETURN_IF_ERROR(base_->ReadLayer(layer, sk, sv));
+  if (dst_k.shape[0] != b.kv_heads || dst_k.shape[1] != info_.num_tokens ||
+      dst_k.shape[2] != b.head_dim || dst_k.dtype != DType::kF32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SliceKvSource: destination ", dst_k.DebugString(), " is not f32 [",
+                     b.kv_heads, ", ", info_.num_tokens, ", ", b.head_dim, "]"));
+  }
+  const size_t rows = static_cast<size_t>(info_.num_tokens) * b.head_dim;
+  for (int64_t h = 0; h < b.kv_heads; ++h) {
+    const size_t from = h * plane + static_cast<size_t>(begin_) * b.head_dim;
+    std::memcpy(dst_k.as<float>() + h * dst_k.stride[0], scratch_k_.data() + from, rows * 4);
+    std::memcpy(dst_v.as<float>() + h * dst_v.stride[0], scratch_v_.data() + from, rows * 4);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace ragkv::blend

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -39,6 +40,10 @@ struct ChunkInfo {
   int kv_heads = 0;
   int head_dim = 0;
   int64_t num_tokens = 0;
+  // first_position: the chunk-local position of row 0 (0 for a whole chunk;
+  // b for SliceKvSource's rows [b, e)). The Blender re-rotates keys by
+  // (prompt offset - first_position).
+  int64_t first_position = 0;
 };
 
 class KvSource {
@@ -107,6 +112,28 @@ class InMemoryKvSource : public KvSource {
  private:
   std::shared_ptr<const ChunkKV> owned_;
   const ChunkKV* chunk_;
+};
+
+// SliceKvSource: rows [begin, end) of another source's chunk, e.g. a chunk
+// found inside a raw prompt whose boundary tokens tokenized differently in
+// context (retrieval/chunk_matcher.h). Its info() is the base's with
+// num_tokens = end - begin and first_position = base's + begin; ReadLayer
+// reads the base's whole layer into a scratch buffer and copies the rows.
+class SliceKvSource : public KvSource {
+ public:
+  // Create: InvalidArgument unless 0 <= begin < end <= base->info().num_tokens.
+  static absl::StatusOr<std::unique_ptr<SliceKvSource>> Create(std::unique_ptr<KvSource> base,
+                                                               int64_t begin, int64_t end);
+  const ChunkInfo& info() const override { return info_; }
+  absl::Status ReadLayer(int layer, kernels::TensorView dst_k, kernels::TensorView dst_v) override;
+  KvSource* base() const { return base_.get(); }
+
+ private:
+  SliceKvSource(std::unique_ptr<KvSource> base, int64_t begin, int64_t end);
+  std::unique_ptr<KvSource> base_;
+  int64_t begin_;
+  ChunkInfo info_;
+  std::vector<float> scratch_k_, scratch_v_;
 };
 
 // CopyHeadsToF32: converts a contiguous [heads, T, D] view of f32/f16/bf16

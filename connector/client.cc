@@ -123,7 +123,8 @@ absl::Status ReadBlendStream(grpc::ClientContext* ctx, grpc::ClientReader<v1::Bl
         info.model_fingerprint = h.layout().model_fingerprint();
         info.token_ids.assign(h.token_ids().begin(), h.token_ids().end());
         for (const auto& sp : h.spans()) {
-          info.spans.push_back({sp.begin(), sp.end(), sp.chunk_id(), sp.cache_hit(), sp.is_chunk()});
+          info.spans.push_back({sp.begin(), sp.end(), sp.chunk_id(), sp.cache_hit(), sp.is_chunk(),
+                                sp.chunk_begin()});
         }
         info.retrieved_chunk_ids.assign(h.retrieved_chunk_ids().begin(),
                                         h.retrieved_chunk_ids().end());

@@ -34,6 +34,7 @@ struct FusedSpan {
   uint64_t chunk_id = 0;   // valid when is_chunk
   bool cache_hit = false;  // its KV came from the store
   bool is_chunk = false;   // a catalogue chunk (else prefix / fresh / query)
+  uint32_t chunk_begin = 0;  // the chunk's first row in the span (raw prompts)
 };
 
 // FusedPromptInfo: what OnHeader receives.

@@ -143,6 +143,7 @@ absl::Status Retriever::Open() {
   // BM25 + counters from the chunk records.
   RETURN_IF_ERROR(catalogue_->ForEachChunk([&](const ChunkRecord& c) -> absl::Status {
     ++num_chunks_;
+    matcher_.Add(c.chunk_id, c.token_ids);
     return absl::OkStatus();
   }));
   RETURN_IF_ERROR(catalogue_->ForEachDocument([&](const DocumentRecord& d) -> absl::Status {
@@ -428,7 +429,10 @@ absl::StatusOr<IngestStats> Retriever::Commit(std::vector<Prepared> docs, Commit
     if (!removed.ok()) {
       RAGKV_LOG(WARNING) << "Retriever: index removal failed: " << removed.status();
     }
-    for (int64_t id : old_chunks) bm25_.Remove(id);
+    for (int64_t id : old_chunks) {
+      bm25_.Remove(id);
+      matcher_.Remove(id);
+    }
     num_chunks_ -= static_cast<int64_t>(old_chunks.size());
     num_documents_ -= static_cast<int64_t>(m.delete_documents.size());
   }
@@ -438,6 +442,7 @@ absl::StatusOr<IngestStats> Retriever::Commit(std::vector<Prepared> docs, Commit
       bm25_.Add(new_ids[k], p.index_texts[i]).IgnoreError();  // ids are fresh: cannot collide
     }
   }
+  for (const ChunkRecord& r : m.put_chunks) matcher_.Add(r.chunk_id, r.token_ids);
   num_chunks_ += stats.chunks;
   num_documents_ += stats.documents;
   RETURN_IF_ERROR(MaybeTrainOrCompactLocked());
@@ -458,7 +463,10 @@ absl::Status Retriever::Delete(const std::string& doc_id) {
   if (!removed.ok()) {
       RAGKV_LOG(WARNING) << "Retriever: index removal failed: " << removed.status();
     }
-  for (int64_t id : doc->chunk_ids) bm25_.Remove(id);
+  for (int64_t id : doc->chunk_ids) {
+    bm25_.Remove(id);
+    matcher_.Remove(id);
+  }
   num_chunks_ -= static_cast<int64_t>(doc->chunk_ids.size());
   --num_documents_;
   return MaybeTrainOrCompactLocked();
@@ -597,6 +605,16 @@ absl::Status Retriever::SetChunkKey(int64_t chunk_id, std::string kv_key) {
 
 absl::StatusOr<std::optional<ChunkRecord>> Retriever::GetChunk(int64_t chunk_id) const {
   return catalogue_->GetChunk(chunk_id);
+}
+
+absl::StatusOr<std::vector<ChunkMatch>> Retriever::FindChunks(
+    absl::Span<const int32_t> prompt) const {
+  absl::ReaderMutexLock lock(&mu_);
+  return matcher_.Find(prompt, [&](int64_t id) -> absl::StatusOr<std::optional<std::vector<int32_t>>> {
+    ASSIGN_OR_RETURN(std::optional<ChunkRecord> c, catalogue_->GetChunk(id));
+    if (!c) return std::nullopt;
+    return std::move(c->token_ids);
+  });
 }
 
 absl::StatusOr<std::optional<DocumentRecord>> Retriever::GetDocument(const std::string& doc_id) const {

@@ -38,6 +38,7 @@
 #include "absl/types/span.h"
 #include "retrieval/bm25.h"
 #include "retrieval/catalogue.h"
+#include "retrieval/chunk_matcher.h"
 #include "retrieval/chunker.h"
 #include "retrieval/corpus_reader.h"
 #include "retrieval/embedder.h"
@@ -200,6 +201,11 @@ class Retriever {
   absl::Status SetChunkKey(int64_t chunk_id, std::string kv_key) ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::StatusOr<std::optional<ChunkRecord>> GetChunk(int64_t chunk_id) const;
+  // FindChunks: the catalogue's chunks found inside `prompt` at any offset
+  // (chunk_matcher.h: every hit verified against the chunk's tokens,
+  // overlaps resolved deterministically), in prompt order.
+  absl::StatusOr<std::vector<ChunkMatch>> FindChunks(absl::Span<const int32_t> prompt) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::optional<DocumentRecord>> GetDocument(const std::string& doc_id) const;
 
   // Save: writes the vector index and records its generation.
@@ -236,6 +242,7 @@ class Retriever {
   std::unique_ptr<Chunker> chunker_;
   std::unique_ptr<Catalogue> catalogue_;
   Bm25Index bm25_;
+  ChunkMatcher matcher_ ABSL_GUARDED_BY(mu_);
   mutable absl::Mutex mu_;
   std::unique_ptr<VectorIndex> index_ ABSL_GUARDED_BY(mu_);
   int64_t next_chunk_id_ ABSL_GUARDED_BY(mu_) = 0;

@@ -36,8 +36,30 @@ struct Piece {
   std::vector<int32_t> tokens;
   bool is_chunk = false;  // a catalogue chunk (chunk_id valid)
   uint64_t chunk_id = 0;
-  std::unique_ptr<blend::StoreKvSource> source;  // null: computed fresh
+  int64_t chunk_begin = 0;  // the chunk's first row in this piece (raw prompts)
+  std::unique_ptr<blend::KvSource> source;  // null: computed fresh
+  blend::StoreKvSource* store = nullptr;    // the store stream under source
 };
+
+// OpenStored: the store's record of `chunk_tokens` (the chunk's whole
+// token list) as p's source, rows [begin, end) of it; a miss leaves p fresh.
+absl::Status OpenStored(const ServiceContext* ctx, absl::Span<const int32_t> chunk_tokens,
+                        int64_t begin, int64_t end, Piece* p, double* fetch_ms) {
+  if (ctx->store == nullptr || chunk_tokens.empty()) return absl::OkStatus();
+  const auto t0 = Clock::now();
+  const auto& fp = ctx->model->fingerprint();
+  ASSIGN_OR_RETURN(std::unique_ptr<blend::StoreKvSource> s,
+                   blend::StoreKvSource::Open(ctx->store, kvstore::ChunkKey::Of(fp, chunk_tokens), fp));
+  *fetch_ms += MsSince(t0);
+  if (s == nullptr) return absl::OkStatus();
+  p->store = s.get();
+  if (begin == 0 && end == static_cast<int64_t>(chunk_tokens.size())) {
+    p->source = std::move(s);
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(p->source, blend::SliceKvSource::Create(std::move(s), begin, end));
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::vector<int32_t>> TokensOfText(const ServiceContext* ctx,
                                                   const std::string& text) {
@@ -55,13 +77,51 @@ absl::Status ResolveChunk(const ServiceContext* ctx, uint64_t chunk_id, Piece* p
   p->is_chunk = true;
   p->chunk_id = chunk_id;
   p->tokens = std::move(ch->token_ids);
-  if (ctx->store != nullptr && !p->tokens.empty()) {
-    const auto t0 = Clock::now();
-    const auto& fp = ctx->model->fingerprint();
-    ASSIGN_OR_RETURN(p->source, blend::StoreKvSource::Open(
-                                    ctx->store, kvstore::ChunkKey::Of(fp, p->tokens), fp));
-    *fetch_ms += MsSince(t0);
+  return OpenStored(ctx, p->tokens, 0, static_cast<int64_t>(p->tokens.size()), p, fetch_ms);
+}
+
+// ResolveRaw: the raw prompt cut into pieces: the catalogue's chunks found
+// in it (Retriever::FindChunks; never inside the query tail) with their
+// stored KV, and fresh pieces between them; the last piece holds the query.
+absl::Status ResolveRaw(const ServiceContext* ctx, const v1::RawPrompt& raw,
+                        std::vector<Piece>* pieces, double* fetch_ms) {
+  if (ctx->retriever == nullptr) {
+    return absl::FailedPreconditionError(
+        "raw prompts need the retrieval service (its catalogue holds the chunks' tokens)");
   }
+  const absl::Span<const int32_t> ids(raw.ids().data(), raw.ids().size());
+  const int64_t context = ctx->model->config().max_seq_len;
+  if (static_cast<int64_t>(ids.size()) > context) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "the raw prompt has %d tokens, over the model context of %d", ids.size(), context));
+  }
+  const size_t query = std::max<size_t>(1, raw.query_tokens());
+  ASSIGN_OR_RETURN(std::vector<retrieval::ChunkMatch> found,
+                   ctx->retriever->FindChunks(ids.subspan(0, ids.size() - query)));
+  if (found.empty()) return absl::NotFoundError("no stored chunk found in the raw prompt");
+  size_t at = 0;
+  auto fresh = [&](size_t end) {
+    if (end <= at) return;
+    Piece& p = pieces->emplace_back();
+    p.tokens.assign(ids.begin() + at, ids.begin() + end);
+    at = end;
+  };
+  for (const retrieval::ChunkMatch& m : found) {
+    fresh(m.prompt_begin);
+    Piece& p = pieces->emplace_back();
+    p.is_chunk = true;
+    p.chunk_id = static_cast<uint64_t>(m.chunk_id);
+    p.chunk_begin = m.chunk_begin;
+    p.tokens.assign(ids.begin() + m.prompt_begin, ids.begin() + m.prompt_end());
+    at = m.prompt_end();
+    if (m.whole()) {
+      RETURN_IF_ERROR(OpenStored(ctx, p.tokens, 0, m.size(), &p, fetch_ms));
+      continue;
+    }
+    ASSIGN_OR_RETURN(std::optional<retrieval::ChunkRecord> ch, ctx->retriever->GetChunk(m.chunk_id));
+    if (ch) RETURN_IF_ERROR(OpenStored(ctx, ch->token_ids, m.chunk_begin, m.chunk_end, &p, fetch_ms));
+  }
+  fresh(ids.size());
   return absl::OkStatus();
 }
 
@@ -154,6 +214,7 @@ void MapSegments(const ServiceContext* ctx, const v1::BlendOptions& opts,
     sp->set_end(pos);
     sp->set_chunk_id(p.chunk_id);
     sp->set_is_chunk(p.is_chunk);
+    sp->set_chunk_begin(static_cast<uint32_t>(p.chunk_begin));
     sp->set_cache_hit(p.source != nullptr);
   }
   int64_t T = static_cast<int64_t>(prefix.size());
@@ -190,8 +251,8 @@ blend::BlendOptions StrategyOptions(const v1::BlendOptions& opts) {
 std::vector<blend::Tier> ServedTiers(const ServiceContext* ctx, const std::vector<Piece>& pieces) {
   std::vector<blend::Tier> served;
   for (const Piece& p : pieces) {
-    if (p.source == nullptr) continue;
-    const std::optional<blend::Tier> t = blend::CostTierOf(ctx->store->tier(p.source->tier_index()).Kind());
+    if (p.store == nullptr) continue;
+    const std::optional<blend::Tier> t = blend::CostTierOf(ctx->store->tier(p.store->tier_index()).Kind());
     if (t && std::find(served.begin(), served.end(), *t) == served.end()) served.push_back(*t);
   }
   return served;
@@ -293,7 +354,7 @@ void ObserveBandwidth(const ServiceContext* ctx, const blend::BlendOptions& bo,
     // counters would also count the producer's waits on a full queue).
     uint64_t bytes = 0;
     for (const Piece& p : pieces) {
-      if (p.source != nullptr) bytes += p.source->bytes_read();
+      if (p.store != nullptr) bytes += p.store->bytes_read();
     }
     if (bytes > 0) {
       ctx->controller->ObserveTierBandwidth(served.front(),
@@ -346,8 +407,9 @@ absl::Status SendSummary(const ServiceContext* ctx, const blend::BlendOptions& b
 // RunBlend: resolves `segments`, blends, and streams the result into `w`.
 absl::Status RunBlend(const ServiceContext* ctx,
                       const google::protobuf::RepeatedPtrField<v1::Segment>& segments,
-                      const v1::BlendOptions& opts, std::vector<uint64_t> retrieved,
-                      double retrieve_ms, internal::StreamWriter<v1::BlendResponse>* w) {
+                      const v1::RawPrompt* raw, const v1::BlendOptions& opts,
+                      std::vector<uint64_t> retrieved, double retrieve_ms,
+                      internal::StreamWriter<v1::BlendResponse>* w) {
   StageMs times;
   times.t_total = Clock::now();
   times.retrieve_ms = retrieve_ms;
@@ -355,14 +417,19 @@ absl::Status RunBlend(const ServiceContext* ctx,
     return absl::FailedPreconditionError("this server has no model loaded (--model)");
   }
   // The request itself was validated by the handler (internal/validate.h).
-  if (segments.empty()) return absl::InvalidArgumentError("no segments");
+  if (segments.empty() && raw == nullptr) return absl::InvalidArgumentError("no segments");
   kernels::DType out_dtype = kernels::DType::kF32;
   if (opts.output_dtype() != v1::DTYPE_UNSPECIFIED) {
     ASSIGN_OR_RETURN(out_dtype, internal::FromWire(opts.output_dtype()));
   }
   // Resolve every segment.
-  std::vector<Piece> pieces(segments.size());
-  RETURN_IF_ERROR(ResolvePieces(ctx, segments, &pieces, &times.fetch_ms));
+  std::vector<Piece> pieces;
+  if (raw != nullptr) {
+    RETURN_IF_ERROR(ResolveRaw(ctx, *raw, &pieces, &times.fetch_ms));
+  } else {
+    pieces.resize(segments.size());
+    RETURN_IF_ERROR(ResolvePieces(ctx, segments, &pieces, &times.fetch_ms));
+  }
   BlendLayout layout;
   MapSegments(ctx, opts, pieces, &layout);
   blend::BlendOptions bo = StrategyOptions(opts);
@@ -416,7 +483,8 @@ grpc::ServerWriteReactor<v1::BlendResponse>* BlendServiceImpl::Blend(
       [this, req](internal::StreamWriter<v1::BlendResponse>* w) -> absl::Status {
         RETURN_IF_ERROR(internal::ValidateBlendRequest(
             *req, ctx_->model != nullptr ? ctx_->model->config().vocab_size : 0));
-        return RunBlend(ctx_, req->segments(), req->options(), {}, 0, w);
+        return RunBlend(ctx_, req->segments(), req->has_raw() ? &req->raw() : nullptr,
+                        req->options(), {}, 0, w);
       });
 }
 
@@ -444,7 +512,7 @@ grpc::ServerWriteReactor<v1::BlendResponse>* BlendServiceImpl::RetrieveAndBlend(
           ids.push_back(static_cast<uint64_t>(h.chunk_id));
         }
         segs.Add()->set_text(req->query());
-        return RunBlend(ctx_, segs, req->options(), std::move(ids), retrieve_ms, w);
+        return RunBlend(ctx_, segs, nullptr, req->options(), std::move(ids), retrieve_ms, w);
       });
 }
 

@@ -1,5 +1,6 @@
 #include "engine/llamacpp/llama_engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <utility>
@@ -19,11 +20,13 @@ double MsSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// SeqSink: collects the fused stream as f32 [H][T][D] per layer, checking
-// the header against llama.cpp's layout and the expected fingerprint.
+// SeqSink: keeps the fused stream per layer as [H][T][D] F32 or F16 bytes
+// (bf16 on the wire is widened to f32), checking the header against
+// llama.cpp's layout and the expected fingerprint.
 class SeqSink : public KVSink {
  public:
-  SeqSink(const SeqStateLayout& l, const std::string& fp) : layout_(l), fp_(fp) {}
+  SeqSink(const SeqStateLayout& l, const std::string& fp, const std::function<void(int)>& on_layer)
+      : layout_(l), fp_(fp), on_layer_(on_layer) {}
   absl::Status OnHeader(const FusedPromptInfo& info) override {
     if (info.model_fingerprint != fp_) {
       return absl::FailedPreconditionError("the sidecar's model fingerprint is not this file's");
@@ -38,68 +41,76 @@ class SeqSink : public KVSink {
     return absl::OkStatus();
   }
   absl::Status OnLayer(const FusedLayerView& l) override {
-    const size_t n = size_t(info_.num_kv_heads) * info_.num_tokens * info_.head_dim;
-    k_.push_back(Decode(l.k, n));
-    v_.push_back(Decode(l.v, n));
-    for (int t = 0; t < info_.num_tokens && l.layer == 0; ++t) recomputed_ += l.Recomputed(t);
+    k_.push_back(Keep(l.k));
+    v_.push_back(Keep(l.v));
+    if (on_layer_) on_layer_(l.layer);
+    return absl::OkStatus();
+  }
+  absl::Status OnSummary(const BlendStats& s) override {
+    stats_ = s;
     return absl::OkStatus();
   }
   const FusedPromptInfo& info() const { return info_; }
-  int recomputed() const { return recomputed_; }
-  // View: the first `tokens` cells (the layers keep their full T stride).
-  std::vector<std::vector<float>> TakeK() { return std::move(k_); }
-  std::vector<std::vector<float>> TakeV() { return std::move(v_); }
+  const BlendStats& stats() const { return stats_; }
+  int32_t type() const { return info_.dtype == WireDType::kF16 ? kGgmlF16 : kGgmlF32; }
+  const std::vector<std::string>& k() const { return k_; }
+  const std::vector<std::string>& v() const { return v_; }
 
  private:
-  std::vector<float> Decode(std::string_view bytes, size_t n) const {
-    std::vector<float> out(n);
-    if (info_.dtype == WireDType::kF32) {
-      std::memcpy(out.data(), bytes.data(), n * 4);
-    } else if (info_.dtype == WireDType::kF16) {
-      for (size_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, bytes.data() + 2 * i, 2);
-        out[i] = kernels::HalfToFloat(h);
-      }
-    } else {
-      for (size_t i = 0; i < n; ++i) {
-        uint16_t b;
-        std::memcpy(&b, bytes.data() + 2 * i, 2);
-        const uint32_t u = uint32_t{b} << 16;
-        std::memcpy(&out[i], &u, 4);
-      }
-    }
+  std::string Keep(std::string_view bytes) const {
+    if (info_.dtype != WireDType::kBF16) return std::string(bytes);
+    const int64_t n = static_cast<int64_t>(bytes.size() / 2);
+    std::string out(n * 4, '\0');
+    kernels::Convert(kernels::TensorView::Contiguous(static_cast<const void*>(bytes.data()),
+                                                     kernels::DType::kBF16, {n}),
+                     kernels::TensorView::Contiguous(static_cast<void*>(out.data()),
+                                                     kernels::DType::kF32, {n}))
+        .IgnoreError();  // shapes and types are right by construction
     return out;
   }
 
   const SeqStateLayout& layout_;
   const std::string& fp_;
+  const std::function<void(int)>& on_layer_;
   FusedPromptInfo info_;
-  std::vector<std::vector<float>> k_, v_;
-  int recomputed_ = 0;
+  BlendStats stats_;
+  std::vector<std::string> k_, v_;
 };
 
-// Decode: llama.cpp decodes tokens[begin..) of `seq` at positions begin..,
-// logits of the last one into *logits.
+// Decode: llama.cpp decodes tokens[begin..) of `seq` at positions begin..
+// (in batches of the context's n_batch), the last one's logits into *logits.
 absl::Status Decode(llama_context* ctx, const std::vector<int32_t>& tokens, size_t begin,
                     int32_t seq, std::vector<float>* logits) {
-  const int32_t n = static_cast<int32_t>(tokens.size() - begin);
-  llama_batch b = llama_batch_init(n, 0, 1);
-  for (int32_t i = 0; i < n; ++i) {
-    b.token[i] = tokens[begin + i];
-    b.pos[i] = static_cast<llama_pos>(begin + i);
-    b.n_seq_id[i] = 1;
-    b.seq_id[i][0] = seq;
-    b.logits[i] = i + 1 == n;
+  const size_t step = std::max<uint32_t>(1, llama_n_batch(ctx));
+  for (size_t at = begin; at < tokens.size(); at += step) {
+    const int32_t n = static_cast<int32_t>(std::min(step, tokens.size() - at));
+    llama_batch b = llama_batch_init(n, 0, 1);
+    for (int32_t i = 0; i < n; ++i) {
+      b.token[i] = tokens[at + i];
+      b.pos[i] = static_cast<llama_pos>(at + i);
+      b.n_seq_id[i] = 1;
+      b.seq_id[i][0] = seq;
+      b.logits[i] = at + i + 1 == tokens.size();
+    }
+    b.n_tokens = n;
+    const int rc = llama_decode(ctx, b);
+    llama_batch_free(b);
+    if (rc != 0) return absl::InternalError(absl::StrFormat("llama_decode failed (%d)", rc));
   }
-  b.n_tokens = n;
-  const int rc = llama_decode(ctx, b);
-  llama_batch_free(b);
-  if (rc != 0) return absl::InternalError(absl::StrFormat("llama_decode failed (%d)", rc));
   const int vocab = llama_vocab_n_tokens(llama_model_get_vocab(llama_get_model(ctx)));
   const float* l = llama_get_logits_ith(ctx, -1);
   logits->assign(l, l + vocab);
   return absl::OkStatus();
+}
+
+// CachedRows: rows among the first `rows` that lie in chunk spans the
+// store served.
+int CachedRows(const FusedPromptInfo& info, int64_t rows) {
+  int64_t n = 0;
+  for (const FusedSpan& sp : info.spans) {
+    if (sp.is_chunk && sp.cache_hit) n += std::max<int64_t>(0, std::min<int64_t>(sp.end, rows) - sp.begin);
+  }
+  return static_cast<int>(n);
 }
 
 }  // namespace
@@ -113,49 +124,46 @@ absl::StatusOr<std::unique_ptr<LlamaCppEngine>> LlamaCppEngine::Create(Options o
   return std::unique_ptr<LlamaCppEngine>(new LlamaCppEngine(std::move(o), l));
 }
 
-absl::Status LlamaCppEngine::FromSidecar(const v1::BlendRequest& request,
-                                         const std::vector<int32_t>& prompt, int32_t seq,
-                                         Result* r) {
+absl::StatusOr<int64_t> LlamaCppEngine::FromSidecar(const v1::BlendRequest& request,
+                                                    const std::vector<int32_t>& prompt,
+                                                    int32_t seq, Result* r) {
   if (o_.sidecar == nullptr) return absl::UnavailableError("no sidecar");
-  SeqSink sink(layout_, o_.model_fingerprint);
+  SeqSink sink(layout_, o_.model_fingerprint, o_.on_layer);
   const auto t0 = Clock::now();
   RETURN_IF_ERROR(o_.sidecar->Blend(request, &sink, o_.deadline));
   r->blend_ms = MsSince(t0);
   const FusedPromptInfo& info = sink.info();
-  if (info.token_ids != prompt) {
-    return absl::FailedPreconditionError("the sidecar's fused prompt is not the engine's prompt");
+  // Rows agree with the engine's prompt up to the first differing token;
+  // llama.cpp always decodes at least the last token itself.
+  const int64_t T = info.num_tokens, P = static_cast<int64_t>(prompt.size());
+  int64_t same = 0;
+  while (same < std::min(T, P) && info.token_ids[same] == prompt[same]) ++same;
+  const int64_t rows = std::min(same, P - 1);
+  if (rows == 0 && P > 1) {
+    return absl::FailedPreconditionError("the sidecar's fused prompt differs from the engine's at token 0");
   }
-  // Rows 0..T-2 from the sidecar; llama.cpp decodes the last token itself.
+  if (same < P - 1) {
+    r->fallback = absl::StrFormat(
+        "the sidecar's fused prompt agrees with the engine's for %d of %d tokens", same, P);
+  }
+  if (rows == 0) return 0;
   const auto t1 = Clock::now();
-  std::vector<std::vector<float>> k = sink.TakeK(), v = sink.TakeV();
-  const int64_t T = info.num_tokens, H = info.num_kv_heads, D = info.head_dim;
   SeqKv kv;
-  kv.num_tokens = T - 1;
+  kv.num_tokens = rows;
   kv.n_kv_heads = info.num_kv_heads;
   kv.head_dim = info.head_dim;
-  for (size_t l = 0; l < k.size(); ++l) {  // drop the last token's row, keep [H][T-1][D]
-    for (int64_t h = 1; h < H; ++h) {
-      std::memmove(k[l].data() + h * (T - 1) * D, k[l].data() + h * T * D, (T - 1) * D * 4);
-      std::memmove(v[l].data() + h * (T - 1) * D, v[l].data() + h * T * D, (T - 1) * D * 4);
-    }
-    kv.k.push_back(k[l].data());
-    kv.v.push_back(v[l].data());
+  kv.head_stride = T * info.head_dim;
+  kv.type = sink.type();
+  for (size_t l = 0; l < sink.k().size(); ++l) {
+    kv.k.push_back(sink.k()[l].data());
+    kv.v.push_back(sink.v()[l].data());
   }
-  if (T >= 2) RETURN_IF_ERROR(LoadSeqKv(o_.ctx, seq, layout_, kv));
+  RETURN_IF_ERROR(LoadSeqKv(o_.ctx, seq, layout_, kv));
   r->handover_ms = MsSince(t1);
-  r->reused_tokens = static_cast<int>(T - 1);
-  r->recomputed_tokens = sink.recomputed();
-  return absl::OkStatus();
-}
-
-absl::Status LlamaCppEngine::LocalPrefill(const std::vector<int32_t>& prompt, int32_t seq,
-                                          Result* r) {
-  llama_memory_seq_rm(llama_get_memory(o_.ctx), seq, -1, -1);
-  const auto t0 = Clock::now();
-  RETURN_IF_ERROR(Decode(o_.ctx, prompt, 0, seq, &r->logits));
-  r->decode_ms = MsSince(t0);
-  r->prefilled_tokens = static_cast<int>(prompt.size());
-  return absl::OkStatus();
+  r->handed_over_tokens = static_cast<int>(rows);
+  r->reused_tokens = CachedRows(info, rows);
+  r->recomputed_tokens = static_cast<int>(sink.stats().recomputed_tokens);
+  return rows;
 }
 
 absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::Prefill(const v1::BlendRequest& request,
@@ -164,20 +172,36 @@ absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::Prefill(const v1::BlendRe
   if (prompt.empty()) return absl::InvalidArgumentError("LlamaCppEngine: empty prompt");
   Result r;
   r.prompt = prompt;
-  absl::Status s = FromSidecar(request, prompt, seq, &r);
-  if (!s.ok()) {
-    ++fallbacks_;
-    r.fallback = s.ToString();
-    r.reused_tokens = r.recomputed_tokens = 0;
-    RAGKV_LOG(WARNING) << "llama.cpp engine: prefilling locally: " << s;
-    RETURN_IF_ERROR(LocalPrefill(prompt, seq, &r));
-    return r;
+  int64_t rows = 0;
+  absl::StatusOr<int64_t> got = FromSidecar(request, prompt, seq, &r);
+  if (got.ok()) {
+    rows = *got;
+  } else {
+    r = Result{};
+    r.prompt = prompt;
+    r.fallback = got.status().ToString();
   }
+  if (!r.fallback.empty()) {
+    ++fallbacks_;
+    RAGKV_LOG(WARNING) << "llama.cpp engine: prefilling " << prompt.size() - rows
+                       << " tokens locally: " << r.fallback;
+  }
+  if (rows == 0) llama_memory_seq_rm(llama_get_memory(o_.ctx), seq, -1, -1);
   const auto t0 = Clock::now();
-  RETURN_IF_ERROR(Decode(o_.ctx, prompt, prompt.size() - 1, seq, &r.logits));
+  RETURN_IF_ERROR(Decode(o_.ctx, prompt, static_cast<size_t>(rows), seq, &r.logits));
   r.decode_ms = MsSince(t0);
-  r.prefilled_tokens = 1;
+  r.prefilled_tokens = static_cast<int>(prompt.size() - rows);
   return r;
+}
+
+absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::PrefillRaw(
+    const std::vector<int32_t>& prompt, uint32_t query_tokens, const v1::BlendOptions& options,
+    int32_t seq) {
+  v1::BlendRequest req;
+  req.mutable_raw()->mutable_ids()->Assign(prompt.begin(), prompt.end());
+  req.mutable_raw()->set_query_tokens(query_tokens);
+  *req.mutable_options() = options;
+  return Prefill(req, prompt, seq);
 }
 
 }  // namespace ragkv::engine::llamacpp

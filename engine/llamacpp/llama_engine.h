@@ -1,20 +1,28 @@
 // llama_engine.h: LlamaCppEngine, a llama.cpp context whose prompt KV comes
-// from a ragkv sidecar (issue 18). Prefill asks the sidecar to blend the
-// prompt (the connector's Blend stream), writes the fused rows into
-// llama.cpp's cache for one sequence (adapter.h), and lets llama.cpp decode
-// only the prompt's last token, yielding the next-token logits. Never a
-// wrong answer: when the sidecar is unreachable, times out, sends a
-// layout or fingerprint that is not this model's, or a stream that fails,
-// llama.cpp prefills the whole prompt itself; the result names the fallback.
+// from a ragkv sidecar (issue 18; docs/engines.md). Prefill asks the sidecar
+// to blend the prompt (the connector's Blend stream: explicit segments, or
+// the whole prompt as raw tokens in which the sidecar finds its chunks),
+// writes the fused rows into llama.cpp's cache for one sequence
+// (adapter.h), and lets llama.cpp decode the rest, yielding the next-token
+// logits.
 //
-// Not yet (issue 18, open): raw-token chunk matching, per-chunk partial
-// fallback, `ragkv llama`, `ragkv bench engine`.
+// Never a wrong answer: rows the sidecar did not deliver intact are
+// prefilled by llama.cpp itself. The sidecar unreachable, a deadline, an
+// error status, a stream cut mid-way (the sidecar killed), a layer failing
+// its checksum, a layout or fingerprint that is not this file's: the whole
+// prompt is prefilled here. A fused prompt that agrees with the engine's
+// only up to token p: rows 0..p-1 are used (causal: they do not depend on
+// what follows) and llama.cpp prefills from p. The result says what came
+// from where and why; fallbacks() counts each fallback.
+//
 // Thread safety: one Prefill at a time per engine (a llama_context is
 // single-threaded).
 #ifndef RAGKV_ENGINE_LLAMACPP_LLAMA_ENGINE_H_
 #define RAGKV_ENGINE_LLAMACPP_LLAMA_ENGINE_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,15 +44,20 @@ class LlamaCppEngine {
     // fingerprint of the same GGUF); the sidecar's must equal it. Required.
     std::string model_fingerprint;
     absl::Duration deadline = absl::Seconds(30);
+    // on_layer: progress, called as fused layer `layer` arrives (0..L-1).
+    std::function<void(int layer)> on_layer;
   };
   struct Result {
     std::vector<int32_t> prompt;  // the prompt llama.cpp now holds
     std::vector<float> logits;    // next-token logits after it
-    int reused_tokens = 0;        // rows written from the sidecar's KV
-    int recomputed_tokens = 0;    // of those, recomputed by the sidecar
+    int handed_over_tokens = 0;   // rows written from the sidecar's fused KV
+    int reused_tokens = 0;        // of those, rows of chunks the store served
+    int recomputed_tokens = 0;    // rows the sidecar computed (mean over layers >= 1)
     int prefilled_tokens = 0;     // tokens llama.cpp computed itself
-    std::string fallback;         // why llama.cpp prefilled (empty: it did not)
-    double blend_ms = 0, handover_ms = 0, decode_ms = 0;
+    std::string fallback;         // why llama.cpp prefilled more than the last token
+    double blend_ms = 0;          // the Blend stream, header to summary
+    double handover_ms = 0;       // encoding + llama_state_seq_set_data
+    double decode_ms = 0;         // llama.cpp's own llama_decode of the rest
   };
 
   // Create: probes the context's cache layout (clears its memory).
@@ -55,16 +68,23 @@ class LlamaCppEngine {
   // KV replaces sequence `seq`. Errors only when llama.cpp itself fails.
   absl::StatusOr<Result> Prefill(const v1::BlendRequest& request,
                                  const std::vector<int32_t>& prompt, int32_t seq);
+  // PrefillRaw: the same with the whole prompt sent as raw tokens (the
+  // sidecar finds its stored chunks inside it); the last `query_tokens`
+  // are the query. `options` as in BlendRequest (add_bos must be false).
+  absl::StatusOr<Result> PrefillRaw(const std::vector<int32_t>& prompt, uint32_t query_tokens,
+                                    const v1::BlendOptions& options, int32_t seq);
 
-  // fallbacks: how many Prefill calls fell back to a local prefill.
+  // fallbacks: how many Prefill calls prefilled more than the last token.
   int64_t fallbacks() const { return fallbacks_; }
   const SeqStateLayout& layout() const { return layout_; }
 
  private:
   LlamaCppEngine(Options o, SeqStateLayout l) : o_(std::move(o)), layout_(l) {}
-  absl::Status FromSidecar(const v1::BlendRequest& request, const std::vector<int32_t>& prompt,
-                           int32_t seq, Result* r);
-  absl::Status LocalPrefill(const std::vector<int32_t>& prompt, int32_t seq, Result* r);
+  // FromSidecar: hands over the rows of `prompt` the sidecar delivered
+  // intact; returns how many (0..prompt.size()-1).
+  absl::StatusOr<int64_t> FromSidecar(const v1::BlendRequest& request,
+                                      const std::vector<int32_t>& prompt, int32_t seq,
+                                      Result* r);
 
   Options o_;
   SeqStateLayout layout_;

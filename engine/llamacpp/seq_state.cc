@@ -33,11 +33,6 @@ class Reader {
   size_t pos_ = 0;
 };
 
-template <typename T>
-void Put(std::string* out, T v) {
-  out->append(reinterpret_cast<const char*>(&v), sizeof(T));
-}
-
 size_t TypeBytes(int32_t type) { return type == kGgmlF32 ? 4 : 2; }
 
 absl::Status CheckType(int32_t type, const char* what) {
@@ -46,14 +41,48 @@ absl::Status CheckType(int32_t type, const char* what) {
       "llama.cpp caches %s as ggml type %d; ragkv writes F32 or F16 caches only", what, type));
 }
 
-// AppendElement: one f32 value in `type`.
-void AppendElement(std::string* out, int32_t type, float x) {
-  if (type == kGgmlF32) {
-    Put(out, x);
-  } else {
-    Put(out, kernels::FloatToHalf(x));
+// Writer: appends to a pre-sized buffer.
+class Writer {
+ public:
+  explicit Writer(size_t bytes) { out_.resize(bytes); }
+  template <typename T>
+  void Put(T v) {
+    std::memcpy(out_.data() + at_, &v, sizeof(T));
+    at_ += sizeof(T);
   }
-}
+  // Row: n elements of src_type at src into dst_type (memcpy when equal).
+  void Row(const void* src, int32_t src_type, int32_t dst_type, int64_t n) {
+    char* d = out_.data() + at_;
+    if (src_type == dst_type) {
+      std::memcpy(d, src, n * TypeBytes(src_type));
+    } else {
+      for (int64_t i = 0; i < n; ++i) Element(src, src_type, i, dst_type, d + i * TypeBytes(dst_type));
+    }
+    at_ += n * TypeBytes(dst_type);
+  }
+  // Element: element i of src into dst_type at d.
+  static void Element(const void* src, int32_t src_type, int64_t i, int32_t dst_type, char* d) {
+    if (src_type == dst_type) {
+      std::memcpy(d, static_cast<const char*>(src) + i * TypeBytes(src_type), TypeBytes(src_type));
+    } else if (src_type == kGgmlF32) {
+      const uint16_t h = kernels::FloatToHalf(static_cast<const float*>(src)[i]);
+      std::memcpy(d, &h, 2);
+    } else {
+      const float f = kernels::HalfToFloat(static_cast<const uint16_t*>(src)[i]);
+      std::memcpy(d, &f, 4);
+    }
+  }
+  char* at() { return out_.data() + at_; }
+  void Advance(size_t n) { at_ += n; }
+  std::string Take() {
+    out_.resize(at_);
+    return std::move(out_);
+  }
+
+ private:
+  std::string out_;
+  size_t at_ = 0;
+};
 
 }  // namespace
 
@@ -124,60 +153,64 @@ absl::StatusOr<SeqStateLayout> ParseSeqStateLayout(std::string_view blob) {
 absl::StatusOr<std::string> EncodeSeqState(const SeqStateLayout& layout, int32_t seq_id,
                                            const SeqKv& kv) {
   const int64_t T = kv.num_tokens, H = kv.n_kv_heads, D = kv.head_dim;
+  const int64_t S = kv.head_stride > 0 ? kv.head_stride : T * D;
   if (kv.k.size() != layout.n_layer || kv.v.size() != layout.n_layer || T <= 0 ||
-      H * D != layout.n_embd_k || H * D != layout.n_embd_v) {
+      H * D != layout.n_embd_k || H * D != layout.n_embd_v || S < T * D) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "KV of %d layers x %d x %d does not fit llama.cpp's %d layers x K %d / V %d",
         kv.k.size(), H, D, layout.n_layer, layout.n_embd_k, layout.n_embd_v));
   }
+  RETURN_IF_ERROR(CheckType(kv.type, "ragkv's KV"));
   RETURN_IF_ERROR(CheckType(layout.k_type, "K"));
   RETURN_IF_ERROR(CheckType(layout.v_type, "V"));
-  std::string out;
-  out.reserve(16 + T * 12 + 2 * layout.n_layer * (16 + T * H * D * 4));
-  Put<uint32_t>(&out, kSeqStateMagic);
-  Put<int32_t>(&out, seq_id);
-  Put<uint32_t>(&out, 1);  // n_stream
-  Put<uint32_t>(&out, static_cast<uint32_t>(T));
+  const size_t es = TypeBytes(kv.type);
+  Writer w(20 + T * 12 + 8 + layout.n_layer * (24 + T * H * D * (TypeBytes(layout.k_type) +
+                                                                   TypeBytes(layout.v_type))));
+  w.Put<uint32_t>(kSeqStateMagic);
+  w.Put<int32_t>(seq_id);
+  w.Put<uint32_t>(1);  // n_stream
+  w.Put<uint32_t>(static_cast<uint32_t>(T));
   for (int64_t t = 0; t < T; ++t) {
-    Put<int32_t>(&out, kv.pos0 + static_cast<int32_t>(t));
-    Put<uint32_t>(&out, 1);
-    Put<int32_t>(&out, seq_id);
+    w.Put<int32_t>(kv.pos0 + static_cast<int32_t>(t));
+    w.Put<uint32_t>(1);
+    w.Put<int32_t>(seq_id);
   }
-  Put<uint32_t>(&out, layout.v_trans ? 1 : 0);
-  Put<uint32_t>(&out, layout.n_layer);
+  w.Put<uint32_t>(layout.v_trans ? 1 : 0);
+  w.Put<uint32_t>(layout.n_layer);
+  auto at = [&](const void* base, int64_t h, int64_t t) {
+    return static_cast<const char*>(base) + (h * S + t * D) * es;
+  };
   for (uint32_t il = 0; il < layout.n_layer; ++il) {  // K: a row per cell, [head][dim]
-    Put<int32_t>(&out, layout.k_type);
-    Put<uint64_t>(&out, uint64_t{layout.n_embd_k} * TypeBytes(layout.k_type));
+    w.Put<int32_t>(layout.k_type);
+    w.Put<uint64_t>(uint64_t{layout.n_embd_k} * TypeBytes(layout.k_type));
     for (int64_t t = 0; t < T; ++t) {
-      for (int64_t h = 0; h < H; ++h) {
-        const float* row = kv.k[il] + (h * T + t) * D;
-        for (int64_t d = 0; d < D; ++d) AppendElement(&out, layout.k_type, row[d]);
-      }
+      for (int64_t h = 0; h < H; ++h) w.Row(at(kv.k[il], h, t), kv.type, layout.k_type, D);
     }
   }
   for (uint32_t il = 0; il < layout.n_layer; ++il) {
-    Put<int32_t>(&out, layout.v_type);
+    w.Put<int32_t>(layout.v_type);
     if (!layout.v_trans) {
-      Put<uint64_t>(&out, uint64_t{layout.n_embd_v} * TypeBytes(layout.v_type));
+      w.Put<uint64_t>(uint64_t{layout.n_embd_v} * TypeBytes(layout.v_type));
       for (int64_t t = 0; t < T; ++t) {
-        for (int64_t h = 0; h < H; ++h) {
-          const float* row = kv.v[il] + (h * T + t) * D;
-          for (int64_t d = 0; d < D; ++d) AppendElement(&out, layout.v_type, row[d]);
-        }
+        for (int64_t h = 0; h < H; ++h) w.Row(at(kv.v[il], h, t), kv.type, layout.v_type, D);
       }
-    } else {  // transposed: for each of the n_embd_v channels, every cell
-      Put<uint32_t>(&out, static_cast<uint32_t>(TypeBytes(layout.v_type)));
-      Put<uint32_t>(&out, layout.n_embd_v);
-      for (int64_t h = 0; h < H; ++h) {
-        for (int64_t d = 0; d < D; ++d) {
-          for (int64_t t = 0; t < T; ++t) {
-            AppendElement(&out, layout.v_type, kv.v[il][(h * T + t) * D + d]);
-          }
+      continue;
+    }
+    // Transposed: for each of the n_embd_v channels, every cell.
+    w.Put<uint32_t>(static_cast<uint32_t>(TypeBytes(layout.v_type)));
+    w.Put<uint32_t>(layout.n_embd_v);
+    const size_t ves = TypeBytes(layout.v_type);
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t d = 0; d < D; ++d) {
+        const void* channel = at(kv.v[il], h, 0);
+        for (int64_t t = 0; t < T; ++t) {
+          Writer::Element(channel, kv.type, t * D + d, layout.v_type, w.at());
+          w.Advance(ves);
         }
       }
     }
   }
-  return out;
+  return w.Take();
 }
 
 }  // namespace ragkv::engine::llamacpp

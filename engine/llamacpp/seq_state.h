@@ -52,15 +52,19 @@ struct SeqStateLayout {
 absl::StatusOr<SeqStateLayout> ParseSeqStateLayout(std::string_view blob);
 
 // SeqKv: the K/V of `num_tokens` cells at positions pos0.. of one sequence,
-// per layer [n_kv_heads][num_tokens][head_dim] f32 (ragkv's KV record
-// layout), n_kv_heads * head_dim == layout.n_embd_k.
+// per layer [n_kv_heads][num_tokens][head_dim] (ragkv's KV record layout;
+// heads head_stride elements apart, e.g. the first cells of a longer
+// layer), elements of `type` (F32 or F16; converted when llama.cpp caches
+// the other), n_kv_heads * head_dim == layout.n_embd_k.
 struct SeqKv {
   int32_t pos0 = 0;
   int64_t num_tokens = 0;
   int n_kv_heads = 0;
   int head_dim = 0;
-  std::vector<const float*> k;  // n_layer pointers
-  std::vector<const float*> v;
+  int64_t head_stride = 0;  // 0: num_tokens * head_dim (packed)
+  int32_t type = kGgmlF32;
+  std::vector<const void*> k;  // n_layer pointers
+  std::vector<const void*> v;
 };
 
 // EncodeSeqState: the state blob of `kv` for sequence `seq_id` in `layout`.

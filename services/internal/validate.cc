@@ -226,7 +226,27 @@ absl::Status ValidateBlendOptions(const v1::BlendOptions& opts) {
   return absl::OkStatus();
 }
 
+// ValidateRawPrompt: non-empty ids in the vocabulary, query_tokens inside
+// them, no add_bos.
+absl::Status ValidateRawPrompt(const v1::BlendRequest& req, int vocab_size) {
+  const v1::RawPrompt& raw = req.raw();
+  if (!req.segments().empty()) {
+    return absl::InvalidArgumentError("give segments or a raw prompt, not both");
+  }
+  if (raw.ids().empty()) return absl::InvalidArgumentError("the raw prompt is empty");
+  if (raw.query_tokens() > static_cast<uint32_t>(raw.ids_size())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "raw prompt: query_tokens %d exceeds its %d ids", raw.query_tokens(), raw.ids_size()));
+  }
+  if (req.options().add_bos()) {
+    return absl::InvalidArgumentError("add_bos with a raw prompt: put the BOS in its ids");
+  }
+  RETURN_IF_ERROR(CheckTokenIds(raw.ids(), vocab_size, "raw prompt"));
+  return ValidateBlendOptions(req.options());
+}
+
 absl::Status ValidateBlendRequest(const v1::BlendRequest& req, int vocab_size) {
+  if (req.has_raw()) return ValidateRawPrompt(req, vocab_size);
   if (req.segments().empty()) return absl::InvalidArgumentError("no segments");
   if (req.segments_size() > kMaxBlendSegments) {
     return absl::InvalidArgumentError(

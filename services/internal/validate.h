@@ -132,7 +132,9 @@ absl::Status ValidateBlendOptions(const v1::BlendOptions& opts);
 // ValidateBlendRequest: 1..kMaxBlendSegments segments, each with a source;
 // token segments non-empty with ids >= 0 (and < vocab_size when > 0); text
 // segments non-empty; the last segment is the query (tokens or text, not a
-// chunk id); the options as ValidateBlendOptions.
+// chunk id); the options as ValidateBlendOptions. A raw prompt instead:
+// no segments, non-empty ids in the vocabulary, query_tokens <= ids, no
+// add_bos.
 absl::Status ValidateBlendRequest(const v1::BlendRequest& req, int vocab_size);
 
 // ValidateRetrieveAndBlendRequest: a non-empty query, k in [1, kMaxRetrieveTopK],

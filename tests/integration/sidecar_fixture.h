@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_format.h"
 #include "connector/client.h"
+#include "tests/integration/client_util.h"
 #include "kernels/cpu.h"
 #include "services/sidecar.h"
 
@@ -25,22 +26,6 @@ inline std::string ModelsDir() {
 }
 inline std::string TestModelPath() { return ModelsDir() + "/stories260K.gguf"; }
 inline bool HaveTestModel() { return std::filesystem::exists(TestModelPath()); }
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "ragkv-it-XXXXXX").string();
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // WriteCorpus: `docs` small story documents as .txt files under dir.
 inline void WriteCorpus(const std::string& dir, int docs) {
@@ -84,19 +69,6 @@ inline std::unique_ptr<Client> ClientFor(const std::string& address, std::string
   co.default_deadline = absl::Seconds(60);
   auto c = Client::Create(co);
   return c.ok() ? std::move(*c) : nullptr;
-}
-
-// RunPrecomputeJob: StartJob over `corpus_path` (with `workers` workers; 0 =
-// the server's default) and wait for its last state (errors of StartJob /
-// WatchJob pass through).
-inline absl::StatusOr<v1::Job> RunPrecomputeJob(Client* client, const std::string& corpus_path,
-                                                int workers = 0) {
-  v1::StartJobRequest req;
-  req.mutable_corpus()->add_paths(corpus_path);
-  if (workers > 0) req.set_workers(workers);
-  auto job = client->StartJob(req);
-  if (!job.ok()) return job.status();
-  return client->WatchJob(job->job_id(), [](const v1::Job&) { return true; }, 100);
 }
 
 }  // namespace ragkv::testing

@@ -1,0 +1,100 @@
+// random_model.h: seeded random-weight GGUF models of every architecture
+// and RoPE variant ragkv reads (GQA: 4 query heads over 2 KV heads), for
+// the llama.cpp oracle tests.
+#ifndef RAGKV_TESTS_LLAMACPP_RANDOM_MODEL_H_
+#define RAGKV_TESTS_LLAMACPP_RANDOM_MODEL_H_
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/support/gguf_writer.h"
+
+namespace ragkv::testing {
+
+struct Variant {
+  std::string name;
+  std::string arch;       // llama | qwen2 | qwen3
+  bool rope_freqs = false;
+  float linear_factor = 0;  // > 0: rope.scaling.type linear
+};
+
+inline constexpr int kDim = 256, kLayers = 2, kHeads = 4, kKvHeads = 2, kHeadDim = 64, kFfn = 512,
+              kVocab = 512;
+
+// RandomShape: the model's sizes (defaults: the constants above).
+struct RandomShape {
+  int dim = kDim, layers = kLayers, heads = kHeads, kv_heads = kKvHeads, head_dim = kHeadDim,
+      ffn = kFfn, context = 1024;
+};
+
+inline std::vector<float> Normal(size_t n, float std, std::mt19937* rng, float mean = 0) {
+  std::normal_distribution<float> nd(mean, std);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(*rng);
+  return v;
+}
+
+// WriteRandomModel: a seeded random model of `v` at `path` (F16 or F32).
+inline void WriteRandomModel(const Variant& v, bool f16, const std::string& path,
+                             const RandomShape& shape = {}) {
+  const int kDim = shape.dim, kLayers = shape.layers, kHeads = shape.heads,
+            kKvHeads = shape.kv_heads, kHeadDim = shape.head_dim, kFfn = shape.ffn;
+  std::mt19937 rng(1234);
+  GgufWriter w;
+  const std::string a = v.arch;
+  w.KvStr("general.architecture", a);
+  w.KvU32(a + ".context_length", shape.context);
+  w.KvU32(a + ".embedding_length", kDim);
+  w.KvU32(a + ".feed_forward_length", kFfn);
+  w.KvU32(a + ".block_count", kLayers);
+  w.KvU32(a + ".attention.head_count", kHeads);
+  w.KvU32(a + ".attention.head_count_kv", kKvHeads);
+  w.KvU32(a + ".attention.key_length", kHeadDim);
+  w.KvU32(a + ".attention.value_length", kHeadDim);
+  w.KvU32(a + ".rope.dimension_count", kHeadDim);
+  w.KvF32(a + ".attention.layer_norm_rms_epsilon", 1e-6f);
+  w.KvF32(a + ".rope.freq_base", a == "llama" ? 500000.0f : 1000000.0f);
+  if (v.linear_factor > 0) {
+    w.KvStr(a + ".rope.scaling.type", "linear");
+    w.KvF32(a + ".rope.scaling.factor", v.linear_factor);
+  }
+  ::ragkv::testing::AddTinyLlamaVocab(&w, kVocab);
+  const uint64_t d = kDim, q = kHeads * kHeadDim, kv = kKvHeads * kHeadDim, f = kFfn;
+  const float ws = 1.0f / std::sqrt(float(kDim));
+  w.Tensor("token_embd.weight", {d, kVocab}, Normal(d * kVocab, 1.0f, &rng), f16);
+  w.Tensor("output_norm.weight", {d}, Normal(d, 0.1f, &rng, 1.0f), false);
+  w.Tensor("output.weight", {d, kVocab}, Normal(d * kVocab, 3 * ws, &rng), f16);
+  if (v.rope_freqs) {
+    std::vector<float> ff(kHeadDim / 2);
+    for (int j = 0; j < kHeadDim / 2; ++j) ff[j] = j < 8 ? 1.0f : (j < 20 ? 1.0f + (j - 8) * 0.6f : 8.0f);
+    w.Tensor("rope_freqs.weight", {uint64_t(kHeadDim / 2)}, ff, false);
+  }
+  for (int l = 0; l < kLayers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    w.Tensor(p + "attn_norm.weight", {d}, Normal(d, 0.1f, &rng, 1.0f), false);
+    w.Tensor(p + "attn_q.weight", {d, q}, Normal(d * q, ws, &rng), f16);
+    w.Tensor(p + "attn_k.weight", {d, kv}, Normal(d * kv, ws, &rng), f16);
+    w.Tensor(p + "attn_v.weight", {d, kv}, Normal(d * kv, ws, &rng), f16);
+    if (a == "qwen2") {
+      w.Tensor(p + "attn_q.bias", {q}, Normal(q, 0.2f, &rng), false);
+      w.Tensor(p + "attn_k.bias", {kv}, Normal(kv, 0.2f, &rng), false);
+      w.Tensor(p + "attn_v.bias", {kv}, Normal(kv, 0.2f, &rng), false);
+    }
+    if (a == "qwen3") {
+      w.Tensor(p + "attn_q_norm.weight", {uint64_t(kHeadDim)}, Normal(kHeadDim, 0.1f, &rng, 1.0f), false);
+      w.Tensor(p + "attn_k_norm.weight", {uint64_t(kHeadDim)}, Normal(kHeadDim, 0.1f, &rng, 1.0f), false);
+    }
+    w.Tensor(p + "attn_output.weight", {q, d}, Normal(q * d, ws, &rng), f16);
+    w.Tensor(p + "ffn_norm.weight", {d}, Normal(d, 0.1f, &rng, 1.0f), false);
+    w.Tensor(p + "ffn_gate.weight", {d, f}, Normal(d * f, ws, &rng), f16);
+    w.Tensor(p + "ffn_up.weight", {d, f}, Normal(d * f, ws, &rng), f16);
+    w.Tensor(p + "ffn_down.weight", {f, d}, Normal(f * d, 1.0f / std::sqrt(float(kFfn)), &rng), f16);
+  }
+  w.Write(path);
+}
+
+}  // namespace ragkv::testing
+
+#endif  // RAGKV_TESTS_LLAMACPP_RANDOM_MODEL_H_
