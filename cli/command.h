@@ -39,6 +39,12 @@ std::unique_ptr<Command> NewPlanCommand();        // plan.cc
 std::unique_ptr<Command> NewTokenizeCommand();    // tokenize.cc
 std::unique_ptr<Command> NewRepairCommand();      // repair.cc
 std::unique_ptr<Command> NewBenchCommand();       // bench/cli/bench.cc
+// `ragkv llama` / `ragkv bench engine`: exec ragkv-llama (llama_forward.cc).
+std::unique_ptr<Command> NewLlamaForwardCommand();
+std::unique_ptr<Command> NewBenchEngineForwardCommand();
+// ragkv-llama's commands (llama_main.cc's table).
+std::unique_ptr<Command> NewLlamaCommand();        // llama.cc
+std::unique_ptr<Command> NewBenchEngineCommand();  // bench/cli/bench_engine.cc
 // The `bench` families (bench/cli/bench.cc's table; files in bench/cli/).
 std::unique_ptr<Command> NewBenchPrefillCommand();    // bench.cc
 std::unique_ptr<Command> NewBenchKvstoreCommand();    // bench.cc

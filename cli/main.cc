@@ -29,6 +29,8 @@ const CommandEntry kCommands[] = {
     {"plan", "roofline TTFT prediction per strategy and tier", ragkv::cli::NewPlanCommand},
     {"tokenize", "the tokens of a text under a checkpoint's tokenizer (like llama-tokenize)",
      ragkv::cli::NewTokenizeCommand},
+    {"llama", "retrieve + blend through the sidecar, generate with llama.cpp (ragkv-llama)",
+     ragkv::cli::NewLlamaForwardCommand},
     {"repair", "salvage a damaged data dir (catalogue RepairDB; damaged KV store moved aside)",
      ragkv::cli::NewRepairCommand},
 };

@@ -166,6 +166,8 @@ const CommandEntry kBench[] = {
     {"blend", "blend time vs full prefill, per-stage breakdown", NewBenchBlendCommand},
     {"quality", "KL / top-1 / dNLL of every strategy vs full prefill on self-sampled prompts",
      NewBenchQualityCommand},
+    {"engine", "TTFT and quality of every strategy inside llama.cpp (ragkv-llama)",
+     NewBenchEngineForwardCommand},
 };
 constexpr int kNumBench = static_cast<int>(std::size(kBench));
 

@@ -56,8 +56,10 @@ std::string GrpcTtftPath::address() const { return impl_->sidecar->address(); }
 
 const std::string& GrpcTtftPath::data_dir() const { return impl_->data_dir; }
 
+Client* GrpcTtftPath::client() const { return impl_->client.get(); }
+
 absl::StatusOr<std::vector<CatalogueChunk>> GrpcTtftPath::Ingest(
-    const std::vector<std::string>& texts, const std::string& doc_prefix) {
+    const std::vector<std::string>& texts, const std::string& doc_prefix, bool first_chunk_only) {
   std::vector<v1::Document> docs;
   for (size_t i = 0; i < texts.size(); ++i) {
     v1::Document d;
@@ -72,7 +74,7 @@ absl::StatusOr<std::vector<CatalogueChunk>> GrpcTtftPath::Ingest(
   }
   std::vector<uint64_t> ids;
   for (const auto& d : resp.ingested()) {
-    if (d.chunk_ids_size() != 1) {
+    if (d.chunk_ids_size() == 0 || (d.chunk_ids_size() != 1 && !first_chunk_only)) {
       return absl::FailedPreconditionError(
           absl::StrCat("bench ttft grpc: document ", d.doc_id(), " became ", d.chunk_ids_size(),
                        " chunks (expected one)"));

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "blend/blender.h"
 #include "blend/kv_source.h"
+#include "connector/client.h"
 
 namespace ragkv::services {
 
@@ -74,9 +75,11 @@ class GrpcTtftPath {
   std::string address() const;
 
   // Ingest: one document per text; returns each document's first chunk.
-  // FailedPrecondition when a text does not fit one chunk.
+  // FailedPrecondition when a text does not fit one chunk, unless
+  // `first_chunk_only` (longer texts: their first chunk is the one used).
   absl::StatusOr<std::vector<CatalogueChunk>> Ingest(const std::vector<std::string>& texts,
-                                                     const std::string& doc_prefix);
+                                                     const std::string& doc_prefix,
+                                                     bool first_chunk_only = false);
   // Put: stores `kv` (precomputed by the bench on an identical model) under
   // `chunk.kv_key`. FailedPrecondition when the key computed from the bench
   // model's fingerprint differs from the catalogue's (different models).
@@ -90,6 +93,8 @@ class GrpcTtftPath {
                                        double ratio, bool auto_ratio = false);
   // data_dir: the sidecar's data directory (its SSD tier under kv/).
   const std::string& data_dir() const;
+  // client: a connector client of the sidecar (owned by the path).
+  Client* client() const;
 
  private:
   struct Impl;

@@ -30,8 +30,6 @@ std::string StrategyLabel(const std::string& strategy, double ratio) {
   return strategy;
 }
 
-namespace {
-
 // RunGnuplot: writes `script` next to the PNG and runs gnuplot on it.
 absl::Status RunGnuplot(const std::string& dir, const std::string& name, const std::string& script) {
   const std::string path = dir + "/" + name + ".gp";
@@ -47,11 +45,13 @@ absl::Status RunGnuplot(const std::string& dir, const std::string& name, const s
   return absl::OkStatus();
 }
 
-std::string Terminal() {
+std::string GnuplotTerminal() {
   static const std::string t =
       std::system("gnuplot -e 'set terminal pngcairo' >/dev/null 2>&1") == 0 ? "pngcairo" : "png";
   return t;
 }
+
+namespace {
 
 // PredMs: a prediction in ms, "-" when there is none.
 std::string PredMs(double s) { return s > 0 ? Ms(s) : std::string("-"); }
@@ -462,7 +462,7 @@ absl::Status WriteFiles(const TtftBenchOptions& o, const Calibration& cal,
       rep.notes.push_back("plots skipped: gnuplot not on PATH");
       out << "# plots skipped: gnuplot not on PATH\n";
     } else {
-      const std::string term = Terminal();
+      const std::string term = GnuplotTerminal();
       RETURN_IF_ERROR(PlotTtftVsRatio(d, term, tiers, full, rep));
       if (!phases.sweep.empty()) {
         RETURN_IF_ERROR(PlotSpeedupVsContext(d, term, o, phases.sweep, rep));

@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "engine/llamacpp/adapter.h"
+#include "engine/llamacpp/runtime.h"
 #include "kernels/convert.h"
 #include "llama.h"
 
@@ -77,32 +78,6 @@ class SeqSink : public KVSink {
   std::vector<std::string> k_, v_;
 };
 
-// Decode: llama.cpp decodes tokens[begin..) of `seq` at positions begin..
-// (in batches of the context's n_batch), the last one's logits into *logits.
-absl::Status Decode(llama_context* ctx, const std::vector<int32_t>& tokens, size_t begin,
-                    int32_t seq, std::vector<float>* logits) {
-  const size_t step = std::max<uint32_t>(1, llama_n_batch(ctx));
-  for (size_t at = begin; at < tokens.size(); at += step) {
-    const int32_t n = static_cast<int32_t>(std::min(step, tokens.size() - at));
-    llama_batch b = llama_batch_init(n, 0, 1);
-    for (int32_t i = 0; i < n; ++i) {
-      b.token[i] = tokens[at + i];
-      b.pos[i] = static_cast<llama_pos>(at + i);
-      b.n_seq_id[i] = 1;
-      b.seq_id[i][0] = seq;
-      b.logits[i] = at + i + 1 == tokens.size();
-    }
-    b.n_tokens = n;
-    const int rc = llama_decode(ctx, b);
-    llama_batch_free(b);
-    if (rc != 0) return absl::InternalError(absl::StrFormat("llama_decode failed (%d)", rc));
-  }
-  const int vocab = llama_vocab_n_tokens(llama_model_get_vocab(llama_get_model(ctx)));
-  const float* l = llama_get_logits_ith(ctx, -1);
-  logits->assign(l, l + vocab);
-  return absl::OkStatus();
-}
-
 // CachedRows: rows among the first `rows` that lie in chunk spans the
 // store served.
 int CachedRows(const FusedPromptInfo& info, int64_t rows) {
@@ -117,6 +92,7 @@ int CachedRows(const FusedPromptInfo& info, int64_t rows) {
 
 absl::StatusOr<std::unique_ptr<LlamaCppEngine>> LlamaCppEngine::Create(Options o) {
   if (o.ctx == nullptr) return absl::InvalidArgumentError("LlamaCppEngine: no llama_context");
+  if (o.local_tail < 1) return absl::InvalidArgumentError("LlamaCppEngine: local_tail must be >= 1");
   if (o.model_fingerprint.size() != 16) {
     return absl::InvalidArgumentError("LlamaCppEngine: model_fingerprint must be 16 bytes");
   }
@@ -127,7 +103,6 @@ absl::StatusOr<std::unique_ptr<LlamaCppEngine>> LlamaCppEngine::Create(Options o
 absl::StatusOr<int64_t> LlamaCppEngine::FromSidecar(const v1::BlendRequest& request,
                                                     const std::vector<int32_t>& prompt,
                                                     int32_t seq, Result* r) {
-  if (o_.sidecar == nullptr) return absl::UnavailableError("no sidecar");
   SeqSink sink(layout_, o_.model_fingerprint, o_.on_layer);
   const auto t0 = Clock::now();
   RETURN_IF_ERROR(o_.sidecar->Blend(request, &sink, o_.deadline));
@@ -138,11 +113,11 @@ absl::StatusOr<int64_t> LlamaCppEngine::FromSidecar(const v1::BlendRequest& requ
   const int64_t T = info.num_tokens, P = static_cast<int64_t>(prompt.size());
   int64_t same = 0;
   while (same < std::min(T, P) && info.token_ids[same] == prompt[same]) ++same;
-  const int64_t rows = std::min(same, P - 1);
-  if (rows == 0 && P > 1) {
+  const int64_t rows = std::max<int64_t>(0, std::min(same, P - o_.local_tail));
+  if (rows == 0 && P > o_.local_tail) {
     return absl::FailedPreconditionError("the sidecar's fused prompt differs from the engine's at token 0");
   }
-  if (same < P - 1) {
+  if (same < P - o_.local_tail) {
     r->fallback = absl::StrFormat(
         "the sidecar's fused prompt agrees with the engine's for %d of %d tokens", same, P);
   }
@@ -169,11 +144,17 @@ absl::StatusOr<int64_t> LlamaCppEngine::FromSidecar(const v1::BlendRequest& requ
 absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::Prefill(const v1::BlendRequest& request,
                                                               const std::vector<int32_t>& prompt,
                                                               int32_t seq) {
-  if (prompt.empty()) return absl::InvalidArgumentError("LlamaCppEngine: empty prompt");
+  if (static_cast<int64_t>(prompt.size()) < o_.local_tail) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "LlamaCppEngine: a prompt of %d tokens is shorter than local_tail %d", prompt.size(),
+        o_.local_tail));
+  }
   Result r;
   r.prompt = prompt;
   int64_t rows = 0;
-  absl::StatusOr<int64_t> got = FromSidecar(request, prompt, seq, &r);
+  // No sidecar configured: llama.cpp's own prefill by design, not a fallback.
+  absl::StatusOr<int64_t> got = int64_t{0};
+  if (o_.sidecar != nullptr) got = FromSidecar(request, prompt, seq, &r);
   if (got.ok()) {
     rows = *got;
   } else {
@@ -188,7 +169,8 @@ absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::Prefill(const v1::BlendRe
   }
   if (rows == 0) llama_memory_seq_rm(llama_get_memory(o_.ctx), seq, -1, -1);
   const auto t0 = Clock::now();
-  RETURN_IF_ERROR(Decode(o_.ctx, prompt, static_cast<size_t>(rows), seq, &r.logits));
+  RETURN_IF_ERROR(DecodeTokens(o_.ctx, prompt, static_cast<size_t>(rows), seq,
+                         static_cast<size_t>(o_.local_tail), &r.logits));
   r.decode_ms = MsSince(t0);
   r.prefilled_tokens = static_cast<int>(prompt.size() - rows);
   return r;

@@ -39,17 +39,21 @@ class LlamaCppEngine {
  public:
   struct Options {
     llama_context* ctx = nullptr;      // required, not owned
-    Client* sidecar = nullptr;         // null: always prefill locally
+    Client* sidecar = nullptr;         // null: llama.cpp prefills every prompt (not a fallback)
     // The ragkv fingerprint of the file llama.cpp runs (model::Model::
     // fingerprint of the same GGUF); the sidecar's must equal it. Required.
     std::string model_fingerprint;
     absl::Duration deadline = absl::Seconds(30);
     // on_layer: progress, called as fused layer `layer` arrives (0..L-1).
     std::function<void(int layer)> on_layer;
+    // local_tail: the trailing prompt tokens llama.cpp always decodes itself
+    // (>= 1; e.g. the query: the sidecar then supplies only context rows).
+    // Result.logits holds the logits of each of them.
+    int local_tail = 1;
   };
   struct Result {
     std::vector<int32_t> prompt;  // the prompt llama.cpp now holds
-    std::vector<float> logits;    // next-token logits after it
+    std::vector<float> logits;    // [local_tail][vocab]: after each of the last local_tail tokens
     int handed_over_tokens = 0;   // rows written from the sidecar's fused KV
     int reused_tokens = 0;        // of those, rows of chunks the store served
     int recomputed_tokens = 0;    // rows the sidecar computed (mean over layers >= 1)

@@ -14,6 +14,7 @@
 // 0.028-0.031%, GQA Q8_0 0.76-0.89%; asserted < 0.2% (F32/F16 files) and
 // < 2% (Q8_0), with the same argmax and the same 32 greedy tokens.
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -254,6 +255,35 @@ TEST_P(LlamaCppEngineTest, ASidecarThatIsDownOrServesAnotherModelFallsBack) {
   EXPECT_NE(w->fallback.find("fingerprint"), std::string::npos) << w->fallback;
   ExpectOwnAnswer(*w, /*local=*/true);
 }
+
+#ifdef RAGKV_BINARY
+// `ragkv llama`: retrieval, blend and generation end to end; its answer in
+// cacheblend mode at r = 1 (full) is llama.cpp's own (mode local).
+TEST_P(LlamaCppEngineTest, RagkvLlamaCommandAnswersLikeLlamaCppAlone) {
+  ASSERT_NO_FATAL_FAILURE(Serve());
+  auto run = [&](const std::string& mode, int* rc) {
+    const std::string cmd = absl::StrCat(RAGKV_BINARY, " llama --model ", path_, " --server ",
+                                         server_->address(), " --question 'Lily and the dog' ",
+                                         "--k 2 --max-new-tokens 8 --mode ", mode, " 2>&1");
+    std::string out;
+    FILE* p = ::popen(cmd.c_str(), "r");
+    char buf[4096];
+    while (p != nullptr && std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+    *rc = p == nullptr ? -1 : WEXITSTATUS(::pclose(p));
+    return out;
+  };
+  int rc = 0;
+  const std::string full = run("full", &rc);
+  ASSERT_EQ(rc, 0) << full;
+  EXPECT_NE(full.find("handed over"), std::string::npos) << full;
+  EXPECT_EQ(full.find("fallback"), std::string::npos) << full;
+  const std::string local = run("local", &rc);
+  ASSERT_EQ(rc, 0) << local;
+  auto answer = [](const std::string& s) { return s.substr(s.find("answer:"), s.find("context:") - s.find("answer:")); };
+  EXPECT_EQ(answer(full), answer(local));
+  EXPECT_EQ((run("sideways", &rc), rc), 2);
+}
+#endif
 
 INSTANTIATE_TEST_SUITE_P(Files, LlamaCppEngineTest,
                          ::testing::Values("stories260K", "gqa_f16", "gqa_q8_0"));

@@ -319,6 +319,10 @@ absl::StatusOr<std::string> RunMultiUser(BenchContext& b);
 
 // Ms: seconds as whole milliseconds ("%.0f").
 std::string Ms(double s);
+// RunGnuplot: writes `script` to dir/name.gp and runs gnuplot on it
+// (stderr to dir/name.log). GnuplotTerminal: pngcairo, else png.
+absl::Status RunGnuplot(const std::string& dir, const std::string& name, const std::string& script);
+std::string GnuplotTerminal();
 // StrategyLabel: "blend r=0.15" for blend, else the strategy's name.
 std::string StrategyLabel(const std::string& strategy, double ratio);
 

@@ -1,0 +1,66 @@
+// bench/cli/bench_engine.cc: `ragkv bench engine --engine llama.cpp`: TTFT
+// and quality of every strategy inside llama.cpp (bench/engine/
+// bench_engine.h). Runs in ragkv-llama (`ragkv bench engine` execs it).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "absl/strings/str_join.h"
+#include "bench/engine/bench_engine.h"
+#include "cli/command.h"
+
+namespace ragkv::cli {
+namespace {
+
+class BenchEngineCommand : public Command {
+ public:
+  void Register(CLI::App* cmd) override {
+    cmd->add_option("--engine", o_.engine, "llama.cpp")->capture_default_str();
+    cmd->add_option("--model", o_.model, "GGUF (default: --synthetic written as --encoding)");
+    cmd->add_option("--synthetic", o_.synthetic, "synthetic shape")->capture_default_str();
+    cmd->add_option("--encoding", o_.encoding, "synthetic GGUF encoding: f32|f16|q8_0|q4_k_m|...")
+        ->capture_default_str();
+    cmd->add_option("--corpus", o_.corpus, "MuSiQue-style JSON (default: synthetic shapes)");
+    cmd->add_option("--prompts", o_.prompts)->capture_default_str();
+    cmd->add_option("--chunks", o_.chunks)->capture_default_str();
+    cmd->add_option("--chunk-tokens", o_.chunk_tokens)->capture_default_str();
+    cmd->add_option("--query-tokens", o_.query_tokens)->capture_default_str();
+    cmd->add_option("--ratios", o_.ratios, "CacheBlend ratios")->delimiter(',')->capture_default_str();
+    cmd->add_option("--threads", o_.threads, "llama.cpp and ragkv threads")->capture_default_str();
+    cmd->add_option("--repeats", o_.repeats, "rounds over the prompts")->capture_default_str();
+    cmd->add_option("--tiers", o_.tiers, "the sidecar's KV tiers: ram|ssd")->delimiter(',')
+        ->capture_default_str();
+    cmd->add_option("--out-dir", o_.out_dir, "samples.csv, summary.json, ttft.png");
+    cmd->add_option("--scratch-dir", o_.scratch_dir, "default: a fresh /tmp dir");
+    cmd->add_option("--seed", o_.seed)->capture_default_str();
+    app_ = cmd;
+  }
+  int Run() override {
+    auto r = bench::RunEngineBench(o_, std::cerr);
+    if (!r.ok()) {
+      std::fprintf(stderr, "ragkv bench engine: %s\n", r.status().ToString().c_str());
+      return r.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    r->command = "ragkv bench engine " + absl::StrJoin(app_->remaining(true), " ");
+    bench::PrintEngineBench(*r, std::cout);
+    if (!o_.out_dir.empty()) {
+      if (absl::Status s = bench::WriteEngineBenchFiles(*r, o_.out_dir); !s.ok()) {
+        std::fprintf(stderr, "ragkv bench engine: %s\n", s.ToString().c_str());
+        return 1;
+      }
+    }
+    return 0;
+  }
+
+ private:
+  bench::EngineBenchOptions o_;
+  CLI::App* app_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> NewBenchEngineCommand() { return std::make_unique<BenchEngineCommand>(); }
+
+}  // namespace ragkv::cli

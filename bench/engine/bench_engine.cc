@@ -1,0 +1,347 @@
+#include "bench/engine/bench_engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "bench/model/synthetic_gguf.h"
+#include "bench/services/bench_ttft_grpc.h"
+#include "bench/services/internal/ttft_internal.h"
+#include "blend/kv_source.h"
+#include "engine/llamacpp/llama_engine.h"
+#include "engine/llamacpp/runtime.h"
+#include "kernels/cpu.h"
+#include "llama.h"
+#include "model/loader.h"
+#include "model/tokenizer.h"
+
+namespace ragkv::bench {
+namespace {
+
+namespace lc = engine::llamacpp;
+namespace ti = services::ttft_internal;
+using Clock = std::chrono::steady_clock;
+double MsSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// EnginePrompt: one request: the chunks by catalogue id, the prompt llama.cpp
+// holds ([BOS] chunks query) and the query length.
+struct EnginePrompt {
+  std::vector<uint64_t> chunk_ids;
+  std::vector<int32_t> tokens;
+  int query = 0;
+  bool bos = false;
+};
+
+// Strategy: one column of the matrix (ratio for cacheblend only).
+struct Strategy {
+  std::string name;
+  double ratio = 0;
+};
+
+// Compare: mean KL(ref || got) and top-1 agreement over the rows of two
+// [n][vocab] logit blocks.
+void Compare(const std::vector<float>& ref, const std::vector<float>& got, int vocab, double* kl,
+             double* top1) {
+  const size_t n = std::min(ref.size(), got.size()) / vocab;
+  double k = 0, t = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float* p = ref.data() + i * vocab;
+    const float* q = got.data() + i * vocab;
+    const float mp = *std::max_element(p, p + vocab), mq = *std::max_element(q, q + vocab);
+    double zp = 0, zq = 0;
+    for (int v = 0; v < vocab; ++v) zp += std::exp(p[v] - mp), zq += std::exp(q[v] - mq);
+    double s = 0;
+    for (int v = 0; v < vocab; ++v) {
+      const double lp = p[v] - mp - std::log(zp), lq = q[v] - mq - std::log(zq);
+      s += std::exp(lp) * (lp - lq);
+    }
+    k += s;
+    t += (std::max_element(p, p + vocab) - p) == (std::max_element(q, q + vocab) - q);
+  }
+  *kl = n ? k / n : 0;
+  *top1 = n ? t / n : 0;
+}
+
+// Texts: per prompt, its chunk texts and query ids (corpus questions, or
+// random-word documents and random ids).
+struct Texts {
+  std::vector<std::vector<std::string>> chunks;
+  std::vector<std::vector<int32_t>> queries;
+  std::string description;
+};
+
+absl::StatusOr<Texts> BuildTexts(const EngineBenchOptions& o, const std::string& path, int vocab) {
+  Texts t;
+  if (!o.corpus.empty()) {
+    services::TtftBenchOptions to;
+    to.model_spec = path;
+    to.corpus = o.corpus;
+    to.prompts = o.prompts;
+    to.chunks = o.chunks;
+    to.chunk_tokens = o.chunk_tokens;
+    to.query_tokens = o.query_tokens;
+    ti::TokenRng rng(o.seed, vocab);
+    ASSIGN_OR_RETURN(ti::Workload w, ti::BuildWorkload(to, vocab, /*with_grpc=*/true, rng));
+    for (const ti::Prompt& p : w.prompts) {
+      t.chunks.push_back(p.texts);
+      t.queries.push_back(p.query);
+    }
+    t.description = w.description;
+    return t;
+  }
+  std::mt19937 rng(static_cast<uint32_t>(o.seed));
+  std::uniform_int_distribution<int32_t> tok(3, vocab - 1);
+  for (int i = 0; i < o.prompts; ++i) {
+    std::vector<std::string> texts;
+    for (int c = 0; c < o.chunks; ++c) {
+      // Long enough that the chunker's first chunk has chunk_tokens tokens.
+      texts.push_back(services::SyntheticChunkText(o.chunk_tokens * 8,
+                                                   o.seed * 1000003 + i * 1024 + c));
+    }
+    std::vector<int32_t> q(o.query_tokens);
+    for (int32_t& x : q) x = tok(rng);
+    t.chunks.push_back(std::move(texts));
+    t.queries.push_back(std::move(q));
+  }
+  t.description = absl::StrFormat("synthetic: %d prompts x (%d random-word chunks of <= %d tokens "
+                                  "+ %d query ids)",
+                                  o.prompts, o.chunks, o.chunk_tokens, o.query_tokens);
+  return t;
+}
+
+// Prepare: every chunk ingested into the sidecar (first chunk of each
+// text), its KV precomputed by ragkv and stored with PutChunk; the prompts.
+absl::StatusOr<std::vector<EnginePrompt>> Prepare(const Texts& t, const model::Model& model,
+                                                  int32_t bos, services::GrpcTtftPath* path,
+                                                  std::ostream& progress) {
+  std::vector<EnginePrompt> out;
+  for (size_t i = 0; i < t.chunks.size(); ++i) {
+    ASSIGN_OR_RETURN(std::vector<services::CatalogueChunk> cat,
+                     path->Ingest(t.chunks[i], absl::StrCat("p", i, "_"), /*first_chunk_only=*/true));
+    EnginePrompt p;
+    p.bos = bos >= 0;
+    if (p.bos) p.tokens.push_back(bos);
+    for (const services::CatalogueChunk& c : cat) {
+      ASSIGN_OR_RETURN(blend::ChunkKV kv, blend::PrecomputeChunk(model, c.tokens));
+      RETURN_IF_ERROR(path->Put(c, kv));
+      p.chunk_ids.push_back(c.chunk_id);
+      p.tokens.insert(p.tokens.end(), c.tokens.begin(), c.tokens.end());
+    }
+    p.query = static_cast<int>(t.queries[i].size());
+    p.tokens.insert(p.tokens.end(), t.queries[i].begin(), t.queries[i].end());
+    progress << absl::StrFormat("bench engine: prompt %d: %d chunks, %d tokens, KV stored\n", i,
+                                cat.size(), p.tokens.size());
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+v1::BlendRequest Request(const EnginePrompt& p, const Strategy& s) {
+  v1::BlendRequest br;
+  for (uint64_t id : p.chunk_ids) br.add_segments()->set_chunk_id(id);
+  br.add_segments()->mutable_tokens()->mutable_ids()->Assign(p.tokens.end() - p.query,
+                                                             p.tokens.end());
+  v1::BlendOptions* o = br.mutable_options();
+  o->set_add_bos(p.bos);
+  o->set_output_dtype(v1::DTYPE_F16);
+  if (s.name == "full-reuse") {
+    o->set_mode(v1::BLEND_MODE_FULL_REUSE);
+  } else {
+    o->set_mode(v1::BLEND_MODE_CACHEBLEND);
+    o->set_recompute_ratio(static_cast<float>(s.ratio));
+  }
+  return br;
+}
+
+// Runner: the llama.cpp side: context 0 for full prefill and the ragkv
+// strategies (one engine per query length), context 1 for the prefix cache.
+class Runner {
+ public:
+  Runner(lc::LlamaFile* file, Client* sidecar, std::string fp)
+      : file_(file), sidecar_(sidecar), fp_(std::move(fp)) {}
+
+  // ForgetPrefix: context 1 holds nothing (no previous request).
+  void ForgetPrefix() {
+    llama_memory_seq_rm(llama_get_memory(file_->context(1)), 0, -1, -1);
+    held_.clear();
+  }
+
+  absl::Status Run(const EnginePrompt& p, const Strategy& s, EngineSample* out,
+                   std::vector<float>* logits) {
+    out->strategy = s.name;
+    out->ratio = s.ratio;
+    out->context_tokens = static_cast<int>(p.tokens.size()) - p.query;
+    if (s.name == "full-prefill" || s.name == "prefix-cache") return Local(p, s, out, logits);
+    ASSIGN_OR_RETURN(lc::LlamaCppEngine * e, EngineFor(p.query));
+    const auto t0 = Clock::now();
+    ASSIGN_OR_RETURN(lc::LlamaCppEngine::Result r, e->Prefill(Request(p, s), p.tokens, 0));
+    out->ttft_ms = MsSince(t0);
+    out->blend_ms = r.blend_ms, out->handover_ms = r.handover_ms, out->decode_ms = r.decode_ms;
+    out->handed_over = r.handed_over_tokens, out->reused = r.reused_tokens;
+    out->recomputed = r.recomputed_tokens, out->prefilled = r.prefilled_tokens;
+    out->fallback = r.fallback;
+    *logits = std::move(r.logits);
+    return absl::OkStatus();
+  }
+
+ private:
+  // Local: llama.cpp alone; the prefix cache keeps what context 1 holds of
+  // the previous request's prompt.
+  absl::Status Local(const EnginePrompt& p, const Strategy& s, EngineSample* out,
+                     std::vector<float>* logits) {
+    const bool prefix = s.name == "prefix-cache";
+    llama_context* ctx = file_->context(prefix ? 1 : 0);
+    size_t keep = 0;
+    if (prefix) {
+      while (keep < held_.size() && keep < p.tokens.size() && held_[keep] == p.tokens[keep]) ++keep;
+      keep = std::min(keep, p.tokens.size() - p.query);
+    }
+    const auto t0 = Clock::now();
+    llama_memory_seq_rm(llama_get_memory(ctx), 0, static_cast<llama_pos>(keep), -1);
+    RETURN_IF_ERROR(lc::DecodeTokens(ctx, p.tokens, keep, 0, p.query, logits));
+    out->ttft_ms = out->decode_ms = MsSince(t0);
+    out->prefilled = static_cast<int>(p.tokens.size() - keep);
+    out->handed_over = out->reused = static_cast<int>(keep);
+    if (prefix) held_ = p.tokens;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<lc::LlamaCppEngine*> EngineFor(int query) {
+    auto& e = engines_[query];
+    if (e == nullptr) {
+      lc::LlamaCppEngine::Options o;
+      o.ctx = file_->context(0);
+      o.sidecar = sidecar_;
+      o.model_fingerprint = fp_;
+      o.deadline = absl::Minutes(5);
+      o.local_tail = query;
+      ASSIGN_OR_RETURN(e, lc::LlamaCppEngine::Create(o));
+    }
+    return e.get();
+  }
+
+  lc::LlamaFile* file_;
+  Client* sidecar_;
+  std::string fp_;
+  std::vector<int32_t> held_;  // context 1's sequence 0
+  std::map<int, std::unique_ptr<lc::LlamaCppEngine>> engines_;
+};
+
+std::vector<Strategy> Strategies(const EngineBenchOptions& o) {
+  std::vector<Strategy> s = {{"full-prefill"}, {"prefix-cache"}, {"full-reuse"}};
+  for (double r : o.ratios) s.push_back({"cacheblend", r});
+  return s;
+}
+
+std::vector<EngineRow> Aggregate(const std::vector<EngineSample>& samples,
+                                 const std::vector<Strategy>& strategies) {
+  std::vector<EngineRow> rows;
+  double full_p50 = 0;
+  for (const Strategy& s : strategies) {
+    EngineRow row;
+    row.strategy = s.name;
+    row.ratio = s.ratio;
+    std::vector<double> ttft, blend, handover, decode;
+    for (const EngineSample& x : samples) {
+      if (x.strategy != s.name || x.ratio != s.ratio) continue;
+      ttft.push_back(x.ttft_ms), blend.push_back(x.blend_ms);
+      handover.push_back(x.handover_ms), decode.push_back(x.decode_ms);
+      row.kl += x.kl, row.top1 += x.top1;
+      row.fallbacks += !x.fallback.empty();
+    }
+    if (ttft.empty()) continue;
+    row.ttft = services::Summarize(ttft);
+    row.kl /= ttft.size(), row.top1 /= ttft.size();
+    row.blend_p50 = services::Percentile(blend, 0.5);
+    row.handover_p50 = services::Percentile(handover, 0.5);
+    row.decode_p50 = services::Percentile(decode, 0.5);
+    if (s.name == "full-prefill") full_p50 = row.ttft.p50;
+    row.vs_full = full_p50 > 0 ? row.ttft.p50 / full_p50 : 0;
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+absl::StatusOr<std::string> ModelFile(const EngineBenchOptions& o, const std::string& scratch,
+                                      std::ostream& progress) {
+  if (!o.model.empty()) return o.model;
+  const std::string path = scratch + "/synthetic.gguf";
+  progress << "bench engine: writing synthetic:" << o.synthetic << " as " << o.encoding << " GGUF\n";
+  RETURN_IF_ERROR(model::WriteSyntheticGguf("synthetic:" + o.synthetic, o.encoding, lc::LibDir(), path));
+  return path;
+}
+
+}  // namespace
+
+absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o,
+                                                 std::ostream& progress) {
+  if (o.engine != "llama.cpp") {
+    return absl::InvalidArgumentError("bench engine: unknown --engine " + o.engine + " (llama.cpp)");
+  }
+  if (o.prompts < 1 || o.chunks < 1 || o.chunk_tokens < 1 || o.query_tokens < 1 || o.repeats < 1) {
+    return absl::InvalidArgumentError("bench engine: prompts, chunks, tokens and repeats must be >= 1");
+  }
+  kernels::SetMaxThreads(std::max(1, o.threads));
+  ti::ScratchDir scratch;
+  RETURN_IF_ERROR(scratch.Make(o.scratch_dir));
+  ASSIGN_OR_RETURN(const std::string path, ModelFile(o, scratch.dir(), progress));
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Model> ours, model::LoadModel(path));
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tok, model::LoadTokenizer(path));
+  services::GrpcTtftOptions go;
+  go.model_spec = path;
+  go.chunk_tokens = o.chunk_tokens;
+  go.data_dir = scratch.dir() + "/sidecar";
+  go.kv_tiers = o.tiers;
+  ASSIGN_OR_RETURN(std::unique_ptr<services::GrpcTtftPath> sidecar, services::GrpcTtftPath::Start(go));
+  ASSIGN_OR_RETURN(Texts texts, BuildTexts(o, path, ours->config().vocab_size));
+  ASSIGN_OR_RETURN(std::vector<EnginePrompt> prompts,
+                   Prepare(texts, *ours, tok->bos_id(), sidecar.get(), progress));
+  size_t longest = 0;
+  for (const EnginePrompt& p : prompts) longest = std::max(longest, p.tokens.size());
+  lc::ContextOptions co;
+  co.n_ctx = static_cast<int>((longest + 16 + 255) / 256 * 256);
+  co.threads = o.threads;
+  co.contexts = 2;
+  ASSIGN_OR_RETURN(std::unique_ptr<lc::LlamaFile> file, lc::LlamaFile::Open(path, co));
+  const int vocab = file->vocab_size();
+  Runner runner(file.get(), sidecar->client(),
+                std::string(ours->fingerprint().begin(), ours->fingerprint().end()));
+
+  EngineBenchReport rep;
+  rep.workload = texts.description;
+  const std::vector<Strategy> strategies = Strategies(o);
+  for (int round = -1; round < o.repeats; ++round) {  // round -1: warm-up, not recorded
+    if (round == 0) runner.ForgetPrefix();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      if (round < 0 && i > 0) break;
+      std::vector<float> ref;
+      std::string line;
+      for (const Strategy& s : strategies) {
+        EngineSample x;
+        x.prompt = static_cast<int>(i), x.round = round;
+        std::vector<float> logits;
+        RETURN_IF_ERROR(runner.Run(prompts[i], s, &x, &logits));
+        if (s.name == "full-prefill") ref = logits;
+        Compare(ref, logits, vocab, &x.kl, &x.top1);
+        absl::StrAppendFormat(&line, " %s%s %.0f ms", s.name,
+                              s.name == "cacheblend" ? absl::StrFormat("@%.2f", s.ratio) : "",
+                              x.ttft_ms);
+        if (round >= 0) rep.samples.push_back(std::move(x));
+      }
+      progress << absl::StrFormat("bench engine: %s prompt %d/%d:%s\n",
+                                  round < 0 ? "warm-up" : absl::StrCat("round ", round + 1), i + 1,
+                                  prompts.size(), line);
+    }
+  }
+  rep.rows = Aggregate(rep.samples, strategies);
+  return rep;
+}
+
+}  // namespace ragkv::bench

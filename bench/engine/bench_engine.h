@@ -1,0 +1,97 @@
+// bench_engine.h: `ragkv bench engine --engine llama.cpp`: time to first
+// token and quality of every strategy inside llama.cpp, on the same
+// prompts, the same GGUF and the same threads, interleaved per prompt:
+//   full-prefill  llama.cpp prefills the whole prompt (the baseline);
+//   prefix-cache  llama.cpp keeps the previous request's common prefix in
+//                 its cache (llama-server's cache_prompt) and prefills the rest;
+//   full-reuse    ragkv's fused context KV (r = 0) handed over
+//                 (engine/llamacpp/), llama.cpp prefills the query;
+//   cacheblend    the same at each ratio.
+// TTFT: wall time from the request to the query's logits in llama.cpp
+// (Blend stream + KV handover + query prefill for the ragkv rows). The
+// sidecar is the `ragkv serve` stack in this process on 127.0.0.1:0; every
+// chunk is ingested into its catalogue and its KV, precomputed by ragkv,
+// stored with PutChunk in the chosen tier before the timed rounds.
+// Quality: at every query position, KL(full || strategy) of llama.cpp's
+// next-token distribution and top-1 agreement with llama.cpp's own full
+// prefill of the same prompt.
+// Workloads: a MuSiQue-style corpus (each question's first `chunks`
+// passages, their first chunk of `chunk_tokens`, the question as the
+// query), or synthetic shapes (random-word documents, random query ids).
+// Thread safety: RunEngineBench is reentrant; one at a time per process
+// (it sets the kernel thread count).
+#ifndef RAGKV_BENCH_ENGINE_BENCH_ENGINE_H_
+#define RAGKV_BENCH_ENGINE_BENCH_ENGINE_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "bench/services/bench_ttft.h"
+
+namespace ragkv::bench {
+
+struct EngineBenchOptions {
+  std::string engine = "llama.cpp";  // the only engine so far
+  std::string model;  // a GGUF; empty: `synthetic` written as a GGUF of `encoding`
+  std::string synthetic = "layers=16,dim=1024,heads=16,kv_heads=8,ffn=2816,vocab=32000";
+  std::string encoding = "f16";
+  std::string corpus;  // MuSiQue-style JSON; empty: synthetic shapes
+  int prompts = 4;
+  int chunks = 6;
+  int chunk_tokens = 256;
+  int query_tokens = 32;
+  std::vector<double> ratios = {0.15};
+  int threads = 2;   // llama.cpp threads and ragkv kernel threads
+  int repeats = 1;   // rounds over the prompts
+  std::vector<std::string> tiers = {"ram"};  // the sidecar's KV tiers
+  std::string out_dir;      // samples.csv, summary.json, ttft.png; empty: none
+  std::string scratch_dir;  // empty: a fresh /tmp dir, removed afterwards
+  uint64_t seed = 1;
+};
+
+// EngineSample: one strategy on one prompt.
+struct EngineSample {
+  int prompt = 0, round = 0;
+  std::string strategy;
+  double ratio = 0;
+  double ttft_ms = 0, blend_ms = 0, handover_ms = 0, decode_ms = 0;
+  int context_tokens = 0, handed_over = 0, reused = 0, recomputed = 0, prefilled = 0;
+  double kl = 0, top1 = 0;  // vs llama.cpp's full prefill, over the query positions
+  std::string fallback;
+};
+
+struct EngineRow {
+  std::string strategy;
+  double ratio = 0;
+  services::LatencySummary ttft;  // ms
+  double vs_full = 0;             // ttft p50 / full-prefill p50
+  double kl = 0, top1 = 0;        // means over prompts
+  double blend_p50 = 0, handover_p50 = 0, decode_p50 = 0;
+  int fallbacks = 0;
+};
+
+struct EngineBenchReport {
+  std::string workload;
+  std::string command;
+  std::vector<EngineSample> samples;
+  std::vector<EngineRow> rows;
+};
+
+// RunEngineBench: the run above; progress lines to `progress`. Errors:
+// model / corpus / sidecar / llama.cpp failures.
+absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o,
+                                                 std::ostream& progress);
+// PrintEngineBench: one line per strategy
+//   engine=llama.cpp strategy=NAME r=R ttft_p50_ms=X ttft_p95_ms=Y vs_full=Z kl=K top1=T
+// then a Markdown table with the stage breakdown.
+void PrintEngineBench(const EngineBenchReport& r, std::ostream& out);
+// WriteEngineBenchFiles: samples.csv, summary.json and ttft.png (gnuplot;
+// a missing gnuplot is a note on stderr, not an error) under `dir`.
+absl::Status WriteEngineBenchFiles(const EngineBenchReport& r, const std::string& dir);
+
+}  // namespace ragkv::bench
+
+#endif  // RAGKV_BENCH_ENGINE_BENCH_ENGINE_H_

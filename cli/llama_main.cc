@@ -1,0 +1,35 @@
+// llama_main.cc: ragkv-llama, the binary behind `ragkv llama` and `ragkv
+// bench engine` (cli/llama_forward.cc execs it): the only one linking
+// llama.cpp. Its commands come from one table, as in main.cc.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <iterator>
+#include <memory>
+
+#include "cli/command.h"
+#include "cli/flags.h"
+
+namespace {
+
+using ragkv::cli::CommandEntry;
+
+const CommandEntry kCommands[] = {
+    {"llama", "retrieve + blend through the sidecar, generate with llama.cpp",
+     ragkv::cli::NewLlamaCommand},
+    {"bench-engine", "TTFT and quality of every strategy inside llama.cpp",
+     ragkv::cli::NewBenchEngineCommand},
+};
+constexpr int kNumCommands = static_cast<int>(std::size(kCommands));
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ragkv-llama: ragkv's fused KV inside llama.cpp"};
+  app.require_subcommand(1);
+  std::unique_ptr<ragkv::cli::Command> commands[kNumCommands];
+  ragkv::cli::RegisterTable(&app, kCommands, kNumCommands, commands);
+  CLI11_PARSE(app, argc, argv);
+  ragkv::cli::ScrubTokenArgs(argc, argv);
+  return ragkv::cli::RunParsed(&app, kCommands, kNumCommands, commands);
+}
