@@ -144,11 +144,14 @@ absl::StatusOr<std::vector<EnginePrompt>> Prepare(const Texts& t, const model::M
   return out;
 }
 
+// Request: the chunks and only the query's first token: llama.cpp
+// prefills the query itself (local_tail), and the context rows do not
+// depend on what follows them, so the sidecar computes one query row, not
+// all of them.
 v1::BlendRequest Request(const EnginePrompt& p, const Strategy& s) {
   v1::BlendRequest br;
   for (uint64_t id : p.chunk_ids) br.add_segments()->set_chunk_id(id);
-  br.add_segments()->mutable_tokens()->mutable_ids()->Assign(p.tokens.end() - p.query,
-                                                             p.tokens.end());
+  br.add_segments()->mutable_tokens()->mutable_ids()->Add(*(p.tokens.end() - p.query));
   v1::BlendOptions* o = br.mutable_options();
   o->set_add_bos(p.bos);
   o->set_output_dtype(v1::DTYPE_F16);

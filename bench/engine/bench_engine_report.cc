@@ -72,8 +72,9 @@ absl::Status Plot(const EngineBenchReport& r, const std::string& dir) {
     }
   }
   const std::string script = absl::StrFormat(
-      "set terminal %s size 900,500\nset output '%s/ttft.png'\n"
-      "set title 'TTFT inside llama.cpp (%s)' noenhanced\nset ylabel 'TTFT ms (p50, bar to p95)'\n"
+      "set terminal %s size 1000,520\nset output '%s/ttft.png'\n"
+      "set title 'TTFT inside llama.cpp (%s)' noenhanced font ',10'\n"
+      "set ylabel 'TTFT ms (p50, bar to p95)'\nset xtics font ',9' noenhanced\nset offsets 0.5,0.5,0,0\n"
       "set style fill solid 0.6\nset boxwidth 0.6\nset yrange [0:*]\nset grid ytics\n"
       "plot '%s/ttft.dat' using 0:2:xtic(1) with boxes notitle, "
       "'' using 0:2:2:3 with yerrorbars lc rgb 'black' notitle, "

@@ -77,10 +77,13 @@ absl::StatusOr<std::unique_ptr<LlamaFile>> LlamaFile::Open(const std::string& pa
   llama_context_params cp = llama_context_default_params();
   cp.n_ctx = o.n_ctx;
   cp.n_batch = std::min(o.n_batch, o.n_ctx);
-  cp.n_ubatch = cp.n_batch;
+  cp.n_ubatch = std::min(o.n_ubatch, static_cast<int>(cp.n_batch));
   cp.n_threads = o.threads;
   cp.n_threads_batch = o.threads;
-  cp.flash_attn_type = o.flash_attn ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  using FA = ContextOptions::FlashAttn;
+  cp.flash_attn_type = o.flash_attn == FA::kOn    ? LLAMA_FLASH_ATTN_TYPE_ENABLED
+                       : o.flash_attn == FA::kOff ? LLAMA_FLASH_ATTN_TYPE_DISABLED
+                                                  : LLAMA_FLASH_ATTN_TYPE_AUTO;
   cp.no_perf = true;
   for (int i = 0; i < std::max(1, o.contexts); ++i) {
     llama_context* c = llama_init_from_model(f->model_, cp);

@@ -33,12 +33,16 @@ void InitBackends();
 absl::Status DecodeTokens(llama_context* ctx, const std::vector<int32_t>& tokens, size_t begin,
                           int32_t seq, size_t tail, std::vector<float>* logits);
 
+// ContextOptions: llama.cpp's own defaults (llama_context_default_params:
+// batch 2048, micro-batch 512, flash attention auto) unless set.
 struct ContextOptions {
-  int n_ctx = 4096;    // cells of the context (all sequences)
-  int n_batch = 2048;  // tokens per llama_decode call (and micro-batch)
+  enum class FlashAttn { kAuto, kOff, kOn };  // kOff: V cached transposed
+  int n_ctx = 4096;     // cells of the context (all sequences)
+  int n_batch = 2048;   // tokens per llama_decode call
+  int n_ubatch = 512;   // tokens per micro-batch
   int threads = 1;
-  bool flash_attn = false;  // false: V cached transposed
-  int contexts = 1;         // independent contexts over the one model
+  FlashAttn flash_attn = FlashAttn::kAuto;
+  int contexts = 1;     // independent contexts over the one model
 };
 
 class LlamaFile {

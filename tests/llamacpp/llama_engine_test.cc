@@ -256,6 +256,52 @@ TEST_P(LlamaCppEngineTest, ASidecarThatIsDownOrServesAnotherModelFallsBack) {
   ExpectOwnAnswer(*w, /*local=*/true);
 }
 
+// A deadline the sidecar cannot meet: llama.cpp prefills by itself.
+TEST_P(LlamaCppEngineTest, ADeadlineExceededFallsBack) {
+  ASSERT_NO_FATAL_FAILURE(Serve());
+  const v1::BlendRequest request = FromChunks();
+  lc::LlamaCppEngine::Options o;
+  o.ctx = ref_->context();
+  o.sidecar = client_.get();
+  o.model_fingerprint = fp_;
+  o.deadline = absl::Microseconds(1);
+  auto engine = lc::LlamaCppEngine::Create(o);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto r = (*engine)->Prefill(request, prompt_, 0);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NE(r->fallback.find("DEADLINE_EXCEEDED"), std::string::npos) << r->fallback;
+  EXPECT_EQ(r->prefilled_tokens, static_cast<int>(prompt_.size()));
+  ExpectOwnAnswer(*r, /*local=*/true);
+}
+
+// Chunks in the catalogue whose KV the store does not hold (ingested, never
+// precomputed): the sidecar computes their rows fresh, nothing counts as
+// reused, and the answer is still llama.cpp's own (full reuse of nothing =
+// a full computation).
+TEST_P(LlamaCppEngineTest, ChunksMissingFromTheStoreAreComputedNotReused) {
+  auto s = ServeProcess::Start({"--data-dir", dir_.path() + "/d", "--model", path_},
+                               dir_.path() + "/serve.log");
+  ASSERT_TRUE(s.ok()) << s.status();
+  server_ = std::move(*s);
+  client_ = server_->NewClient();
+  std::vector<v1::Document> docs(2);
+  for (int i = 0; i < 2; ++i) {
+    docs[i].set_doc_id(absl::StrCat("doc", i));
+    docs[i].set_text(kDocs[i]);
+  }
+  ASSERT_TRUE(client_->IngestDocuments(docs).ok());
+  v1::BlendRequest request = FromChunks();
+  request.mutable_options()->set_mode(v1::BLEND_MODE_FULL_REUSE);
+  auto engine = Engine(client_.get());
+  ASSERT_NE(engine, nullptr);
+  auto r = engine->Prefill(request, prompt_, 0);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->fallback.empty()) << r->fallback;
+  EXPECT_EQ(r->reused_tokens, 0);
+  EXPECT_EQ(r->handed_over_tokens, static_cast<int>(prompt_.size()) - 1);
+  ExpectOwnAnswer(*r);
+}
+
 #ifdef RAGKV_BINARY
 // `ragkv llama`: retrieval, blend and generation end to end; its answer in
 // cacheblend mode at r = 1 (full) is llama.cpp's own (mode local).
@@ -282,6 +328,32 @@ TEST_P(LlamaCppEngineTest, RagkvLlamaCommandAnswersLikeLlamaCppAlone) {
   auto answer = [](const std::string& s) { return s.substr(s.find("answer:"), s.find("context:") - s.find("answer:")); };
   EXPECT_EQ(answer(full), answer(local));
   EXPECT_EQ((run("sideways", &rc), rc), 2);
+}
+
+// `ragkv bench engine` end to end on a tiny workload: one line per strategy
+// in the documented format, llama.cpp's full prefill as its own reference
+// (kl 0, top-1 1), the CSV / JSON / PNG written. No timing is asserted.
+TEST(LlamaCppBenchEngineTest, PrintsEveryStrategyAndWritesItsFiles) {
+  if (!HaveModelFile("stories260K.gguf")) GTEST_SKIP() << "no stories260K.gguf";
+  TempDir dir;
+  const std::string cmd = absl::StrCat(
+      RAGKV_BINARY, " bench engine --model ", ModelFile("stories260K.gguf"),
+      " --prompts 2 --chunks 2 --chunk-tokens 32 --query-tokens 8 --ratios 0.5 --out-dir ",
+      dir.path(), " 2>/dev/null");
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+  ASSERT_EQ(WEXITSTATUS(::pclose(p)), 0) << out;
+  for (const char* s : {"strategy=full-prefill r=0.00", "strategy=prefix-cache", "strategy=full-reuse",
+                        "strategy=cacheblend r=0.50"}) {
+    EXPECT_NE(out.find(absl::StrCat("engine=llama.cpp ", s)), std::string::npos) << s << "\n" << out;
+  }
+  EXPECT_NE(out.find("vs_full=1.000 kl=0.00000 top1=1.000"), std::string::npos) << out;
+  for (const char* f : {"/samples.csv", "/summary.json"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir.path() + f)) << f;
+  }
 }
 #endif
 
