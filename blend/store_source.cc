@@ -163,4 +163,13 @@ absl::StatusOr<StoreChunk> EncodeForStore(const ChunkKV& chunk, kvstore::Codec c
   return out;
 }
 
+absl::StatusOr<uint64_t> PrecomputeAndStore(const model::Model& model, kvstore::TieredStore* store,
+                                            absl::Span<const int32_t> tokens) {
+  ASSIGN_OR_RETURN(ChunkKV kv, PrecomputeChunk(model, tokens));
+  ASSIGN_OR_RETURN(StoreChunk enc, EncodeForStore(kv));
+  const uint64_t bytes = enc.chunk->TotalBytes();
+  RETURN_IF_ERROR(store->Put(enc.key, enc.chunk));
+  return bytes;
+}
+
 }  // namespace ragkv::blend

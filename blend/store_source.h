@@ -85,6 +85,14 @@ absl::StatusOr<StoreChunk> EncodeForStore(
     const ChunkKV& chunk, kvstore::Codec codec = kvstore::Codec::kRaw,
     kvstore::Compression compression = kvstore::Compression::kNone);
 
+// PrecomputeAndStore: PrecomputeChunk(model, tokens) (the model's KV dtype)
+// encoded by EncodeForStore (kRaw) and Put in `store` under its content
+// key: the record precompute jobs and the sidecar's store-back both write
+// (the same bytes under the same key, so duplicate writes are harmless).
+// Returns the bytes stored. Errors: those of the three steps.
+absl::StatusOr<uint64_t> PrecomputeAndStore(const model::Model& model, kvstore::TieredStore* store,
+                                            absl::Span<const int32_t> tokens);
+
 }  // namespace ragkv::blend
 
 #endif  // RAGKV_BLEND_STORE_SOURCE_H_

@@ -142,6 +142,7 @@ int LlamaCommand::Run() {
   eo.ctx = (*file)->context();
   eo.sidecar = f.mode == "local" ? nullptr : client->get();
   eo.model_fingerprint = fp;
+  eo.config = &(*ours)->config();
   eo.deadline = absl::Seconds(f.deadline_s);
   auto engine = lc::LlamaCppEngine::Create(eo);
   if (!engine.ok()) return Fail(1, engine.status().ToString());

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "base/log.h"
 #include "cli/command.h"
+#include "cli/config_file.h"
 #include "cli/flags.h"
 #include "services/sidecar.h"
 
@@ -19,6 +20,10 @@ namespace {
 class ServeCommand : public Command {
  public:
   void Register(CLI::App* cmd) override {
+    cmd->add_option("--config", config_,
+                    "TOML file of these flags, keys without the dashes (flags given here win)");
+    cmd->add_flag("--print-config", print_config_, "print the effective configuration and exit");
+    app_ = cmd;
     cmd->add_option("--listen", so_.listen, "gRPC address (default loopback)")->capture_default_str();
     cmd->add_option("--data-dir", so_.data_dir, "RocksDB/FAISS directory")->capture_default_str();
     cmd->add_option("--ram-budget", ram_, "RAM tier budget (bytes, K/M/G suffix)")->capture_default_str();
@@ -36,6 +41,9 @@ class ServeCommand : public Command {
                       "BLEND_MODE_AUTO: the most the controller recomputes")
         ->capture_default_str();
     cmd->add_option("--sync-writes", so_.sync_writes, "fsync every stored chunk")
+        ->capture_default_str();
+    cmd->add_option("--store-back", so_.store_back,
+                    "store the KV of chunks a blend computed fresh, after the response")
         ->capture_default_str();
     cmd->add_option("--model", so_.model_path, "model checkpoint (.bin/.gguf/HF dir/synthetic:...)");
     cmd->add_option("--tokenizer", so_.tokenizer_path, "tokenizer (default: the model's)");
@@ -82,6 +90,16 @@ class ServeCommand : public Command {
   }
 
   int Run() override {
+    if (!config_.empty()) {
+      if (absl::Status s = ApplyConfigFile(app_, config_); !s.ok()) {
+        std::fprintf(stderr, "ragkv serve: --config %s\n", std::string(s.message()).c_str());
+        return 2;
+      }
+    }
+    if (print_config_) {
+      std::fputs(EffectiveConfig(app_).c_str(), stdout);
+      return 0;
+    }
     absl::StatusOr<std::string> token = ResolveAuthToken(auth_, "ragkv serve");
     if (!token.ok()) {
       std::fprintf(stderr, "ragkv serve: %s\n", token.status().ToString().c_str());
@@ -109,7 +127,9 @@ class ServeCommand : public Command {
   int Serve();
 
   services::SidecarOptions so_;
-  std::string services_ = "all", ram_ = "1G", ssd_ = "16G";
+  std::string services_ = "all", ram_ = "1G", ssd_ = "16G", config_;
+  bool print_config_ = false;
+  CLI::App* app_ = nullptr;
   AuthTokenFlags auth_;
 };
 

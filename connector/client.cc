@@ -122,6 +122,11 @@ absl::Status ReadBlendStream(grpc::ClientContext* ctx, grpc::ClientReader<v1::Bl
         info.dtype = wire::FromProto(h.layout().dtype());
         info.model_fingerprint = h.layout().model_fingerprint();
         info.token_ids.assign(h.token_ids().begin(), h.token_ids().end());
+        if (info.token_ids.size() != h.layout().num_tokens()) {
+          s = absl::InternalError(absl::StrFormat("blend stream: header lists %d token ids for %d tokens",
+                                                  info.token_ids.size(), h.layout().num_tokens()));
+          break;
+        }
         for (const auto& sp : h.spans()) {
           info.spans.push_back({sp.begin(), sp.end(), sp.chunk_id(), sp.cache_hit(), sp.is_chunk(),
                                 sp.chunk_begin()});

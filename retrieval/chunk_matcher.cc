@@ -30,6 +30,7 @@ uint64_t HashOf(absl::Span<const int32_t> t) {
 ChunkMatcher::ChunkMatcher(ChunkMatchOptions options) : o_(options) {
   o_.window = std::max(1, o_.window);
   o_.boundary_slack = std::max(0, o_.boundary_slack);
+  if (o_.min_chunk_tokens <= 0) o_.min_chunk_tokens = o_.window;
 }
 
 uint64_t ChunkMatcher::Key(uint64_t hash, int length) {
@@ -40,7 +41,7 @@ uint64_t ChunkMatcher::Key(uint64_t hash, int length) {
 
 void ChunkMatcher::Add(int64_t chunk_id, absl::Span<const int32_t> tokens) {
   Remove(chunk_id);
-  if (tokens.empty()) return;
+  if (tokens.empty() || static_cast<int64_t>(tokens.size()) < o_.min_chunk_tokens) return;
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int w = static_cast<int>(std::min<int64_t>(o_.window, n));
   std::vector<int32_t> offsets = {0};

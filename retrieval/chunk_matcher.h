@@ -2,9 +2,9 @@
 // token sequence (raw-token blending, issue 18: an engine sends its whole
 // prompt and needs no knowledge of chunk boundaries).
 //
-// Index: each chunk contributes anchor windows of `window` tokens (at its
-// offset 0, and at offset `boundary_slack` when it is long enough; a chunk
-// shorter than the window is one window of its own length), hashed with a
+// Index: each chunk of at least `min_chunk_tokens` (default: the window)
+// contributes anchor windows of `window` tokens (at its offset 0, and at
+// offset `boundary_slack` when it is long enough), hashed with a
 // polynomial rolling hash over token ids. Find() rolls the hash over the
 // prompt, probing every position; every hit is verified token by token
 // against the chunk's own tokens (those its KV record's content key was
@@ -15,6 +15,9 @@
 // Overlapping matches are resolved deterministically: by prompt position,
 // then longer first, then lower chunk id; a later match overlapping an
 // accepted one loses its head rows (kept if >= `window` rows remain).
+// Candidates inside a match already found for the same chunk are skipped
+// (linear time on periodic token runs; a periodic chunk may then be found
+// at fewer of its possible alignments).
 //
 // Thread safety: Add/Remove need exclusive access; Find is const and may
 // run concurrently with other Finds. The owner (Retriever) locks.
@@ -36,6 +39,9 @@ namespace ragkv::retrieval {
 struct ChunkMatchOptions {
   int window = 16;         // anchor length in tokens (>= 1)
   int boundary_slack = 8;  // tokens a match may lack at either end of its chunk
+  // Chunks shorter than this are not indexed (a 2-token chunk would match
+  // every occurrence of its two tokens); 0 = window.
+  int min_chunk_tokens = 0;
 };
 
 // ChunkMatch: rows [chunk_begin, chunk_end) of chunk `chunk_id` equal the
@@ -56,8 +62,8 @@ class ChunkMatcher {
  public:
   explicit ChunkMatcher(ChunkMatchOptions options = {});
 
-  // Add: indexes a chunk (replacing an earlier one of the same id); an empty
-  // chunk is not indexed.
+  // Add: indexes a chunk (replacing an earlier one of the same id); a chunk
+  // shorter than min_chunk_tokens is not indexed.
   void Add(int64_t chunk_id, absl::Span<const int32_t> tokens);
   void Remove(int64_t chunk_id);
   size_t size() const { return chunks_.size(); }

@@ -21,6 +21,7 @@
 #include "retrieval/retriever.h"
 #include "services/internal/grpc_util.h"
 #include "services/internal/kv_wire.h"
+#include "services/internal/store_back.h"
 #include "services/internal/validate.h"
 
 namespace ragkv::services {
@@ -39,6 +40,7 @@ struct Piece {
   int64_t chunk_begin = 0;  // the chunk's first row in this piece (raw prompts)
   std::unique_ptr<blend::KvSource> source;  // null: computed fresh
   blend::StoreKvSource* store = nullptr;    // the store stream under source
+  std::vector<int32_t> whole;  // a raw match's whole chunk when it holds rows of it only
 };
 
 // OpenStored: the store's record of `chunk_tokens` (the chunk's whole
@@ -52,12 +54,13 @@ absl::Status OpenStored(const ServiceContext* ctx, absl::Span<const int32_t> chu
                    blend::StoreKvSource::Open(ctx->store, kvstore::ChunkKey::Of(fp, chunk_tokens), fp));
   *fetch_ms += MsSince(t0);
   if (s == nullptr) return absl::OkStatus();
-  p->store = s.get();
+  blend::StoreKvSource* stream = s.get();
   if (begin == 0 && end == static_cast<int64_t>(chunk_tokens.size())) {
     p->source = std::move(s);
-    return absl::OkStatus();
+  } else {
+    ASSIGN_OR_RETURN(p->source, blend::SliceKvSource::Create(std::move(s), begin, end));
   }
-  ASSIGN_OR_RETURN(p->source, blend::SliceKvSource::Create(std::move(s), begin, end));
+  p->store = stream;
   return absl::OkStatus();
 }
 
@@ -99,6 +102,10 @@ absl::Status ResolveRaw(const ServiceContext* ctx, const v1::RawPrompt& raw,
   ASSIGN_OR_RETURN(std::vector<retrieval::ChunkMatch> found,
                    ctx->retriever->FindChunks(ids.subspan(0, ids.size() - query)));
   if (found.empty()) return absl::NotFoundError("no stored chunk found in the raw prompt");
+  if (found.size() > static_cast<size_t>(internal::kMaxBlendSegments / 2)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "the raw prompt holds %d chunk matches (max %d)", found.size(), internal::kMaxBlendSegments / 2));
+  }
   size_t at = 0;
   auto fresh = [&](size_t end) {
     if (end <= at) return;
@@ -119,9 +126,19 @@ absl::Status ResolveRaw(const ServiceContext* ctx, const v1::RawPrompt& raw,
       continue;
     }
     ASSIGN_OR_RETURN(std::optional<retrieval::ChunkRecord> ch, ctx->retriever->GetChunk(m.chunk_id));
-    if (ch) RETURN_IF_ERROR(OpenStored(ctx, ch->token_ids, m.chunk_begin, m.chunk_end, &p, fetch_ms));
+    if (!ch) {  // deleted since it was matched: plain fresh rows
+      p.is_chunk = false;
+      p.chunk_id = 0;
+      p.chunk_begin = 0;
+      continue;
+    }
+    RETURN_IF_ERROR(OpenStored(ctx, ch->token_ids, m.chunk_begin, m.chunk_end, &p, fetch_ms));
+    p.whole = std::move(ch->token_ids);
   }
   fresh(ids.size());
+  if (std::none_of(pieces->begin(), pieces->end(), [](const Piece& p) { return p.is_chunk; })) {
+    return absl::NotFoundError("the chunks found in the raw prompt were deleted meanwhile");
+  }
   return absl::OkStatus();
 }
 
@@ -220,6 +237,17 @@ void MapSegments(const ServiceContext* ctx, const v1::BlendOptions& opts,
   int64_t T = static_cast<int64_t>(prefix.size());
   for (size_t i = first; i < pieces.size(); ++i) T += static_cast<int64_t>(pieces[i].tokens.size());
   out->T = T;
+}
+
+// Misses: the whole token lists of the chunks whose record missed (what
+// store-back writes after the response).
+std::vector<std::vector<int32_t>> Misses(const ServiceContext* ctx, const std::vector<Piece>& pieces) {
+  std::vector<std::vector<int32_t>> out;
+  if (ctx->store_back == nullptr) return out;
+  for (const Piece& p : pieces) {
+    if (p.is_chunk && p.source == nullptr) out.push_back(p.whole.empty() ? p.tokens : p.whole);
+  }
+  return out;
 }
 
 // StrategyOptions: the Blender options of the request's mode (AUTO: the
@@ -430,6 +458,7 @@ absl::Status RunBlend(const ServiceContext* ctx,
     pieces.resize(segments.size());
     RETURN_IF_ERROR(ResolvePieces(ctx, segments, &pieces, &times.fetch_ms));
   }
+  std::vector<std::vector<int32_t>> misses = Misses(ctx, pieces);
   BlendLayout layout;
   MapSegments(ctx, opts, pieces, &layout);
   blend::BlendOptions bo = StrategyOptions(opts);
@@ -471,7 +500,9 @@ absl::Status RunBlend(const ServiceContext* ctx,
   if (stream.layers_sent != L || r.total_tokens != layout.T) {
     return absl::InternalError("blend: not every layer was streamed");
   }
-  return SendSummary(ctx, bo, reason, r, stream, L, times);
+  RETURN_IF_ERROR(SendSummary(ctx, bo, reason, r, stream, L, times));
+  for (std::vector<int32_t>& t : misses) ctx->store_back->Schedule(std::move(t));
+  return absl::OkStatus();
 }
 
 }  // namespace

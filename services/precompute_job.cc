@@ -331,20 +331,9 @@ void JobManager::Runner::ComputeChunks(const std::vector<WorkItem>& items) {
 }
 
 void JobManager::Runner::StoreChunk(const WorkItem& it) {
-  absl::Status s;
-  uint64_t bytes = 0;
-  auto kv = blend::PrecomputeChunk(*options_.model, it.tokens);
-  if (kv.ok()) {
-    auto enc = blend::EncodeForStore(*kv);
-    if (enc.ok()) {
-      bytes = enc->chunk->TotalBytes();
-      s = options_.store->Put(enc->key, enc->chunk);
-    } else {
-      s = enc.status();
-    }
-  } else {
-    s = kv.status();
-  }
+  absl::StatusOr<uint64_t> stored = blend::PrecomputeAndStore(*options_.model, options_.store, it.tokens);
+  const absl::Status s = stored.status();
+  const uint64_t bytes = stored.ok() ? *stored : 0;
   if (s.ok()) {
     Update([&](v1::Job& j) {
       j.set_chunks_done(j.chunks_done() + 1);

@@ -35,6 +35,7 @@ namespace internal {
 class CallGate;      // services/internal/call_gate.h
 class ByteBudget;    // services/internal/byte_budget.h
 struct PutChunkExpect;  // services/internal/validate.h
+class StoreBack;        // services/internal/store_back.h
 }
 
 struct ServiceContext {
@@ -54,6 +55,8 @@ struct ServiceContext {
   uint64_t max_put_chunk_bytes = 0;
   internal::ByteBudget* put_budget = nullptr;
   const internal::PutChunkExpect* put_expect = nullptr;
+  // Chunks a blend computed fresh are stored back through it (null: off).
+  internal::StoreBack* store_back = nullptr;
 };
 
 }  // namespace ragkv::services

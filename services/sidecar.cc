@@ -30,6 +30,7 @@
 #include "services/internal/job_watch_hub.h"
 #include "services/internal/validate.h"
 #include "services/internal/path_guard.h"
+#include "services/internal/store_back.h"
 #include "services/kvstore_service.h"
 #include "services/precompute_job.h"
 #include "services/precompute_service.h"
@@ -46,6 +47,7 @@ struct Sidecar::Impl {
   std::unique_ptr<internal::CallGate> gate;
   std::unique_ptr<MetricsServer> metrics_server;
   std::unique_ptr<Backends> backends;
+  std::unique_ptr<internal::StoreBack> store_back;  // after backends: it writes their store
   std::unique_ptr<JobManager> jobs;
   std::unique_ptr<internal::JobWatchHub> watch_hub;  // after jobs: it reads them
   // The engine: its own executor (it calls back into the sidecar) and a
@@ -206,6 +208,11 @@ absl::Status InitBackends(Sidecar::Impl* impl) {
     impl->ctx.put_expect = &impl->put_expect;
   }
   if (b.store) AddStoreCollector(&impl->metrics, b.store.get());
+  if (b.store && b.model && o.store_back) {
+    ASSIGN_OR_RETURN(impl->store_back, internal::StoreBack::Create(b.model.get(), b.store.get(),
+                                                                   &impl->metrics, {}));
+    impl->ctx.store_back = impl->store_back.get();
+  }
   return absl::OkStatus();
 }
 
@@ -471,6 +478,8 @@ void Sidecar::Shutdown(absl::Duration grace) {
   }
   if (impl_->engine_executor) impl_->engine_executor->Shutdown();
   impl_->executor->Shutdown();
+  impl_->ctx.store_back = nullptr;
+  impl_->store_back.reset();  // after the blends that schedule, before the store closes
   if (impl_->metrics_server) impl_->metrics_server->Stop();
   if (impl_->server) impl_->server->Wait();
   impl_->watch_hub.reset();  // after Wait: no WatchJob can reach it any more

@@ -76,6 +76,9 @@ struct SidecarOptions {
   uint64_t ssd_budget_bytes = uint64_t{16} << 30;
   // sync_writes: fsync every SSD-tier Put / catalogue mutation.
   bool sync_writes = true;
+  // Store back the KV of chunks a blend had to compute fresh (their record
+  // missed), after the response (services/internal/store_back.h).
+  bool store_back = true;
   // redis_url: optional shared Redis tier ("redis://host:port" or host:port).
   std::string redis_url;
   // kv_tiers: the store's tiers, fastest first, from ram, ssd, redis; empty

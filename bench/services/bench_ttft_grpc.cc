@@ -40,6 +40,7 @@ absl::StatusOr<std::unique_ptr<GrpcTtftPath>> GrpcTtftPath::Start(const GrpcTtft
   so.max_message_bytes = 256 << 20;
   so.kv_tiers = o.kv_tiers.empty() ? std::vector<std::string>{"ram"} : o.kv_tiers;
   so.redis_url = o.redis_url;
+  so.store_back = false;  // the bench stores every chunk itself; no background prefills while timed
   auto impl = std::make_unique<Impl>();
   impl->data_dir = o.data_dir;
   ASSIGN_OR_RETURN(impl->sidecar, Sidecar::Start(so));

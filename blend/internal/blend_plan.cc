@@ -150,7 +150,10 @@ void ClassifyRows(absl::Span<const BlendSegment> segments, const BlendOptions& o
     }
     if (s.kv == nullptr) continue;
     uint8_t cls = kForced;
-    if (!SegmentClass(options.strategy, p->seg_offset[i] == 0, &cls)) continue;
+    // Exact only when the rows are the chunk's from its own start (a slice
+    // at offset 0 attended to head rows the prompt does not have).
+    const bool exact = p->seg_offset[i] == 0 && s.kv->info().first_position == 0;
+    if (!SegmentClass(options.strategy, exact, &cls)) continue;
     p->load_segments.push_back(static_cast<int>(i));
     const int64_t begin = p->seg_offset[i];
     const int64_t end = begin + static_cast<int64_t>(s.tokens.size());

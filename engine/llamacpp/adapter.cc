@@ -26,6 +26,16 @@ absl::StatusOr<SeqStateLayout> ProbeLayout(llama_context* ctx) {
 }
 
 absl::StatusOr<SeqStateLayout> ProbeLayout(llama_context* ctx, const model::ModelConfig& config) {
+  // RoPE pairing: llama.cpp's NORM rotates interleaved pairs (GGUF llama),
+  // NEOX the two halves (qwen2/qwen3); ragkv's keys must be rotated alike.
+  const llama_rope_type rt = llama_model_rope_type(llama_get_model(ctx));
+  const bool interleaved = config.rope_layout == kernels::RopeLayout::kInterleaved;
+  if (!((rt == LLAMA_ROPE_TYPE_NORM && interleaved) || (rt == LLAMA_ROPE_TYPE_NEOX && !interleaved))) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "llama.cpp rotates keys with RoPE type %d; ragkv's model pairs them %s: the cached keys "
+        "would not be llama.cpp's",
+        static_cast<int>(rt), interleaved ? "interleaved (NORM)" : "by halves (NEOX)"));
+  }
   ASSIGN_OR_RETURN(SeqStateLayout l, ProbeLayout(ctx));
   const uint32_t kv = static_cast<uint32_t>(config.n_kv_heads * config.head_dim);
   if (l.n_layer != static_cast<uint32_t>(config.n_layers) || l.n_embd_k != kv || l.n_embd_v != kv) {

@@ -23,7 +23,7 @@ namespace ragkv::engine::llamacpp {
 // Clears the context's memory (call it before serving).
 absl::StatusOr<SeqStateLayout> ProbeLayout(llama_context* ctx);
 // ProbeLayout with a check: refuses, naming both sides, a context whose
-// layout is not `config`'s (layers, kv width).
+// layout is not `config`'s (RoPE pairing, layers, kv width).
 absl::StatusOr<SeqStateLayout> ProbeLayout(llama_context* ctx, const model::ModelConfig& config);
 
 // LoadSeqKv: replaces sequence `seq`'s cells with `kv` (positions kv.pos0..)

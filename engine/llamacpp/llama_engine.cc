@@ -96,7 +96,8 @@ absl::StatusOr<std::unique_ptr<LlamaCppEngine>> LlamaCppEngine::Create(Options o
   if (o.model_fingerprint.size() != 16) {
     return absl::InvalidArgumentError("LlamaCppEngine: model_fingerprint must be 16 bytes");
   }
-  ASSIGN_OR_RETURN(SeqStateLayout l, ProbeLayout(o.ctx));
+  ASSIGN_OR_RETURN(SeqStateLayout l,
+                   o.config != nullptr ? ProbeLayout(o.ctx, *o.config) : ProbeLayout(o.ctx));
   return std::unique_ptr<LlamaCppEngine>(new LlamaCppEngine(std::move(o), l));
 }
 
@@ -111,6 +112,9 @@ absl::StatusOr<int64_t> LlamaCppEngine::FromSidecar(const v1::BlendRequest& requ
   // Rows agree with the engine's prompt up to the first differing token;
   // llama.cpp always decodes at least the last token itself.
   const int64_t T = info.num_tokens, P = static_cast<int64_t>(prompt.size());
+  if (static_cast<int64_t>(info.token_ids.size()) != T) {
+    return absl::DataLossError("the sidecar's header names another number of tokens than it lists");
+  }
   int64_t same = 0;
   while (same < std::min(T, P) && info.token_ids[same] == prompt[same]) ++same;
   const int64_t rows = std::max<int64_t>(0, std::min(same, P - o_.local_tail));

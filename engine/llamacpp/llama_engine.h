@@ -30,6 +30,7 @@
 #include "absl/time/time.h"
 #include "connector/client.h"
 #include "engine/llamacpp/seq_state.h"
+#include "model/config.h"
 
 struct llama_context;
 
@@ -43,6 +44,10 @@ class LlamaCppEngine {
     // The ragkv fingerprint of the file llama.cpp runs (model::Model::
     // fingerprint of the same GGUF); the sidecar's must equal it. Required.
     std::string model_fingerprint;
+    // ragkv's config of the same file: when set, Create also refuses a
+    // context whose RoPE pairing, layer count or KV width is not its own
+    // (ProbeLayout(ctx, config)). Not owned.
+    const model::ModelConfig* config = nullptr;
     absl::Duration deadline = absl::Seconds(30);
     // on_layer: progress, called as fused layer `layer` arrives (0..L-1).
     std::function<void(int layer)> on_layer;

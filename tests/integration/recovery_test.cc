@@ -62,9 +62,15 @@ TEST_F(RecoveryTest, DamagedCatalogueFileFailsStartupLoudlyAndRepairSalvages) {
   IngestAndKill(kDocs);
   // Every document change is flushed to SST files (the WAL holds only what
   // came after): damage the first data block of every SST.
-  std::vector<std::string> ssts = FilesWithExtension(data_ + "/retrieval/catalogue", ".sst");
-  ASSERT_GE(ssts.size(), 2u);
-  for (const std::string& f : ssts) ASSERT_TRUE(FlipBytes(f, 16, 8));
+  // (A flush the kill cut short can leave an empty or short SST that the
+  // MANIFEST never named: nothing to damage there.)
+  int flipped = 0;
+  for (const std::string& f : FilesWithExtension(data_ + "/retrieval/catalogue", ".sst")) {
+    if (std::filesystem::file_size(f) < 64) continue;
+    ASSERT_TRUE(FlipBytes(f, 16, 8)) << f;
+    ++flipped;
+  }
+  ASSERT_GE(flipped, 2);
 
   auto refused = ServeProcess::Start(Args(), log_);
   ASSERT_FALSE(refused.ok()) << "a damaged catalogue must not start healthy";

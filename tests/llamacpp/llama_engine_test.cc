@@ -256,6 +256,27 @@ TEST_P(LlamaCppEngineTest, ASidecarThatIsDownOrServesAnotherModelFallsBack) {
   ExpectOwnAnswer(*w, /*local=*/true);
 }
 
+// The layout is checked once at start against ragkv's config of the file:
+// the RoPE pairing, the layers and the KV width; a mismatch is refused.
+TEST_P(LlamaCppEngineTest, ALayoutThatIsNotTheFilesIsRefusedAtStart) {
+  auto m = LoadModel(path_);
+  ASSERT_TRUE(m.ok()) << m.status();
+  lc::LlamaCppEngine::Options o;
+  o.ctx = ref_->context();
+  o.model_fingerprint = fp_;
+  model::ModelConfig c = (*m)->config();
+  o.config = &c;
+  EXPECT_TRUE(lc::LlamaCppEngine::Create(o).ok());
+  c.rope_layout = c.rope_layout == kernels::RopeLayout::kInterleaved ? kernels::RopeLayout::kHalfSplit
+                                                                      : kernels::RopeLayout::kInterleaved;
+  auto rope = lc::LlamaCppEngine::Create(o);
+  EXPECT_EQ(rope.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(rope.status().message().find("RoPE"), std::string::npos) << rope.status();
+  c = (*m)->config();
+  c.n_layers += 1;
+  EXPECT_EQ(lc::LlamaCppEngine::Create(o).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 // A deadline the sidecar cannot meet: llama.cpp prefills by itself.
 TEST_P(LlamaCppEngineTest, ADeadlineExceededFallsBack) {
   ASSERT_NO_FATAL_FAILURE(Serve());

@@ -116,7 +116,10 @@ TEST(ChunkMatcher, OverlapsResolveDeterministically) {
   EXPECT_EQ(other.Find(text, f.tokens_of).value(), f.Find(text));
 }
 
-TEST(ChunkMatcher, ShortChunksMatchOnlyWholeAndRemovedChunksNever) {
+// Chunks shorter than the minimum are never matched (a 5-token chunk would
+// match wherever its 5 tokens occur); with a lower minimum they match whole
+// only; removed chunks never.
+TEST(ChunkMatcher, ShortChunksAndRemovedChunks) {
   Fixture f(1, 0);
   f.chunks = {{1, 2, 3, 4, 5}, std::vector<int32_t>(40, 0)};
   for (int i = 0; i < 40; ++i) f.chunks[1][i] = 100 + i;
@@ -124,10 +127,16 @@ TEST(ChunkMatcher, ShortChunksMatchOnlyWholeAndRemovedChunksNever) {
   f.matcher.Add(1, f.chunks[1]);
   std::vector<int32_t> p = {9, 1, 2, 3, 4, 5, 9, 1, 2, 3, 4};
   p.insert(p.end(), f.chunks[1].begin(), f.chunks[1].end());
-  EXPECT_EQ(f.Find(p), (std::vector<ChunkMatch>{Whole(0, 1, 5), Whole(1, 11, 40)}));
-  f.matcher.Remove(0);
   EXPECT_EQ(f.Find(p), (std::vector<ChunkMatch>{Whole(1, 11, 40)}));
   EXPECT_EQ(f.matcher.size(), 1u);
+  ChunkMatcher low({.min_chunk_tokens = 4});
+  low.Add(0, f.chunks[0]);
+  low.Add(1, f.chunks[1]);
+  EXPECT_EQ(low.Find(p, f.tokens_of).value(),
+            (std::vector<ChunkMatch>{Whole(0, 1, 5), Whole(1, 11, 40)}));
+  low.Remove(0);
+  EXPECT_EQ(low.Find(p, f.tokens_of).value(), (std::vector<ChunkMatch>{Whole(1, 11, 40)}));
+  EXPECT_EQ(low.size(), 1u);
 }
 
 // A periodic run (one token repeated) stays linear and resolves to

@@ -1,0 +1,68 @@
+#include "services/internal/store_back.h"
+
+#include <utility>
+
+#include "base/log.h"
+#include "base/status_macros.h"
+#include "blend/store_source.h"
+#include "kvstore/tiered_store.h"
+#include "model/model.h"
+
+namespace ragkv::services::internal {
+
+absl::StatusOr<std::unique_ptr<StoreBack>> StoreBack::Create(const model::Model* model,
+                                                              kvstore::TieredStore* store,
+                                                              Metrics* metrics, Options options) {
+  std::unique_ptr<StoreBack> sb(new StoreBack(model, store, metrics));
+  ASSIGN_OR_RETURN(sb->executor_, BoundedExecutor::Create({options.threads, options.max_queue}));
+  return sb;
+}
+
+StoreBack::~StoreBack() { Stop(); }
+
+void StoreBack::Schedule(std::vector<int32_t> tokens) {
+  if (tokens.empty() || stopping_.load()) return;
+  const kvstore::ChunkKey key = kvstore::ChunkKey::Of(model_->fingerprint(), tokens);
+  {
+    absl::MutexLock lock(&mu_);
+    if (!in_flight_.insert(key).second) return;
+  }
+  absl::Status s = executor_->TrySubmit([this, key, t = std::move(tokens)]() mutable {
+    Run(key, t);
+  });
+  if (!s.ok()) {  // queue full or stopping: the next miss tries again
+    metrics_->Add("ragkv_kv_store_back_skipped_total", "");
+    absl::MutexLock lock(&mu_);
+    in_flight_.erase(key);
+  }
+}
+
+void StoreBack::Run(const kvstore::ChunkKey& key, const std::vector<int32_t>& tokens) {
+  // Nothing to do when stopping, or when the chunk was stored meanwhile
+  // (precompute, an earlier miss): the lookup runs here, off the request.
+  if (!stopping_.load() && !store_->Contains(key)) {
+    absl::StatusOr<uint64_t> bytes = blend::PrecomputeAndStore(*model_, store_, tokens);
+    if (bytes.ok()) {
+      metrics_->Add("ragkv_kv_stored_back_chunks_total", "");
+      metrics_->Add("ragkv_kv_stored_back_bytes_total", "", static_cast<double>(*bytes));
+    } else {
+      metrics_->Add("ragkv_kv_store_back_errors_total", "");
+      RAGKV_LOG(WARNING) << "store-back of chunk " << key.ToHex() << ": " << bytes.status();
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  in_flight_.erase(key);
+}
+
+void StoreBack::Stop() {
+  stopping_.store(true);
+  executor_->Shutdown();  // the queued tasks see stopping_ and return at once
+}
+
+void StoreBack::Drain() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](absl::flat_hash_set<kvstore::ChunkKey>* s) { return s->empty(); }, &in_flight_));
+}
+
+}  // namespace ragkv::services::internal

@@ -1,0 +1,78 @@
+// store_back.h: StoreBack writes the KV of chunks that a blend had to
+// compute fresh (their record missed in the store) back to the store after
+// the response, so the next request hits (issue 20, "fresh KV is stored
+// back"; LMCache #2029). The record is the one precompute writes
+// (blend::PrecomputeAndStore: the chunk alone at positions 0.., the
+// store's raw codec, under its content key), so serving and precompute
+// agree and a duplicate write is harmless. Off the request path and best
+// effort, on its own small executor (so it never delays or sheds requests):
+// one task per chunk, skipped when the chunk is queued already, found in
+// the store when its task runs, or when the queue is full; counted in
+// /metrics (ragkv_kv_stored_back_{chunks,bytes}_total,
+// ragkv_kv_store_back_skipped_total, ragkv_kv_store_back_errors_total).
+// Thread safety: Schedule is thread-safe; Stop / the destructor drop the
+// queued work and wait for the task running.
+#ifndef RAGKV_SERVICES_INTERNAL_STORE_BACK_H_
+#define RAGKV_SERVICES_INTERNAL_STORE_BACK_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "kvstore/chunk_key.h"
+#include "services/executor.h"
+#include "services/metrics.h"
+
+namespace ragkv::model {
+class Model;
+}
+namespace ragkv::kvstore {
+class TieredStore;
+}
+
+namespace ragkv::services::internal {
+
+class StoreBack {
+ public:
+  struct Options {
+    int threads = 1;
+    size_t max_queue = 64;  // chunks waiting; more are skipped
+  };
+  // Create: `model`, `store` and `metrics` are not owned and must outlive
+  // the StoreBack. Errors: those of BoundedExecutor::Create.
+  static absl::StatusOr<std::unique_ptr<StoreBack>> Create(const model::Model* model,
+                                                           kvstore::TieredStore* store,
+                                                           Metrics* metrics, Options options);
+  ~StoreBack();  // Stop()
+  StoreBack(const StoreBack&) = delete;
+  StoreBack& operator=(const StoreBack&) = delete;
+
+  // Schedule: stores the KV of the chunk `tokens` (its whole token list)
+  // unless it is queued already. Never blocks on the store.
+  void Schedule(std::vector<int32_t> tokens);
+  // Drain: waits until no task is queued or running (tests).
+  void Drain();
+  // Stop: queued tasks are dropped; waits for the running one. Idempotent.
+  void Stop();
+
+ private:
+  StoreBack(const model::Model* model, kvstore::TieredStore* store, Metrics* metrics)
+      : model_(model), store_(store), metrics_(metrics) {}
+  void Run(const kvstore::ChunkKey& key, const std::vector<int32_t>& tokens);
+
+  const model::Model* model_;
+  kvstore::TieredStore* store_;
+  Metrics* metrics_;
+  std::unique_ptr<BoundedExecutor> executor_;
+  std::atomic<bool> stopping_{false};
+  absl::Mutex mu_;
+  absl::flat_hash_set<kvstore::ChunkKey> in_flight_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ragkv::services::internal
+
+#endif  // RAGKV_SERVICES_INTERNAL_STORE_BACK_H_

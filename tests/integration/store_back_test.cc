@@ -1,0 +1,101 @@
+// Store-back (issue 20, "fresh KV is stored back") over real gRPC: chunks a
+// blend computed fresh because their record missed are stored after the
+// response, as precompute would have stored them, so the next blend hits;
+// --store-back=false keeps them misses.
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "blend/kv_source.h"
+#include "gtest/gtest.h"
+#include "kvstore/chunk_key.h"
+#include "model/loader.h"
+#include "tests/integration/sidecar_fixture.h"
+
+namespace ragkv::testing {
+namespace {
+
+// Start: a sidecar whose catalogue holds two documents and whose store
+// holds none of their KV (ingested, never precomputed); the chunks' tokens.
+struct Fixture {
+  TempDir dir;
+  std::unique_ptr<services::Sidecar> sidecar;
+  std::unique_ptr<Client> client;
+  std::vector<uint64_t> ids;
+  std::vector<std::vector<int32_t>> tokens;
+
+  void Start(bool store_back) {
+    services::SidecarOptions o = TestSidecarOptions(dir.path() + "/data");
+    o.store_back = store_back;
+    auto s = services::Sidecar::Start(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    sidecar = std::move(*s);
+    client = ClientFor(sidecar->address());
+    std::vector<v1::Document> docs(2);
+    docs[0].set_doc_id("a");
+    docs[0].set_text("Once upon a time there was a little girl named Lily. She loved to play.");
+    docs[1].set_doc_id("b");
+    docs[1].set_text("One day a big dog came to the park and wanted to play with the ball.");
+    auto ing = client->IngestDocuments(docs);
+    ASSERT_TRUE(ing.ok()) << ing.status();
+    ids = {ing->ingested(0).chunk_ids(0), ing->ingested(1).chunk_ids(0)};
+    auto chunks = client->GetChunks(ids);
+    ASSERT_TRUE(chunks.ok()) << chunks.status();
+    for (const auto& c : chunks->chunks()) tokens.emplace_back(c.token_ids().begin(), c.token_ids().end());
+  }
+  // Hits: how many of the two chunks a full-reuse blend found in the store.
+  int Hits() {
+    v1::BlendRequest br;
+    for (uint64_t id : ids) br.add_segments()->set_chunk_id(id);
+    br.add_segments()->set_text("What did they play?");
+    br.mutable_options()->set_mode(v1::BLEND_MODE_FULL_REUSE);
+    CollectingKVSink sink;
+    absl::Status s = client->Blend(br, &sink);
+    EXPECT_TRUE(s.ok()) << s;
+    int hits = 0;
+    for (const FusedSpan& sp : sink.info.spans) hits += sp.is_chunk && sp.cache_hit;
+    return hits;
+  }
+};
+
+TEST(StoreBackTest, ChunksComputedFreshAreStoredAsPrecomputeWouldStoreThem) {
+  if (!HaveTestModel()) GTEST_SKIP() << "test model not found at " << TestModelPath();
+  Fixture f;
+  ASSERT_NO_FATAL_FAILURE(f.Start(/*store_back=*/true));
+  EXPECT_EQ(f.Hits(), 0);  // the first blend computes both fresh
+  int hits = 0;
+  for (int i = 0; i < 100 && hits < 2; ++i) {  // stored after the response, off its path
+    absl::SleepFor(absl::Milliseconds(50));
+    hits = f.Hits();
+  }
+  EXPECT_EQ(hits, 2);
+  // The stored record is precompute's: the chunk alone at positions 0.., in
+  // the model's KV dtype, under its content key.
+  model::LoadOptions lo;
+  lo.max_seq_len = 512;
+  auto m = model::LoadModel(TestModelPath(), lo);
+  ASSERT_TRUE(m.ok()) << m.status();
+  for (const auto& t : f.tokens) {
+    auto want = blend::PrecomputeChunk(**m, t);
+    ASSERT_TRUE(want.ok()) << want.status();
+    const kvstore::ChunkKey key = kvstore::ChunkKey::Of((*m)->fingerprint(), t);
+    auto got = f.client->GetChunk(std::string(key.AsBytes()));
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(got->layers.size(), want->k.size());
+    for (size_t l = 0; l < want->k.size(); ++l) {
+      EXPECT_EQ(got->layers[l].k(), std::string(want->k[l].begin(), want->k[l].end())) << l;
+      EXPECT_EQ(got->layers[l].v(), std::string(want->v[l].begin(), want->v[l].end())) << l;
+    }
+  }
+}
+
+TEST(StoreBackTest, OffKeepsMissesMisses) {
+  if (!HaveTestModel()) GTEST_SKIP() << "test model not found at " << TestModelPath();
+  Fixture f;
+  ASSERT_NO_FATAL_FAILURE(f.Start(/*store_back=*/false));
+  EXPECT_EQ(f.Hits(), 0);
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(f.Hits(), 0);
+}
+
+}  // namespace
+}  // namespace ragkv::testing
