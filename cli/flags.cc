@@ -112,4 +112,20 @@ std::string HumanBytes(double b) {
   return absl::StrFormat("%.1f %s", b, units[u]);
 }
 
+bool ParseBlendMode(const std::string& mode, float ratio, v1::BlendOptions* opts) {
+  if (mode == "full" || mode == "full-prefill") {
+    opts->set_mode(v1::BLEND_MODE_FULL_PREFILL);
+  } else if (mode == "prefix" || mode == "prefix-caching") {
+    opts->set_mode(v1::BLEND_MODE_PREFIX_CACHING);
+  } else if (mode == "reuse" || mode == "full-reuse") {
+    opts->set_mode(v1::BLEND_MODE_FULL_REUSE);
+  } else if (mode == "cacheblend" || mode == "blend") {
+    opts->set_mode(v1::BLEND_MODE_CACHEBLEND);
+    opts->set_recompute_ratio(ratio);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace ragkv::cli

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/tensor.h"
+#include "ragkv/v1/blend.pb.h"
 
 namespace CLI {
 class App;
@@ -44,6 +45,11 @@ uint64_t ParseBytes(const std::string& s);
 bool ParseKvDtype(const std::string& s, kernels::DType* out);
 // HumanBytes: "1.5 MiB".
 std::string HumanBytes(double bytes);
+
+// ParseBlendMode: --mode full|full-prefill|prefix|prefix-caching|reuse|
+// full-reuse|cacheblend|blend into opts' mode (cacheblend: recompute_ratio =
+// ratio); false for any other name.
+bool ParseBlendMode(const std::string& mode, float ratio, v1::BlendOptions* opts);
 
 }  // namespace ragkv::cli
 

@@ -39,23 +39,12 @@ struct LlamaFlags {
   double deadline_s = 120;
 };
 
-// ModeOptions: the Blend options of --mode (false: unknown mode).
+// ModeOptions: the Blend options of --mode (false: unknown mode; "local"
+// never reaches the sidecar).
 bool ModeOptions(const LlamaFlags& f, v1::BlendOptions* b) {
   b->set_output_dtype(v1::DTYPE_F16);
   b->set_add_bos(f.add_bos);
-  if (f.mode == "full" || f.mode == "local") {
-    b->set_mode(v1::BLEND_MODE_FULL_PREFILL);
-  } else if (f.mode == "prefix") {
-    b->set_mode(v1::BLEND_MODE_PREFIX_CACHING);
-  } else if (f.mode == "reuse") {
-    b->set_mode(v1::BLEND_MODE_FULL_REUSE);
-  } else if (f.mode == "cacheblend") {
-    b->set_mode(v1::BLEND_MODE_CACHEBLEND);
-    b->set_recompute_ratio(f.ratio);
-  } else {
-    return false;
-  }
-  return true;
+  return ParseBlendMode(f.mode == "local" ? "full" : f.mode, f.ratio, b);
 }
 
 class LlamaCommand : public Command {

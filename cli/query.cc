@@ -54,16 +54,7 @@ int QueryCommand::Run() {
   req.set_max_new_tokens(f.max_new_tokens);
   v1::BlendOptions* b = req.mutable_blend();
   b->set_add_bos(f.add_bos);
-  if (f.mode == "full" || f.mode == "full-prefill") {
-    b->set_mode(v1::BLEND_MODE_FULL_PREFILL);
-  } else if (f.mode == "prefix" || f.mode == "prefix-caching") {
-    b->set_mode(v1::BLEND_MODE_PREFIX_CACHING);
-  } else if (f.mode == "reuse" || f.mode == "full-reuse") {
-    b->set_mode(v1::BLEND_MODE_FULL_REUSE);
-  } else if (f.mode == "cacheblend" || f.mode == "blend") {
-    b->set_mode(v1::BLEND_MODE_CACHEBLEND);
-    b->set_recompute_ratio(f.ratio);
-  } else {
+  if (!ParseBlendMode(f.mode, f.ratio, b)) {
     std::fprintf(stderr, "ragkv query: unknown --mode %s\n", f.mode.c_str());
     return 2;
   }
