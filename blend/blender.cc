@@ -1,6 +1,7 @@
 #include "blend/blender.h"
 
 #include <algorithm>
+#include <functional>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "base/status_macros.h"
 #include "blend/internal/blend_plan.h"
+#include "blend/internal/selectors.h"
 #include "kernels/deviation.h"
 #include "kernels/rope.h"
 
@@ -125,7 +127,10 @@ class BlendRun {
         kvh_(cfg_.n_kv_heads),
         rope_(RopeOf(cfg_)),
         need_load_(!plan.load_segments.empty()),
-        threaded_(need_load_ && options.overlap_loading && L_ > 1) {}
+        threaded_(need_load_ && options.overlap_loading && L_ > 1),
+        adaptive_pending_(options.adaptive_mass > 0 && !plan.schedule.empty()) {
+    result.applied_ratio = options.strategy == Strategy::kCacheBlend ? options.ratio : 0;
+  }
 
   BlendRun(const BlendRun&) = delete;
   BlendRun& operator=(const BlendRun&) = delete;
@@ -179,6 +184,15 @@ class BlendRun {
   // ScoreCandidates: s->dev[i] = deviation of candidate i's fresh K/V from
   // its cached K/V, per options.deviation.
   absl::Status ScoreCandidates(RecomputeState* s);
+  // ScoreBySelector: s->dev holds the deviation (or zeros); turns it into
+  // the options' selector score.
+  absl::Status ScoreBySelector(int l, const KvPlane& pk, RecomputeState* s);
+  // WantRows: rows a check layer of `ratio` keeps (scaled by the adaptive
+  // choice), at most nc.
+  int64_t WantRows(double ratio, int64_t nc) const;
+  // ChooseAdaptiveRatio: sets ratio_scale_ and result_.applied_ratio from
+  // the first check layer's scores (BlendOptions::adaptive_mass).
+  void ChooseAdaptiveRatio(const std::vector<float>& score);
   // CompactRows: drops the candidates not in s->top from s->rows and
   // s->hidden, in place, keeping the order.
   void CompactRows(RecomputeState* s);
@@ -205,6 +219,8 @@ class BlendRun {
   const kernels::RopeParams rope_;
   const bool need_load_;
   const bool threaded_;
+  double ratio_scale_ = 1.0;     // adaptive ratio / options ratio
+  bool adaptive_pending_ = false;  // the first check layer chooses the ratio
 
   // Written by whichever thread loads; read after the loader is joined.
   double load_s_ = 0, rerotate_s_ = 0;
@@ -373,16 +389,26 @@ absl::Status BlendRun::SelectRows(int l, const CheckLayer& check, RecomputeState
     }
   }
   const int64_t nc = static_cast<int64_t>(s->cand_idx.size());
-  const int64_t want = std::min<int64_t>(
-      nc, std::llround(check.ratio * static_cast<double>(plan_.selectable)));
-  if (want < nc) {
+  int64_t want = WantRows(check.ratio, nc);
+  if (want < nc || adaptive_pending_) {
     const KvPlane pk = Plane(l, true), pv = Plane(l, false);
-    RETURN_IF_ERROR(ProbeCandidates(l, pk, pv, s));
-    RETURN_IF_ERROR(ScoreCandidates(s));
+    const Selector sel = options_.selector;
+    const bool probe = sel == Selector::kDeviation || sel == Selector::kDeviationAttention;
+    if (probe) {
+      RETURN_IF_ERROR(ProbeCandidates(l, pk, pv, s));
+      RETURN_IF_ERROR(ScoreCandidates(s));
+    } else {
+      s->dev.assign(nc, 0.0f);
+    }
+    RETURN_IF_ERROR(ScoreBySelector(l, pk, s));
+    if (adaptive_pending_) {
+      ChooseAdaptiveRatio(s->dev);
+      want = WantRows(check.ratio, nc);
+    }
     s->top.resize(want);
     RETURN_IF_ERROR(kernels::TopK(s->dev.data(), nc, want, s->top.data()));
     const Clock::time_point ts = Clock::now();
-    if (options_.scatter_probe_kv) {
+    if (probe && options_.scatter_probe_kv) {
       ScatterKv(s->fk.data(), s->cand_pos, pk);
       ScatterKv(s->fv.data(), s->cand_pos, pv);
       *probed = true;
@@ -425,13 +451,67 @@ absl::Status BlendRun::ScoreCandidates(RecomputeState* s) {
     // its mean over the candidates, so neither drowns the other.
     s->dev_v.assign(nc, 0.0f);
     RETURN_IF_ERROR(kernels::KvDeviation(fvv, CandView(s->cv, nc), s->dev_v.data()));
-    double mk = 0, mv = 0;
-    for (int64_t i = 0; i < nc; ++i) mk += s->dev[i], mv += s->dev_v[i];
-    const float sk = mk > 0 ? static_cast<float>(nc / mk) : 1.0f;
-    const float sv = mv > 0 ? static_cast<float>(nc / mv) : 1.0f;
-    for (int64_t i = 0; i < nc; ++i) s->dev[i] = s->dev[i] * sk + s->dev_v[i] * sv;
+    internal::AddMeanNormalized(s->dev_v.data(), nc, s->dev.data());
   } else if (options_.deviation == Deviation::kValue) {
     RETURN_IF_ERROR(kernels::KvDeviation(fvv, CandView(s->cv, nc), s->dev.data()));
+  }
+  return absl::OkStatus();
+}
+
+int64_t BlendRun::WantRows(double ratio, int64_t nc) const {
+  const double r = std::min(1.0, ratio * ratio_scale_);
+  return std::min<int64_t>(nc, std::llround(r * static_cast<double>(plan_.selectable)));
+}
+
+void BlendRun::ChooseAdaptiveRatio(const std::vector<float>& score) {
+  adaptive_pending_ = false;
+  std::vector<float> sorted(score);
+  std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+  double total = 0;
+  for (float x : sorted) total += std::max(0.0f, x);
+  size_t k = 0;
+  double cum = 0;
+  while (k < sorted.size() && cum < options_.adaptive_mass * total) cum += sorted[k++];
+  const double sel = std::max<double>(1, static_cast<double>(plan_.selectable));
+  const double r = std::clamp(static_cast<double>(k) / sel, options_.adaptive_min, options_.ratio);
+  ratio_scale_ = options_.ratio > 0 ? r / options_.ratio : 0;
+  result_.applied_ratio = r;
+}
+
+absl::Status BlendRun::ScoreBySelector(int l, const KvPlane& pk, RecomputeState* s) {
+  const int64_t nc = static_cast<int64_t>(s->cand_idx.size());
+  switch (options_.selector) {
+    case Selector::kDeviation:
+      return absl::OkStatus();
+    case Selector::kChunkHead:
+      internal::ChunkHeadScores(s->cand_pos, plan_.seg_offset, s->dev.data());
+      return absl::OkStatus();
+    case Selector::kQueryAttention:
+    case Selector::kDeviationAttention:
+      break;
+  }
+  // The query rows' queries at this layer, scored against the cached keys.
+  std::vector<int32_t> qidx, qpos;
+  for (size_t i = 0; i < s->rows.size(); ++i) {
+    if (s->rows[i] >= plan_.query_begin) {
+      qidx.push_back(static_cast<int32_t>(i));
+      qpos.push_back(s->rows[i]);
+    }
+  }
+  const int64_t nq = static_cast<int64_t>(qidx.size());
+  const int64_t qd = cfg_.q_dim();
+  std::vector<float> qh(nq * dim_), q(nq * qd), att(nc);
+  GatherRows(s->hidden.data(), dim_, qidx, qh.data());
+  RETURN_IF_ERROR(m_.ProjectQ(l, TensorView::Contiguous(qh.data(), DType::kF32, {nq, dim_}),
+                              qpos.data(), TensorView::Contiguous(q.data(), DType::kF32, {nq, qd}),
+                              &s->ws));
+  internal::QueryAttentionScores(q.data(), nq, cfg_.n_heads,
+                                 {pk.data, pk.head_stride, pk.head_dim, pk.kv_heads},
+                                 plan_.query_begin, s->cand_pos, att.data());
+  if (options_.selector == Selector::kQueryAttention) {
+    s->dev = std::move(att);
+  } else {
+    internal::AddMeanNormalized(att.data(), nc, s->dev.data());
   }
   return absl::OkStatus();
 }
@@ -522,6 +602,27 @@ const char* StrategyName(Strategy s) {
     case Strategy::kPrefixReuse: return "prefix-reuse";
   }
   return "?";
+}
+
+const char* SelectorName(Selector s) {
+  switch (s) {
+    case Selector::kDeviation: return "deviation";
+    case Selector::kChunkHead: return "chunk-head";
+    case Selector::kQueryAttention: return "query-attention";
+    case Selector::kDeviationAttention: return "deviation+attention";
+  }
+  return "?";
+}
+
+bool ParseSelector(const std::string& name, Selector* out) {
+  for (Selector s : {Selector::kDeviation, Selector::kChunkHead, Selector::kQueryAttention,
+                     Selector::kDeviationAttention}) {
+    if (name == SelectorName(s)) {
+      *out = s;
+      return true;
+    }
+  }
+  return false;
 }
 
 std::vector<CheckLayer> MakeSchedule(const BlendOptions& options, int n_layers) {

@@ -74,6 +74,18 @@ enum class Deviation {
   kBoth = 2,   // K and V, each normalized by its mean over the candidates, summed (default)
 };
 
+// Selector: how a check layer ranks the candidate rows (docs/blend.md,
+// "Recompute selectors"; chosen from `ragkv bench quality --selectors`).
+enum class Selector {
+  kDeviation = 0,           // CacheBlend: KV deviation of a probe (`deviation`) (default)
+  kChunkHead = 1,           // EPIC: the first rows of every chunk (no probe)
+  kQueryAttention = 2,      // attention mass from the query rows (cached K; no probe)
+  kDeviationAttention = 3,  // both, each mean-normalized, summed
+};
+const char* SelectorName(Selector s);
+// ParseSelector: a SelectorName back to the enum; false for an unknown name.
+bool ParseSelector(const std::string& name, Selector* out);
+
 // CheckLayer: at the start of layer `layer`, keep round(ratio * selectable)
 // of the selectable rows (ranked among those still selected).
 struct CheckLayer {
@@ -103,6 +115,15 @@ struct BlendOptions {
   int gradual_steps = 2;           // number of check layers of kGradual
   double gradual_first_factor = 2.0;  // r1 = min(1, factor * r), geometric down to r
   Deviation deviation = Deviation::kBoth;
+  Selector selector = Selector::kDeviation;
+  // Adaptive ratio (adaptive_mass > 0; kCacheBlend, a deviation or attention
+  // selector): at the first check layer the final ratio becomes the smallest
+  // share of the selectable rows whose scores cover `adaptive_mass` of the
+  // candidates' total score, clamped to [adaptive_min, `ratio`]; each check
+  // layer's ratio of the schedule made for `ratio` is scaled by it / `ratio`
+  // (capped at 1). BlendResult::applied_ratio says what was chosen.
+  double adaptive_mass = 0;
+  double adaptive_min = 0.02;
   // kExact is correct; kBottomRight reproduces the public implementations'
   // mask so its error can be measured. Non-default on purpose.
   kernels::CausalMode causal = kernels::CausalMode::kExact;
@@ -183,6 +204,7 @@ struct BlendResult {
   // was computed fresh (query and missed rows included).
   std::vector<std::vector<int32_t>> recomputed;
   int64_t selectable_tokens = 0;  // denominator of the ratio
+  double applied_ratio = 0;       // final ratio used (the adaptive choice, else `ratio`)
   std::vector<CheckLayer> schedule;  // the schedule applied
   StageTimings timings;
 };

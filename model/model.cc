@@ -496,6 +496,29 @@ absl::Status Model::ForwardLayer(int layer, TensorView hidden, const int32_t* po
   return absl::OkStatus();
 }
 
+absl::Status Model::ProjectQ(int layer, TensorView hidden, const int32_t* positions,
+                             TensorView q_out, Workspace* ws) const {
+  const ModelConfig& c = config_;
+  if (layer < 0 || layer >= c.n_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("ProjectQ: layer ", layer, " out of range"));
+  }
+  if (ws == nullptr || positions == nullptr) {
+    return absl::InvalidArgumentError("ProjectQ: null workspace or positions");
+  }
+  RETURN_IF_ERROR(CheckMatrix(hidden, c.dim, "ProjectQ: hidden"));
+  RETURN_IF_ERROR(CheckMatrix(q_out, c.q_dim(), "ProjectQ: q_out"));
+  const int64_t rows = hidden.shape[0];
+  if (q_out.shape[0] != rows) return absl::InvalidArgumentError("ProjectQ: one query per row");
+  if (rows == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(ComputeQKV(layer, hidden, positions, rows, /*want_q=*/true, /*want_kv=*/false,
+                             /*kv_in_cache=*/nullptr, ws));
+  const int64_t qd = c.q_dim(), ld = qd + 2 * c.kv_dim();
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(q_out.as<float>() + r * q_out.stride[0], ws->qkv_.data() + r * ld, qd * 4);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Model::ProjectKV(int layer, TensorView hidden, const int32_t* positions,
                               TensorView k_out, TensorView v_out, Workspace* ws) const {
   const ModelConfig& c = config_;

@@ -133,6 +133,13 @@ class Model {
                          kernels::TensorView k_out, kernels::TensorView v_out,
                          Workspace* ws) const;
 
+  // ProjectQ: the post-RoPE queries block `layer` would compute for rows
+  // whose layer input is `hidden` (f32 [rows, dim]) at `positions`. q_out:
+  // f32 [rows, n_heads * head_dim], unit column stride (head h at columns
+  // h*head_dim..). Used to score context rows by the query's attention.
+  absl::Status ProjectQ(int layer, kernels::TensorView hidden, const int32_t* positions,
+                        kernels::TensorView q_out, Workspace* ws) const;
+
   // FinalNormAndLogits: logits = classifier(RMSNorm(hidden)). hidden: f32
   // [rows, dim] (unchanged); logits: f32 [rows, vocab], unit column stride.
   absl::Status FinalNormAndLogits(kernels::TensorView hidden, kernels::TensorView logits,

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "bench/blend/xchunk_task.h"
 #include "blend/kv_source.h"
 #include "model/loader.h"
 
@@ -67,6 +68,7 @@ struct PromptData {
   std::vector<int32_t> query;
   std::vector<int32_t> continuation;
   std::vector<std::unique_ptr<ChunkKV>> kv;  // [0] prefix, then chunks
+  int32_t answer = -1;                       // xchunk: the expected next token after the query
 };
 
 // Generates `n` tokens after `context` by sampling (full prefill, then decode).
@@ -90,8 +92,35 @@ absl::StatusOr<std::vector<int32_t>> Generate(const model::Model& m,
   return out;
 }
 
+// Precompute: the prefix's and every chunk's KV, as the store would hold them.
+absl::Status Precompute(const model::Model& m, const QualityBenchOptions& o, PromptData* p) {
+  ASSIGN_OR_RETURN(ChunkKV pk, PrecomputeChunk(m, p->prefix));
+  p->kv.push_back(std::make_unique<ChunkKV>(std::move(pk)));
+  for (const auto& c : p->chunks) {
+    ASSIGN_OR_RETURN(ChunkKV ck, o.condition_on_prefix
+                                     ? PrecomputeChunkAfter(m, p->prefix, c, m.config().kv_dtype)
+                                     : PrecomputeChunk(m, c));
+    p->kv.push_back(std::make_unique<ChunkKV>(std::move(ck)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PromptData> MakeXchunk(const model::Model& m, const QualityBenchOptions& o,
+                                      int index) {
+  ASSIGN_OR_RETURN(XchunkPrompt x, MakeXchunkPrompt(o.seed, index, o.pairs, o.chunks));
+  PromptData p;
+  p.prefix = std::move(x.prefix);
+  p.chunks = std::move(x.chunks);
+  p.query = std::move(x.query);
+  p.continuation = {x.answer};
+  p.answer = x.answer;
+  RETURN_IF_ERROR(Precompute(m, o, &p));
+  return p;
+}
+
 absl::StatusOr<PromptData> MakePrompt(const model::Model& m, const QualityBenchOptions& o,
                                       int index) {
+  if (o.task == "xchunk") return MakeXchunk(m, o, index);
   std::mt19937_64 rng(o.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(index) * 7919 + 1);
   const int32_t bos = 1, eos = 2;
   const std::vector<int32_t> banned = {bos, eos};
@@ -116,14 +145,7 @@ absl::StatusOr<PromptData> MakePrompt(const model::Model& m, const QualityBenchO
                                        banned, &rng));
   p.query.assign(tail.begin(), tail.begin() + o.query_tokens);
   p.continuation.assign(tail.begin() + o.query_tokens, tail.end());
-  ASSIGN_OR_RETURN(ChunkKV pk, PrecomputeChunk(m, p.prefix));
-  p.kv.push_back(std::make_unique<ChunkKV>(std::move(pk)));
-  for (const auto& c : p.chunks) {
-    ASSIGN_OR_RETURN(ChunkKV ck, o.condition_on_prefix
-                                     ? PrecomputeChunkAfter(m, p.prefix, c, m.config().kv_dtype)
-                                     : PrecomputeChunk(m, c));
-    p.kv.push_back(std::make_unique<ChunkKV>(std::move(ck)));
-  }
+  RETURN_IF_ERROR(Precompute(m, o, &p));
   return p;
 }
 
@@ -138,6 +160,7 @@ struct Eval {
   std::vector<float> logits;  // [query_tokens, vocab]
   double nll = 0;             // mean over the continuation
   double recomputed = 0;
+  double applied_ratio = 0;
 };
 
 absl::StatusOr<Eval> Evaluate(const Blender& blender, const PromptData& p, BlendOptions o) {
@@ -159,6 +182,7 @@ absl::StatusOr<Eval> Evaluate(const Blender& blender, const PromptData& p, Blend
   double rows = 0;
   for (const auto& rc : r.recomputed) rows += static_cast<double>(rc.size());
   e.recomputed = rows / (static_cast<double>(r.recomputed.size()) * r.total_tokens);
+  e.applied_ratio = r.applied_ratio;
   // Teacher-forced continuation on top of the fused cache.
   const size_t C = p.continuation.size();
   std::vector<float> cont_logits(C * vocab);
@@ -225,103 +249,240 @@ absl::Status WritePlot(const QualityBenchOptions& o, const std::vector<StrategyQ
   return absl::OkStatus();
 }
 
-}  // namespace
 
-absl::StatusOr<std::vector<StrategyQuality>> RunQualityBench(const QualityBenchOptions& o,
-                                                             std::ostream& out) {
+Strat Blend(const QualityBenchOptions& o, const std::string& name, const std::string& family,
+            double r) {
+  Strat b{name, family, r, o.blend};
+  b.options.strategy = Strategy::kCacheBlend;
+  b.options.ratio = r;
+  b.options.filtering = family == "single" || family == "bottom-right" ? Filtering::kSingleCheck
+                                                                      : Filtering::kGradual;
+  b.options.causal = family == "bottom-right" ? kernels::CausalMode::kBottomRight
+                                              : kernels::CausalMode::kExact;
+  return b;
+}
+
+// Selector and adaptive strategies (gradual filtering).
+absl::Status AddVariants(const QualityBenchOptions& o, std::vector<Strat>* strats) {
+  for (const std::string& name : o.selectors) {
+    Selector sel;
+    if (!ParseSelector(name, &sel)) {
+      return absl::InvalidArgumentError(absl::StrCat("quality bench: unknown selector '", name,
+                                                     "' (deviation, chunk-head, "
+                                                     "query-attention, deviation+attention)"));
+    }
+    for (double r : o.ratios) {
+      Strat b = Blend(o, absl::StrFormat("select-%s r=%.2f", name, r), "sel-" + name, r);
+      b.options.selector = sel;
+      strats->push_back(b);
+    }
+  }
+  if (!o.adaptive) return absl::OkStatus();
+  for (double mass : o.adaptive_masses) {
+    Strat b = Blend(o, absl::StrFormat("adaptive-gradual mass=%.2f", mass), "adaptive",
+                    o.adaptive_max);
+    b.options.adaptive_mass = mass;
+    strats->push_back(b);
+  }
+  return absl::OkStatus();
+}
+
+std::vector<Strat> MakeStrategies(const QualityBenchOptions& o) {
+  std::vector<Strat> strats;
+  Strat s{"full-reuse", "full-reuse", 0, o.blend};
+  s.options.strategy = Strategy::kFullReuse;
+  strats.push_back(s);
+  Strat pr{"prefix-reuse", "prefix-reuse", 0, o.blend};
+  pr.options.strategy = Strategy::kPrefixReuse;
+  strats.push_back(pr);
+  for (const char* fam : {"gradual", "single", "bottom-right"}) {
+    for (double r : o.ratios) {
+      strats.push_back(Blend(o, absl::StrFormat("blend-%s r=%.2f", fam, r), fam, r));
+    }
+  }
+  return strats;
+}
+
+// Sums of one strategy over the prompts.
+struct Tally {
+  double kl = 0, top1 = 0, dnll = 0, frac = 0, correct = 0, applied = 0;
+};
+
+// Accumulate: one strategy's outcome on one prompt against full prefill's.
+void Accumulate(const Eval& ref, const Eval& e, const PromptData& p, int vocab, Tally* t) {
+  std::vector<double> lf, ls;
+  const int Q = static_cast<int>(p.query.size());
+  for (int q = 0; q < Q; ++q) {
+    const float* rf = ref.logits.data() + q * vocab;
+    const float* rs = e.logits.data() + q * vocab;
+    LogSoftmax(rf, vocab, &lf);
+    LogSoftmax(rs, vocab, &ls);
+    double d = 0;
+    for (int v = 0; v < vocab; ++v) d += std::exp(lf[v]) * (lf[v] - ls[v]);
+    t->kl += d;
+    t->top1 += Argmax(rf, vocab) == Argmax(rs, vocab) ? 1 : 0;
+  }
+  t->dnll += e.nll - ref.nll;
+  t->frac += e.recomputed;
+  t->applied += e.applied_ratio;
+  if (p.answer >= 0) t->correct += Argmax(e.logits.data() + (Q - 1) * vocab, vocab) == p.answer;
+}
+
+// AccuracyName: the strategy names of the accuracy lines (the set).
+std::string AccuracyName(const std::string& family) {
+  if (family == "gradual" || family == "matched") return "cacheblend-gradual";
+  if (family.rfind("sel-", 0) == 0) return "cacheblend-gradual-" + family.substr(4);
+  if (family == "single") return "cacheblend-single";
+  return family;
+}
+
+absl::Status CheckOptions(const QualityBenchOptions& o) {
   if (o.prompts <= 0 || o.chunks <= 0 || o.chunk_tokens_min <= 0 ||
       o.chunk_tokens_max < o.chunk_tokens_min || o.query_tokens <= 0 ||
       o.continuation_tokens <= 0) {
     return absl::InvalidArgumentError("quality bench: counts must be positive, min <= max");
   }
-  const auto t0 = std::chrono::steady_clock::now();
-  model::LoadOptions lo;
-  lo.max_seq_len = o.max_seq_len;
-  lo.kv_dtype = o.kv_dtype;
-  ASSIGN_OR_RETURN(auto model, model::LoadModel(o.model_path, lo));
-  ASSIGN_OR_RETURN(auto blender, Blender::Create({model.get()}));
-  const int vocab = model->config().vocab_size;
+  if (o.task != "story" && o.task != "xchunk") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("quality bench: unknown task '", o.task, "' (story or xchunk)"));
+  }
+  return absl::OkStatus();
+}
 
-  std::vector<Strat> strats;
-  {
-    Strat s{"full-reuse", "full-reuse", 0, o.blend};
-    s.options.strategy = Strategy::kFullReuse;
-    strats.push_back(s);
-    Strat pr{"prefix-reuse", "prefix-reuse", 0, o.blend};
-    pr.options.strategy = Strategy::kPrefixReuse;
-    strats.push_back(pr);
+void PrintHeader(const QualityBenchOptions& o, double secs, std::ostream& out) {
+  if (o.task == "xchunk") {
+    out << absl::StrFormat(
+        "# quality: task=xchunk model=%s prompts=%d seed=%d pairs=%d chunks=%d, kv=%s, %.1f s\n",
+        o.model_path, o.prompts, o.seed, o.pairs, o.chunks, kernels::DTypeName(o.kv_dtype), secs);
+    return;
   }
-  for (const char* fam : {"gradual", "single", "bottom-right"}) {
-    for (double r : o.ratios) {
-      Strat s{absl::StrFormat("blend-%s r=%.2f", fam, r), fam, r, o.blend};
-      s.options.strategy = Strategy::kCacheBlend;
-      s.options.ratio = r;
-      s.options.filtering = std::string(fam) == "gradual" ? Filtering::kGradual
-                                                          : Filtering::kSingleCheck;
-      s.options.causal = std::string(fam) == "bottom-right" ? kernels::CausalMode::kBottomRight
-                                                            : kernels::CausalMode::kExact;
-      strats.push_back(s);
-    }
-  }
-  BlendOptions full = o.blend;
-  full.strategy = Strategy::kFullPrefill;
-
-  std::vector<double> kl(strats.size()), top1(strats.size()), dnll(strats.size()),
-      frac(strats.size());
-  int64_t positions = 0;
-  std::vector<double> lf, ls;
-  for (int i = 0; i < o.prompts; ++i) {
-    ASSIGN_OR_RETURN(PromptData p, MakePrompt(*model, o, i));
-    ASSIGN_OR_RETURN(Eval ref, Evaluate(*blender, p, full));
-    const int Q = o.query_tokens;
-    for (size_t s = 0; s < strats.size(); ++s) {
-      ASSIGN_OR_RETURN(Eval e, Evaluate(*blender, p, strats[s].options));
-      for (int q = 0; q < Q; ++q) {
-        const float* rf = ref.logits.data() + q * vocab;
-        const float* rs = e.logits.data() + q * vocab;
-        LogSoftmax(rf, vocab, &lf);
-        LogSoftmax(rs, vocab, &ls);
-        double d = 0;
-        for (int v = 0; v < vocab; ++v) d += std::exp(lf[v]) * (lf[v] - ls[v]);
-        kl[s] += d;
-        top1[s] += Argmax(rf, vocab) == Argmax(rs, vocab) ? 1 : 0;
-      }
-      dnll[s] += e.nll - ref.nll;
-      frac[s] += e.recomputed;
-    }
-    positions += Q;
-  }
-  std::vector<StrategyQuality> rows;
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   out << absl::StrFormat(
       "# quality: model=%s prompts=%d seed=%d chunks=%d x %d-%d tokens, query=%d, "
       "continuation=%d, kv=%s, chunks precomputed %s, %.1f s\n",
       o.model_path, o.prompts, o.seed, o.chunks, o.chunk_tokens_min, o.chunk_tokens_max,
       o.query_tokens, o.continuation_tokens, kernels::DTypeName(o.kv_dtype),
       o.condition_on_prefix ? "after the prefix" : "alone", secs);
-  for (size_t s = 0; s < strats.size(); ++s) {
-    StrategyQuality q;
-    q.name = strats[s].name;
-    q.family = strats[s].family;
-    q.ratio = strats[s].ratio;
-    q.kl = kl[s] / static_cast<double>(positions);
-    q.top1 = top1[s] / static_cast<double>(positions);
-    q.dnll = dnll[s] / o.prompts;
-    q.recomputed_fraction = frac[s] / o.prompts;
-    out << absl::StrFormat("%s: kl=%.6f top1=%.4f dnll=%+.5f recomputed=%.3f\n", q.name, q.kl,
-                           q.top1, q.dnll, q.recomputed_fraction);
-    rows.push_back(q);
+}
+
+absl::Status WriteCsv(const std::string& path, const std::vector<StrategyQuality>& rows) {
+  std::ofstream f(path);
+  if (!f) return absl::InternalError(absl::StrCat("cannot write ", path));
+  f << "strategy,family,ratio,kl,top1,dnll,recomputed_fraction,accuracy,mean_r\n";
+  for (const auto& q : rows) {
+    f << absl::StrFormat("%s,%s,%.2f,%.8f,%.6f,%.6f,%.4f,%.4f,%.4f\n", q.name, q.family, q.ratio,
+                         q.kl, q.top1, q.dnll, q.recomputed_fraction, q.accuracy, q.mean_r);
   }
-  if (!o.csv_path.empty()) {
-    std::ofstream f(o.csv_path);
-    if (!f) return absl::InternalError(absl::StrCat("cannot write ", o.csv_path));
-    f << "strategy,family,ratio,kl,top1,dnll,recomputed_fraction\n";
-    for (const auto& q : rows) {
-      f << absl::StrFormat("%s,%s,%.2f,%.8f,%.6f,%.6f,%.4f\n", q.name, q.family, q.ratio, q.kl,
-                           q.top1, q.dnll, q.recomputed_fraction);
+  return absl::OkStatus();
+}
+
+// Pass: every strategy of `strats` (and full prefill) over the same prompts.
+struct Pass {
+  std::vector<Tally> tally;
+  Tally full;
+  int64_t positions = 0;
+};
+
+absl::StatusOr<Pass> RunPass(const Blender& blender, const QualityBenchOptions& o,
+                             const std::vector<Strat>& strats) {
+  const model::Model& m = blender.model();
+  const int vocab = m.config().vocab_size;
+  BlendOptions full = o.blend;
+  full.strategy = Strategy::kFullPrefill;
+  Pass pass;
+  pass.tally.resize(strats.size());
+  for (int i = 0; i < o.prompts; ++i) {
+    ASSIGN_OR_RETURN(PromptData p, MakePrompt(m, o, i));
+    ASSIGN_OR_RETURN(Eval ref, Evaluate(blender, p, full));
+    Accumulate(ref, ref, p, vocab, &pass.full);
+    for (size_t s = 0; s < strats.size(); ++s) {
+      ASSIGN_OR_RETURN(Eval e, Evaluate(blender, p, strats[s].options));
+      Accumulate(ref, e, p, vocab, &pass.tally[s]);
+    }
+    pass.positions += static_cast<int64_t>(p.query.size());
+  }
+  return pass;
+}
+
+StrategyQuality Summarize(const Strat& st, const Tally& t, const QualityBenchOptions& o,
+                          int64_t positions) {
+  StrategyQuality q;
+  q.name = st.name;
+  q.family = st.family;
+  q.ratio = st.ratio;
+  q.kl = t.kl / static_cast<double>(positions);
+  q.top1 = t.top1 / static_cast<double>(positions);
+  q.dnll = t.dnll / o.prompts;
+  q.recomputed_fraction = t.frac / o.prompts;
+  q.accuracy = o.task == "xchunk" ? t.correct / o.prompts : -1;
+  q.mean_r = t.applied / o.prompts;
+  return q;
+}
+
+void PrintRow(const StrategyQuality& q, std::ostream& out) {
+  const bool adaptive = q.family == "adaptive" || q.family == "matched";
+  const std::string mean_r = adaptive ? absl::StrFormat(" mean_r=%.4f", q.mean_r) : "";
+  if (q.accuracy >= 0) {
+    out << absl::StrFormat("accuracy strategy=%s r=%.2f acc=%.4f kl=%.6f%s top1=%.4f\n",
+                           AccuracyName(q.family), adaptive ? q.mean_r : q.ratio, q.accuracy,
+                           q.kl, mean_r, q.top1);
+  } else {
+    out << absl::StrFormat("%s: kl=%.6f%s top1=%.4f dnll=%+.5f recomputed=%.3f\n", q.name, q.kl,
+                           mean_r, q.top1, q.dnll, q.recomputed_fraction);
+  }
+}
+
+// MatchedStrategies: fixed r (gradual) at each adaptive row's mean r.
+std::vector<Strat> MatchedStrategies(const QualityBenchOptions& o,
+                                     const std::vector<StrategyQuality>& rows) {
+  std::vector<Strat> out;
+  for (const auto& q : rows) {
+    if (q.family != "adaptive") continue;
+    const double r = std::round(q.mean_r * 1e4) / 1e4;
+    out.push_back(Blend(o, absl::StrFormat("blend-gradual r=%.4f (matched to %s)", r, q.name),
+                        "matched", r));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<StrategyQuality>> RunQualityBench(const QualityBenchOptions& o,
+                                                             std::ostream& out) {
+  RETURN_IF_ERROR(CheckOptions(o));
+  const auto t0 = std::chrono::steady_clock::now();
+  model::LoadOptions lo;
+  lo.max_seq_len = o.max_seq_len;
+  lo.kv_dtype = o.kv_dtype;
+  ASSIGN_OR_RETURN(auto model, model::LoadModel(o.model_path, lo));
+  ASSIGN_OR_RETURN(auto blender, Blender::Create({model.get()}));
+  if (o.task == "xchunk" && model->config().vocab_size != kXchunkVocab) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "quality bench: --task xchunk needs the xchunk checkpoint (vocabulary of ", kXchunkVocab,
+        " tokens; docs/xchunk.md); ", o.model_path, " has ", model->config().vocab_size));
+  }
+  std::vector<Strat> strats = MakeStrategies(o);
+  RETURN_IF_ERROR(AddVariants(o, &strats));
+  ASSIGN_OR_RETURN(Pass pass, RunPass(*blender, o, strats));
+  std::vector<StrategyQuality> rows;
+  if (o.task == "xchunk") {
+    Strat full{"full-prefill", "full-prefill", 1.0, o.blend};
+    rows.push_back(Summarize(full, pass.full, o, pass.positions));
+    rows.back().kl = 0, rows.back().top1 = 1, rows.back().dnll = 0, rows.back().mean_r = 1;
+  }
+  for (size_t s = 0; s < strats.size(); ++s) {
+    rows.push_back(Summarize(strats[s], pass.tally[s], o, pass.positions));
+  }
+  const std::vector<Strat> matched = MatchedStrategies(o, rows);
+  if (!matched.empty()) {
+    ASSIGN_OR_RETURN(Pass mp, RunPass(*blender, o, matched));
+    for (size_t s = 0; s < matched.size(); ++s) {
+      rows.push_back(Summarize(matched[s], mp.tally[s], o, mp.positions));
     }
   }
+  PrintHeader(o, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+              out);
+  for (const auto& q : rows) PrintRow(q, out);
+  if (!o.csv_path.empty()) RETURN_IF_ERROR(WriteCsv(o.csv_path, rows));
   if (!o.png_path.empty()) RETURN_IF_ERROR(WritePlot(o, rows));
   return rows;
 }

@@ -13,6 +13,13 @@
 //   dnll = mean teacher-forced NLL of the continuation minus full prefill's.
 // Everything is seeded: the same options print the same table.
 //
+// task = "xchunk" runs the cross-chunk binding task instead (xchunk_task.h,
+// docs/xchunk.md) on its instrument checkpoint: query "? k", continuation =
+// the answer, and one line per strategy
+//   accuracy strategy=NAME r=R acc=A kl=K top1=T
+// with acc the fraction of prompts whose argmax after the query is the answer
+// (full prefill first, as strategy=full-prefill).
+//
 // Thread safety: RunQualityBench is reentrant (all state is local).
 #ifndef RAGKV_BENCH_BLEND_BENCH_QUALITY_H_
 #define RAGKV_BENCH_BLEND_BENCH_QUALITY_H_
@@ -29,7 +36,9 @@
 namespace ragkv::blend {
 
 struct QualityBenchOptions {
+  std::string task = "story";  // "story" (self-sampled) or "xchunk"
   std::string model_path;   // required: .bin / .gguf / HF dir / synthetic:...
+  int pairs = 32;           // xchunk: key/value pairs per prompt (split into `chunks`)
   int max_seq_len = 512;    // context override (stories260K was trained at 512)
   int prompts = 50;
   uint64_t seed = 1;
@@ -49,6 +58,14 @@ struct QualityBenchOptions {
   // Template for every CacheBlend strategy (deviation, gradual schedule...);
   // strategy, ratio, filtering, causal and logits are set per strategy.
   BlendOptions blend;
+  // Extra recompute selectors compared at every ratio (gradual filtering),
+  // by blend::SelectorName ("chunk-head", "query-attention", ...).
+  std::vector<std::string> selectors;
+  // Adaptive ratio lines (BlendOptions::adaptive_mass): one per mass, capped
+  // at adaptive_max, each followed by fixed r at the mean r it chose.
+  bool adaptive = false;
+  std::vector<double> adaptive_masses = {0.3, 0.5, 0.7};
+  double adaptive_max = 0.30;
   std::string csv_path;  // empty: no CSV
   std::string png_path;  // empty: no plot (needs gnuplot on PATH)
 };
@@ -61,9 +78,12 @@ struct StrategyQuality {
   double top1 = 0;
   double dnll = 0;
   double recomputed_fraction = 0;  // recomputed rows / prompt rows, averaged over layers
+  double accuracy = -1;            // xchunk: answers right; -1 for the story task
+  double mean_r = 0;               // mean applied ratio (the adaptive choice, else the ratio)
 };
 
-// RunQualityBench: runs the bench, prints one line per strategy
+// RunQualityBench: runs the bench (for xchunk the first row is full prefill,
+// family "full-prefill"), prints one line per strategy
 // "<name>: kl=... top1=... dnll=..." (plus a header line) to `out`, writes
 // the CSV and PNG if asked. Errors: the model cannot be loaded, a prompt does
 // not fit the context, gnuplot fails (the table is still printed).

@@ -11,6 +11,7 @@
 
 #include "bench/blend/bench_blend.h"
 #include "bench/blend/bench_quality.h"
+#include "bench/blend/xchunk_task.h"
 #include "bench/kvstore/bench_kvstore.h"
 #include "bench/kvstore/bench_redis.h"
 #include "bench/model/bench_prefill.h"
@@ -127,20 +128,42 @@ class BenchBlendCommand : public Command {
 class BenchQualityCommand : public Command {
  public:
   void Register(CLI::App* cmd) override {
-    cmd->add_option("--model", o_.model_path, "checkpoint (.bin/.gguf/HF dir)")->required();
+    cmd->add_option("--task", o_.task, "story (self-sampled prompts) | xchunk (docs/xchunk.md)")
+        ->capture_default_str();
+    cmd->add_option("--model", o_.model_path,
+                    "checkpoint (.bin/.gguf/HF dir); required for story, xchunk: the instrument");
+    cmd->add_option("--pairs", o_.pairs, "xchunk: key/value pairs per prompt")
+        ->capture_default_str();
     cmd->add_option("--prompts", o_.prompts)->capture_default_str();
     cmd->add_option("--seed", o_.seed)->capture_default_str();
-    cmd->add_option("--chunks", o_.chunks)->capture_default_str();
+    cmd->add_option("--chunks", o_.chunks, "passages (default: 6 story, 4 xchunk)");
     cmd->add_option("--chunk-tokens-min", o_.chunk_tokens_min)->capture_default_str();
     cmd->add_option("--chunk-tokens-max", o_.chunk_tokens_max)->capture_default_str();
     cmd->add_option("--query-tokens", o_.query_tokens)->capture_default_str();
     cmd->add_option("--ratios", o_.ratios)->delimiter(',')->capture_default_str();
     cmd->add_option("--kv-dtype", kv_, "f32|f16|bf16")->capture_default_str();
+    cmd->add_option("--selectors", o_.selectors,
+                    "extra recompute selectors: chunk-head,query-attention,deviation+attention")
+        ->delimiter(',');
+    cmd->add_flag("--adaptive", o_.adaptive, "add adaptive-ratio lines (and fixed r at their mean r)");
+    cmd->add_option("--adaptive-masses", o_.adaptive_masses, "deviation mass each adaptive line covers")
+        ->delimiter(',')->capture_default_str();
+    cmd->add_option("--adaptive-max", o_.adaptive_max, "cap of the adaptive ratio")
+        ->capture_default_str();
     cmd->add_option("--csv", o_.csv_path, "write per-strategy CSV");
     cmd->add_option("--png", o_.png_path, "plot quality vs r (gnuplot)");
   }
   int Run() override {
     blend::QualityBenchOptions o = o_;
+    if (o.task == "xchunk") {
+      if (o.model_path.empty()) o.model_path = blend::XchunkModelPath();
+      if (o.chunks == 0) o.chunks = 4;
+    } else if (o.model_path.empty()) {
+      std::fprintf(stderr, "ragkv bench quality: --model is required for --task %s\n",
+                   o.task.c_str());
+      return 2;
+    }
+    if (o.chunks == 0) o.chunks = 6;
     if (!ParseKvDtype(kv_, &o.kv_dtype)) {
       std::fprintf(stderr, "ragkv bench quality: --kv-dtype must be f32, f16 or bf16\n");
       return 2;
@@ -151,7 +174,11 @@ class BenchQualityCommand : public Command {
   }
 
  private:
-  blend::QualityBenchOptions o_;
+  blend::QualityBenchOptions o_ = [] {
+    blend::QualityBenchOptions o;
+    o.chunks = 0;  // per task
+    return o;
+  }();
   std::string kv_ = "f32";
 };
 

@@ -49,6 +49,17 @@ absl::Status ValidateOptions(const BlendOptions& options) {
   if (options.extra_capacity_tokens < 0) {
     return absl::InvalidArgumentError("extra_capacity_tokens must be >= 0");
   }
+  if (!(options.adaptive_mass >= 0 && options.adaptive_mass <= 1) ||
+      !(options.adaptive_min >= 0 && options.adaptive_min <= options.ratio + 1e-12 ||
+        options.adaptive_mass == 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "adaptive ratio: need 0 <= adaptive_mass <= 1 and 0 <= adaptive_min <= ratio (got mass ",
+        options.adaptive_mass, ", min ", options.adaptive_min, ", ratio ", options.ratio, ")"));
+  }
+  if (options.adaptive_mass > 0 && options.selector == Selector::kChunkHead) {
+    return absl::InvalidArgumentError(
+        "adaptive ratio needs a score with mass (deviation or query-attention), not chunk-head");
+  }
   if (options.overlap_loading && options.prefetch_layers < 1) {
     return absl::InvalidArgumentError("prefetch_layers must be >= 1");
   }

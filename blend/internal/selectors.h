@@ -1,0 +1,43 @@
+// selectors.h: scores that rank a check layer's candidate rows for
+// recompute (BlendOptions::selector; docs/blend.md "Recompute selectors").
+// The KV-deviation score lives in blender.cc (it needs the probe); these are
+// the others. Higher score = recomputed first; kernels::TopK breaks ties to
+// the lower position.
+#ifndef RAGKV_BLEND_INTERNAL_SELECTORS_H_
+#define RAGKV_BLEND_INTERNAL_SELECTORS_H_
+
+#include <cstdint>
+
+#include "absl/types/span.h"
+
+namespace ragkv::blend::internal {
+
+// ChunkHeadScores (EPIC): score[i] = -(offset of cand_pos[i] inside its
+// segment), so the first rows of every chunk come first. seg_offset: the
+// segments' first positions, ascending.
+void ChunkHeadScores(absl::Span<const int32_t> cand_pos, absl::Span<const int64_t> seg_offset,
+                     float* score);
+
+// KeyPlane: one layer's keys, f32 [kv_heads][...][head_dim] with head stride.
+struct KeyPlane {
+  const float* data;
+  int64_t head_stride;
+  int64_t head_dim;
+  int kv_heads;
+};
+
+// QueryAttentionScores: attention mass that the query rows put on each
+// candidate: for every query row r (queries q: f32 [nq, n_heads*head_dim],
+// post-RoPE) and head, softmax over the context keys 0..n_context-1 of
+// `keys` (head h reads kv head h / (n_heads / kv_heads)); score[i] = the
+// mass on cand_pos[i] summed over rows and heads.
+void QueryAttentionScores(const float* q, int64_t nq, int n_heads, const KeyPlane& keys,
+                          int64_t n_context, absl::Span<const int32_t> cand_pos, float* score);
+
+// AddMeanNormalized: acc[i] = acc[i] / mean(acc) + x[i] / mean(x) (a mean of
+// 0 counts as 1), so two scores of different scales weigh alike.
+void AddMeanNormalized(const float* x, int64_t n, float* acc);
+
+}  // namespace ragkv::blend::internal
+
+#endif  // RAGKV_BLEND_INTERNAL_SELECTORS_H_
