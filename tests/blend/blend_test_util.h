@@ -87,6 +87,22 @@ struct Prompt {
   }
 };
 
+// RandomPrompt: an 8-token cached system prefix (when `prefix`), `chunks`
+// cached chunks of `chunk_tokens` random tokens (chunk `missed`, if >= 0,
+// without a cache) and a 6-token query.
+inline Prompt RandomPrompt(const model::Model& m, uint32_t seed, int chunks = 3,
+                           int chunk_tokens = 24, int missed = -1, bool prefix = true) {
+  std::mt19937 rng(seed);
+  Prompt p;
+  const int vocab = m.config().vocab_size;
+  if (prefix) p.Add(m, SegmentKind::kPrefix, RandomTokens(&rng, 8, vocab), true);
+  for (int c = 0; c < chunks; ++c) {
+    p.Add(m, SegmentKind::kChunk, RandomTokens(&rng, chunk_tokens, vocab), c != missed);
+  }
+  p.Add(m, SegmentKind::kQuery, RandomTokens(&rng, 6, vocab), false);
+  return p;
+}
+
 // MaxAbsDiff over n floats.
 inline double MaxAbsDiff(const float* a, const float* b, int64_t n) {
   double m = 0;

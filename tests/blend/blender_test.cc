@@ -32,15 +32,7 @@ class BlenderTest : public ::testing::Test {
   // 6-token query; chunk `missed` (if >= 0) has no cache.
   Prompt MakePrompt(uint32_t seed, int chunks = 3, int chunk_tokens = 24, int missed = -1,
                     bool prefix = true) {
-    std::mt19937 rng(seed);
-    Prompt p;
-    const int vocab = model_->config().vocab_size;
-    if (prefix) p.Add(*model_, SegmentKind::kPrefix, RandomTokens(&rng, 8, vocab), true);
-    for (int c = 0; c < chunks; ++c) {
-      p.Add(*model_, SegmentKind::kChunk, RandomTokens(&rng, chunk_tokens, vocab), c != missed);
-    }
-    p.Add(*model_, SegmentKind::kQuery, RandomTokens(&rng, 6, vocab), false);
-    return p;
+    return testing::RandomPrompt(*model_, seed, chunks, chunk_tokens, missed, prefix);
   }
   // Reference: Model::Prefill of the whole prompt (logits of every row).
   struct Reference {

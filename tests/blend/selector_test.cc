@@ -1,0 +1,163 @@
+// Recompute selectors and the adaptive ratio (BlendOptions::selector,
+// adaptive_mass): their contracts on a small synthetic model.
+#include <cmath>
+#include <set>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "blend/blender.h"
+#include "blend/internal/selectors.h"
+#include "blend_test_util.h"
+
+namespace ragkv::blend {
+namespace {
+
+using testing::MaxAbsDiff;
+using testing::Prompt;
+using testing::RandomPrompt;
+using testing::SmallModel;
+
+constexpr Selector kAll[] = {Selector::kDeviation, Selector::kChunkHead,
+                             Selector::kQueryAttention, Selector::kDeviationAttention};
+
+class SelectorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = SmallModel();
+    auto b = Blender::Create({model_.get()});
+    ASSERT_TRUE(b.ok()) << b.status();
+    blender_ = std::move(b).value();
+  }
+  absl::StatusOr<BlendResult> Run(const Prompt& p, const BlendOptions& o) {
+    auto segs = p.Segments();
+    return blender_->Blend(segs, o);
+  }
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<Blender> blender_;
+};
+
+TEST_F(SelectorTest, EverySelectorKeepsTheBudgetQueryAndMissedRows) {
+  // Prefix 8 (exact) + 4 chunks x 20 (chunk 2 missed) + query 6.
+  Prompt p = RandomPrompt(*model_, 3, 4, 20, /*missed=*/2);
+  const int64_t missed_begin = p.Offset(3);
+  for (Selector sel : kAll) {
+    for (Filtering f : {Filtering::kGradual, Filtering::kSingleCheck}) {
+      for (double ratio : {0.05, 0.15, 0.3}) {
+        BlendOptions o;
+        o.selector = sel;
+        o.filtering = f;
+        o.ratio = ratio;
+        auto r = Run(p, o);
+        ASSERT_TRUE(r.ok()) << r.status();
+        ASSERT_EQ(r->selectable_tokens, 60);
+        const auto& last = r->recomputed.back();
+        EXPECT_EQ(last.size(), 26u + std::llround(ratio * 60)) << SelectorName(sel) << " " << ratio;
+        std::set<int32_t> s(last.begin(), last.end());
+        for (int64_t q = r->query_begin; q < r->total_tokens; ++q) EXPECT_TRUE(s.count(q));
+        for (int64_t m = missed_begin; m < missed_begin + 20; ++m) EXPECT_TRUE(s.count(m));
+        for (int32_t pos : s) EXPECT_GE(pos, 8);
+        EXPECT_DOUBLE_EQ(r->applied_ratio, ratio);
+      }
+    }
+  }
+}
+
+TEST_F(SelectorTest, FullRatioEqualsFullPrefillAndRunsAreDeterministic) {
+  Prompt p = RandomPrompt(*model_, 4);
+  const auto all = p.AllTokens();
+  auto cache = model_->NewCache(static_cast<int64_t>(all.size()));
+  ASSERT_TRUE(cache.ok());
+  const int V = model_->config().vocab_size;
+  std::vector<float> ref(all.size() * V);
+  model::Workspace ws;
+  ASSERT_TRUE(model_->Prefill(all, &*cache, &ws, model::LogitsMode::kAll, ref.data()).ok());
+  for (Selector sel : kAll) {
+    BlendOptions o;
+    o.selector = sel;
+    o.ratio = 1.0;
+    o.logits = QueryLogits::kAll;
+    auto r = Run(p, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_LT(MaxAbsDiff(r->logits.data(), ref.data() + r->query_begin * V, 6 * V), 1e-4)
+        << SelectorName(sel);
+    o.ratio = 0.15;
+    auto a = Run(p, o), b = Run(p, o);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->recomputed, b->recomputed) << SelectorName(sel);
+    EXPECT_EQ(a->logits, b->logits) << SelectorName(sel);
+  }
+}
+
+TEST_F(SelectorTest, ChunkHeadTakesTheFirstRowsOfEveryChunk) {
+  Prompt p = RandomPrompt(*model_, 5, 3, 20);  // chunks at 8, 28, 48
+  BlendOptions o;
+  o.selector = Selector::kChunkHead;
+  o.ratio = 0.1;  // 6 of 60: two per chunk
+  auto r = Run(p, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<int32_t> cached;
+  for (int32_t pos : r->recomputed.back()) {
+    if (pos < r->query_begin) cached.push_back(pos);
+  }
+  EXPECT_EQ(cached, (std::vector<int32_t>{8, 9, 28, 29, 48, 49}));
+}
+
+TEST(QueryAttentionScores, MassFollowsTheSoftmaxOfTheQuery) {
+  // One query row, 2 heads over 1 kv head, head_dim 2, 3 context keys.
+  const float keys[] = {1, 0, 0, 1, 0, 0};  // k0 = e0, k1 = e1, k2 = 0
+  const float q[] = {4, 0, 0, 4};           // head 0 looks at e0, head 1 at e1
+  internal::KeyPlane plane{keys, 6, 2, 1};
+  const std::vector<int32_t> cand = {0, 1, 2};
+  float score[3];
+  internal::QueryAttentionScores(q, 1, 2, plane, 3, cand, score);
+  // Head 0: logits {4, 0, 0} / sqrt(2); head 1: {0, 4, 0} / sqrt(2).
+  const double e = std::exp(4 / std::sqrt(2.0)), z = e + 2;
+  EXPECT_NEAR(score[0], e / z + 1 / z, 1e-5);
+  EXPECT_NEAR(score[1], 1 / z + e / z, 1e-5);
+  EXPECT_NEAR(score[2], 2 / z, 1e-5);
+  EXPECT_NEAR(score[0] + score[1] + score[2], 2.0, 1e-5);  // one unit per head
+}
+
+TEST_F(SelectorTest, AdaptiveRatioIsBoundedAndKeepsWhatItChose) {
+  Prompt p = RandomPrompt(*model_, 6, 4, 20, /*missed=*/-1);  // 80 selectable
+  for (Selector sel : {Selector::kDeviation, Selector::kQueryAttention}) {
+    for (double mass : {1e-6, 0.5, 0.9, 1.0}) {
+      BlendOptions o;
+      o.selector = sel;
+      o.ratio = 0.3;
+      o.adaptive_mass = mass;
+      o.adaptive_min = 0.05;
+      auto r = Run(p, o);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_GE(r->applied_ratio, 0.05);
+      EXPECT_LE(r->applied_ratio, 0.3);
+      EXPECT_EQ(r->recomputed.back().size(), 6u + std::llround(r->applied_ratio * 80));
+      if (mass == 1e-6) EXPECT_DOUBLE_EQ(r->applied_ratio, 0.05);  // one row: clamped up
+      if (mass == 1.0) EXPECT_DOUBLE_EQ(r->applied_ratio, 0.3);    // every row: the cap
+    }
+  }
+}
+
+TEST_F(SelectorTest, BadAdaptiveOptionsAreRefused) {
+  Prompt p = RandomPrompt(*model_, 7);
+  BlendOptions o;
+  o.adaptive_mass = 0.5;
+  o.selector = Selector::kChunkHead;
+  auto r = Run(p, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("chunk-head"), std::string::npos);
+  o.selector = Selector::kDeviation;
+  o.adaptive_min = 0.5;  // above ratio 0.15
+  EXPECT_EQ(Run(p, o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.adaptive_min = 0.02;
+  o.adaptive_mass = 1.5;
+  EXPECT_EQ(Run(p, o).status().code(), absl::StatusCode::kInvalidArgument);
+  Selector s;
+  EXPECT_TRUE(ParseSelector("query-attention", &s));
+  EXPECT_EQ(s, Selector::kQueryAttention);
+  EXPECT_FALSE(ParseSelector("random", &s));
+}
+
+}  // namespace
+}  // namespace ragkv::blend
