@@ -499,6 +499,7 @@ absl::Status BlendRun::ScoreBySelector(int l, const KvPlane& pk, RecomputeState*
     }
   }
   const int64_t nq = static_cast<int64_t>(qidx.size());
+  if (nq == 0) return absl::OkStatus();  // no query in the blend: deviation alone
   const int64_t qd = cfg_.q_dim();
   std::vector<float> qh(nq * dim_), q(nq * qd), att(nc);
   GatherRows(s->hidden.data(), dim_, qidx, qh.data());

@@ -77,10 +77,11 @@ enum class Deviation {
 // Selector: how a check layer ranks the candidate rows (docs/blend.md,
 // "Recompute selectors"; chosen from `ragkv bench quality --selectors`).
 enum class Selector {
-  kDeviation = 0,           // CacheBlend: KV deviation of a probe (`deviation`) (default)
+  kDeviation = 0,           // CacheBlend: KV deviation of a probe (`deviation`)
   kChunkHead = 1,           // EPIC: the first rows of every chunk (no probe)
   kQueryAttention = 2,      // attention mass from the query rows (cached K; no probe)
-  kDeviationAttention = 3,  // both, each mean-normalized, summed
+  kDeviationAttention = 3,  // both, each mean-normalized, summed (default; without
+                            // query rows in the blend: deviation alone)
 };
 const char* SelectorName(Selector s);
 // ParseSelector: a SelectorName back to the enum; false for an unknown name.
@@ -115,7 +116,7 @@ struct BlendOptions {
   int gradual_steps = 2;           // number of check layers of kGradual
   double gradual_first_factor = 2.0;  // r1 = min(1, factor * r), geometric down to r
   Deviation deviation = Deviation::kBoth;
-  Selector selector = Selector::kDeviation;
+  Selector selector = Selector::kDeviationAttention;
   // Adaptive ratio (adaptive_mass > 0; kCacheBlend, a deviation or attention
   // selector): at the first check layer the final ratio becomes the smallest
   // share of the selectable rows whose scores cover `adaptive_mass` of the

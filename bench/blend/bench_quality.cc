@@ -283,6 +283,12 @@ absl::Status AddVariants(const QualityBenchOptions& o, std::vector<Strat>* strat
                     o.adaptive_max);
     b.options.adaptive_mass = mass;
     strats->push_back(b);
+    if (o.blend.selector == Selector::kDeviation) continue;
+    // Also by the deviation alone (CacheBlend's own score), for comparison.
+    b.name = absl::StrFormat("adaptive-gradual-deviation mass=%.2f", mass);
+    b.family = "adaptive-deviation";
+    b.options.selector = Selector::kDeviation;
+    strats->push_back(b);
   }
   return absl::OkStatus();
 }
@@ -352,16 +358,18 @@ absl::Status CheckOptions(const QualityBenchOptions& o) {
 void PrintHeader(const QualityBenchOptions& o, double secs, std::ostream& out) {
   if (o.task == "xchunk") {
     out << absl::StrFormat(
-        "# quality: task=xchunk model=%s prompts=%d seed=%d pairs=%d chunks=%d, kv=%s, %.1f s\n",
-        o.model_path, o.prompts, o.seed, o.pairs, o.chunks, kernels::DTypeName(o.kv_dtype), secs);
+        "# quality: task=xchunk model=%s prompts=%d seed=%d pairs=%d chunks=%d, kv=%s, "
+        "selector=%s, %.1f s\n",
+        o.model_path, o.prompts, o.seed, o.pairs, o.chunks, kernels::DTypeName(o.kv_dtype),
+        SelectorName(o.blend.selector), secs);
     return;
   }
   out << absl::StrFormat(
       "# quality: model=%s prompts=%d seed=%d chunks=%d x %d-%d tokens, query=%d, "
-      "continuation=%d, kv=%s, chunks precomputed %s, %.1f s\n",
+      "continuation=%d, kv=%s, chunks precomputed %s, selector=%s, %.1f s\n",
       o.model_path, o.prompts, o.seed, o.chunks, o.chunk_tokens_min, o.chunk_tokens_max,
       o.query_tokens, o.continuation_tokens, kernels::DTypeName(o.kv_dtype),
-      o.condition_on_prefix ? "after the prefix" : "alone", secs);
+      o.condition_on_prefix ? "after the prefix" : "alone", SelectorName(o.blend.selector), secs);
 }
 
 absl::Status WriteCsv(const std::string& path, const std::vector<StrategyQuality>& rows) {
@@ -419,7 +427,7 @@ StrategyQuality Summarize(const Strat& st, const Tally& t, const QualityBenchOpt
 }
 
 void PrintRow(const StrategyQuality& q, std::ostream& out) {
-  const bool adaptive = q.family == "adaptive" || q.family == "matched";
+  const bool adaptive = q.family.rfind("adaptive", 0) == 0 || q.family == "matched";
   const std::string mean_r = adaptive ? absl::StrFormat(" mean_r=%.4f", q.mean_r) : "";
   if (q.accuracy >= 0) {
     out << absl::StrFormat("accuracy strategy=%s r=%.2f acc=%.4f kl=%.6f%s top1=%.4f\n",
@@ -436,7 +444,7 @@ std::vector<Strat> MatchedStrategies(const QualityBenchOptions& o,
                                      const std::vector<StrategyQuality>& rows) {
   std::vector<Strat> out;
   for (const auto& q : rows) {
-    if (q.family != "adaptive") continue;
+    if (q.family.rfind("adaptive", 0) != 0) continue;
     const double r = std::round(q.mean_r * 1e4) / 1e4;
     out.push_back(Blend(o, absl::StrFormat("blend-gradual r=%.4f (matched to %s)", r, q.name),
                         "matched", r));

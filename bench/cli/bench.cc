@@ -142,6 +142,8 @@ class BenchQualityCommand : public Command {
     cmd->add_option("--query-tokens", o_.query_tokens)->capture_default_str();
     cmd->add_option("--ratios", o_.ratios)->delimiter(',')->capture_default_str();
     cmd->add_option("--kv-dtype", kv_, "f32|f16|bf16")->capture_default_str();
+    cmd->add_option("--selector", selector_, "selector of the blend-* lines (deviation, "
+                    "chunk-head, query-attention, deviation+attention)")->capture_default_str();
     cmd->add_option("--selectors", o_.selectors,
                     "extra recompute selectors: chunk-head,query-attention,deviation+attention")
         ->delimiter(',');
@@ -164,6 +166,10 @@ class BenchQualityCommand : public Command {
       return 2;
     }
     if (o.chunks == 0) o.chunks = 6;
+    if (!blend::ParseSelector(selector_, &o.blend.selector)) {
+      std::fprintf(stderr, "ragkv bench quality: unknown --selector '%s'\n", selector_.c_str());
+      return 2;
+    }
     if (!ParseKvDtype(kv_, &o.kv_dtype)) {
       std::fprintf(stderr, "ragkv bench quality: --kv-dtype must be f32, f16 or bf16\n");
       return 2;
@@ -180,6 +186,7 @@ class BenchQualityCommand : public Command {
     return o;
   }();
   std::string kv_ = "f32";
+  std::string selector_ = blend::SelectorName(blend::BlendOptions{}.selector);
 };
 
 const CommandEntry kBench[] = {
