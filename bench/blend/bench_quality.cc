@@ -8,6 +8,7 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -201,44 +202,69 @@ absl::StatusOr<Eval> Evaluate(const Blender& blender, const PromptData& p, Blend
   return e;
 }
 
+// PlotFamilies: the ratio sweeps drawn, with their legend titles.
+std::vector<std::pair<std::string, std::string>> PlotFamilies(const QualityBenchOptions& o) {
+  const std::string sel = SelectorName(o.blend.selector);
+  std::vector<std::pair<std::string, std::string>> f = {
+      {"gradual", "gradual filtering (" + sel + ")"},
+      {"single", "single check layer (" + sel + ")"},
+      {"bottom-right", "single check + bottom-right mask"}};
+  for (const std::string& name : o.selectors) f.push_back({"sel-" + name, "gradual, " + name});
+  return f;
+}
+
 absl::Status WritePlot(const QualityBenchOptions& o, const std::vector<StrategyQuality>& rows) {
+  const auto families = PlotFamilies(o);
+  const bool acc = o.task == "xchunk";
   const std::string dat = o.png_path + ".dat";
   {
     std::ofstream f(dat);
     if (!f) return absl::InternalError(absl::StrCat("cannot write ", dat));
-    for (const char* fam : {"gradual", "single", "bottom-right"}) {
+    for (const auto& [fam, title] : families) {
       f << "# " << fam << "\n";
       for (const auto& r : rows) {
-        if (r.family == fam) f << r.ratio * 100 << " " << r.kl << " " << r.top1 << "\n";
+        if (r.family == fam) {
+          f << r.ratio * 100 << " " << std::max(r.kl, 1e-6) << " " << (acc ? r.accuracy : r.top1)
+            << "\n";
+        }
       }
       f << "\n\n";
     }
   }
-  double reuse_kl = 0, reuse_top1 = 0;
+  double reuse_kl = 0, reuse_y = 0, full_y = 1;
   for (const auto& r : rows) {
-    if (r.family == "full-reuse") reuse_kl = r.kl, reuse_top1 = r.top1;
+    if (r.family == "full-reuse") reuse_kl = r.kl, reuse_y = acc ? r.accuracy : r.top1;
+    if (r.family == "full-prefill") full_y = r.accuracy;
   }
+  auto sweep = [&](int col) {
+    std::string p = "plot ";
+    for (size_t i = 0; i < families.size(); ++i) {
+      p += absl::StrFormat("'%s' index %d using 1:%d with linespoints lw 2 title '%s', ", dat, i,
+                           col, families[i].second);
+    }
+    return p;
+  };
   const std::string gp = o.png_path + ".gp";
   {
     std::ofstream f(gp);
     if (!f) return absl::InternalError(absl::StrCat("cannot write ", gp));
+    const std::string what =
+        acc ? absl::StrFormat("xchunk task, %d prompts, %d pairs in %d passages", o.prompts,
+                              o.pairs, o.chunks)
+            : absl::StrFormat("%d prompts, %d chunks x %d-%d tokens, query %d", o.prompts,
+                              o.chunks, o.chunk_tokens_min, o.chunk_tokens_max, o.query_tokens);
     f << "set terminal pngcairo size 1200,480 font ',10'\n"
       << "set output '" << o.png_path << "'\n"
-      << "set multiplot layout 1,2 title 'Blend quality vs full prefill (" << o.prompts
-      << " prompts, " << o.chunks << " chunks x " << o.chunk_tokens_min << "-"
-      << o.chunk_tokens_max << " tokens, query " << o.query_tokens << ")'\n"
+      << "set multiplot layout 1,2 title 'Blend quality vs full prefill (" << what << ")'\n"
       << "set xlabel 'recompute ratio r (%)'\nset grid\nset key top right\n"
       << "set ylabel 'mean KL(full || strategy) at query positions (nats)'\nset logscale y\n"
-      << "plot '" << dat << "' index 0 using 1:2 with linespoints lw 2 title 'gradual filtering', "
-      << "'' index 1 using 1:2 with linespoints lw 2 title 'single check layer', "
-      << "'' index 2 using 1:2 with linespoints lw 2 title 'single check + bottom-right mask', "
-      << reuse_kl << " with lines dt 2 lw 2 title 'full reuse (r=0)'\n"
-      << "unset logscale y\nset ylabel 'top-1 agreement with full prefill'\nset key bottom right\n"
-      << "plot '" << dat << "' index 0 using 1:3 with linespoints lw 2 title 'gradual filtering', "
-      << "'' index 1 using 1:3 with linespoints lw 2 title 'single check layer', "
-      << "'' index 2 using 1:3 with linespoints lw 2 title 'single check + bottom-right mask', "
-      << reuse_top1 << " with lines dt 2 lw 2 title 'full reuse (r=0)'\n"
-      << "unset multiplot\n";
+      << sweep(2) << reuse_kl << " with lines dt 2 lw 2 title 'full reuse (r=0)'\n"
+      << "unset logscale y\nset key bottom right\n"
+      << (acc ? "set ylabel 'answer accuracy'\nset yrange [0:1.05]\n"
+              : "set ylabel 'top-1 agreement with full prefill'\n")
+      << sweep(3) << reuse_y << " with lines dt 2 lw 2 title 'full reuse (r=0)'"
+      << (acc ? absl::StrFormat(", %g with lines dt 3 lw 2 title 'full prefill'", full_y) : "")
+      << "\nunset multiplot\n";
   }
   const std::string cmd = absl::StrCat("gnuplot '", gp, "' 2>&1");
   if (std::system(cmd.c_str()) != 0) {
@@ -337,6 +363,7 @@ void Accumulate(const Eval& ref, const Eval& e, const PromptData& p, int vocab, 
 // AccuracyName: the strategy names of the accuracy lines (the set).
 std::string AccuracyName(const std::string& family) {
   if (family == "gradual" || family == "matched") return "cacheblend-gradual";
+  if (family == "matched-deviation") return "cacheblend-gradual-deviation";
   if (family.rfind("sel-", 0) == 0) return "cacheblend-gradual-" + family.substr(4);
   if (family == "single") return "cacheblend-single";
   return family;
@@ -427,7 +454,7 @@ StrategyQuality Summarize(const Strat& st, const Tally& t, const QualityBenchOpt
 }
 
 void PrintRow(const StrategyQuality& q, std::ostream& out) {
-  const bool adaptive = q.family.rfind("adaptive", 0) == 0 || q.family == "matched";
+  const bool adaptive = q.family.rfind("adaptive", 0) == 0 || q.family.rfind("matched", 0) == 0;
   const std::string mean_r = adaptive ? absl::StrFormat(" mean_r=%.4f", q.mean_r) : "";
   if (q.accuracy >= 0) {
     out << absl::StrFormat("accuracy strategy=%s r=%.2f acc=%.4f kl=%.6f%s top1=%.4f\n",
@@ -446,8 +473,11 @@ std::vector<Strat> MatchedStrategies(const QualityBenchOptions& o,
   for (const auto& q : rows) {
     if (q.family.rfind("adaptive", 0) != 0) continue;
     const double r = std::round(q.mean_r * 1e4) / 1e4;
-    out.push_back(Blend(o, absl::StrFormat("blend-gradual r=%.4f (matched to %s)", r, q.name),
-                        "matched", r));
+    const bool dev = q.family == "adaptive-deviation";
+    Strat b = Blend(o, absl::StrFormat("blend-gradual r=%.4f (matched to %s)", r, q.name),
+                    dev ? "matched-deviation" : "matched", r);
+    if (dev) b.options.selector = Selector::kDeviation;
+    out.push_back(b);
   }
   return out;
 }
