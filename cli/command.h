@@ -38,6 +38,7 @@ std::unique_ptr<Command> NewGenerateCommand();    // generate.cc
 std::unique_ptr<Command> NewPlanCommand();        // plan.cc
 std::unique_ptr<Command> NewTokenizeCommand();    // tokenize.cc
 std::unique_ptr<Command> NewRepairCommand();      // repair.cc
+std::unique_ptr<Command> NewCalibrateCommand();   // calibrate.cc
 std::unique_ptr<Command> NewBenchCommand();       // bench/cli/bench.cc
 // `ragkv llama` / `ragkv bench engine`: exec ragkv-llama (llama_forward.cc).
 std::unique_ptr<Command> NewLlamaForwardCommand();

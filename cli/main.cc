@@ -33,6 +33,8 @@ const CommandEntry kCommands[] = {
      ragkv::cli::NewLlamaForwardCommand},
     {"repair", "salvage a damaged data dir (catalogue RepairDB; damaged KV store moved aside)",
      ragkv::cli::NewRepairCommand},
+    {"calibrate", "measure blending quality per model; the sidecar's quality gate (docs/quality_gate.md)",
+     ragkv::cli::NewCalibrateCommand},
 };
 constexpr int kNumCommands = static_cast<int>(std::size(kCommands));
 

@@ -176,6 +176,7 @@ absl::Status ReadBlendStream(grpc::ClientContext* ctx, grpc::ClientReader<v1::Bl
         st.effective_ratio = msg.summary().effective_ratio();
         st.ratio = msg.summary().ratio();
         st.controller_reason = msg.summary().controller_reason();
+        st.quality_gate = msg.summary().quality_gate();
         for (const auto& t : msg.summary().timings()) st.timings_ms.emplace_back(t.stage(), t.ms());
         s = sink->OnSummary(st);
         if (!s.ok()) *sink_error = s;

@@ -72,6 +72,7 @@ struct BlendStats {
   float effective_ratio = 0;
   float ratio = 0;                // the CacheBlend ratio applied (0: other modes)
   std::string controller_reason;  // BLEND_MODE_AUTO: the controller's why
+  std::string quality_gate;       // the served model's gate (docs/quality_gate.md)
   std::vector<std::pair<std::string, double>> timings_ms;  // stage -> ms
   double TimingMs(std::string_view stage) const;           // 0 if absent
 };

@@ -240,6 +240,7 @@ absl::StatusOr<v1::GenerateResponse> ReferenceEngine::Generate(
     resp.set_recomputed_tokens(sink.stats_.recomputed_tokens);
     resp.set_blend_ratio(sink.stats_.ratio);
     resp.set_controller_reason(sink.stats_.controller_reason);
+    resp.set_quality_gate(sink.stats_.quality_gate);
     cache = std::move(sink.cache_);
     const auto t1 = Clock::now();
     if (o_.reuse_query_kv) {

@@ -13,6 +13,7 @@
 #include "connector/wire.h"
 #include "blend/blender.h"
 #include "blend/loading_controller.h"
+#include "blend/quality_gate.h"
 #include "blend/store_source.h"
 #include "kvstore/chunk_key.h"
 #include "kvstore/tiered_store.h"
@@ -274,6 +275,30 @@ blend::BlendOptions StrategyOptions(const v1::BlendOptions& opts) {
   return bo;
 }
 
+// ApplyQualityGate: the served model's gate on the request's options: blending
+// off -> CacheBlend / full reuse become full prefill (counted); on -> its
+// selector, and its ratio when the request leaves the ratio to the server
+// (0; AUTO keeps the controller's). Returns the gate's reason ("" without one).
+std::string ApplyQualityGate(const ServiceContext* ctx, const v1::BlendOptions& opts,
+                             blend::BlendOptions* bo, bool* controlled) {
+  const blend::GateDecision* g = ctx->quality_gate;
+  if (g == nullptr) return "";
+  const bool blends =
+      bo->strategy == blend::Strategy::kCacheBlend || bo->strategy == blend::Strategy::kFullReuse;
+  if (!g->blending && blends) {
+    bo->strategy = blend::Strategy::kFullPrefill;
+    bo->ratio = 0;
+    *controlled = false;
+    ctx->metrics->Add("ragkv_blend_gated_total", "");
+    return g->reason;
+  }
+  if (bo->strategy == blend::Strategy::kCacheBlend) {
+    bo->selector = g->selector;
+    if (opts.mode() != v1::BLEND_MODE_AUTO && opts.recompute_ratio() <= 0) bo->ratio = g->ratio;
+  }
+  return g->reason;
+}
+
 // ServedTiers: the distinct cost-model tiers that serve the cached pieces,
 // in order of first use.
 std::vector<blend::Tier> ServedTiers(const ServiceContext* ctx, const std::vector<Piece>& pieces) {
@@ -402,8 +427,9 @@ struct StageMs {
 // SendSummary: pushes the summary (recomputed rows, ratios, controller
 // reason, stage timings) and records the stage and ratio metrics.
 absl::Status SendSummary(const ServiceContext* ctx, const blend::BlendOptions& bo,
-                         const std::string& reason, const blend::BlendResult& r,
-                         const LayerStream& stream, int L, const StageMs& times) {
+                         const std::string& reason, const std::string& gate_reason,
+                         const blend::BlendResult& r, const LayerStream& stream, int L,
+                         const StageMs& times) {
   const int64_t T = stream.T;
   v1::BlendResponse sm;
   v1::BlendSummary* s = sm.mutable_summary();
@@ -412,6 +438,7 @@ absl::Status SendSummary(const ServiceContext* ctx, const blend::BlendOptions& b
   s->set_effective_ratio(T > 0 ? static_cast<float>(mean_recomputed / T) : 0.f);
   s->set_ratio(bo.strategy == blend::Strategy::kCacheBlend ? static_cast<float>(bo.ratio) : 0.f);
   s->set_controller_reason(reason);
+  s->set_quality_gate(gate_reason);
   const double total_ms = MsSince(times.t_total) + times.retrieve_ms;
   const double load_ms = r.timings.load_s * 1e3;
   auto add = [&](const char* stage, double ms) {
@@ -465,8 +492,9 @@ absl::Status RunBlend(const ServiceContext* ctx,
   // BLEND_MODE_AUTO: the loading controller picks r among the tiers that
   // served the chunks (ChooseRatioAndTier), then learns from the run.
   const std::vector<blend::Tier> served = ServedTiers(ctx, pieces);
-  const bool controlled =
+  bool controlled =
       opts.mode() == v1::BLEND_MODE_AUTO && ctx->controller != nullptr && !served.empty();
+  const std::string gate_reason = ApplyQualityGate(ctx, opts, &bo, &controlled);
 
   std::string reason;
   if (opts.mode() == v1::BLEND_MODE_AUTO && !controlled) {
@@ -500,7 +528,7 @@ absl::Status RunBlend(const ServiceContext* ctx,
   if (stream.layers_sent != L || r.total_tokens != layout.T) {
     return absl::InternalError("blend: not every layer was streamed");
   }
-  RETURN_IF_ERROR(SendSummary(ctx, bo, reason, r, stream, L, times));
+  RETURN_IF_ERROR(SendSummary(ctx, bo, reason, gate_reason, r, stream, L, times));
   for (std::vector<int32_t>& t : misses) ctx->store_back->Schedule(std::move(t));
   return absl::OkStatus();
 }

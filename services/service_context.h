@@ -23,6 +23,7 @@ class Tokenizer;
 namespace ragkv::blend {
 class Blender;
 class LoadingController;
+struct GateDecision;
 }
 namespace ragkv::retrieval {
 class Retriever;
@@ -57,6 +58,8 @@ struct ServiceContext {
   const internal::PutChunkExpect* put_expect = nullptr;
   // Chunks a blend computed fresh are stored back through it (null: off).
   internal::StoreBack* store_back = nullptr;
+  // The served model's quality gate (null: no model, or no gate).
+  const blend::GateDecision* quality_gate = nullptr;
 };
 
 }  // namespace ragkv::services

@@ -18,6 +18,7 @@
 #include "absl/synchronization/notification.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "blend/quality_gate.h"
 #include "kvstore/tiered_store.h"
 #include "services/backends.h"
 #include "services/blend_service.h"
@@ -48,6 +49,7 @@ struct Sidecar::Impl {
   std::unique_ptr<MetricsServer> metrics_server;
   std::unique_ptr<Backends> backends;
   std::unique_ptr<internal::StoreBack> store_back;  // after backends: it writes their store
+  blend::GateDecision quality_gate;                 // the served model's (ctx points here)
   std::unique_ptr<JobManager> jobs;
   std::unique_ptr<internal::JobWatchHub> watch_hub;  // after jobs: it reads them
   // The engine: its own executor (it calls back into the sidecar) and a
@@ -170,6 +172,29 @@ absl::Status InitCallPath(Sidecar::Impl* impl) {
   return absl::OkStatus();
 }
 
+// InitQualityGate: the served model's gate from its calibration record in
+// the data dir (docs/quality_gate.md), logged and exported.
+void InitQualityGate(Sidecar::Impl* impl) {
+  const std::string fp = impl->backends->model->fingerprint_hex();
+  const absl::StatusOr<blend::GateRecord> rec =
+      impl->options.data_dir.empty() ? absl::NotFoundError("no data dir")
+                                     : blend::ReadGateRecord(impl->options.data_dir, fp);
+  impl->quality_gate = blend::DecideGate(rec);
+  impl->ctx.quality_gate = &impl->quality_gate;
+  const blend::GateDecision& g = impl->quality_gate;
+  if (g.blending) {
+    RAGKV_LOG(INFO) << "ragkv serve: " << g.reason;
+  } else {
+    RAGKV_LOG(WARNING) << "ragkv serve: " << g.reason;
+  }
+  const char* src = g.source == blend::GateDecision::Source::kCalibrated     ? "calibrated"
+                    : g.source == blend::GateDecision::Source::kUncalibrated ? "uncalibrated"
+                                                                             : "unreadable";
+  impl->metrics.Set("ragkv_blend_gate_blending", absl::StrCat("source=\"", src, "\""),
+                    g.blending ? 1 : 0);
+  impl->metrics.Set("ragkv_blend_gate_ratio", "", g.ratio);
+}
+
 // InitBackends: builds the backends the enabled services need, shares them
 // through impl->ctx and exports the store's metrics.
 absl::Status InitBackends(Sidecar::Impl* impl) {
@@ -213,6 +238,7 @@ absl::Status InitBackends(Sidecar::Impl* impl) {
                                                                    &impl->metrics, {}));
     impl->ctx.store_back = impl->store_back.get();
   }
+  if (b.model && b.blender) InitQualityGate(impl);
   return absl::OkStatus();
 }
 

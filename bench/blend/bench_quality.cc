@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
-#include "bench/blend/xchunk_task.h"
+#include "blend/xchunk_task.h"
 #include "blend/kv_source.h"
 #include "model/loader.h"
 

@@ -11,7 +11,7 @@
 
 #include "bench/blend/bench_blend.h"
 #include "bench/blend/bench_quality.h"
-#include "bench/blend/xchunk_task.h"
+#include "blend/xchunk_task.h"
 #include "bench/kvstore/bench_kvstore.h"
 #include "bench/kvstore/bench_redis.h"
 #include "bench/model/bench_prefill.h"

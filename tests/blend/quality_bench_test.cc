@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "bench/blend/xchunk_task.h"
+#include "blend/xchunk_task.h"
 #include "blend_test_util.h"
 
 namespace ragkv::blend {

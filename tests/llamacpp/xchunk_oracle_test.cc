@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "bench/blend/xchunk_task.h"
+#include "blend/xchunk_task.h"
 #include "gtest/gtest.h"
 #include "model/loader.h"
 #include "tests/llamacpp/compare_util.h"

@@ -9,8 +9,8 @@
 // question asks for a key whose value opens a passage. Precomputed alone,
 // that value's KV cannot tell which key it belongs to: full KV reuse answers
 // at chance, full prefill knows.
-#ifndef RAGKV_BENCH_BLEND_XCHUNK_TASK_H_
-#define RAGKV_BENCH_BLEND_XCHUNK_TASK_H_
+#ifndef RAGKV_BLEND_XCHUNK_TASK_H_
+#define RAGKV_BLEND_XCHUNK_TASK_H_
 
 #include <cstdint>
 #include <string>
@@ -46,4 +46,4 @@ absl::StatusOr<XchunkPrompt> MakeXchunkPrompt(uint64_t seed, int index, int pair
 
 }  // namespace ragkv::blend
 
-#endif  // RAGKV_BENCH_BLEND_XCHUNK_TASK_H_
+#endif  // RAGKV_BLEND_XCHUNK_TASK_H_

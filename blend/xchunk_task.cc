@@ -1,4 +1,4 @@
-#include "bench/blend/xchunk_task.h"
+#include "blend/xchunk_task.h"
 
 #include <algorithm>
 #include <cmath>
