@@ -20,7 +20,9 @@ class QueryCommand : public Command {
     cmd->add_option("--server", f_.server, "engine address")->capture_default_str();
     cmd->add_option("--question", f_.question)->required();
     cmd->add_option("--mode", f_.mode, "full|prefix|reuse|cacheblend")->capture_default_str();
-    cmd->add_option("--ratio", f_.ratio, "CacheBlend recompute ratio")->capture_default_str();
+    cmd->add_option("--ratio", f_.ratio,
+                    "CacheBlend recompute ratio (0: the server's, per its quality gate)")
+        ->capture_default_str();
     cmd->add_option("--k", f_.k, "retrieved chunks")->capture_default_str();
     cmd->add_option("--max-new-tokens", f_.max_new_tokens)->capture_default_str();
     cmd->add_option("--add-bos", f_.add_bos)->capture_default_str();
@@ -34,7 +36,7 @@ class QueryCommand : public Command {
   struct Flags {
     std::string server = "127.0.0.1:50051", question, mode = "cacheblend", format = "text";
     AuthTokenFlags auth;
-    float ratio = 0.15f;
+    float ratio = 0.0f;
     uint32_t k = 3;
     uint32_t max_new_tokens = 32;
     bool add_bos = true;

@@ -48,7 +48,8 @@ class QualityGateTest : public ::testing::Test {
     return ReadText(log);
   }
   // Serve, one CacheBlend request (ratio left to the server), its summary.
-  BlendStats ServeAndBlend(std::string* metrics) {
+  // With `query_out`, also `ragkv query` against the server (its output).
+  BlendStats ServeAndBlend(std::string* metrics, std::string* query_out = nullptr) {
     auto serve = ServeProcess::Start(
         {"--model", blend::XchunkModelPath(), "--data-dir", data_}, dir_.path() + "/serve.log",
         /*with_metrics=*/true);
@@ -73,6 +74,13 @@ class QualityGateTest : public ::testing::Test {
     const absl::Status s = (*client)->Blend(req, &sink);
     EXPECT_TRUE(s.ok()) << s;
     *metrics = (*serve)->Metrics();
+    if (query_out != nullptr) {
+      const std::string log = dir_.path() + "/query.log";
+      std::filesystem::remove(log);
+      EXPECT_EQ(RunRagkv({"query", "--server", (*serve)->address(), "--question", "k05",
+                          "--k", "1", "--max-new-tokens", "2"}, log), 0) << ReadText(log);
+      *query_out = ReadText(log);
+    }
     return sink.stats;
   }
   std::string Fingerprint() {
@@ -90,12 +98,16 @@ TEST_F(QualityGateTest, AStrictTargetSwitchesBlendingOffAcrossRestarts) {
   ASSERT_EQ(rc, 0) << out;
   EXPECT_TRUE(absl::StrContains(out, "blending OFF")) << out;
   for (int restart = 0; restart < 2; ++restart) {
-    std::string metrics;
-    const BlendStats s = ServeAndBlend(&metrics);
+    std::string metrics, query;
+    const BlendStats s = ServeAndBlend(&metrics, restart == 0 ? &query : nullptr);
     EXPECT_TRUE(absl::StrContains(s.quality_gate, "blending off for this model")) << s.quality_gate;
+    if (restart == 0) {
+      EXPECT_TRUE(absl::StrContains(query, "gate:    quality gate: blending off")) << query;
+    }
     EXPECT_EQ(s.ratio, 0.0f);  // served as full prefill
     EXPECT_TRUE(absl::StrContains(metrics, "ragkv_blend_gate_blending{source=\"calibrated\"} 0"))
         << metrics;
+    // The Blend above (/metrics is read before `ragkv query` runs).
     EXPECT_TRUE(absl::StrContains(metrics, "ragkv_blend_gated_total 1")) << metrics;
   }
 }
