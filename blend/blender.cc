@@ -506,9 +506,9 @@ absl::Status BlendRun::ScoreBySelector(int l, const KvPlane& pk, RecomputeState*
   RETURN_IF_ERROR(m_.ProjectQ(l, TensorView::Contiguous(qh.data(), DType::kF32, {nq, dim_}),
                               qpos.data(), TensorView::Contiguous(q.data(), DType::kF32, {nq, qd}),
                               &s->ws));
-  internal::QueryAttentionScores(q.data(), nq, cfg_.n_heads,
-                                 {pk.data, pk.head_stride, pk.head_dim, pk.kv_heads},
-                                 plan_.query_begin, s->cand_pos, att.data());
+  RETURN_IF_ERROR(internal::QueryAttentionScores(
+      q.data(), nq, cfg_.n_heads, {pk.data, pk.head_stride, pk.head_dim, pk.kv_heads},
+      plan_.query_begin, s->cand_pos, att.data()));
   if (options_.selector == Selector::kQueryAttention) {
     s->dev = std::move(att);
   } else {

@@ -15,6 +15,7 @@
 #include "base/status_macros.h"
 #include "blend/xchunk_task.h"
 #include "blend/kv_source.h"
+#include "blend/quality_gate.h"
 #include "model/loader.h"
 
 namespace ragkv::blend {
@@ -342,18 +343,10 @@ struct Tally {
 
 // Accumulate: one strategy's outcome on one prompt against full prefill's.
 void Accumulate(const Eval& ref, const Eval& e, const PromptData& p, int vocab, Tally* t) {
-  std::vector<double> lf, ls;
   const int Q = static_cast<int>(p.query.size());
-  for (int q = 0; q < Q; ++q) {
-    const float* rf = ref.logits.data() + q * vocab;
-    const float* rs = e.logits.data() + q * vocab;
-    LogSoftmax(rf, vocab, &lf);
-    LogSoftmax(rs, vocab, &ls);
-    double d = 0;
-    for (int v = 0; v < vocab; ++v) d += std::exp(lf[v]) * (lf[v] - ls[v]);
-    t->kl += d;
-    t->top1 += Argmax(rf, vocab) == Argmax(rs, vocab) ? 1 : 0;
-  }
+  const Agreement a = QueryAgreement(ref.logits.data(), e.logits.data(), Q, vocab);
+  t->kl += a.kl * Q;
+  t->top1 += a.top1 * Q;
   t->dnll += e.nll - ref.nll;
   t->frac += e.recomputed;
   t->applied += e.applied_ratio;

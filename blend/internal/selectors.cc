@@ -2,7 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
+
+#include "base/status_macros.h"
+#include "kernels/elementwise.h"
+#include "kernels/gemm.h"
 
 namespace ragkv::blend::internal {
 
@@ -16,32 +21,37 @@ void ChunkHeadScores(absl::Span<const int32_t> cand_pos, absl::Span<const int64_
   }
 }
 
-void QueryAttentionScores(const float* q, int64_t nq, int n_heads, const KeyPlane& keys,
-                          int64_t n_context, absl::Span<const int32_t> cand_pos, float* score) {
+absl::Status QueryAttentionScores(const float* q, int64_t nq, int n_heads, const KeyPlane& keys,
+                                  int64_t n_context, absl::Span<const int32_t> cand_pos,
+                                  float* score) {
+  using kernels::DType;
+  using kernels::TensorView;
   const int64_t hd = keys.head_dim;
   const int group = std::max(1, n_heads / keys.kv_heads);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  std::vector<double> mass(n_context, 0.0), logit(n_context);
-  for (int64_t r = 0; r < nq; ++r) {
-    for (int h = 0; h < n_heads; ++h) {
-      const float* qv = q + (r * n_heads + h) * hd;
-      const float* kbase = keys.data + (h / group) * keys.head_stride;
-      double mx = -1e300;
-      for (int64_t j = 0; j < n_context; ++j) {
-        const float* kv = kbase + j * hd;
-        float dot = 0;
-        for (int64_t d = 0; d < hd; ++d) dot += qv[d] * kv[d];
-        logit[j] = dot * scale;
-        mx = std::max(mx, logit[j]);
-      }
-      double sum = 0;
-      for (int64_t j = 0; j < n_context; ++j) sum += (logit[j] = std::exp(logit[j] - mx));
-      for (int64_t j = 0; j < n_context; ++j) mass[j] += logit[j] / sum;
+  const int64_t m = nq * group;  // query rows x heads sharing one kv head
+  std::vector<float> qg(m * hd), logits(m * n_context);
+  std::vector<double> mass(n_context, 0.0);
+  for (int g = 0; g < keys.kv_heads && n_context > 0; ++g) {
+    for (int64_t r = 0; r < nq; ++r) {
+      std::memcpy(qg.data() + r * group * hd, q + (r * n_heads + g * group) * hd,
+                  group * hd * sizeof(float));
+    }
+    const TensorView kv = TensorView::Contiguous(const_cast<float*>(keys.data + g * keys.head_stride),
+                                                 DType::kF32, {n_context, hd});
+    const TensorView lv = TensorView::Contiguous(logits.data(), DType::kF32, {m, n_context});
+    RETURN_IF_ERROR(kernels::Gemm(TensorView::Contiguous(qg.data(), DType::kF32, {m, hd}), kv,
+                                  /*trans_b=*/true, lv,
+                                  1.0f / std::sqrt(static_cast<float>(hd))));
+    RETURN_IF_ERROR(kernels::Softmax(lv));
+    for (int64_t i = 0; i < m; ++i) {
+      const float* row = logits.data() + i * n_context;
+      for (int64_t j = 0; j < n_context; ++j) mass[j] += row[j];
     }
   }
   for (size_t i = 0; i < cand_pos.size(); ++i) {
     score[i] = cand_pos[i] < n_context ? static_cast<float>(mass[cand_pos[i]]) : 0.0f;
   }
+  return absl::OkStatus();
 }
 
 void AddMeanNormalized(const float* x, int64_t n, float* acc) {

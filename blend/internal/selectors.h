@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
 #include "absl/types/span.h"
 
 namespace ragkv::blend::internal {
@@ -30,9 +31,11 @@ struct KeyPlane {
 // candidate: for every query row r (queries q: f32 [nq, n_heads*head_dim],
 // post-RoPE) and head, softmax over the context keys 0..n_context-1 of
 // `keys` (head h reads kv head h / (n_heads / kv_heads)); score[i] = the
-// mass on cand_pos[i] summed over rows and heads.
-void QueryAttentionScores(const float* q, int64_t nq, int n_heads, const KeyPlane& keys,
-                          int64_t n_context, absl::Span<const int32_t> cand_pos, float* score);
+// mass on cand_pos[i] summed over rows and heads. One GEMM per kv head
+// (kernels::Gemm, kernels::Softmax). Errors of the kernels pass through.
+absl::Status QueryAttentionScores(const float* q, int64_t nq, int n_heads, const KeyPlane& keys,
+                                  int64_t n_context, absl::Span<const int32_t> cand_pos,
+                                  float* score);
 
 // AddMeanNormalized: acc[i] = acc[i] / mean(acc) + x[i] / mean(x) (a mean of
 // 0 counts as 1), so two scores of different scales weigh alike.

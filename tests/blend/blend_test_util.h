@@ -87,6 +87,19 @@ struct Prompt {
   }
 };
 
+// ModelBlenderTest: a fixture with SmallModel() and its Blender.
+class ModelBlenderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = SmallModel();
+    auto b = Blender::Create({model_.get()});
+    ASSERT_TRUE(b.ok()) << b.status();
+    blender_ = std::move(b).value();
+  }
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<Blender> blender_;
+};
+
 // RandomPrompt: an 8-token cached system prefix (when `prefix`), `chunks`
 // cached chunks of `chunk_tokens` random tokens (chunk `missed`, if >= 0,
 // without a cache) and a 6-token query.

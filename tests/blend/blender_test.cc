@@ -20,14 +20,8 @@ using testing::Prompt;
 using testing::RandomTokens;
 using testing::SmallModel;
 
-class BlenderTest : public ::testing::Test {
+class BlenderTest : public testing::ModelBlenderTest {
  protected:
-  void SetUp() override {
-    model_ = SmallModel();
-    auto b = Blender::Create({model_.get()});
-    ASSERT_TRUE(b.ok()) << b.status();
-    blender_ = std::move(b).value();
-  }
   // A prompt: 8-token system prefix, `chunks` chunks of `chunk_tokens`, a
   // 6-token query; chunk `missed` (if >= 0) has no cache.
   Prompt MakePrompt(uint32_t seed, int chunks = 3, int chunk_tokens = 24, int missed = -1,
@@ -71,9 +65,6 @@ class BlenderTest : public ::testing::Test {
     }
     return m;
   }
-
-  std::unique_ptr<model::Model> model_;
-  std::unique_ptr<Blender> blender_;
 };
 
 TEST_F(BlenderTest, FullRatioEqualsFullPrefill) {

@@ -28,15 +28,7 @@ std::vector<CanaryPrompt> Canaries(const model::Model& m, int n) {
   return out;
 }
 
-class QualityGateTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    model_ = testing::SmallModel();
-    blender_ = std::move(Blender::Create({model_.get()})).value();
-  }
-  std::unique_ptr<model::Model> model_;
-  std::unique_ptr<Blender> blender_;
-};
+using QualityGateTest = testing::ModelBlenderTest;
 
 TEST_F(QualityGateTest, TheCheapestCandidateThatMeetsTheTargetsIsChosen) {
   CalibrateOptions o;
