@@ -1,6 +1,8 @@
 #include "blend/store_source.h"
 
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -109,22 +111,8 @@ absl::Status StoreKvSource::ReadLayer(int layer, kernels::TensorView dst_k,
         absl::StrCat("StoreKvSource: got layer ", loaded.layer, ", expected ", layer));
   }
   ++next_layer_;
-  // Raw records are read in place; other codecs are decoded to f32 first.
-  if (header_.codec == kvstore::Codec::kRaw &&
-      header_.compression == kvstore::Compression::kNone) {
-    ASSIGN_OR_RETURN(kvstore::RawLayer raw, loaded.RawViews(header_));
-    RETURN_IF_ERROR(CopyHeadsToF32(raw.k, dst_k));
-    return CopyHeadsToF32(raw.v, dst_v);
-  }
-  const uint64_t n = header_.LayerElements();
-  scratch_k_.resize(n);
-  scratch_v_.resize(n);
-  RETURN_IF_ERROR(loaded.DecodeToF32(header_, scratch_k_.data(), scratch_v_.data()));
-  const int64_t H = info_.kv_heads, T = info_.num_tokens, D = info_.head_dim;
-  RETURN_IF_ERROR(CopyHeadsToF32(
-      kernels::TensorView::Contiguous(scratch_k_.data(), kernels::DType::kF32, {H, T, D}), dst_k));
-  return CopyHeadsToF32(
-      kernels::TensorView::Contiguous(scratch_v_.data(), kernels::DType::kF32, {H, T, D}), dst_v);
+  // Decoded straight into the fused cache's rows, whatever the codec.
+  return kvstore::DecodeLayerInto(header_, loaded.blob.view(), loaded.layer, dst_k, dst_v);
 }
 
 absl::StatusOr<StoreChunk> EncodeForStore(const ChunkKV& chunk, kvstore::Codec codec,
@@ -140,21 +128,9 @@ absl::StatusOr<StoreChunk> EncodeForStore(const ChunkKV& chunk, kvstore::Codec c
   h.head_dim = static_cast<uint32_t>(chunk.info.head_dim);
   h.tokens = chunk.tokens;
   std::vector<kernels::TensorView> ks, vs;
-  std::vector<std::vector<float>> f32;  // int8 quantizes from f32
   for (int l = 0; l < chunk.info.num_layers; ++l) {
-    kernels::TensorView k = chunk.LayerK(l), v = chunk.LayerV(l);
-    if (codec == kvstore::Codec::kInt8PerChannel && chunk.info.dtype != kernels::DType::kF32) {
-      for (kernels::TensorView* t : {&k, &v}) {
-        f32.emplace_back(t->numel());
-        RETURN_IF_ERROR(kernels::Convert(
-            *t, kernels::TensorView::Contiguous(f32.back().data(), kernels::DType::kF32,
-                                                {t->shape[0], t->shape[1], t->shape[2]})));
-        *t = kernels::TensorView::Contiguous(f32.back().data(), kernels::DType::kF32,
-                                             {t->shape[0], t->shape[1], t->shape[2]});
-      }
-    }
-    ks.push_back(k);
-    vs.push_back(v);
+    ks.push_back(chunk.LayerK(l));
+    vs.push_back(chunk.LayerV(l));
   }
   ASSIGN_OR_RETURN(kvstore::EncodedChunk enc, kvstore::EncodeChunk(&h, ks, vs));
   StoreChunk out;
@@ -163,10 +139,33 @@ absl::StatusOr<StoreChunk> EncodeForStore(const ChunkKV& chunk, kvstore::Codec c
   return out;
 }
 
+absl::StatusOr<ChunkKV> ThroughCodec(const ChunkKV& chunk, kvstore::Codec codec,
+                                     uint64_t* bytes) {
+  ASSIGN_OR_RETURN(StoreChunk enc, EncodeForStore(chunk, codec));
+  ASSIGN_OR_RETURN(kvstore::KvChunkHeader h, kvstore::DecodeHeader(enc.chunk->header));
+  if (bytes != nullptr) *bytes = enc.chunk->TotalBytes();
+  ChunkKV out;
+  out.info = chunk.info;
+  out.tokens = chunk.tokens;
+  const int64_t n = static_cast<int64_t>(h.LayerElements());
+  std::vector<float> k(n), v(n);
+  for (uint32_t l = 0; l < h.num_layers; ++l) {
+    RETURN_IF_ERROR(kvstore::DecodeLayerToF32(h, enc.chunk->layers[l], l, k.data(), v.data()));
+    for (auto [src, dst] : {std::pair{&k, &out.k}, std::pair{&v, &out.v}}) {
+      dst->emplace_back(static_cast<size_t>(n) * kernels::DTypeSize(chunk.info.dtype));
+      RETURN_IF_ERROR(kernels::Convert(
+          kernels::TensorView::Contiguous(src->data(), kernels::DType::kF32, {n}),
+          kernels::TensorView::Contiguous(dst->back().data(), chunk.info.dtype, {n})));
+    }
+  }
+  return out;
+}
+
 absl::StatusOr<uint64_t> PrecomputeAndStore(const model::Model& model, kvstore::TieredStore* store,
-                                            absl::Span<const int32_t> tokens) {
+                                            absl::Span<const int32_t> tokens,
+                                            kvstore::Codec codec) {
   ASSIGN_OR_RETURN(ChunkKV kv, PrecomputeChunk(model, tokens));
-  ASSIGN_OR_RETURN(StoreChunk enc, EncodeForStore(kv));
+  ASSIGN_OR_RETURN(StoreChunk enc, EncodeForStore(kv, codec));
   const uint64_t bytes = enc.chunk->TotalBytes();
   RETURN_IF_ERROR(store->Put(enc.key, enc.chunk));
   return bytes;

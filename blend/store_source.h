@@ -5,9 +5,9 @@
 // thread. Verified layers are queued, at most `max_buffered_layers` at a
 // time (the stream blocks while the queue is full: bounded memory, and the
 // pinned blobs are released as soon as the Blender has copied a layer into
-// the fused cache). ReadLayer(l) waits for layer l, decodes it (zero-copy
-// view for raw records, DecodeLayerToF32 for int8/zstd) into the fused
-// cache. Destroying the source cancels the stream and joins the thread.
+// the fused cache). ReadLayer(l) waits for layer l and decodes it, whatever
+// the codec, straight into the fused cache's rows (kvstore::DecodeLayerInto).
+// Destroying the source cancels the stream and joins the thread.
 //
 // Thread safety: one consumer thread calls ReadLayer (KvSource contract);
 // the producer thread is internal.
@@ -60,7 +60,6 @@ class StoreKvSource : public KvSource {
   kvstore::KvChunkHeader header_;
   std::thread producer_;
   int next_layer_ = 0;  // consumer side only
-  std::vector<float> scratch_k_, scratch_v_;  // consumer side only
 
   mutable absl::Mutex mu_;
   bool have_header_ ABSL_GUARDED_BY(mu_) = false;
@@ -75,8 +74,8 @@ class StoreKvSource : public KvSource {
 
 // StoreChunk / EncodeForStore: a ChunkKV encoded as the store's record
 // (kvstore/kv_chunk.h) under its content key ChunkKey::Of(fingerprint,
-// tokens), ready for TieredStore::Put. kRaw keeps the chunk's dtype;
-// kInt8PerChannel quantizes (from f32).
+// tokens), ready for TieredStore::Put. kRaw keeps the chunk's dtype; the
+// 8-bit codecs quantize (kvstore/kv_chunk.h).
 struct StoreChunk {
   kvstore::ChunkKey key;
   std::shared_ptr<const kvstore::EncodedChunk> chunk;
@@ -85,13 +84,24 @@ absl::StatusOr<StoreChunk> EncodeForStore(
     const ChunkKV& chunk, kvstore::Codec codec = kvstore::Codec::kRaw,
     kvstore::Compression compression = kvstore::Compression::kNone);
 
+// ThroughCodec: what a reader of the store gets back for `chunk` stored with
+// `codec`: the chunk encoded (EncodeForStore), every layer decoded to f32
+// (kvstore::DecodeLayerToF32) and held in the chunk's dtype again (the
+// Blender wants the model's; f16 adds 2^-11 relative rounding, far below an
+// 8-bit codec's 2^-4). For measuring a codec's error without a store
+// (`ragkv bench quality --kv-codecs`). *bytes (optional): the record's size.
+absl::StatusOr<ChunkKV> ThroughCodec(const ChunkKV& chunk, kvstore::Codec codec,
+                                     uint64_t* bytes = nullptr);
+
 // PrecomputeAndStore: PrecomputeChunk(model, tokens) (the model's KV dtype)
-// encoded by EncodeForStore (kRaw) and Put in `store` under its content
-// key: the record precompute jobs and the sidecar's store-back both write
-// (the same bytes under the same key, so duplicate writes are harmless).
-// Returns the bytes stored. Errors: those of the three steps.
+// encoded by EncodeForStore with `codec` and Put in `store` under its
+// content key: the record precompute jobs and the sidecar's store-back both
+// write (the same bytes under the same key for the same codec, so duplicate
+// writes are harmless). Returns the bytes stored. Errors: those of the three
+// steps.
 absl::StatusOr<uint64_t> PrecomputeAndStore(const model::Model& model, kvstore::TieredStore* store,
-                                            absl::Span<const int32_t> tokens);
+                                            absl::Span<const int32_t> tokens,
+                                            kvstore::Codec codec = kvstore::Codec::kRaw);
 
 }  // namespace ragkv::blend
 

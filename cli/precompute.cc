@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "connector/client.h"
+#include "kvstore/kv_chunk.h"
 #include "services/backends.h"
 #include "services/precompute_job.h"
 
@@ -93,6 +95,19 @@ class PrecomputeCommand : public Command {
     cmd->add_option("--sync-writes", f_.sync_writes,
                              "fsync every chunk (default off: kill -9 safe, flushed at the end)")
         ->capture_default_str();
+    // Local mode's store: the same options as `ragkv serve`.
+    cmd->add_option("--kv-codec", f_.kv_codec,
+                    "local: codec of the stored KV records: raw (the model's dtype), int8 (per "
+                    "channel), fp8 (e4m3, per head); a server uses its own --kv-codec")
+        ->check(CLI::IsMember({"raw", "int8", "fp8"}))
+        ->capture_default_str();
+    cmd->add_option("--ram-budget", f_.ram, "local: RAM tier budget (bytes, K/M/G suffix)")
+        ->capture_default_str();
+    cmd->add_option("--ssd-budget", f_.ssd, "local: SSD tier budget")->capture_default_str();
+    cmd->add_option("--redis", f_.redis_url, "local: also store into this Redis tier (host:port)");
+    cmd->add_option("--kv-tiers", f_.kv_tiers,
+                    "local: the tiers written, fastest first, from ram,ssd,redis")
+        ->delimiter(',');
     cmd->add_option("--debug-chunk-delay-ms", f_.debug_chunk_delay_ms)
         ->group("");  // hidden testing seam
   }
@@ -106,7 +121,8 @@ class PrecomputeCommand : public Command {
     int workers = 1;
     int max_seq_len = 0;
     int chunk_tokens = 128;
-    std::string ram = "1G";
+    std::string ram = "1G", ssd = "16G", redis_url, kv_codec = "raw";
+    std::vector<std::string> kv_tiers;
     int debug_chunk_delay_ms = 0;
     bool sync_writes = false;
     bool replace = false;
@@ -174,6 +190,16 @@ int PrecomputeCommand::Run() {
   bo.max_seq_len = f.max_seq_len;
   bo.chunk_tokens = f.chunk_tokens;
   bo.sync_writes = f.sync_writes;
+  try {
+    bo.ram_budget_bytes = ParseBytes(f.ram);
+    bo.ssd_budget_bytes = ParseBytes(f.ssd);
+  } catch (const std::exception&) {
+    std::fprintf(stderr, "ragkv precompute: --ram-budget/--ssd-budget: not a byte size (%s, %s)\n",
+                 f.ram.c_str(), f.ssd.c_str());
+    return 2;
+  }
+  bo.redis_url = f.redis_url;
+  bo.kv_tiers = f.kv_tiers;
   auto backends = BuildBackends(bo);
   if (!backends.ok()) {
     std::fprintf(stderr, "ragkv precompute: %s\n", backends.status().ToString().c_str());
@@ -183,6 +209,7 @@ int PrecomputeCommand::Run() {
   jo.model = (*backends)->model.get();
   jo.retriever = (*backends)->retriever.get();
   jo.store = (*backends)->store.get();
+  jo.kv_codec = *kvstore::ParseCodec(f.kv_codec);  // checked by the flag
   jo.chunk_delay = absl::Milliseconds(f.debug_chunk_delay_ms);
   JobManager jobs(jo);
   auto id = jobs.Start(spec, f.workers);

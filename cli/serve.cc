@@ -45,6 +45,11 @@ class ServeCommand : public Command {
     cmd->add_option("--store-back", so_.store_back,
                     "store the KV of chunks a blend computed fresh, after the response")
         ->capture_default_str();
+    cmd->add_option("--kv-codec", so_.kv_codec,
+                    "codec of the KV records this server writes (precompute jobs, store-back): "
+                    "raw (the model's dtype), int8 (per channel), fp8 (e4m3, per head)")
+        ->check(CLI::IsMember({"raw", "int8", "fp8"}))
+        ->capture_default_str();
     cmd->add_option("--model", so_.model_path, "model checkpoint (.bin/.gguf/HF dir/synthetic:...)");
     cmd->add_option("--tokenizer", so_.tokenizer_path, "tokenizer (default: the model's)");
     cmd->add_option("--max-seq-len", so_.max_seq_len, "context length override");

@@ -40,12 +40,19 @@ bool KnownDType(uint8_t d) {
   return d == static_cast<uint8_t>(DType::kF32) || d == static_cast<uint8_t>(DType::kF16) ||
          d == static_cast<uint8_t>(DType::kBF16);
 }
-bool KnownCodec(uint8_t c) { return c <= static_cast<uint8_t>(Codec::kInt8PerChannel); }
+bool KnownCodec(uint8_t c) { return c <= static_cast<uint8_t>(Codec::kFp8E4M3PerHead); }
 bool KnownCompression(uint8_t c) { return c <= static_cast<uint8_t>(Compression::kZstd); }
 
-uint64_t Int8PayloadBytes(const KvChunkHeader& h) {
-  const uint64_t scales = uint64_t{h.num_kv_heads} * h.head_dim * sizeof(float);
-  return 2 * (scales + h.LayerElements());
+// ScaleCount: f32 scales per tensor (K or V) of a quantized codec: one per
+// (head, channel) for int8, one per head for fp8.
+uint64_t ScaleCount(const KvChunkHeader& h) {
+  return h.codec == Codec::kInt8PerChannel ? uint64_t{h.num_kv_heads} * h.head_dim
+                                           : uint64_t{h.num_kv_heads};
+}
+
+// Quantized payloads: [K scales f32][K codes 1 byte each][V scales][V codes].
+uint64_t QuantPayloadBytes(const KvChunkHeader& h) {
+  return 2 * (ScaleCount(h) * sizeof(float) + h.LayerElements());
 }
 
 uint64_t LayerChecksum(const char* prefix, std::string_view payload) {
@@ -86,19 +93,42 @@ absl::Status WriteRawPayload(const KvChunkHeader& h, TensorView k, TensorView v,
     RETURN_IF_ERROR(kernels::Convert(vs, TensorView::Contiguous(out + bytes, h.dtype, {n})));
     return absl::OkStatus();
   }
-  // Int8 per channel: [K scales f32 H*D][K q H*T*D][V scales][V q].
   const int64_t H = h.num_kv_heads, T = h.num_tokens(), D = h.head_dim;
-  const size_t scale_bytes = static_cast<size_t>(H * D) * sizeof(float);
+  const size_t scale_bytes = static_cast<size_t>(ScaleCount(h)) * sizeof(float);
   std::vector<float> buf;
-  std::vector<float> scales(static_cast<size_t>(H * D));
+  std::vector<float> scales(static_cast<size_t>(ScaleCount(h)));
   char* p = out;
   for (TensorView t : {k, v}) {
     ASSIGN_OR_RETURN(const float* x, ToF32(t, &buf));
-    RETURN_IF_ERROR(kernels::QuantizeInt8PerChannel(
-        TensorView::Contiguous(x, DType::kF32, {H, T, D}), reinterpret_cast<int8_t*>(p + scale_bytes),
-        scales.data()));
+    const TensorView xv = TensorView::Contiguous(x, DType::kF32, {H, T, D});
+    if (h.codec == Codec::kInt8PerChannel) {
+      RETURN_IF_ERROR(kernels::QuantizeInt8PerChannel(
+          xv, reinterpret_cast<int8_t*>(p + scale_bytes), scales.data()));
+    } else {
+      RETURN_IF_ERROR(kernels::QuantizeFp8E4M3PerGroup(
+          xv, reinterpret_cast<uint8_t*>(p + scale_bytes), scales.data()));
+    }
     std::memcpy(p, scales.data(), scale_bytes);
     p += scale_bytes + static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+// ConvertRows: contiguous [H, T, D] elements of `dtype` at `src` into the f32
+// view `dst` of that shape (unit last stride): one Convert per head when its
+// rows are dense, else one per row.
+absl::Status ConvertRows(const char* src, DType dtype, TensorView dst) {
+  const int64_t H = dst.shape[0], T = dst.shape[1], D = dst.shape[2];
+  const size_t esize = kernels::DTypeSize(dtype);
+  const bool dense_rows = T <= 1 || dst.stride[1] == D;
+  const int64_t run = dense_rows ? T * D : D;
+  for (int64_t hh = 0; hh < H; ++hh) {
+    for (int64_t t = 0; t < (dense_rows ? 1 : T); ++t) {
+      const char* s = src + static_cast<size_t>((hh * T + t) * D) * esize;
+      float* d = dst.as<float>() + hh * dst.stride[0] + t * dst.stride[1];
+      RETURN_IF_ERROR(kernels::Convert(TensorView::Contiguous(s, dtype, {run}),
+                                       TensorView::Contiguous(d, DType::kF32, {run})));
+    }
   }
   return absl::OkStatus();
 }
@@ -109,9 +139,20 @@ const char* CodecName(Codec c) {
   switch (c) {
     case Codec::kRaw: return "raw";
     case Codec::kInt8PerChannel: return "int8";
+    case Codec::kFp8E4M3PerHead: return "fp8";
   }
   return "unknown";
 }
+
+absl::StatusOr<Codec> ParseCodec(std::string_view name) {
+  for (Codec c : {Codec::kRaw, Codec::kInt8PerChannel, Codec::kFp8E4M3PerHead}) {
+    if (name == CodecName(c)) return c;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown kv codec \"", absl::string_view(name.data(), name.size()),
+                   "\" (want raw, int8 or fp8)"));
+}
+
 const char* CompressionName(Compression c) {
   switch (c) {
     case Compression::kNone: return "none";
@@ -121,8 +162,13 @@ const char* CompressionName(Compression c) {
 }
 
 uint64_t KvChunkHeader::RawPayloadBytes() const {
-  if (codec == Codec::kInt8PerChannel) return Int8PayloadBytes(*this);
+  if (codec != Codec::kRaw) return QuantPayloadBytes(*this);
   return 2 * LayerElements() * kernels::DTypeSize(dtype);
+}
+
+uint64_t KvChunkHeader::UncompressedBytes() const {
+  return kHeaderFixedBytes + 4 * uint64_t{num_tokens()} + kHeaderChecksumBytes +
+         uint64_t{num_layers} * (kLayerPrefixBytes + RawPayloadBytes());
 }
 
 size_t EncodedChunk::TotalBytes() const {
@@ -334,6 +380,22 @@ absl::StatusOr<LayerRecordView> ParseLayerRecord(const KvChunkHeader& h, std::st
 
 absl::Status DecodeLayerToF32(const KvChunkHeader& h, std::string_view blob, uint32_t layer,
                               float* k_out, float* v_out) {
+  const int64_t H = h.num_kv_heads, T = h.num_tokens(), D = h.head_dim;
+  return DecodeLayerInto(h, blob, layer, TensorView::Contiguous(k_out, DType::kF32, {H, T, D}),
+                         TensorView::Contiguous(v_out, DType::kF32, {H, T, D}));
+}
+
+absl::Status DecodeLayerInto(const KvChunkHeader& h, std::string_view blob, uint32_t layer,
+                             TensorView dst_k, TensorView dst_v) {
+  const int64_t H = h.num_kv_heads, T = h.num_tokens(), D = h.head_dim;
+  for (const TensorView* d : {&dst_k, &dst_v}) {
+    if (d->rank != 3 || d->dtype != DType::kF32 || d->shape[0] != H || d->shape[1] != T ||
+        d->shape[2] != D || (D > 1 && d->stride[2] != 1) || d->data == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("DecodeLayerInto: want f32 [", H, ",", T, ",",
+                                                     D, "] with unit last stride, got ",
+                                                     d->DebugString()));
+    }
+  }
   ASSIGN_OR_RETURN(LayerRecordView r, ParseLayerRecord(h, blob, layer));
   std::string decompressed;
   std::string_view raw = r.stored_payload;
@@ -348,24 +410,24 @@ absl::Status DecodeLayerToF32(const KvChunkHeader& h, std::string_view blob, uin
     }
     raw = decompressed;
   }
-  const int64_t H = h.num_kv_heads, T = h.num_tokens(), D = h.head_dim;
   const int64_t n = H * T * D;
   if (h.codec == Codec::kRaw) {
     const size_t bytes = static_cast<size_t>(n) * kernels::DTypeSize(h.dtype);
-    RETURN_IF_ERROR(kernels::Convert(TensorView::Contiguous(raw.data(), h.dtype, {n}),
-                                     TensorView::Contiguous(k_out, DType::kF32, {n})));
-    RETURN_IF_ERROR(kernels::Convert(TensorView::Contiguous(raw.data() + bytes, h.dtype, {n}),
-                                     TensorView::Contiguous(v_out, DType::kF32, {n})));
-    return absl::OkStatus();
+    RETURN_IF_ERROR(ConvertRows(raw.data(), h.dtype, dst_k));
+    return ConvertRows(raw.data() + bytes, h.dtype, dst_v);
   }
-  const size_t scale_bytes = static_cast<size_t>(H * D) * sizeof(float);
+  const size_t scale_bytes = static_cast<size_t>(ScaleCount(h)) * sizeof(float);
   const char* p = raw.data();
-  std::vector<float> scales(static_cast<size_t>(H * D));
-  for (float* out : {k_out, v_out}) {
+  std::vector<float> scales(static_cast<size_t>(ScaleCount(h)));
+  for (TensorView out : {dst_k, dst_v}) {
     std::memcpy(scales.data(), p, scale_bytes);  // payload offsets need not be 4-aligned
-    RETURN_IF_ERROR(kernels::DequantizeInt8PerChannel(
-        reinterpret_cast<const int8_t*>(p + scale_bytes), scales.data(),
-        TensorView::Contiguous(out, DType::kF32, {H, T, D})));
+    if (h.codec == Codec::kInt8PerChannel) {
+      RETURN_IF_ERROR(kernels::DequantizeInt8PerChannel(
+          reinterpret_cast<const int8_t*>(p + scale_bytes), scales.data(), out));
+    } else {
+      RETURN_IF_ERROR(kernels::DequantizeFp8E4M3PerGroup(
+          reinterpret_cast<const uint8_t*>(p + scale_bytes), scales.data(), out));
+    }
     p += scale_bytes + static_cast<size_t>(n);
   }
   return absl::OkStatus();

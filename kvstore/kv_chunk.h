@@ -9,8 +9,10 @@
 //
 // Codecs: kRaw stores K/V in the header's dtype (f32, f16 or bf16) bit-exact;
 // kInt8PerChannel stores int8 plus one f32 scale per (head, channel) for K and
-// for V (kernels/quant.h), |error| <= scale/2 per element. Either may be
-// wrapped in zstd (Compression::kZstd).
+// for V (kernels/quant.h), |error| <= scale/2 per element; kFp8E4M3PerHead
+// stores OCP e4m3 codes plus one f32 scale per head for K and for V, error
+// <= max(|x| 2^-4, scale 2^-10). Any may be wrapped in zstd
+// (Compression::kZstd).
 //
 // Errors from decoding untrusted bytes: DataLoss (checksum mismatch,
 // truncation, wrong magic, record bound to another header, wrong layer),
@@ -52,11 +54,14 @@ inline constexpr uint32_t kMaxTokens = 1u << 20;
 inline constexpr uint64_t kMaxLayerPayloadBytes = uint64_t{4} << 30;
 
 // Codec: how one layer's K/V numbers are represented. Values are on disk.
-enum class Codec : uint8_t { kRaw = 0, kInt8PerChannel = 1 };
+enum class Codec : uint8_t { kRaw = 0, kInt8PerChannel = 1, kFp8E4M3PerHead = 2 };
 // Compression: byte-level wrapping of a layer payload. Values are on disk.
 enum class Compression : uint8_t { kNone = 0, kZstd = 1 };
 const char* CodecName(Codec c);
 const char* CompressionName(Compression c);
+// ParseCodec: "raw" | "int8" | "fp8" (CodecName's spellings) to the enum;
+// InvalidArgument naming the choices otherwise.
+absl::StatusOr<Codec> ParseCodec(std::string_view name);
 
 // KvChunkHeader: the decoded header. `digest` is the XXH3-64 checksum stored
 // at the end of the header blob; every layer record carries it, binding the
@@ -84,6 +89,9 @@ struct KvChunkHeader {
   }
   // RawPayloadBytes: uncompressed payload bytes of one layer record.
   uint64_t RawPayloadBytes() const;
+  // UncompressedBytes: the header blob plus every layer record, without zstd
+  // (what EncodedChunk::TotalBytes is for Compression::kNone).
+  uint64_t UncompressedBytes() const;
 };
 
 // EncodedChunk: the bytes a tier stores for one key: the header blob and one
@@ -121,7 +129,8 @@ struct EncodeOptions {
 // EncodeLayer: builds the record of layer `layer` of the chunk described by
 // `header` (header.digest must be set, i.e. EncodeHeader called first).
 // k, v: [num_kv_heads][num_tokens][head_dim] contiguous, dtype f32/f16/bf16
-// (converted to header.dtype for kRaw; quantized from f32 for kInt8).
+// (converted to header.dtype for kRaw; quantized from f32 for kInt8 / kFp8:
+// other dtypes are widened first; fp8 refuses non-finite values).
 absl::StatusOr<std::string> EncodeLayer(const KvChunkHeader& header, uint32_t layer,
                                         kernels::TensorView k, kernels::TensorView v,
                                         const EncodeOptions& options = {});
@@ -147,6 +156,14 @@ absl::StatusOr<LayerRecordView> ParseLayerRecord(const KvChunkHeader& header,
 // each f32 [num_kv_heads][num_tokens][head_dim] (LayerElements() floats).
 absl::Status DecodeLayerToF32(const KvChunkHeader& header, std::string_view blob,
                               uint32_t layer, float* k_out, float* v_out);
+
+// DecodeLayerInto: like DecodeLayerToF32, but into f32 views dst_k / dst_v
+// of shape [num_kv_heads, num_tokens, head_dim] with unit last stride and any
+// row / head strides (e.g. a chunk's rows in the fused cache): no full-size
+// intermediate copy for uncompressed records (zstd ones are decompressed to
+// a scratch buffer first).
+absl::Status DecodeLayerInto(const KvChunkHeader& header, std::string_view blob, uint32_t layer,
+                             kernels::TensorView dst_k, kernels::TensorView dst_v);
 
 // RawLayerViews: zero-copy K/V views into an uncompressed kRaw record
 // (dtype = header.dtype, shape [H, T, D]); FailedPrecondition for other

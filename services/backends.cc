@@ -118,6 +118,9 @@ absl::StatusOr<std::unique_ptr<Backends>> BuildBackends(const BackendOptions& o)
         tiers.push_back(std::move(redis_tier));
       }
     }
+    if (o.wrap_tier) {
+      for (auto& t : tiers) t = o.wrap_tier(std::move(t));
+    }
     kvstore::TieredStoreOptions so;
     // A Redis outage degrades the shared tier, it does not fail writes that
     // RAM and SSD already hold (docs/reliability.md, fault injection). When

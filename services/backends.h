@@ -8,6 +8,7 @@
 #define RAGKV_SERVICES_BACKENDS_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +48,9 @@ struct BackendOptions {
   // controller_r_min, ceiling controller_r_max).
   double controller_r_min = 0.15;
   double controller_r_max = 0.5;
+  // Testing seam: when set, every KV tier is replaced by wrap_tier(tier)
+  // before the store is built (fault injection around real tiers).
+  std::function<std::shared_ptr<kvstore::Tier>(std::shared_ptr<kvstore::Tier>)> wrap_tier;
 };
 
 struct Backends {

@@ -331,7 +331,8 @@ void JobManager::Runner::ComputeChunks(const std::vector<WorkItem>& items) {
 }
 
 void JobManager::Runner::StoreChunk(const WorkItem& it) {
-  absl::StatusOr<uint64_t> stored = blend::PrecomputeAndStore(*options_.model, options_.store, it.tokens);
+  absl::StatusOr<uint64_t> stored = blend::PrecomputeAndStore(*options_.model, options_.store, it.tokens,
+                                                                options_.kv_codec);
   const absl::Status s = stored.status();
   const uint64_t bytes = stored.ok() ? *stored : 0;
   if (s.ok()) {

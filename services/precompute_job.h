@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "kvstore/kv_chunk.h"
 #include "ragkv/v1/precompute.pb.h"
 
 namespace ragkv::kvstore {
@@ -52,6 +53,7 @@ class JobManager {
     const model::Model* model = nullptr;          // required for jobs to start
     retrieval::Retriever* retriever = nullptr;    // required
     kvstore::TieredStore* store = nullptr;        // required
+    kvstore::Codec kv_codec = kvstore::Codec::kRaw;  // codec of the stored records
     int default_workers = 1;
     int max_failures_listed = 100;
     // Testing seam: sleep this long before each computed chunk (lets tests

@@ -6,6 +6,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -50,6 +51,7 @@ struct Sidecar::Impl {
   std::unique_ptr<Backends> backends;
   std::unique_ptr<internal::StoreBack> store_back;  // after backends: it writes their store
   blend::GateDecision quality_gate;                 // the served model's (ctx points here)
+  kvstore::Codec kv_codec = kvstore::Codec::kRaw;   // options.kv_codec, parsed
   std::unique_ptr<JobManager> jobs;
   std::unique_ptr<internal::JobWatchHub> watch_hub;  // after jobs: it reads them
   // The engine: its own executor (it calls back into the sidecar) and a
@@ -146,6 +148,9 @@ absl::Status CheckSidecarOptions(const SidecarOptions& options) {
     return absl::InvalidArgumentError(
         "--max-rps, --max-rps-per-peer, --rps-burst and --max-inflight must be >= 0");
   }
+  if (absl::Status s = kvstore::ParseCodec(options.kv_codec).status(); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--kv-codec: ", s.message()));
+  }
   return absl::OkStatus();
 }
 
@@ -195,6 +200,20 @@ void InitQualityGate(Sidecar::Impl* impl) {
   impl->metrics.Set("ragkv_blend_gate_ratio", "", g.ratio);
 }
 
+// RecordBytesPerToken: stored bytes per token of a `chunk_tokens` chunk of
+// `model`'s KV under `codec` (header and layer prefixes included).
+double RecordBytesPerToken(const model::Model& model, kvstore::Codec codec, int chunk_tokens) {
+  const model::ModelConfig& c = model.config();
+  kvstore::KvChunkHeader h;
+  h.dtype = c.kv_dtype;
+  h.codec = codec;
+  h.num_layers = static_cast<uint32_t>(c.n_layers);
+  h.num_kv_heads = static_cast<uint32_t>(c.n_kv_heads);
+  h.head_dim = static_cast<uint32_t>(c.head_dim);
+  h.tokens.assign(static_cast<size_t>(std::max(1, chunk_tokens)), 0);
+  return static_cast<double>(h.UncompressedBytes()) / static_cast<double>(h.tokens.size());
+}
+
 // InitBackends: builds the backends the enabled services need, shares them
 // through impl->ctx and exports the store's metrics.
 absl::Status InitBackends(Sidecar::Impl* impl) {
@@ -212,6 +231,7 @@ absl::Status InitBackends(Sidecar::Impl* impl) {
   bo.max_seq_len = o.max_seq_len;
   bo.chunk_tokens = o.chunk_tokens;
   bo.sync_writes = o.sync_writes;
+  bo.wrap_tier = o.wrap_tier;
   bo.want_store = o.services.count("kvstore") || o.services.count("precompute") ||
                   o.services.count("blend");
   bo.want_retrieval = o.services.count("retrieval") || o.services.count("precompute") ||
@@ -231,11 +251,16 @@ absl::Status InitBackends(Sidecar::Impl* impl) {
     impl->put_expect.num_kv_heads = static_cast<uint32_t>(c.n_kv_heads);
     impl->put_expect.head_dim = static_cast<uint32_t>(c.head_dim);
     impl->ctx.put_expect = &impl->put_expect;
+    impl->metrics.Set("ragkv_kv_record_bytes_per_token",
+                      absl::StrCat("codec=\"", kvstore::CodecName(impl->kv_codec), "\""),
+                      RecordBytesPerToken(*b.model, impl->kv_codec, o.chunk_tokens));
   }
   if (b.store) AddStoreCollector(&impl->metrics, b.store.get());
   if (b.store && b.model && o.store_back) {
+    internal::StoreBack::Options sbo;
+    sbo.codec = impl->kv_codec;
     ASSIGN_OR_RETURN(impl->store_back, internal::StoreBack::Create(b.model.get(), b.store.get(),
-                                                                   &impl->metrics, {}));
+                                                                   &impl->metrics, sbo));
     impl->ctx.store_back = impl->store_back.get();
   }
   if (b.model && b.blender) InitQualityGate(impl);
@@ -252,6 +277,7 @@ void InitJobs(Sidecar::Impl* impl, const std::vector<std::filesystem::path>& cor
     jo.model = b.model.get();
     jo.retriever = b.retriever.get();
     jo.store = b.store.get();
+    jo.kv_codec = impl->kv_codec;
     jo.chunk_delay = o.precompute_chunk_delay;
     jo.confine_corpus = true;
     jo.corpus_roots = corpus_roots;
@@ -452,6 +478,7 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
                    internal::CanonicalRoots(options.corpus_roots));
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
+  impl->kv_codec = *kvstore::ParseCodec(impl->options.kv_codec);
   RETURN_IF_ERROR(InitCallPath(impl.get()));
   RETURN_IF_ERROR(InitBackends(impl.get()));
   InitJobs(impl.get(), corpus_roots);

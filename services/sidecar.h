@@ -13,6 +13,7 @@
 #define RAGKV_SERVICES_SIDECAR_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -20,6 +21,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+
+namespace ragkv::kvstore {
+class Tier;
+}
 
 namespace ragkv::services {
 
@@ -79,6 +84,10 @@ struct SidecarOptions {
   // Store back the KV of chunks a blend had to compute fresh (their record
   // missed), after the response (services/internal/store_back.h).
   bool store_back = true;
+  // kv_codec: codec of the records this server writes (precompute jobs,
+  // store-back): "raw" (the model's KV dtype), "int8" (per channel) or
+  // "fp8" (e4m3, per head); docs/kv_format.md. Reads accept every codec.
+  std::string kv_codec = "raw";
   // redis_url: optional shared Redis tier ("redis://host:port" or host:port).
   std::string redis_url;
   // kv_tiers: the store's tiers, fastest first, from ram, ssd, redis; empty
@@ -100,6 +109,8 @@ struct SidecarOptions {
 
   // services: which to host: retrieval, kvstore, precompute, blend, engine.
   std::set<std::string> services = {"retrieval", "kvstore", "precompute", "blend", "engine"};
+  // wrap_tier: testing seam (BackendOptions::wrap_tier).
+  std::function<std::shared_ptr<kvstore::Tier>(std::shared_ptr<kvstore::Tier>)> wrap_tier;
   // precompute_chunk_delay: testing seam (JobManager::Options::chunk_delay).
   absl::Duration precompute_chunk_delay = absl::ZeroDuration();
   // engine_upstream: the sidecar the engine calls through the connector;

@@ -7,7 +7,9 @@
 #include <fstream>
 #include <memory>
 #include <numeric>
+#include <map>
 #include <random>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +18,8 @@
 #include "blend/xchunk_task.h"
 #include "blend/kv_source.h"
 #include "blend/quality_gate.h"
+#include "blend/store_source.h"
+#include "kvstore/kv_chunk.h"
 #include "model/loader.h"
 
 namespace ragkv::blend {
@@ -70,6 +74,8 @@ struct PromptData {
   std::vector<int32_t> query;
   std::vector<int32_t> continuation;
   std::vector<std::unique_ptr<ChunkKV>> kv;  // [0] prefix, then chunks
+  // The same KV through each measured codec (key: kvstore::Codec).
+  std::map<int, std::vector<std::unique_ptr<ChunkKV>>> coded;
   int32_t answer = -1;                       // xchunk: the expected next token after the query
 };
 
@@ -155,6 +161,8 @@ struct Strat {
   std::string name, family;
   double ratio = 0;
   BlendOptions options;
+  kvstore::Codec codec = kvstore::Codec::kRaw;  // the records the blend reads
+  int baseline = -1;  // codec rows: index of the same strategy on raw records
 };
 
 // Outcome of one strategy on one prompt.
@@ -165,11 +173,13 @@ struct Eval {
   double applied_ratio = 0;
 };
 
-absl::StatusOr<Eval> Evaluate(const Blender& blender, const PromptData& p, BlendOptions o) {
+absl::StatusOr<Eval> Evaluate(const Blender& blender, const PromptData& p, BlendOptions o,
+                              kvstore::Codec codec = kvstore::Codec::kRaw) {
   const model::Model& m = blender.model();
   const int vocab = m.config().vocab_size;
+  const auto& kvs = codec == kvstore::Codec::kRaw ? p.kv : p.coded.at(static_cast<int>(codec));
   std::vector<std::unique_ptr<InMemoryKvSource>> sources;
-  for (const auto& kv : p.kv) sources.push_back(std::make_unique<InMemoryKvSource>(kv.get()));
+  for (const auto& kv : kvs) sources.push_back(std::make_unique<InMemoryKvSource>(kv.get()));
   std::vector<BlendSegment> segs;
   segs.push_back({SegmentKind::kPrefix, p.prefix, sources[0].get()});
   for (size_t c = 0; c < p.chunks.size(); ++c) {
@@ -339,6 +349,7 @@ std::vector<Strat> MakeStrategies(const QualityBenchOptions& o) {
 // Sums of one strategy over the prompts.
 struct Tally {
   double kl = 0, top1 = 0, dnll = 0, frac = 0, correct = 0, applied = 0;
+  double kl_base = 0, top1_base = 0;  // codec rows: vs the raw records' strategy
 };
 
 // Accumulate: one strategy's outcome on one prompt against full prefill's.
@@ -351,6 +362,48 @@ void Accumulate(const Eval& ref, const Eval& e, const PromptData& p, int vocab, 
   t->frac += e.recomputed;
   t->applied += e.applied_ratio;
   if (p.answer >= 0) t->correct += Argmax(e.logits.data() + (Q - 1) * vocab, vocab) == p.answer;
+}
+
+// AddCodecs: full reuse and gradual CacheBlend at every ratio on the records
+// of each codec of o.kv_codecs, each tied to its raw counterpart.
+absl::Status AddCodecs(const QualityBenchOptions& o, std::vector<Strat>* strats) {
+  const size_t raw_count = strats->size();
+  for (const std::string& name : o.kv_codecs) {
+    ASSIGN_OR_RETURN(kvstore::Codec codec, kvstore::ParseCodec(name));
+    if (codec == kvstore::Codec::kRaw) continue;
+    for (size_t i = 0; i < raw_count; ++i) {
+      const Strat& base = (*strats)[i];
+      if (base.family != "full-reuse" && base.family != "gradual") continue;
+      Strat c = base;
+      c.name = absl::StrCat(name, " ", base.name);
+      c.family = absl::StrCat("codec-", name, "-", base.family);
+      c.codec = codec;
+      c.baseline = static_cast<int>(i);
+      strats->push_back(c);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Coded: every chunk of `p` through each codec the strategies read; adds
+// the records' bytes and tokens per codec (raw included) to *bytes.
+absl::Status Coded(const std::vector<Strat>& strats, PromptData* p,
+                   std::map<int, std::pair<double, double>>* bytes) {
+  std::set<int> codecs = {static_cast<int>(kvstore::Codec::kRaw)};
+  for (const Strat& s : strats) codecs.insert(static_cast<int>(s.codec));
+  if (codecs.size() == 1) return absl::OkStatus();
+  for (int c : codecs) {
+    for (const auto& kv : p->kv) {
+      uint64_t n = 0;
+      ASSIGN_OR_RETURN(ChunkKV coded, ThroughCodec(*kv, static_cast<kvstore::Codec>(c), &n));
+      (*bytes)[c].first += static_cast<double>(n);
+      (*bytes)[c].second += static_cast<double>(kv->tokens.size());
+      if (c != static_cast<int>(kvstore::Codec::kRaw)) {
+        p->coded[c].push_back(std::make_unique<ChunkKV>(std::move(coded)));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 // AccuracyName: the strategy names of the accuracy lines (the set).
@@ -408,6 +461,7 @@ struct Pass {
   std::vector<Tally> tally;
   Tally full;
   int64_t positions = 0;
+  std::map<int, std::pair<double, double>> codec_bytes;  // codec -> (bytes, tokens)
 };
 
 absl::StatusOr<Pass> RunPass(const Blender& blender, const QualityBenchOptions& o,
@@ -420,11 +474,21 @@ absl::StatusOr<Pass> RunPass(const Blender& blender, const QualityBenchOptions& 
   pass.tally.resize(strats.size());
   for (int i = 0; i < o.prompts; ++i) {
     ASSIGN_OR_RETURN(PromptData p, MakePrompt(m, o, i));
+    RETURN_IF_ERROR(Coded(strats, &p, &pass.codec_bytes));
     ASSIGN_OR_RETURN(Eval ref, Evaluate(blender, p, full));
     Accumulate(ref, ref, p, vocab, &pass.full);
+    std::vector<Eval> evals;
     for (size_t s = 0; s < strats.size(); ++s) {
-      ASSIGN_OR_RETURN(Eval e, Evaluate(blender, p, strats[s].options));
+      ASSIGN_OR_RETURN(Eval e, Evaluate(blender, p, strats[s].options, strats[s].codec));
       Accumulate(ref, e, p, vocab, &pass.tally[s]);
+      if (strats[s].baseline >= 0) {
+        const int Q = static_cast<int>(p.query.size());
+        const Agreement a = QueryAgreement(evals[strats[s].baseline].logits.data(),
+                                           e.logits.data(), Q, vocab);
+        pass.tally[s].kl_base += a.kl * Q;
+        pass.tally[s].top1_base += a.top1 * Q;
+      }
+      evals.push_back(std::move(e));
     }
     pass.positions += static_cast<int64_t>(p.query.size());
   }
@@ -432,7 +496,8 @@ absl::StatusOr<Pass> RunPass(const Blender& blender, const QualityBenchOptions& 
 }
 
 StrategyQuality Summarize(const Strat& st, const Tally& t, const QualityBenchOptions& o,
-                          int64_t positions) {
+                          const Pass& pass) {
+  const int64_t positions = pass.positions;
   StrategyQuality q;
   q.name = st.name;
   q.family = st.family;
@@ -443,10 +508,28 @@ StrategyQuality Summarize(const Strat& st, const Tally& t, const QualityBenchOpt
   q.recomputed_fraction = t.frac / o.prompts;
   q.accuracy = o.task == "xchunk" ? t.correct / o.prompts : -1;
   q.mean_r = t.applied / o.prompts;
+  q.codec = kvstore::CodecName(st.codec);
+  if (auto it = pass.codec_bytes.find(static_cast<int>(st.codec)); it != pass.codec_bytes.end()) {
+    q.bytes_per_token = it->second.first / it->second.second;
+  }
+  if (st.baseline >= 0) {
+    q.kl_vs_raw = t.kl_base / static_cast<double>(positions);
+    q.top1_vs_raw = t.top1_base / static_cast<double>(positions);
+  }
   return q;
 }
 
+void PrintCodecRow(const StrategyQuality& q, std::ostream& out) {
+  out << absl::StrFormat("codec codec=%s strategy=%s r=%.2f bytes_per_token=%.1f", q.codec,
+                         q.family.substr(std::string("codec-").size() + q.codec.size() + 1), q.ratio,
+                         q.bytes_per_token);
+  if (q.accuracy >= 0) out << absl::StrFormat(" acc=%.4f dacc=%+.4f", q.accuracy, q.dacc_vs_raw);
+  out << absl::StrFormat(" kl=%.6f top1=%.4f kl_vs_raw=%.6f top1_vs_raw=%.4f\n", q.kl, q.top1,
+                         q.kl_vs_raw, q.top1_vs_raw);
+}
+
 void PrintRow(const StrategyQuality& q, std::ostream& out) {
+  if (q.family.rfind("codec-", 0) == 0) return PrintCodecRow(q, out);
   const bool adaptive = q.family.rfind("adaptive", 0) == 0 || q.family.rfind("matched", 0) == 0;
   const std::string mean_r = adaptive ? absl::StrFormat(" mean_r=%.4f", q.mean_r) : "";
   if (q.accuracy >= 0) {
@@ -493,26 +576,35 @@ absl::StatusOr<std::vector<StrategyQuality>> RunQualityBench(const QualityBenchO
   }
   std::vector<Strat> strats = MakeStrategies(o);
   RETURN_IF_ERROR(AddVariants(o, &strats));
+  RETURN_IF_ERROR(AddCodecs(o, &strats));
   ASSIGN_OR_RETURN(Pass pass, RunPass(*blender, o, strats));
   std::vector<StrategyQuality> rows;
   if (o.task == "xchunk") {
     Strat full{"full-prefill", "full-prefill", 1.0, o.blend};
-    rows.push_back(Summarize(full, pass.full, o, pass.positions));
+    rows.push_back(Summarize(full, pass.full, o, pass));
     rows.back().kl = 0, rows.back().top1 = 1, rows.back().dnll = 0, rows.back().mean_r = 1;
   }
+  const size_t first = rows.size();
   for (size_t s = 0; s < strats.size(); ++s) {
-    rows.push_back(Summarize(strats[s], pass.tally[s], o, pass.positions));
+    rows.push_back(Summarize(strats[s], pass.tally[s], o, pass));
+    if (strats[s].baseline >= 0 && rows.back().accuracy >= 0) {
+      rows.back().dacc_vs_raw = rows.back().accuracy - rows[first + strats[s].baseline].accuracy;
+    }
   }
   const std::vector<Strat> matched = MatchedStrategies(o, rows);
   if (!matched.empty()) {
     ASSIGN_OR_RETURN(Pass mp, RunPass(*blender, o, matched));
     for (size_t s = 0; s < matched.size(); ++s) {
-      rows.push_back(Summarize(matched[s], mp.tally[s], o, mp.positions));
+      rows.push_back(Summarize(matched[s], mp.tally[s], o, mp));
     }
   }
   PrintHeader(o, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
               out);
   for (const auto& q : rows) PrintRow(q, out);
+  if (auto it = pass.codec_bytes.find(0); it != pass.codec_bytes.end()) {
+    out << absl::StrFormat("codec codec=raw dtype=%s bytes_per_token=%.1f\n",
+                           kernels::DTypeName(o.kv_dtype), it->second.first / it->second.second);
+  }
   if (!o.csv_path.empty()) RETURN_IF_ERROR(WriteCsv(o.csv_path, rows));
   if (!o.png_path.empty()) RETURN_IF_ERROR(WritePlot(o, rows));
   return rows;

@@ -20,6 +20,12 @@
 // with acc the fraction of prompts whose argmax after the query is the answer
 // (full prefill first, as strategy=full-prefill).
 //
+// kv_codecs adds, per codec, one line per strategy
+//   codec codec=C strategy=NAME r=R bytes_per_token=B acc=A dacc=D kl=K
+//         top1=T kl_vs_raw=K2 top1_vs_raw=T2
+// (acc/dacc for xchunk only; the _vs_raw figures compare with the same
+// strategy on the raw records), and one "codec codec=raw" line.
+//
 // Thread safety: RunQualityBench is reentrant (all state is local).
 #ifndef RAGKV_BENCH_BLEND_BENCH_QUALITY_H_
 #define RAGKV_BENCH_BLEND_BENCH_QUALITY_H_
@@ -66,6 +72,12 @@ struct QualityBenchOptions {
   bool adaptive = false;
   std::vector<double> adaptive_masses = {0.3, 0.5, 0.7};
   double adaptive_max = 0.30;
+  // Store codecs measured against the raw records ("int8", "fp8"; "raw" is
+  // the baseline and always there): full reuse and gradual CacheBlend at
+  // every ratio on chunks passed through the codec (blend::ThroughCodec),
+  // one "codec ..." line each with bytes per token and the deltas vs raw.
+  // Compare against f16 with kv_dtype = f16.
+  std::vector<std::string> kv_codecs;
   std::string csv_path;  // empty: no CSV
   std::string png_path;  // empty: no plot (needs gnuplot on PATH)
 };
@@ -80,6 +92,11 @@ struct StrategyQuality {
   double recomputed_fraction = 0;  // recomputed rows / prompt rows, averaged over layers
   double accuracy = -1;            // xchunk: answers right; -1 for the story task
   double mean_r = 0;               // mean applied ratio (the adaptive choice, else the ratio)
+  // Codec rows (QualityBenchOptions::kv_codecs): the codec, stored bytes per
+  // token, and agreement with the same strategy on raw records.
+  std::string codec = "raw";
+  double bytes_per_token = 0;
+  double kl_vs_raw = 0, top1_vs_raw = 1, dacc_vs_raw = 0;
 };
 
 // RunQualityBench: runs the bench (for xchunk the first row is full prefill,

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "bench/services/bench_ttft.h"
+#include "kvstore/kv_chunk.h"
 #include "cli/command.h"
 #include "cli/flags.h"
 
@@ -33,6 +34,9 @@ class BenchTtftCommand : public Command {
         ->capture_default_str();
     cmd->add_option("--repeats", o_.repeats, "passes over the prompts")->capture_default_str();
     cmd->add_option("--kv-dtype", kv_, "f16|bf16|f32")->capture_default_str();
+    cmd->add_option("--kv-codec", codec_, "codec of the in-process tiers' records: raw|int8|fp8")
+        ->check(CLI::IsMember({"raw", "int8", "fp8"}))
+        ->capture_default_str();
     cmd->add_option("--ssd-cold", o_.ssd_cold, "auto|drop|fadvise|direct|none")
         ->capture_default_str();
     cmd->add_option("--redis", o_.redis, "host:port (default: a private redis-server)");
@@ -72,6 +76,7 @@ class BenchTtftCommand : public Command {
       std::fprintf(stderr, "ragkv bench ttft: --kv-dtype must be f16, bf16 or f32\n");
       return 2;
     }
+    o.kv_codec = *kvstore::ParseCodec(codec_);  // checked by the flag
     absl::StatusOr<services::TtftReport> r = services::RunTtftBench(o, std::cout);
     if (!r.ok()) {
       std::fprintf(stderr, "ragkv bench ttft: %s\n", r.status().ToString().c_str());
@@ -82,7 +87,7 @@ class BenchTtftCommand : public Command {
 
  private:
   services::TtftBenchOptions o_;
-  std::string kv_ = "f16";
+  std::string kv_ = "f16", codec_ = "raw";
 };
 
 }  // namespace

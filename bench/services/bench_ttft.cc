@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "bench/services/internal/ttft_internal.h"
 #include "blend/loading_controller.h"
@@ -128,7 +129,12 @@ absl::StatusOr<TtftReport> RunTtftBench(const TtftBenchOptions& o, std::ostream&
   if (with_grpc) RETURN_IF_ERROR(StartGrpcPaths(o, work, tiers, prompts, rep.notes));
 
   // ---- Precompute + store (the precompute times calibrate the planner) ----
-  ASSIGN_OR_RETURN(const PrefillBest prefill, PrecomputeAndStore(*model, tiers, prompts));
+  double bytes_per_token = 0;
+  ASSIGN_OR_RETURN(const PrefillBest prefill,
+                   PrecomputeAndStore(*model, tiers, prompts, o.kv_codec, &bytes_per_token));
+  rep.notes.push_back(absl::StrFormat("KV records in the in-process tiers: codec %s, %.0f bytes "
+                                      "per token",
+                                      kvstore::CodecName(o.kv_codec), bytes_per_token));
 
   // ---- Calibration: CPU ceilings, tier probes, prefill efficiency ----
   Calibration cal;

@@ -62,6 +62,7 @@
 #include "blend/blender.h"
 #include "blend/cost_model.h"
 #include "blend/calibration.h"
+#include "kvstore/kv_chunk.h"
 
 namespace ragkv::services {
 
@@ -98,6 +99,9 @@ struct TtftBenchOptions {
   std::vector<std::string> tiers = {"ram", "ssd", "redis"};
   int repeats = 1;               // passes over the prompts
   kernels::DType kv_dtype = kernels::DType::kF16;
+  // Codec of the records stored in the in-process tiers (the gRPC sidecars
+  // store what PutChunk sends: raw).
+  kvstore::Codec kv_codec = kvstore::Codec::kRaw;
   // SSD cold reads: "auto" (= fadvise), "drop" (drop_caches), "fadvise",
   // "direct" (O_DIRECT reads), "none" (warm page cache).
   std::string ssd_cold = "auto";

@@ -207,7 +207,7 @@ absl::StatusOr<MultiUserPool> BuildPool(BenchContext& b) {
   std::vector<blend::StoreChunk> encoded;
   for (const auto& c : pool) {
     ASSIGN_OR_RETURN(blend::ChunkKV kv, blend::PrecomputeChunk(b.model, c));
-    ASSIGN_OR_RETURN(blend::StoreChunk sc, blend::EncodeForStore(kv));
+    ASSIGN_OR_RETURN(blend::StoreChunk sc, blend::EncodeForStore(kv, b.o.kv_codec));
     chunk_bytes = sc.chunk->TotalBytes();
     pool_keys.push_back(sc.key);
     encoded.push_back(std::move(sc));

@@ -234,9 +234,11 @@ absl::Status StartGrpcPaths(const TtftBenchOptions& o, const std::string& work,
 // ---- Precompute + store (the precompute times calibrate the planner) ----
 
 absl::StatusOr<PrefillBest> PrecomputeAndStore(const model::Model& model, TierSetup& tiers,
-                                               std::vector<Prompt>& prompts) {
+                                               std::vector<Prompt>& prompts,
+                                               kvstore::Codec codec, double* bytes_per_token) {
   double best_chunk_prefill_s = 1e30;
   int64_t best_chunk_tokens = 0;
+  double bytes = 0, tokens = 0;
   for (Prompt& p : prompts) {
     for (size_t ci = 0; ci < p.chunks.size(); ++ci) {
       const auto& c = p.chunks[ci];
@@ -248,7 +250,9 @@ absl::StatusOr<PrefillBest> PrecomputeAndStore(const model::Model& model, TierSe
         best_chunk_tokens = static_cast<int64_t>(c.size());
         best_chunk_prefill_s = std::min(best_chunk_prefill_s, dt);
       }
-      ASSIGN_OR_RETURN(blend::StoreChunk sc, blend::EncodeForStore(kv));
+      ASSIGN_OR_RETURN(blend::StoreChunk sc, blend::EncodeForStore(kv, codec));
+      bytes += static_cast<double>(sc.chunk->TotalBytes());
+      tokens += static_cast<double>(c.size());
       for (auto& t : tiers.stores) RETURN_IF_ERROR(t->store->Put(sc.key, sc.chunk));
       p.keys.push_back(sc.key);
       for (auto& [name, path] : tiers.grpc) {
@@ -257,6 +261,7 @@ absl::StatusOr<PrefillBest> PrecomputeAndStore(const model::Model& model, TierSe
     }
   }
   for (auto& t : tiers.stores) RETURN_IF_ERROR(t->store->Flush());
+  *bytes_per_token = tokens > 0 ? bytes / tokens : 0;
   PrefillBest best;
   best.seconds = best_chunk_prefill_s;
   best.tokens = best_chunk_tokens;

@@ -13,7 +13,7 @@ namespace ragkv::services::internal {
 absl::StatusOr<std::unique_ptr<StoreBack>> StoreBack::Create(const model::Model* model,
                                                               kvstore::TieredStore* store,
                                                               Metrics* metrics, Options options) {
-  std::unique_ptr<StoreBack> sb(new StoreBack(model, store, metrics));
+  std::unique_ptr<StoreBack> sb(new StoreBack(model, store, metrics, options.codec));
   ASSIGN_OR_RETURN(sb->executor_, BoundedExecutor::Create({options.threads, options.max_queue}));
   return sb;
 }
@@ -41,7 +41,7 @@ void StoreBack::Run(const kvstore::ChunkKey& key, const std::vector<int32_t>& to
   // Nothing to do when stopping, or when the chunk was stored meanwhile
   // (precompute, an earlier miss): the lookup runs here, off the request.
   if (!stopping_.load() && !store_->Contains(key)) {
-    absl::StatusOr<uint64_t> bytes = blend::PrecomputeAndStore(*model_, store_, tokens);
+    absl::StatusOr<uint64_t> bytes = blend::PrecomputeAndStore(*model_, store_, tokens, codec_);
     if (bytes.ok()) {
       metrics_->Add("ragkv_kv_stored_back_chunks_total", "");
       metrics_->Add("ragkv_kv_stored_back_bytes_total", "", static_cast<double>(*bytes));

@@ -3,7 +3,7 @@
 // the response, so the next request hits (issue 20, "fresh KV is stored
 // back"; LMCache #2029). The record is the one precompute writes
 // (blend::PrecomputeAndStore: the chunk alone at positions 0.., the
-// store's raw codec, under its content key), so serving and precompute
+// server's --kv-codec, under its content key), so serving and precompute
 // agree and a duplicate write is harmless. Off the request path and best
 // effort, on its own small executor (so it never delays or sheds requests):
 // one task per chunk, skipped when the chunk is queued already, found in
@@ -24,6 +24,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "kvstore/chunk_key.h"
+#include "kvstore/kv_chunk.h"
 #include "services/executor.h"
 #include "services/metrics.h"
 
@@ -41,6 +42,7 @@ class StoreBack {
   struct Options {
     int threads = 1;
     size_t max_queue = 64;  // chunks waiting; more are skipped
+    kvstore::Codec codec = kvstore::Codec::kRaw;  // the records' codec (--kv-codec)
   };
   // Create: `model`, `store` and `metrics` are not owned and must outlive
   // the StoreBack. Errors: those of BoundedExecutor::Create.
@@ -60,13 +62,15 @@ class StoreBack {
   void Stop();
 
  private:
-  StoreBack(const model::Model* model, kvstore::TieredStore* store, Metrics* metrics)
-      : model_(model), store_(store), metrics_(metrics) {}
+  StoreBack(const model::Model* model, kvstore::TieredStore* store, Metrics* metrics,
+            kvstore::Codec codec)
+      : model_(model), store_(store), metrics_(metrics), codec_(codec) {}
   void Run(const kvstore::ChunkKey& key, const std::vector<int32_t>& tokens);
 
   const model::Model* model_;
   kvstore::TieredStore* store_;
   Metrics* metrics_;
+  const kvstore::Codec codec_;
   std::unique_ptr<BoundedExecutor> executor_;
   std::atomic<bool> stopping_{false};
   absl::Mutex mu_;

@@ -2,6 +2,9 @@
 // blend computed fresh because their record missed are stored after the
 // response, as precompute would have stored them, so the next blend hits;
 // --store-back=false keeps them misses.
+#include <algorithm>
+#include <cmath>
+#include <string>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -23,9 +26,10 @@ struct Fixture {
   std::vector<uint64_t> ids;
   std::vector<std::vector<int32_t>> tokens;
 
-  void Start(bool store_back) {
+  void Start(bool store_back, const std::string& kv_codec = "raw") {
     services::SidecarOptions o = TestSidecarOptions(dir.path() + "/data");
     o.store_back = store_back;
+    o.kv_codec = kv_codec;
     auto s = services::Sidecar::Start(o);
     ASSERT_TRUE(s.ok()) << s.status();
     sidecar = std::move(*s);
@@ -41,6 +45,16 @@ struct Fixture {
     auto chunks = client->GetChunks(ids);
     ASSERT_TRUE(chunks.ok()) << chunks.status();
     for (const auto& c : chunks->chunks()) tokens.emplace_back(c.token_ids().begin(), c.token_ids().end());
+  }
+  // WaitForHits: polls until both chunks are stored back (off the response's
+  // path); returns the hits seen last.
+  int WaitForHits() {
+    int hits = 0;
+    for (int i = 0; i < 100 && hits < 2; ++i) {
+      absl::SleepFor(absl::Milliseconds(50));
+      hits = Hits();
+    }
+    return hits;
   }
   // Hits: how many of the two chunks a full-reuse blend found in the store.
   int Hits() {
@@ -62,12 +76,7 @@ TEST(StoreBackTest, ChunksComputedFreshAreStoredAsPrecomputeWouldStoreThem) {
   Fixture f;
   ASSERT_NO_FATAL_FAILURE(f.Start(/*store_back=*/true));
   EXPECT_EQ(f.Hits(), 0);  // the first blend computes both fresh
-  int hits = 0;
-  for (int i = 0; i < 100 && hits < 2; ++i) {  // stored after the response, off its path
-    absl::SleepFor(absl::Milliseconds(50));
-    hits = f.Hits();
-  }
-  EXPECT_EQ(hits, 2);
+  EXPECT_EQ(f.WaitForHits(), 2);
   // The stored record is precompute's: the chunk alone at positions 0.., in
   // the model's KV dtype, under its content key.
   model::LoadOptions lo;
@@ -85,6 +94,52 @@ TEST(StoreBackTest, ChunksComputedFreshAreStoredAsPrecomputeWouldStoreThem) {
       EXPECT_EQ(got->layers[l].k(), std::string(want->k[l].begin(), want->k[l].end())) << l;
       EXPECT_EQ(got->layers[l].v(), std::string(want->v[l].begin(), want->v[l].end())) << l;
     }
+  }
+}
+
+// --kv-codec fp8: the stored-back record is the fp8 one. GetChunk decodes
+// it to f32, within the codec's bound of precompute's f16 KV
+// (max(|x| 2^-4, scale 2^-10) per element, scale = the head's max |x| / 448).
+TEST(StoreBackTest, RecordsAreWrittenWithTheServersCodec) {
+  if (!HaveTestModel()) GTEST_SKIP() << "test model not found at " << TestModelPath();
+  Fixture f;
+  ASSERT_NO_FATAL_FAILURE(f.Start(/*store_back=*/true, "fp8"));
+  EXPECT_EQ(f.Hits(), 0);
+  EXPECT_EQ(f.WaitForHits(), 2);
+  model::LoadOptions lo;
+  lo.max_seq_len = 512;
+  auto m = model::LoadModel(TestModelPath(), lo);
+  ASSERT_TRUE(m.ok()) << m.status();
+  for (const auto& t : f.tokens) {
+    auto want = blend::PrecomputeChunk(**m, t, kernels::DType::kF32);
+    ASSERT_TRUE(want.ok()) << want.status();
+    const kvstore::ChunkKey key = kvstore::ChunkKey::Of((*m)->fingerprint(), t);
+    auto got = f.client->GetChunk(std::string(key.AsBytes()));
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->header.layout().dtype(), v1::DTYPE_F32);  // decoded, not raw
+    const int64_t H = want->info.kv_heads, per = want->info.num_tokens * want->info.head_dim;
+    bool any_rounded = false;
+    for (size_t l = 0; l < want->k.size(); ++l) {
+      for (int which = 0; which < 2; ++which) {
+        const auto& wb = which == 0 ? want->k[l] : want->v[l];
+        const std::string& gb = which == 0 ? got->layers[l].k() : got->layers[l].v();
+        ASSERT_EQ(gb.size(), wb.size());
+        const float* w = reinterpret_cast<const float*>(wb.data());
+        const float* g = reinterpret_cast<const float*>(gb.data());
+        for (int64_t h = 0; h < H; ++h) {
+          float amax = 0;
+          for (int64_t i = h * per; i < (h + 1) * per; ++i) amax = std::max(amax, std::fabs(w[i]));
+          for (int64_t i = h * per; i < (h + 1) * per; ++i) {
+            // f16 rounding of precompute's KV (2^-11 relative) on top of fp8's.
+            const float bound =
+                std::max(std::fabs(w[i]) * (1.f / 16 + 1.f / 1024), amax / 448.f / 1024.f * 1.01f);
+            ASSERT_LE(std::fabs(g[i] - w[i]), bound) << "layer " << l << " h" << h << " i" << i;
+            any_rounded |= g[i] != w[i];
+          }
+        }
+      }
+    }
+    EXPECT_TRUE(any_rounded);
   }
 }
 

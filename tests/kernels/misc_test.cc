@@ -171,5 +171,109 @@ TEST(QuantTest, RoundTripWithinHalfScale) {
   EXPECT_FALSE(DequantizeInt8PerChannel(nullptr, sc, TensorView::Contiguous(x.data(), DType::kF32, {1, 2, 4})).ok());
 }
 
+
+// The e4m3 grid written out independently: code c has exponent field c>>3 & 15
+// and mantissa c & 7; value (1 + m/8) 2^(e-7), subnormal m 2^-9.
+double E4M3Value(int c) {
+  const int e = (c >> 3) & 15, m = c & 7;
+  const double mag = e == 0 ? m / 512.0 : (1.0 + m / 8.0) * std::pow(2.0, e - 7);
+  return (c & 0x80) ? -mag : mag;
+}
+
+// NearestE4M3: the finite code nearest to x (ties to the even mantissa),
+// by scanning all of them; saturates at +-448.
+int NearestE4M3(float x) {
+  int best = -1;
+  double best_d = 1e300;
+  for (int c = 0; c < 256; ++c) {
+    if ((c & 0x7F) == 0x7F) continue;  // NaN
+    if (c == 0x80) continue;           // -0: prefer +0 for x == 0... unless negative
+    const double d = std::abs(E4M3Value(c) - x);
+    if (d < best_d || (d == best_d && (c & 1) == 0 && (best & 1) == 1)) {
+      best = c;
+      best_d = d;
+    }
+  }
+  if (E4M3Value(best) == 0.0 && std::signbit(x)) best = 0x80;
+  return best;
+}
+
+TEST(QuantTest, Fp8E4M3MatchesTheNearestCodeOfTheGrid) {
+  for (int c = 0; c < 256; ++c) {
+    if ((c & 0x7F) == 0x7F) {
+      EXPECT_TRUE(std::isnan(Fp8E4M3ToFloat(static_cast<uint8_t>(c))));
+      continue;
+    }
+    ASSERT_EQ(Fp8E4M3ToFloat(static_cast<uint8_t>(c)), static_cast<float>(E4M3Value(c))) << c;
+    ASSERT_EQ(FloatToFp8E4M3(static_cast<float>(E4M3Value(c))), c) << c;  // exact values round-trip
+  }
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> mant(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> ex(-14, 10);
+  for (int i = 0; i < 20000; ++i) {
+    const float x = std::ldexp(mant(rng), ex(rng));
+    ASSERT_EQ(FloatToFp8E4M3(x), NearestE4M3(x)) << x;
+  }
+  // Ties: halfway between 1.0 (m=0) and 1.125 (m=1) goes to the even 1.0;
+  // between 1.125 and 1.25 to the even 1.25.
+  EXPECT_EQ(FloatToFp8E4M3(1.0625f), FloatToFp8E4M3(1.0f));
+  EXPECT_EQ(FloatToFp8E4M3(1.1875f), FloatToFp8E4M3(1.25f));
+  EXPECT_EQ(FloatToFp8E4M3(1e6f), 0x7E);
+  EXPECT_EQ(FloatToFp8E4M3(-1e6f), 0xFE);
+}
+
+TEST(QuantTest, Fp8PerGroupRoundTripIntoStridedRowsWithinHalfAStep) {
+  const int groups = 3, rows = 130, ch = 64, row_stride = 80, group_stride = 200 * 80;
+  auto x = RandomVec(groups * rows * ch, 23, -3, 3);
+  for (int i = 0; i < rows * ch; ++i) x[rows * ch + i] = 0.0f;  // all-zero group
+  x[2 * rows * ch + 5] = -90.0f;                                // outlier
+  std::vector<uint8_t> q(x.size());
+  std::vector<float> scales(groups);
+  auto xv = TensorView::Contiguous(x.data(), DType::kF32, {groups, rows, ch});
+  ASSERT_TRUE(QuantizeFp8E4M3PerGroup(xv, q.data(), scales.data()).ok());
+  EXPECT_EQ(scales[1], 1.0f);
+  EXPECT_FLOAT_EQ(scales[2], 90.0f / 448.0f);
+  std::vector<float> out(static_cast<size_t>(groups) * group_stride, -7.0f);
+  TensorView ov = TensorView::Contiguous(out.data(), DType::kF32, {groups, rows, ch});
+  ov.stride[0] = group_stride;
+  ov.stride[1] = row_stride;
+  ASSERT_TRUE(DequantizeFp8E4M3PerGroup(q.data(), scales.data(), ov).ok());
+  for (int g = 0; g < groups; ++g)
+    for (int r = 0; r < rows; ++r) {
+      for (int c = 0; c < ch; ++c) {
+        const float xi = x[(g * rows + r) * ch + c];
+        const float back = out[g * group_stride + r * row_stride + c];
+        const float bound = std::max(std::abs(xi) / 16.0f, scales[g] / 1024.0f);
+        ASSERT_LE(std::abs(back - xi), bound * (1 + 1e-5f)) << g << " " << r << " " << c;
+      }
+      ASSERT_EQ(out[g * group_stride + r * row_stride + ch], -7.0f);  // gap untouched
+    }
+  std::vector<float> bad = {1.0f, std::numeric_limits<float>::infinity()};
+  EXPECT_FALSE(QuantizeFp8E4M3PerGroup(TensorView::Contiguous(bad.data(), DType::kF32, {1, 1, 2}),
+                                       q.data(), scales.data())
+                   .ok());
+}
+
+TEST(QuantTest, Int8DequantizesIntoStridedRows) {
+  const int groups = 2, rows = 9, ch = 16;
+  auto x = RandomVec(groups * rows * ch, 29, -2, 2);
+  std::vector<int8_t> q(x.size());
+  std::vector<float> scales(groups * ch), dense(x.size()), strided(groups * 12 * 20, 0.0f);
+  ASSERT_TRUE(QuantizeInt8PerChannel(TensorView::Contiguous(x.data(), DType::kF32, {groups, rows, ch}),
+                                     q.data(), scales.data())
+                  .ok());
+  ASSERT_TRUE(DequantizeInt8PerChannel(q.data(), scales.data(),
+                                       TensorView::Contiguous(dense.data(), DType::kF32, {groups, rows, ch}))
+                  .ok());
+  TensorView sv = TensorView::Contiguous(strided.data(), DType::kF32, {groups, rows, ch});
+  sv.stride[0] = 12 * 20;
+  sv.stride[1] = 20;
+  ASSERT_TRUE(DequantizeInt8PerChannel(q.data(), scales.data(), sv).ok());
+  for (int g = 0; g < groups; ++g)
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < ch; ++c)
+        ASSERT_EQ(strided[g * 240 + r * 20 + c], dense[(g * rows + r) * ch + c]);
+}
+
 }  // namespace
 }  // namespace ragkv::kernels

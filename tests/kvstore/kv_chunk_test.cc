@@ -67,6 +67,21 @@ TEST_P(CodecRoundTrip, DecodesWithinStatedBound) {
       const std::vector<float>& got = which == 0 ? k : v;
       if (cc.codec == Codec::kRaw) {
         for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], RoundRef(ref[i], cc.dtype)) << i;
+      } else if (cc.codec == Codec::kFp8E4M3PerHead) {
+        // fp8 e4m3 per head: |err| <= max(|x| 2^-4, scale 2^-10) with scale =
+        // max over the head of |x| / 448 (x: the f32 input; 8-bit codecs
+        // quantize what they are given, the dtype only records it).
+        for (int64_t hh = 0; hh < H; ++hh) {
+          float amax = 0;
+          for (int64_t i = hh * T * D; i < (hh + 1) * T * D; ++i) {
+            amax = std::max(amax, std::fabs(ref[i]));
+          }
+          for (int64_t i = hh * T * D; i < (hh + 1) * T * D; ++i) {
+            const float x = ref[i];
+            const float bound = std::max(std::fabs(x) / 16.f, amax / 448.f / 1024.f) * (1 + 1e-5f);
+            ASSERT_LE(std::fabs(got[i] - x), bound) << "h" << hh << " i" << i;
+          }
+        }
       } else {
         // Int8 per channel: |err| <= scale/2 with scale = max_t |x[h,t,d]| / 127
         // (naive reference), plus 1e-6 relative slack for f32 rounding.
@@ -95,7 +110,88 @@ INSTANTIATE_TEST_SUITE_P(
                       CodecCase{DType::kF16, Codec::kRaw, Compression::kZstd},
                       CodecCase{DType::kBF16, Codec::kRaw, Compression::kZstd},
                       CodecCase{DType::kF16, Codec::kInt8PerChannel, Compression::kNone},
-                      CodecCase{DType::kF32, Codec::kInt8PerChannel, Compression::kZstd}));
+                      CodecCase{DType::kF32, Codec::kInt8PerChannel, Compression::kZstd},
+                      CodecCase{DType::kF16, Codec::kFp8E4M3PerHead, Compression::kNone},
+                      CodecCase{DType::kF32, Codec::kFp8E4M3PerHead, Compression::kZstd}));
+
+// DecodeLayerInto writes the rows of a strided destination (a chunk's rows in
+// the fused cache: head stride = capacity * D, rows dense) exactly as
+// DecodeLayerToF32 writes a contiguous one, for every codec, and touches
+// nothing else.
+TEST(KvChunk, DecodeLayerIntoStridedRowsEqualsTheContiguousDecode) {
+  for (Codec codec : {Codec::kRaw, Codec::kInt8PerChannel, Codec::kFp8E4M3PerHead}) {
+    for (Compression comp : {Compression::kNone, Compression::kZstd}) {
+      ChunkSpec spec;
+      spec.tokens = 21;
+      spec.layers = 2;
+      spec.kv_heads = 2;
+      spec.head_dim = 8;
+      spec.dtype = DType::kF16;
+      spec.codec = codec;
+      spec.compression = comp;
+      TestChunk c = MakeChunk(spec);
+      auto h = DecodeHeader(c.encoded->header);
+      ASSERT_TRUE(h.ok());
+      const int64_t H = 2, T = 21, D = 8, cap = 40, off = 5;
+      std::vector<float> k(H * T * D), v(H * T * D);
+      ASSERT_TRUE(DecodeLayerToF32(*h, c.encoded->layers[1], 1, k.data(), v.data()).ok());
+      std::vector<float> fk(H * cap * D, -9.f), fv(H * cap * D, -9.f);
+      auto view = [&](std::vector<float>& buf) {
+        kernels::TensorView t =
+            kernels::TensorView::Contiguous(buf.data() + off * D, DType::kF32, {H, T, D});
+        t.stride[0] = cap * D;
+        return t;
+      };
+      ASSERT_TRUE(DecodeLayerInto(*h, c.encoded->layers[1], 1, view(fk), view(fv)).ok());
+      for (int64_t hh = 0; hh < H; ++hh) {
+        for (int64_t r = 0; r < cap; ++r) {
+          for (int64_t d = 0; d < D; ++d) {
+            const size_t i = static_cast<size_t>((hh * cap + r) * D + d);
+            const bool inside = r >= off && r < off + T;
+            const size_t j = static_cast<size_t>((hh * T + (r - off)) * D + d);
+            ASSERT_EQ(fk[i], inside ? k[j] : -9.f) << CodecName(codec) << " h" << hh << " r" << r;
+            ASSERT_EQ(fv[i], inside ? v[j] : -9.f) << CodecName(codec) << " h" << hh << " r" << r;
+          }
+        }
+      }
+      // A destination of the wrong shape is refused before anything is written.
+      std::vector<float> small(4);
+      EXPECT_EQ(DecodeLayerInto(*h, c.encoded->layers[1], 1,
+                                kernels::TensorView::Contiguous(small.data(), DType::kF32, {1, 1, 4}),
+                                view(fv))
+                    .code(),
+                absl::StatusCode::kInvalidArgument);
+    }
+  }
+}
+
+TEST(KvChunk, CodecNamesParseBackAndUnknownNamesAreRefused) {
+  for (Codec c : {Codec::kRaw, Codec::kInt8PerChannel, Codec::kFp8E4M3PerHead}) {
+    auto back = ParseCodec(CodecName(c));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(*back, c);
+  }
+  auto bad = ParseCodec("fp4");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("raw, int8 or fp8"), std::string::npos);
+}
+
+// Record sizes: an 8-bit codec stores ~1 byte per element plus its scales,
+// so it is >= 1.9x smaller than f16 at a realistic chunk shape.
+TEST(KvChunk, EightBitCodecsHalveTheF16Record) {
+  KvChunkHeader h;
+  h.num_layers = 32;
+  h.num_kv_heads = 8;
+  h.head_dim = 128;
+  h.tokens.assign(256, 1);
+  h.dtype = DType::kF16;
+  h.codec = Codec::kRaw;
+  const double f16 = static_cast<double>(h.UncompressedBytes());
+  for (Codec c : {Codec::kInt8PerChannel, Codec::kFp8E4M3PerHead}) {
+    h.codec = c;
+    EXPECT_GE(f16 / static_cast<double>(h.UncompressedBytes()), 1.9) << CodecName(c);
+  }
+}
 
 TEST(KvChunk, RawViewsAreZeroCopy) {
   ChunkSpec spec;

@@ -157,11 +157,13 @@ struct PrefillBest {
   int64_t tokens = 0;
 };
 
-// PrecomputeAndStore: every chunk precomputed, stored in every tier and
-// sidecar (keys appended to each prompt), the tiers flushed. Errors: those
-// of the precompute and the stores.
+// PrecomputeAndStore: every chunk precomputed, stored in every tier
+// (encoded with `codec`) and sidecar (raw; keys appended to each prompt),
+// the tiers flushed; *bytes_per_token: the tiers' record bytes per token.
+// Errors: those of the precompute and the stores.
 absl::StatusOr<PrefillBest> PrecomputeAndStore(const model::Model& model, TierSetup& tiers,
-                                               std::vector<Prompt>& prompts);
+                                               std::vector<Prompt>& prompts,
+                                               kvstore::Codec codec, double* bytes_per_token);
 
 // ---- Predictions (ttft_predict.cc) -----------------------------------------
 
