@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,15 @@
 namespace ragkv::blend {
 
 enum class SegmentKind { kPrefix = 0, kChunk = 1, kQuery = 2 };
+
+// FailedLoad: which segment's KvSource failed a Blend, at which layer. The
+// error Blend returns for a failed ReadLayer (any code but Cancelled)
+// carries it; FailedLoadOf reads it back (nullopt for every other error).
+struct FailedLoad {
+  int segment = -1;
+  int layer = -1;
+};
+std::optional<FailedLoad> FailedLoadOf(const absl::Status& status);
 
 // BlendSegment: one piece of the prompt, in order. `tokens` and `kv` are not
 // owned and must outlive the Blend call. kv == nullptr is a miss (computed
@@ -226,9 +236,11 @@ class Blender {
   // count, head layout or dtype disagrees with the model; FailedPrecondition
   // for a chunk with another model's fingerprint; OutOfRange when the prompt
   // exceeds the model's context length. Errors from a KvSource keep their
-  // code and name the segment ("blend: segment <i> layer <l>: ...", so a
-  // caller can retry with that segment as a miss); errors from the model are
-  // returned as is. No partial result is ever returned.
+  // code, name the segment ("blend: segment <i> layer <l>: ...") and carry
+  // a FailedLoad (FailedLoadOf), so a caller can blend again with that
+  // segment as a miss; errors from the model are returned as is. No partial
+  // result is ever returned (layers already given to on_layer_done stay
+  // given: a caller that streamed them must tell its reader to drop them).
   absl::StatusOr<BlendResult> Blend(absl::Span<const BlendSegment> segments,
                                     const BlendOptions& options) const;
 

@@ -92,6 +92,10 @@ int QueryCommand::Run() {
   std::printf("context: %u tokens, %u recomputed (mode %s)\n", resp->context_tokens(),
               resp->recomputed_tokens(), f.mode.c_str());
   if (!resp->quality_gate().empty()) std::printf("gate:    %s\n", resp->quality_gate().c_str());
+  for (const v1::FailedLoad& fl : resp->failed_loads()) {
+    std::printf("failed:  chunk %llu at layer %u, recomputed (%s)\n",
+                static_cast<unsigned long long>(fl.chunk_id()), fl.layer(), fl.reason().c_str());
+  }
   std::printf("TTFT:    %.2f ms = retrieve %.2f + fetch %.2f + blend %.2f + query prefill %.2f "
               "(+ overhead)\n",
               t.ttft_ms(), t.retrieve_ms(), t.fetch_ms(), t.blend_ms(), t.query_prefill_ms());

@@ -95,6 +95,10 @@ absl::Status VerifyLayer(const v1::LayerKV& kv) {
   return absl::OkStatus();
 }
 
+FailedLoadInfo FailedLoadFromProto(const v1::FailedLoad& f) {
+  return {f.span(), f.chunk_id(), f.layer(), f.reason()};
+}
+
 // ReadBlendStream: drives a BlendResponse stream into `sink`.
 absl::Status ReadBlendStream(grpc::ClientContext* ctx, grpc::ClientReader<v1::BlendResponse>* r,
                              KVSink* sink, bool* got_data, absl::Status* sink_error) {
@@ -166,6 +170,16 @@ absl::Status ReadBlendStream(grpc::ClientContext* ctx, grpc::ClientReader<v1::Bl
         if (!s.ok()) *sink_error = s;
         break;
       }
+      case v1::BlendResponse::kRestart: {
+        if (!header_seen) {
+          s = absl::InternalError("blend stream: restart before the header");
+          break;
+        }
+        next_layer = 0;  // layers 0.. come again
+        s = sink->OnRestart(FailedLoadFromProto(msg.restart().failed()));
+        if (!s.ok()) *sink_error = s;
+        break;
+      }
       case v1::BlendResponse::kSummary: {
         if (next_layer != num_layers || !header_seen) {
           s = absl::InternalError("blend stream: summary before all layers");
@@ -178,6 +192,9 @@ absl::Status ReadBlendStream(grpc::ClientContext* ctx, grpc::ClientReader<v1::Bl
         st.controller_reason = msg.summary().controller_reason();
         st.quality_gate = msg.summary().quality_gate();
         for (const auto& t : msg.summary().timings()) st.timings_ms.emplace_back(t.stage(), t.ms());
+        for (const auto& f : msg.summary().failed_loads()) {
+          st.failed_loads.push_back(FailedLoadFromProto(f));
+        }
         s = sink->OnSummary(st);
         if (!s.ok()) *sink_error = s;
         break;

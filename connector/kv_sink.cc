@@ -38,6 +38,21 @@ absl::Status CollectingKVSink::OnLayer(const FusedLayerView& layer) {
   return absl::OkStatus();
 }
 
+absl::Status KVSink::OnRestart(const FailedLoadInfo& failed) {
+  return absl::UnimplementedError(absl::StrFormat(
+      "the blend restarted (chunk %d failed at layer %d: %s) and this sink cannot drop the "
+      "layers it took",
+      failed.chunk_id, failed.layer, failed.reason));
+}
+
+absl::Status CollectingKVSink::OnRestart(const FailedLoadInfo&) {
+  k.clear();
+  v.clear();
+  mask.clear();
+  ++restarts;
+  return absl::OkStatus();
+}
+
 absl::Status CollectingKVSink::OnSummary(const BlendStats& s) {
   stats = s;
   got_summary = true;

@@ -66,6 +66,15 @@ struct FusedLayerView {
   }
 };
 
+// FailedLoadInfo: a cached chunk whose stored KV failed mid-blend (corrupt
+// or truncated record, tier outage); the server recomputed it as a miss.
+struct FailedLoadInfo {
+  uint32_t span = 0;      // index into FusedPromptInfo::spans
+  uint64_t chunk_id = 0;
+  uint32_t layer = 0;     // the layer whose load failed
+  std::string reason;     // the store's error
+};
+
 // BlendStats: what OnSummary receives.
 struct BlendStats {
   uint32_t recomputed_tokens = 0;
@@ -74,6 +83,7 @@ struct BlendStats {
   std::string controller_reason;  // BLEND_MODE_AUTO: the controller's why
   std::string quality_gate;       // the served model's gate (docs/quality_gate.md)
   std::vector<std::pair<std::string, double>> timings_ms;  // stage -> ms
+  std::vector<FailedLoadInfo> failed_loads;  // chunks recomputed after a failed load
   double TimingMs(std::string_view stage) const;           // 0 if absent
 };
 
@@ -86,6 +96,12 @@ class KVSink {
   // OnLayer: called for layers 0..L-1 in order; the checksum is already
   // verified (DataLoss from the client otherwise).
   virtual absl::Status OnLayer(const FusedLayerView& layer) = 0;
+  // OnRestart: the layers received so far are void (a chunk's stored KV
+  // failed mid-blend; the server blends again with it as a miss): layers
+  // 0..L-1 follow again, then the summary. A sink that keeps layers must
+  // drop them. The default refuses (the call fails with Unimplemented), so
+  // a sink never mixes layers of two blends by accident.
+  virtual absl::Status OnRestart(const FailedLoadInfo& failed);
   // OnSummary: called once after the last layer.
   virtual absl::Status OnSummary(const BlendStats& stats) { return absl::OkStatus(); }
 };
@@ -95,6 +111,7 @@ class CollectingKVSink : public KVSink {
  public:
   absl::Status OnHeader(const FusedPromptInfo& info) override;
   absl::Status OnLayer(const FusedLayerView& layer) override;
+  absl::Status OnRestart(const FailedLoadInfo& failed) override;  // drops the layers
   absl::Status OnSummary(const BlendStats& stats) override;
 
   FusedPromptInfo info;
@@ -103,6 +120,7 @@ class CollectingKVSink : public KVSink {
   std::vector<std::string> mask;  // per layer
   BlendStats stats;
   bool got_summary = false;
+  int restarts = 0;
 };
 
 }  // namespace ragkv

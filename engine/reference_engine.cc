@@ -72,6 +72,8 @@ class CacheSink : public KVSink {
   absl::Status OnLayer(const FusedLayerView& l) override {
     return cache_->ImportLayer(l.layer, 0, info_.num_tokens, dtype_, l.k.data(), l.v.data());
   }
+  // Layers 0.. come again and overwrite theirs in place.
+  absl::Status OnRestart(const FailedLoadInfo&) override { return absl::OkStatus(); }
   absl::Status OnSummary(const BlendStats& s) override {
     stats_ = s;
     return cache_->set_num_tokens(info_.num_tokens);
@@ -241,6 +243,13 @@ absl::StatusOr<v1::GenerateResponse> ReferenceEngine::Generate(
     resp.set_blend_ratio(sink.stats_.ratio);
     resp.set_controller_reason(sink.stats_.controller_reason);
     resp.set_quality_gate(sink.stats_.quality_gate);
+    for (const FailedLoadInfo& f : sink.stats_.failed_loads) {
+      v1::FailedLoad* out = resp.add_failed_loads();
+      out->set_span(f.span);
+      out->set_chunk_id(f.chunk_id);
+      out->set_layer(f.layer);
+      out->set_reason(f.reason);
+    }
     cache = std::move(sink.cache_);
     const auto t1 = Clock::now();
     if (o_.reuse_query_kv) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "base/log.h"
 #include "base/status_macros.h"
 #include "connector/wire.h"
 #include "blend/blender.h"
@@ -63,6 +64,17 @@ absl::Status OpenStored(const ServiceContext* ctx, absl::Span<const int32_t> chu
   }
   p->store = stream;
   return absl::OkStatus();
+}
+
+// Reopen: p's stored record opened again (its stream was consumed by a blend
+// that failed on another chunk's load); a miss leaves p fresh.
+absl::Status Reopen(const ServiceContext* ctx, Piece* p, double* fetch_ms) {
+  const std::vector<int32_t>& key_tokens = p->whole.empty() ? p->tokens : p->whole;
+  const int64_t begin = p->whole.empty() ? 0 : p->chunk_begin;
+  p->source.reset();
+  p->store = nullptr;
+  return OpenStored(ctx, key_tokens, begin, begin + static_cast<int64_t>(p->tokens.size()), p,
+                    fetch_ms);
 }
 
 absl::StatusOr<std::vector<int32_t>> TokensOfText(const ServiceContext* ctx,
@@ -416,6 +428,46 @@ void ObserveBandwidth(const ServiceContext* ctx, const blend::BlendOptions& bo,
   }
 }
 
+// RecoverFailedLoad: when `st` is a failed load of a cached piece, turns
+// that piece into a miss, reopens the other pieces' records (their streams
+// were consumed), voids the layers streamed so far (a BlendRestart) and
+// returns true: the caller blends again. False for any other error.
+absl::StatusOr<bool> RecoverFailedLoad(const ServiceContext* ctx, const absl::Status& st,
+                                       std::vector<Piece>* pieces, BlendLayout* layout,
+                                       LayerStream* stream, std::vector<v1::FailedLoad>* failed,
+                                       double* fetch_ms) {
+  const std::optional<blend::FailedLoad> f = blend::FailedLoadOf(st);
+  const int lead = layout->prefix.empty() ? 0 : 1;  // the prefix segment has no source
+  if (!f || f->segment < lead) return false;
+  const size_t pi = layout->first + static_cast<size_t>(f->segment - lead);
+  if (pi >= pieces->size() || (*pieces)[pi].source == nullptr) return false;
+  Piece& bad = (*pieces)[pi];
+  v1::FailedLoad& fl = failed->emplace_back();
+  fl.set_span(static_cast<uint32_t>(f->segment));
+  fl.set_chunk_id(bad.chunk_id);
+  fl.set_layer(static_cast<uint32_t>(f->layer));
+  fl.set_reason(std::string(st.message()));
+  ctx->metrics->Add("ragkv_blend_failed_loads_total",
+                    absl::StrFormat("code=\"%s\"", absl::StatusCodeToString(st.code())));
+  RAGKV_LOG(WARNING) << "blend: chunk " << bad.chunk_id << " (span " << f->segment
+                     << ") failed at layer " << f->layer << ", recomputed as a miss: " << st;
+  bad.source.reset();
+  bad.store = nullptr;
+  for (size_t i = layout->first; i < pieces->size(); ++i) {
+    Piece& p = (*pieces)[i];
+    if (p.source != nullptr) RETURN_IF_ERROR(Reopen(ctx, &p, fetch_ms));
+    layout->segs[static_cast<size_t>(lead) + (i - layout->first)].kv = p.source.get();
+  }
+  if (stream->layers_sent > 0) {
+    v1::BlendResponse m;
+    *m.mutable_restart()->mutable_failed() = fl;
+    if (!stream->w->Push(std::move(m))) return absl::CancelledError("client went away");
+    stream->layers_sent = 0;
+    stream->recomputed_sum = 0;
+  }
+  return true;
+}
+
 // StageMs: the stage times the summary reports.
 struct StageMs {
   Clock::time_point t_total;  // start of RunBlend
@@ -429,7 +481,7 @@ struct StageMs {
 absl::Status SendSummary(const ServiceContext* ctx, const blend::BlendOptions& bo,
                          const std::string& reason, const std::string& gate_reason,
                          const blend::BlendResult& r, const LayerStream& stream, int L,
-                         const StageMs& times) {
+                         const StageMs& times, const std::vector<v1::FailedLoad>& failed) {
   const int64_t T = stream.T;
   v1::BlendResponse sm;
   v1::BlendSummary* s = sm.mutable_summary();
@@ -439,6 +491,7 @@ absl::Status SendSummary(const ServiceContext* ctx, const blend::BlendOptions& b
   s->set_ratio(bo.strategy == blend::Strategy::kCacheBlend ? static_cast<float>(bo.ratio) : 0.f);
   s->set_controller_reason(reason);
   s->set_quality_gate(gate_reason);
+  for (const v1::FailedLoad& f : failed) *s->add_failed_loads() = f;
   const double total_ms = MsSince(times.t_total) + times.retrieve_ms;
   const double load_ms = r.timings.load_s * 1e3;
   auto add = [&](const char* stage, double ms) {
@@ -485,7 +538,6 @@ absl::Status RunBlend(const ServiceContext* ctx,
     pieces.resize(segments.size());
     RETURN_IF_ERROR(ResolvePieces(ctx, segments, &pieces, &times.fetch_ms));
   }
-  std::vector<std::vector<int32_t>> misses = Misses(ctx, pieces);
   BlendLayout layout;
   MapSegments(ctx, opts, pieces, &layout);
   blend::BlendOptions bo = StrategyOptions(opts);
@@ -518,17 +570,28 @@ absl::Status RunBlend(const ServiceContext* ctx,
   };
   bo.on_layer_done = send_layer;
 
+  // A chunk whose stored KV fails mid-blend is recomputed: blend again with
+  // it as a miss (each round removes one source, so this ends).
   const auto t_blend = Clock::now();
-  ASSIGN_OR_RETURN(blend::BlendResult r, BlendPieces(ctx, layout.segs, served, controlled,
-                                                     send_layer, &bo, &reason));
+  std::vector<v1::FailedLoad> failed;
+  absl::StatusOr<blend::BlendResult> blended;
+  for (;;) {
+    blended = BlendPieces(ctx, layout.segs, served, controlled, send_layer, &bo, &reason);
+    if (blended.ok()) break;
+    ASSIGN_OR_RETURN(const bool again, RecoverFailedLoad(ctx, blended.status(), &pieces, &layout,
+                                                         &stream, &failed, &times.fetch_ms));
+    if (!again) return blended.status();
+  }
+  blend::BlendResult& r = *blended;
   times.blend_ms = MsSince(t_blend);
+  std::vector<std::vector<int32_t>> misses = Misses(ctx, pieces);  // failed ones included
   ObserveBandwidth(ctx, bo, served, pieces, r);
   for (auto& p : pieces) p.source.reset();  // release pinned layers early
 
   if (stream.layers_sent != L || r.total_tokens != layout.T) {
     return absl::InternalError("blend: not every layer was streamed");
   }
-  RETURN_IF_ERROR(SendSummary(ctx, bo, reason, gate_reason, r, stream, L, times));
+  RETURN_IF_ERROR(SendSummary(ctx, bo, reason, gate_reason, r, stream, L, times, failed));
   for (std::vector<int32_t>& t : misses) ctx->store_back->Schedule(std::move(t));
   return absl::OkStatus();
 }

@@ -56,6 +56,10 @@ class CountingSink : public KVSink {
     ++layers_;
     return absl::OkStatus();
   }
+  absl::Status OnRestart(const FailedLoadInfo&) override {
+    layers_ = 0;
+    return absl::OkStatus();
+  }
   bool Complete() const { return layers_expected_ > 0 && layers_ == layers_expected_; }
 
  private:

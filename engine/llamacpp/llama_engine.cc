@@ -47,6 +47,11 @@ class SeqSink : public KVSink {
     if (on_layer_) on_layer_(l.layer);
     return absl::OkStatus();
   }
+  absl::Status OnRestart(const FailedLoadInfo&) override {  // layers 0.. come again
+    k_.clear();
+    v_.clear();
+    return absl::OkStatus();
+  }
   absl::Status OnSummary(const BlendStats& s) override {
     stats_ = s;
     return absl::OkStatus();

@@ -415,25 +415,39 @@ TEST_F(BlenderTest, BadInputIsRejected) {
   EXPECT_EQ(blender_->Blend(segs, o).status().code(), absl::StatusCode::kInvalidArgument);
   o.schedule = {{1, 1.3}};
   EXPECT_EQ(blender_->Blend(segs, o).status().code(), absl::StatusCode::kInvalidArgument);
-  // A source that fails mid-way fails the whole blend.
+  // A source that fails mid-way fails the whole blend, and the error says
+  // which segment failed at which layer (FailedLoadOf), except a Cancelled
+  // one (the caller went away: nothing to recompute).
   class FailingSource : public KvSource {
    public:
-    explicit FailingSource(ChunkInfo info) : info_(info) {}
+    FailingSource(ChunkInfo info, absl::Status error) : info_(info), error_(std::move(error)) {}
     const ChunkInfo& info() const override { return info_; }
     absl::Status ReadLayer(int layer, kernels::TensorView, kernels::TensorView) override {
-      return layer >= 2 ? absl::DataLossError("layer record corrupt") : absl::OkStatus();
+      return layer >= 2 ? error_ : absl::OkStatus();
     }
    private:
     ChunkInfo info_;
+    absl::Status error_;
   };
-  FailingSource fail(p.kv[1]->info);
+  FailingSource fail(p.kv[1]->info, absl::DataLossError("layer record corrupt"));
   std::vector<BlendSegment> f = segs;
   f[1].kv = &fail;
   o.schedule.clear();
   for (bool overlap : {false, true}) {
     o.overlap_loading = overlap;
-    EXPECT_EQ(blender_->Blend(f, o).status().code(), absl::StatusCode::kDataLoss);
+    const absl::Status st = blender_->Blend(f, o).status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss);
+    const std::optional<FailedLoad> fl = FailedLoadOf(st);
+    ASSERT_TRUE(fl.has_value()) << st;
+    EXPECT_EQ(fl->segment, 1);
+    EXPECT_EQ(fl->layer, 2);
   }
+  FailingSource gone(p.kv[1]->info, absl::CancelledError("consumer gone"));
+  f[1].kv = &gone;
+  const absl::Status st = blender_->Blend(f, o).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kCancelled);
+  EXPECT_FALSE(FailedLoadOf(st).has_value());
+  EXPECT_FALSE(FailedLoadOf(absl::DataLossError("no payload")).has_value());
 }
 
 }  // namespace

@@ -39,6 +39,7 @@ class FusedKV:
         self.v = []
         self.masks = []
         self.summary = None
+        self.restarts = []  # FailedLoad of each restart (summary.failed_loads lists all)
 
     def recomputed(self, layer, token):
         m = self.masks[layer]
@@ -235,6 +236,11 @@ class Client:
                 out.k.append(msg.layer.kv.k)
                 out.v.append(msg.layer.kv.v)
                 out.masks.append(msg.layer.recomputed_mask)
+            elif part == "restart":
+                # A chunk's stored KV failed mid-blend: the server blends
+                # again with it as a miss and sends layers 0.. again.
+                out.k, out.v, out.masks = [], [], []
+                out.restarts.append(msg.restart.failed)
             else:
                 out.summary = msg.summary
         return out
