@@ -1,5 +1,6 @@
 #include "blend/store_source.h"
 
+#include <chrono>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -32,7 +33,8 @@ absl::StatusOr<std::unique_ptr<StoreKvSource>> StoreKvSource::Open(
 
 void StoreKvSource::Produce(kvstore::TieredStore* store, kvstore::ChunkKey key,
                             kvstore::Fingerprint fp) {
-  auto callback = [this](const kvstore::KvChunkHeader& header,
+  const auto t0 = std::chrono::steady_clock::now();
+  auto callback = [this, t0](const kvstore::KvChunkHeader& header,
                          kvstore::LoadedLayer layer) -> absl::Status {
     absl::MutexLock lock(&mu_);
     if (!have_header_) {
@@ -48,7 +50,10 @@ void StoreKvSource::Produce(kvstore::TieredStore* store, kvstore::ChunkKey key,
     auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return cancelled_ || static_cast<int>(queue_.size()) < max_buffered_;
     };
+    const auto w0 = std::chrono::steady_clock::now();
     mu_.Await(absl::Condition(&room));
+    wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+    read_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - wait_s_;
     if (cancelled_) return absl::CancelledError("StoreKvSource: consumer gone");
     bytes_read_ += layer.blob.size();
     queue_.push_back(std::move(layer));
@@ -56,6 +61,7 @@ void StoreKvSource::Produce(kvstore::TieredStore* store, kvstore::ChunkKey key,
   };
   absl::StatusOr<kvstore::StreamResult> r = store->StreamLayers(key, fp, callback);
   absl::MutexLock lock(&mu_);
+  read_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - wait_s_;
   done_ = true;
   if (!r.ok()) {
     stream_status_ = r.status();
@@ -77,6 +83,11 @@ StoreKvSource::~StoreKvSource() {
 size_t StoreKvSource::tier_index() const {
   absl::MutexLock lock(&mu_);
   return tier_index_;
+}
+
+double StoreKvSource::read_seconds() const {
+  absl::MutexLock lock(&mu_);
+  return read_s_;
 }
 
 uint64_t StoreKvSource::bytes_read() const {

@@ -50,6 +50,9 @@ class StoreKvSource : public KvSource {
   size_t tier_index() const;
   // bytes_read: layer-record bytes consumed so far.
   uint64_t bytes_read() const;
+  // read_seconds: time the stream spent reading the tiers so far (its waits
+  // for room in the queue excluded): the tier read latency of this chunk.
+  double read_seconds() const;
 
  private:
   StoreKvSource(int max_buffered_layers) : max_buffered_(max_buffered_layers) {}
@@ -70,6 +73,8 @@ class StoreKvSource : public KvSource {
   std::deque<kvstore::LoadedLayer> queue_ ABSL_GUARDED_BY(mu_);
   size_t tier_index_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t bytes_read_ ABSL_GUARDED_BY(mu_) = 0;
+  double read_s_ ABSL_GUARDED_BY(mu_) = 0;  // stream time so far, waits excluded
+  double wait_s_ ABSL_GUARDED_BY(mu_) = 0;  // waits for room in the queue
 };
 
 // StoreChunk / EncodeForStore: a ChunkKV encoded as the store's record

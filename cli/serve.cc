@@ -45,6 +45,12 @@ class ServeCommand : public Command {
     cmd->add_option("--store-back", so_.store_back,
                     "store the KV of chunks a blend computed fresh, after the response")
         ->capture_default_str();
+    cmd->add_option("--access-log", so_.access_log,
+                    "one log line per RPC: method, peer, status, ms, bytes, request id")
+        ->capture_default_str();
+    cmd->add_option("--metrics-auth", so_.metrics_auth,
+                    "/metrics requires the RPCs' bearer token (--auth-token-file)")
+        ->capture_default_str();
     cmd->add_option("--kv-codec", so_.kv_codec,
                     "codec of the KV records this server writes (precompute jobs, store-back): "
                     "raw (the model's dtype), int8 (per channel), fp8 (e4m3, per head)")

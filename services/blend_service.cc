@@ -468,6 +468,17 @@ absl::StatusOr<bool> RecoverFailedLoad(const ServiceContext* ctx, const absl::St
   return true;
 }
 
+// ObserveTierReads: each stored chunk's read time, by the tier that served it.
+void ObserveTierReads(const ServiceContext* ctx, const std::vector<Piece>& pieces) {
+  for (const Piece& p : pieces) {
+    if (p.store == nullptr) continue;
+    ctx->metrics->Observe(
+        "ragkv_tier_read_ms",
+        absl::StrFormat("tier=\"%s\"", std::string(ctx->store->tier(p.store->tier_index()).Name())),
+        p.store->read_seconds() * 1e3);
+  }
+}
+
 // StageMs: the stage times the summary reports.
 struct StageMs {
   Clock::time_point t_total;  // start of RunBlend
@@ -586,6 +597,7 @@ absl::Status RunBlend(const ServiceContext* ctx,
   times.blend_ms = MsSince(t_blend);
   std::vector<std::vector<int32_t>> misses = Misses(ctx, pieces);  // failed ones included
   ObserveBandwidth(ctx, bo, served, pieces, r);
+  ObserveTierReads(ctx, pieces);
   for (auto& p : pieces) p.source.reset();  // release pinned layers early
 
   if (stream.layers_sent != L || r.total_tokens != layout.T) {

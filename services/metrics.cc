@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_format.h"
@@ -15,8 +16,32 @@ void Metrics::Add(std::string_view name, std::string_view labels, double value) 
   it->second[std::string(labels)] += value;
 }
 
+void Metrics::DefineHistogram(std::string_view name, std::vector<double> bounds) {
+  std::sort(bounds.begin(), bounds.end());
+  absl::MutexLock lock(&mu_);
+  bounds_[std::string(name)] = std::move(bounds);
+}
+
+std::vector<double> Metrics::LatencyMsBuckets() {
+  return {0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000};
+}
+
 void Metrics::Observe(std::string_view name, std::string_view labels, double value) {
   absl::MutexLock lock(&mu_);
+  if (auto b = bounds_.find(name); b != bounds_.end()) {
+    auto h = histograms_.find(name);
+    if (h == histograms_.end()) {
+      h = histograms_.emplace(std::string(name), std::map<std::string, Summary>()).first;
+    }
+    Summary& s = h->second[std::string(labels)];
+    const std::vector<double>& bounds = b->second;
+    s.buckets.resize(bounds.size() + 1);
+    const size_t i = std::lower_bound(bounds.begin(), bounds.end(), value) - bounds.begin();
+    s.buckets[i] += 1;
+    s.count += 1;
+    s.sum += value;
+    return;
+  }
   auto it = summaries_.find(name);
   if (it == summaries_.end()) it = summaries_.emplace(std::string(name), std::map<std::string, Summary>()).first;
   Summary& s = it->second[std::string(labels)];
@@ -40,7 +65,34 @@ namespace {
 std::string Series(const std::string& name, const std::string& labels) {
   return labels.empty() ? name : absl::StrFormat("%s{%s}", name, labels);
 }
+// SameBytes: a == b without an early exit on the first difference.
+bool SameBytes(const std::string& a, const std::string& b) {
+  unsigned diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) diff |= static_cast<unsigned>(a[i] ^ b[i]);
+  return diff == 0;
+}
+std::string Le(const std::string& labels, const std::string& le) {
+  return labels.empty() ? absl::StrFormat("le=\"%s\"", le)
+                        : absl::StrFormat("%s,le=\"%s\"", labels, le);
+}
 }  // namespace
+
+void Metrics::RenderHistograms(std::string* out) const {
+  for (const auto& [name, series] : histograms_) {
+    const std::vector<double>& bounds = bounds_.find(name)->second;
+    absl::StrAppendFormat(out, "# TYPE %s histogram\n", name);
+    for (const auto& [labels, s] : series) {
+      double cum = 0;
+      for (size_t i = 0; i < s.buckets.size(); ++i) {
+        cum += s.buckets[i];
+        const std::string le = i < bounds.size() ? absl::StrFormat("%g", bounds[i]) : "+Inf";
+        absl::StrAppendFormat(out, "%s %.17g\n", Series(name + "_bucket", Le(labels, le)), cum);
+      }
+      absl::StrAppendFormat(out, "%s %.17g\n", Series(name + "_sum", labels), s.sum);
+      absl::StrAppendFormat(out, "%s %.17g\n", Series(name + "_count", labels), s.count);
+    }
+  }
+}
 
 std::string Metrics::Render() const {
   std::string out;
@@ -66,6 +118,7 @@ std::string Metrics::Render() const {
         absl::StrAppendFormat(&out, "%s %.17g\n", Series(name + "_sum", labels), s.sum);
       }
     }
+    RenderHistograms(&out);
     collectors = collectors_;
   }
   for (const auto& c : collectors) c(&out);
@@ -83,7 +136,14 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(Options opt
                                                                      const Metrics* metrics) {
   std::unique_ptr<MetricsServer> ms(new MetricsServer());
   ms->impl_ = std::make_unique<Impl>();
-  ms->impl_->server.Get("/metrics", [metrics](const httplib::Request&, httplib::Response& res) {
+  const std::string want = options.auth_token.empty() ? "" : "Bearer " + options.auth_token;
+  ms->impl_->server.Get("/metrics", [metrics, want](const httplib::Request& req,
+                                                    httplib::Response& res) {
+    if (!want.empty() && !SameBytes(req.get_header_value("Authorization"), want)) {
+      res.status = 401;
+      res.set_content("missing or wrong bearer token\n", "text/plain");
+      return;
+    }
     res.set_content(metrics->Render(), "text/plain; version=0.0.4");
   });
   ms->impl_->server.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {

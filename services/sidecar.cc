@@ -26,6 +26,7 @@
 #include "engine/reference_engine.h"
 #include "services/engine_service.h"
 #include "services/executor.h"
+#include "services/internal/access_log.h"
 #include "services/internal/bad_request_interceptor.h"
 #include "services/internal/byte_budget.h"
 #include "services/internal/call_gate.h"
@@ -154,12 +155,23 @@ absl::Status CheckSidecarOptions(const SidecarOptions& options) {
   return absl::OkStatus();
 }
 
+// DefineHistograms: the latency and ratio series exported as Prometheus
+// histograms (docs/services.md "Metrics"; plotted by docs/grafana).
+void DefineHistograms(Metrics* m) {
+  for (const char* name : {"ragkv_rpc_ms", "ragkv_stage_ms", "ragkv_engine_ttft_ms",
+                           "ragkv_engine_query_prefill_ms", "ragkv_tier_read_ms"}) {
+    m->DefineHistogram(name, Metrics::LatencyMsBuckets());
+  }
+  m->DefineHistogram("ragkv_blend_ratio", {0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1});
+}
+
 // InitCallPath: the executor and the call gate (auth, limits), shared
 // through impl->ctx with the metrics.
 absl::Status InitCallPath(Sidecar::Impl* impl) {
   const SidecarOptions& o = impl->options;
   ASSIGN_OR_RETURN(impl->executor,
                    BoundedExecutor::Create({o.worker_threads, o.max_queued_tasks}));
+  DefineHistograms(&impl->metrics);
   internal::CallGate::Options go;
   go.auth_token = o.auth_token;
   go.internal_secret = RandomSecret();
@@ -360,6 +372,8 @@ absl::Status StartServer(Sidecar::Impl* impl) {
   for (auto& svc : impl->services) builder.RegisterService(svc.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(internal::NewBadRequestInterceptorFactory());
+  // After the bad-request rewrite, so the request id lands on the final status.
+  interceptors.push_back(internal::NewAccessLogFactory(&impl->metrics, o.access_log));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   impl->server = builder.BuildAndStart();
   if (!impl->server || impl->port == 0) {
@@ -421,9 +435,15 @@ absl::Status StartEngine(Sidecar::Impl* impl) {
 // StartMetrics: the Prometheus endpoint unless metrics_port is -1.
 absl::Status StartMetrics(Sidecar::Impl* impl) {
   const SidecarOptions& o = impl->options;
+  if (o.metrics_auth && o.auth_token.empty()) {
+    return absl::InvalidArgumentError("--metrics-auth needs an RPC bearer token (--auth-token-file)");
+  }
   if (o.metrics_port >= 0) {
-    ASSIGN_OR_RETURN(impl->metrics_server,
-                     MetricsServer::Create({o.metrics_host, o.metrics_port}, &impl->metrics));
+    MetricsServer::Options mo;
+    mo.host = o.metrics_host;
+    mo.port = o.metrics_port;
+    if (o.metrics_auth) mo.auth_token = o.auth_token;
+    ASSIGN_OR_RETURN(impl->metrics_server, MetricsServer::Create(mo, &impl->metrics));
   }
   return absl::OkStatus();
 }

@@ -84,6 +84,11 @@ struct SidecarOptions {
   // Store back the KV of chunks a blend had to compute fresh (their record
   // missed), after the response (services/internal/store_back.h).
   bool store_back = true;
+  // access_log: one structured line per RPC (method, peer, status, ms,
+  // bytes, request id); the request id and ragkv_rpc_ms are always on.
+  bool access_log = true;
+  // metrics_auth: /metrics asks for the RPCs' bearer token too (auth_token).
+  bool metrics_auth = false;
   // kv_codec: codec of the records this server writes (precompute jobs,
   // store-back): "raw" (the model's KV dtype), "int8" (per channel) or
   // "fp8" (e4m3, per head); docs/kv_format.md. Reads accept every codec.

@@ -221,6 +221,9 @@ std::vector<std::pair<std::string, std::string>> PlotFamilies(const QualityBench
       {"single", "single check layer (" + sel + ")"},
       {"bottom-right", "single check + bottom-right mask"}};
   for (const std::string& name : o.selectors) f.push_back({"sel-" + name, "gradual, " + name});
+  for (const std::string& name : o.kv_codecs) {
+    if (name != "raw") f.push_back({"codec-" + name + "-gradual", "gradual, " + name + " records"});
+  }
   return f;
 }
 

@@ -1,0 +1,163 @@
+#include "services/internal/access_log.h"
+
+#include <google/protobuf/message_lite.h>
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <random>
+
+#include "absl/strings/str_format.h"
+#include "base/log.h"
+
+namespace ragkv::services::internal {
+namespace {
+
+using grpc::experimental::InterceptionHookPoints;
+using grpc::experimental::InterceptorBatchMethods;
+using grpc::experimental::ServerRpcInfo;
+using Clock = std::chrono::steady_clock;
+
+std::string NewRequestId() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return absl::StrFormat("%016x", rng());
+}
+
+const char* CodeName(grpc::StatusCode c) {
+  static const char* kNames[] = {"OK",
+                                 "CANCELLED",
+                                 "UNKNOWN",
+                                 "INVALID_ARGUMENT",
+                                 "DEADLINE_EXCEEDED",
+                                 "NOT_FOUND",
+                                 "ALREADY_EXISTS",
+                                 "PERMISSION_DENIED",
+                                 "RESOURCE_EXHAUSTED",
+                                 "FAILED_PRECONDITION",
+                                 "ABORTED",
+                                 "OUT_OF_RANGE",
+                                 "UNIMPLEMENTED",
+                                 "INTERNAL",
+                                 "UNAVAILABLE",
+                                 "DATA_LOSS",
+                                 "UNAUTHENTICATED"};
+  const int i = static_cast<int>(c);
+  return i >= 0 && i < 17 ? kNames[i] : "UNKNOWN";
+}
+
+// Recv: what a received message is, by the hook's contract only parsed
+// objects: ragkv's unary / server-streaming methods take protobuf messages,
+// its client streams raw grpc::ByteBuffers (grpc_util.h CollectReader);
+// other services (health, reflection) are not counted.
+enum class Recv { kUnknown, kProto, kBytes };
+
+Recv RecvKind(ServerRpcInfo* info) {
+  if (std::string(info->method()).rfind("/ragkv.", 0) != 0) return Recv::kUnknown;
+  switch (info->type()) {
+    case ServerRpcInfo::Type::UNARY:
+    case ServerRpcInfo::Type::SERVER_STREAMING: return Recv::kProto;
+    case ServerRpcInfo::Type::CLIENT_STREAMING: return Recv::kBytes;
+    default: return Recv::kUnknown;
+  }
+}
+
+class AccessLog : public grpc::experimental::Interceptor {
+ public:
+  AccessLog(ServerRpcInfo* info, Metrics* metrics, bool log_lines)
+      : info_(info), method_(info->method()), recv_(RecvKind(info)), metrics_(metrics),
+        log_lines_(log_lines), t0_(Clock::now()) {}
+
+  void Intercept(InterceptorBatchMethods* m) override {
+    if (m->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_INITIAL_METADATA)) {
+      TakeRequestId(*m->GetRecvInitialMetadata());
+    }
+    if (m->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      m->GetSendInitialMetadata()->emplace(kRequestIdKey, id());
+    }
+    if (recv_ != Recv::kUnknown &&
+        m->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE)) {
+      if (const void* msg = m->GetRecvMessage(); msg != nullptr) {
+        bytes_in_ += recv_ == Recv::kProto
+                         ? static_cast<const google::protobuf::MessageLite*>(msg)->ByteSizeLong()
+                         : static_cast<const grpc::ByteBuffer*>(msg)->Length();
+      }
+    }
+    if (m->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_MESSAGE)) {
+      if (const grpc::ByteBuffer* b = m->GetSerializedSendMessage(); b != nullptr) {
+        bytes_out_ += b->Length();
+      }
+    }
+    if (m->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) Finish(m);
+    m->Proceed();
+  }
+
+ private:
+  const std::string& id() {
+    if (id_.empty()) id_ = NewRequestId();
+    return id_;
+  }
+
+  void TakeRequestId(const std::multimap<grpc::string_ref, grpc::string_ref>& md) {
+    auto it = md.find(kRequestIdKey);
+    if (it != md.end()) id_ = SaneRequestId(std::string_view(it->second.data(), it->second.size()));
+  }
+
+  void Finish(InterceptorBatchMethods* m) {
+    const grpc::Status st = m->GetSendStatus();
+    if (!st.ok()) {
+      m->ModifySendStatus(grpc::Status(
+          st.error_code(), absl::StrFormat("%s [request_id=%s]", st.error_message(), id()),
+          st.error_details()));
+    }
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0_).count();
+    const char* code = CodeName(st.error_code());
+    metrics_->Observe("ragkv_rpc_ms", absl::StrFormat("method=\"%s\",code=\"%s\"", method_, code),
+                      ms);
+    if (log_lines_) {
+      RAGKV_LOG(INFO) << absl::StrFormat(
+          "rpc method=%s peer=%s code=%s ms=%.3f bytes_in=%d bytes_out=%d request_id=%s", method_,
+          info_->server_context() ? info_->server_context()->peer() : std::string("-"), code, ms,
+          bytes_in_, bytes_out_, id());
+    }
+  }
+
+  ServerRpcInfo* info_;
+  std::string method_;
+  Recv recv_;
+  Metrics* metrics_;
+  bool log_lines_;
+  Clock::time_point t0_;
+  std::string id_;
+  size_t bytes_in_ = 0;
+  size_t bytes_out_ = 0;
+};
+
+class Factory : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  Factory(Metrics* metrics, bool log_lines) : metrics_(metrics), log_lines_(log_lines) {}
+  grpc::experimental::Interceptor* CreateServerInterceptor(ServerRpcInfo* info) override {
+    return new AccessLog(info, metrics_, log_lines_);
+  }
+
+ private:
+  Metrics* metrics_;
+  bool log_lines_;
+};
+
+}  // namespace
+
+std::string SaneRequestId(std::string_view id) {
+  if (id.empty() || id.size() > 64) return "";
+  for (char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == ':' || c == '-';
+    if (!ok) return "";
+  }
+  return std::string(id);
+}
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> NewAccessLogFactory(
+    Metrics* metrics, bool log_lines) {
+  return std::make_unique<Factory>(metrics, log_lines);
+}
+
+}  // namespace ragkv::services::internal
