@@ -3,6 +3,10 @@
 // RAGKV_LOG(INFO) << "text";   levels: DEBUG, INFO, WARNING, ERROR.
 // The minimum level is process-wide (SetMinLogLevel, set from main only).
 // Never log secrets (tokens, keys): callers redact before logging.
+// A thread serving a request carries its id (ScopedRequestId; the sidecar
+// sets it for every RPC's work and hands it to the threads that work
+// spawns); every line logged meanwhile ends its prefix with
+// "[request_id=...] ".
 #ifndef RAGKV_BASE_LOG_H_
 #define RAGKV_BASE_LOG_H_
 
@@ -13,6 +17,7 @@
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <utility>
 
 namespace ragkv {
 
@@ -27,6 +32,27 @@ inline void SetMinLogLevel(LogLevel level) { MinLogLevelRef().store(static_cast<
 inline bool LogEnabled(LogLevel level) {
   return static_cast<int>(level) >= MinLogLevelRef().load(std::memory_order_relaxed);
 }
+
+// CurrentRequestId: the id of the request this thread serves ("" for none).
+inline std::string& CurrentRequestId() {
+  thread_local std::string id;
+  return id;
+}
+
+// ScopedRequestId: sets this thread's request id for its lifetime, then
+// restores the previous one.
+class ScopedRequestId {
+ public:
+  explicit ScopedRequestId(std::string id) : saved_(std::move(CurrentRequestId())) {
+    CurrentRequestId() = std::move(id);
+  }
+  ~ScopedRequestId() { CurrentRequestId() = std::move(saved_); }
+  ScopedRequestId(const ScopedRequestId&) = delete;
+  ScopedRequestId& operator=(const ScopedRequestId&) = delete;
+
+ private:
+  std::string saved_;
+};
 
 namespace internal {
 class LogMessage {
@@ -43,6 +69,7 @@ class LogMessage {
     char ts[32];
     std::strftime(ts, sizeof(ts), "%H:%M:%S", &tm);
     stream_ << kNames[static_cast<int>(level)] << ' ' << ts << ' ' << base << ':' << line << "] ";
+    if (!CurrentRequestId().empty()) stream_ << "[request_id=" << CurrentRequestId() << "] ";
   }
   ~LogMessage() {
     stream_ << '\n';

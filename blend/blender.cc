@@ -8,21 +8,17 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/strings/cord.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "base/log.h"
 #include "base/status_macros.h"
 #include "blend/internal/blend_plan.h"
+#include "blend/internal/failed_load.h"
 #include "blend/internal/selectors.h"
 #include "kernels/deviation.h"
 #include "kernels/rope.h"
 
 namespace ragkv::blend {
-
-// The payload type URL of FailedLoad (absl::Status payloads).
-constexpr char kFailedLoadUrl[] = "type.googleapis.com/ragkv.blend.FailedLoad";
 
 using kernels::DType;
 using kernels::TensorView;
@@ -270,12 +266,10 @@ absl::Status BlendRun::LoadLayer(int l) {
     const Clock::time_point ta = Clock::now();
     if (absl::Status st = segments_[si].kv->ReadLayer(l, dk, dv); !st.ok()) {
       // Keep the code, name the segment; say which load failed.
-      absl::Status out(st.code(),
-                       absl::StrCat("blend: segment ", si, " layer ", l, ": ", st.message()));
-      if (!absl::IsCancelled(st)) {
-        out.SetPayload(kFailedLoadUrl, absl::Cord(absl::StrCat(si, ",", l)));
-      }
-      return out;
+      return internal::WithFailedLoad(
+          absl::Status(st.code(), absl::StrCat("blend: segment ", si, " layer ", l, ": ",
+                                               st.message())),
+          si, l);
     }
     load_s_ += Seconds(ta);
     // Rows sit at chunk-local positions first_position.. (0 for a whole chunk).
@@ -291,7 +285,12 @@ absl::Status BlendRun::LoadLayer(int l) {
 }
 
 void BlendRun::StartLoader() {
-  if (threaded_) loader_ = std::thread([this] { LoaderLoop(); });
+  if (threaded_) {
+    loader_ = std::thread([this, rid = CurrentRequestId()] {
+      ScopedRequestId scoped(rid);
+      LoaderLoop();
+    });
+  }
 }
 
 void BlendRun::LoaderLoop() {
@@ -604,18 +603,6 @@ void FinishResult(const Plan& plan, BlendResult* result) {
 }
 
 }  // namespace
-
-std::optional<FailedLoad> FailedLoadOf(const absl::Status& status) {
-  const auto p = status.GetPayload(kFailedLoadUrl);  // absl::optional
-  if (!p) return std::nullopt;
-  const std::vector<std::string> parts = absl::StrSplit(std::string(*p), ',');
-  FailedLoad f;
-  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &f.segment) ||
-      !absl::SimpleAtoi(parts[1], &f.layer)) {
-    return std::nullopt;
-  }
-  return f;
-}
 
 const char* StrategyName(Strategy s) {
   switch (s) {

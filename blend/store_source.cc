@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 #include "base/status_macros.h"
 #include "kernels/convert.h"
 
@@ -20,7 +21,10 @@ absl::StatusOr<std::unique_ptr<StoreKvSource>> StoreKvSource::Open(
   }
   std::unique_ptr<StoreKvSource> s(new StoreKvSource(max_buffered_layers));
   StoreKvSource* raw = s.get();
-  s->producer_ = std::thread([raw, store, key, fp] { raw->Produce(store, key, fp); });
+  s->producer_ = std::thread([raw, store, key, fp, rid = CurrentRequestId()] {
+    ScopedRequestId scoped(rid);  // the store's log lines name the request
+    raw->Produce(store, key, fp);
+  });
   absl::MutexLock lock(&s->mu_);
   auto ready = [raw]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(raw->mu_) {
     return raw->have_header_ || raw->done_;
@@ -85,6 +89,11 @@ size_t StoreKvSource::tier_index() const {
   return tier_index_;
 }
 
+bool StoreKvSource::finished() const {
+  absl::MutexLock lock(&mu_);
+  return done_;
+}
+
 double StoreKvSource::read_seconds() const {
   absl::MutexLock lock(&mu_);
   return read_s_;
@@ -128,9 +137,16 @@ absl::Status StoreKvSource::ReadLayer(int layer, kernels::TensorView dst_k,
 
 absl::StatusOr<StoreChunk> EncodeForStore(const ChunkKV& chunk, kvstore::Codec codec,
                                           kvstore::Compression compression) {
+  return EncodeForStoreAs(chunk, kvstore::ChunkKey::Of(chunk.info.fingerprint, chunk.tokens),
+                          codec, compression);
+}
+
+absl::StatusOr<StoreChunk> EncodeForStoreAs(const ChunkKV& chunk, const kvstore::ChunkKey& key,
+                                            kvstore::Codec codec,
+                                            kvstore::Compression compression) {
   kvstore::KvChunkHeader h;
   h.fingerprint = chunk.info.fingerprint;
-  h.key = kvstore::ChunkKey::Of(chunk.info.fingerprint, chunk.tokens);
+  h.key = key;
   h.dtype = chunk.info.dtype;
   h.codec = codec;
   h.compression = compression;

@@ -53,6 +53,9 @@ class StoreKvSource : public KvSource {
   // read_seconds: time the stream spent reading the tiers so far (its waits
   // for room in the queue excluded): the tier read latency of this chunk.
   double read_seconds() const;
+  // finished: the stream has delivered every layer (or failed) and
+  // tier_index() is final.
+  bool finished() const;
 
  private:
   StoreKvSource(int max_buffered_layers) : max_buffered_(max_buffered_layers) {}
@@ -87,6 +90,11 @@ struct StoreChunk {
 };
 absl::StatusOr<StoreChunk> EncodeForStore(
     const ChunkKV& chunk, kvstore::Codec codec = kvstore::Codec::kRaw,
+    kvstore::Compression compression = kvstore::Compression::kNone);
+// EncodeForStoreAs: the same record under another key (prefix blocks are
+// keyed by their chain, blend/prefix_source.h).
+absl::StatusOr<StoreChunk> EncodeForStoreAs(
+    const ChunkKV& chunk, const kvstore::ChunkKey& key, kvstore::Codec codec = kvstore::Codec::kRaw,
     kvstore::Compression compression = kvstore::Compression::kNone);
 
 // ThroughCodec: what a reader of the store gets back for `chunk` stored with

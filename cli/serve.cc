@@ -45,6 +45,15 @@ class ServeCommand : public Command {
     cmd->add_option("--store-back", so_.store_back,
                     "store the KV of chunks a blend computed fresh, after the response")
         ->capture_default_str();
+    cmd->add_option("--prefix-cache", so_.prefix_cache,
+                    "serve the longest stored exact prefix of a prompt as exact rows, and store "
+                    "the exact rows of every blend as prefix blocks (needs --store-back)")
+        ->capture_default_str();
+    cmd->add_option("--prefix-block-tokens", so_.prefix_block_tokens, "prefix block size")
+        ->capture_default_str();
+    cmd->add_option("--prefix-cache-max-tokens", so_.prefix_cache_max_tokens,
+                    "longest prefix looked up or stored per prompt")
+        ->capture_default_str();
     cmd->add_option("--access-log", so_.access_log,
                     "one log line per RPC: method, peer, status, ms, bytes, request id")
         ->capture_default_str();

@@ -187,6 +187,7 @@ absl::Status ReadBlendStream(grpc::ClientContext* ctx, grpc::ClientReader<v1::Bl
         }
         BlendStats st;
         st.recomputed_tokens = msg.summary().recomputed_tokens();
+        st.prefix_tokens = msg.summary().prefix_tokens();
         st.effective_ratio = msg.summary().effective_ratio();
         st.ratio = msg.summary().ratio();
         st.controller_reason = msg.summary().controller_reason();
@@ -467,17 +468,21 @@ absl::Status StreamBlend(const ClientOptions& options, absl::Duration deadline,
 
 absl::Status Client::Blend(const v1::BlendRequest& request, KVSink* sink,
                            absl::Duration deadline) {
-  return StreamBlend(options_, deadline, request, sink,
-                     [this](grpc::ClientContext* ctx, const v1::BlendRequest& req) {
-                       return stubs_->blend->Blend(ctx, req);
+  v1::BlendRequest req = request;
+  req.mutable_options()->set_accept_restart(true);  // ReadBlendStream handles it
+  return StreamBlend(options_, deadline, req, sink,
+                     [this](grpc::ClientContext* ctx, const v1::BlendRequest& r) {
+                       return stubs_->blend->Blend(ctx, r);
                      });
 }
 
 absl::Status Client::RetrieveAndBlend(const v1::RetrieveAndBlendRequest& request, KVSink* sink,
                                       absl::Duration deadline) {
-  return StreamBlend(options_, deadline, request, sink,
-                     [this](grpc::ClientContext* ctx, const v1::RetrieveAndBlendRequest& req) {
-                       return stubs_->blend->RetrieveAndBlend(ctx, req);
+  v1::RetrieveAndBlendRequest req = request;
+  req.mutable_options()->set_accept_restart(true);
+  return StreamBlend(options_, deadline, req, sink,
+                     [this](grpc::ClientContext* ctx, const v1::RetrieveAndBlendRequest& r) {
+                       return stubs_->blend->RetrieveAndBlend(ctx, r);
                      });
 }
 

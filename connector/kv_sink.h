@@ -78,6 +78,7 @@ struct FailedLoadInfo {
 // BlendStats: what OnSummary receives.
 struct BlendStats {
   uint32_t recomputed_tokens = 0;
+  uint32_t prefix_tokens = 0;     // leading tokens served from stored exact prefix blocks
   float effective_ratio = 0;
   float ratio = 0;                // the CacheBlend ratio applied (0: other modes)
   std::string controller_reason;  // BLEND_MODE_AUTO: the controller's why

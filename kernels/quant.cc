@@ -153,8 +153,8 @@ absl::Status QuantizeFp8E4M3PerGroup(TensorView x, uint8_t* q, float* scales) {
     }
     const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
     scales[g] = scale;
-    const float inv = 1.0f / scale;
-    for (int64_t i = 0; i < per; ++i) q[g * per + i] = FloatToFp8E4M3(xg[i] * inv);
+    // Divide (no reciprocal): 1/scale overflows for heads below ~1e-36.
+    for (int64_t i = 0; i < per; ++i) q[g * per + i] = FloatToFp8E4M3(xg[i] / scale);
   }
   return absl::OkStatus();
 }

@@ -23,6 +23,7 @@
 #include "retrieval/retriever.h"
 #include "services/internal/grpc_util.h"
 #include "services/internal/kv_wire.h"
+#include "services/internal/prefix_cache.h"
 #include "services/internal/store_back.h"
 #include "services/internal/validate.h"
 
@@ -34,16 +35,8 @@ double MsSince(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// Piece: one resolved segment.
-struct Piece {
-  std::vector<int32_t> tokens;
-  bool is_chunk = false;  // a catalogue chunk (chunk_id valid)
-  uint64_t chunk_id = 0;
-  int64_t chunk_begin = 0;  // the chunk's first row in this piece (raw prompts)
-  std::unique_ptr<blend::KvSource> source;  // null: computed fresh
-  blend::StoreKvSource* store = nullptr;    // the store stream under source
-  std::vector<int32_t> whole;  // a raw match's whole chunk when it holds rows of it only
-};
+using internal::BlendLayout;
+using internal::Piece;
 
 // OpenStored: the store's record of `chunk_tokens` (the chunk's whole
 // token list) as p's source, rows [begin, end) of it; a miss leaves p fresh.
@@ -63,18 +56,25 @@ absl::Status OpenStored(const ServiceContext* ctx, absl::Span<const int32_t> chu
     ASSIGN_OR_RETURN(p->source, blend::SliceKvSource::Create(std::move(s), begin, end));
   }
   p->store = stream;
+  p->stored = true;
   return absl::OkStatus();
 }
 
-// Reopen: p's stored record opened again (its stream was consumed by a blend
-// that failed on another chunk's load); a miss leaves p fresh.
-absl::Status Reopen(const ServiceContext* ctx, Piece* p, double* fetch_ms) {
-  const std::vector<int32_t>& key_tokens = p->whole.empty() ? p->tokens : p->whole;
-  const int64_t begin = p->whole.empty() ? 0 : p->chunk_begin;
-  p->source.reset();
-  p->store = nullptr;
-  return OpenStored(ctx, key_tokens, begin, begin + static_cast<int64_t>(p->tokens.size()), p,
-                    fetch_ms);
+// ReopenAll: every piece's stored record opened again, but the failed ones
+// (the streams were consumed by a blend that failed on one load); a miss
+// leaves a piece fresh.
+absl::Status ReopenAll(const ServiceContext* ctx, std::vector<Piece>* pieces, double* fetch_ms) {
+  for (Piece& p : *pieces) {
+    p.source.reset();
+    p.store = nullptr;
+    p.covered = false;
+    if (!p.stored || p.failed) continue;
+    const std::vector<int32_t>& key_tokens = p.whole.empty() ? p.tokens : p.whole;
+    const int64_t begin = p.whole.empty() ? 0 : p.chunk_begin;
+    RETURN_IF_ERROR(OpenStored(ctx, key_tokens, begin,
+                               begin + static_cast<int64_t>(p.tokens.size()), &p, fetch_ms));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<int32_t>> TokensOfText(const ServiceContext* ctx,
@@ -199,16 +199,6 @@ absl::Status ResolvePieces(const ServiceContext* ctx,
   return absl::OkStatus();
 }
 
-// BlendLayout: the pieces mapped to Blender segments. segs point into
-// prefix and into the pieces' tokens and sources.
-struct BlendLayout {
-  std::vector<int32_t> prefix;  // optional BOS + the leading fresh pieces
-  size_t first = 0;             // the first piece after the prefix
-  std::vector<blend::BlendSegment> segs;
-  v1::BlendHeader header;  // spans only, so far
-  int64_t T = 0;           // prompt tokens
-};
-
 // MapSegments: fills *out from the resolved pieces and the header's spans.
 void MapSegments(const ServiceContext* ctx, const v1::BlendOptions& opts,
                  const std::vector<Piece>& pieces, BlendLayout* out) {
@@ -223,21 +213,17 @@ void MapSegments(const ServiceContext* ctx, const v1::BlendOptions& opts,
     ++first;
   }
   out->first = first;
-  std::vector<blend::BlendSegment>& segs = out->segs;
+  internal::BuildSegs(pieces, out);
   v1::BlendHeader& header = out->header;
   uint32_t pos = 0;
   if (!prefix.empty()) {
-    segs.push_back({blend::SegmentKind::kPrefix, absl::MakeConstSpan(prefix), nullptr});
     v1::SegmentSpan* sp = header.add_spans();
     sp->set_begin(pos);
     pos += prefix.size();
     sp->set_end(pos);
   }
   for (size_t i = first; i < pieces.size(); ++i) {
-    const bool query = i + 1 == pieces.size();
     const Piece& p = pieces[i];
-    segs.push_back({query ? blend::SegmentKind::kQuery : blend::SegmentKind::kChunk,
-                    absl::MakeConstSpan(p.tokens), p.source.get()});
     v1::SegmentSpan* sp = header.add_spans();
     sp->set_begin(pos);
     pos += p.tokens.size();
@@ -258,7 +244,9 @@ std::vector<std::vector<int32_t>> Misses(const ServiceContext* ctx, const std::v
   std::vector<std::vector<int32_t>> out;
   if (ctx->store_back == nullptr) return out;
   for (const Piece& p : pieces) {
-    if (p.is_chunk && p.source == nullptr) out.push_back(p.whole.empty() ? p.tokens : p.whole);
+    if (p.is_chunk && p.source == nullptr && !p.covered) {
+      out.push_back(p.whole.empty() ? p.tokens : p.whole);
+    }
   }
   return out;
 }
@@ -358,6 +346,7 @@ struct LayerStream {
   size_t bytes = 0;           // bytes of one layer's K (or V) in out_dtype
   double recomputed_sum = 0;  // rows recomputed, summed over layers >= 1
   int layers_sent = 0;
+  bool accept_restart = false;  // the client handles BlendRestart
 };
 
 // SendLayer: exports layer l of `cache` (checksum, recomputed-row mask) and
@@ -428,37 +417,59 @@ void ObserveBandwidth(const ServiceContext* ctx, const blend::BlendOptions& bo,
   }
 }
 
-// RecoverFailedLoad: when `st` is a failed load of a cached piece, turns
-// that piece into a miss, reopens the other pieces' records (their streams
-// were consumed), voids the layers streamed so far (a BlendRestart) and
+// RecoverFailedLoad: when `st` is a failed load of a cached piece (or of
+// the stored exact prefix), turns it into a miss (drops the prefix),
+// reopens the other pieces' records (their streams were consumed), maps the
+// segments again, voids the layers streamed so far (a BlendRestart) and
 // returns true: the caller blends again. False for any other error.
 absl::StatusOr<bool> RecoverFailedLoad(const ServiceContext* ctx, const absl::Status& st,
                                        std::vector<Piece>* pieces, BlendLayout* layout,
                                        LayerStream* stream, std::vector<v1::FailedLoad>* failed,
                                        double* fetch_ms) {
   const std::optional<blend::FailedLoad> f = blend::FailedLoadOf(st);
-  const int lead = layout->prefix.empty() ? 0 : 1;  // the prefix segment has no source
-  if (!f || f->segment < lead) return false;
-  const size_t pi = layout->first + static_cast<size_t>(f->segment - lead);
-  if (pi >= pieces->size() || (*pieces)[pi].source == nullptr) return false;
-  Piece& bad = (*pieces)[pi];
+  if (!f || f->segment < 0 || f->segment >= static_cast<int>(layout->seg_piece.size())) {
+    return false;
+  }
+  const int owner = layout->seg_piece[static_cast<size_t>(f->segment)];
   v1::FailedLoad& fl = failed->emplace_back();
-  fl.set_span(static_cast<uint32_t>(f->segment));
-  fl.set_chunk_id(bad.chunk_id);
   fl.set_layer(static_cast<uint32_t>(f->layer));
   fl.set_reason(std::string(st.message()));
+  if (owner == internal::kExactSegment) {
+    layout->exact_failed = true;  // fl.span 0, chunk 0: the prompt's stored prefix
+  } else if (owner >= 0 && (*pieces)[static_cast<size_t>(owner)].source != nullptr) {
+    Piece& bad = (*pieces)[static_cast<size_t>(owner)];
+    bad.failed = true;
+    // A record that failed to verify (a layer missing, corrupt or cut) may
+    // still have its header, which store-back takes for "stored": delete
+    // it so that it is rewritten. An outage leaves the record alone.
+    if (!absl::IsUnavailable(st) && !absl::IsDeadlineExceeded(st)) {
+      const kvstore::ChunkKey key = kvstore::ChunkKey::Of(
+          ctx->model->fingerprint(), bad.whole.empty() ? bad.tokens : bad.whole);
+      if (absl::Status d = ctx->store->Delete(key); !d.ok()) {
+        RAGKV_LOG(WARNING) << "blend: deleting failed record " << key.ToHex() << ": " << d;
+      }
+    }
+    fl.set_span(layout->SpanOf(static_cast<size_t>(owner)));
+    fl.set_chunk_id(bad.chunk_id);
+  } else {
+    failed->pop_back();
+    return false;
+  }
   ctx->metrics->Add("ragkv_blend_failed_loads_total",
                     absl::StrFormat("code=\"%s\"", absl::StatusCodeToString(st.code())));
-  RAGKV_LOG(WARNING) << "blend: chunk " << bad.chunk_id << " (span " << f->segment
-                     << ") failed at layer " << f->layer << ", recomputed as a miss: " << st;
-  bad.source.reset();
-  bad.store = nullptr;
-  for (size_t i = layout->first; i < pieces->size(); ++i) {
-    Piece& p = (*pieces)[i];
-    if (p.source != nullptr) RETURN_IF_ERROR(Reopen(ctx, &p, fetch_ms));
-    layout->segs[static_cast<size_t>(lead) + (i - layout->first)].kv = p.source.get();
-  }
+  RAGKV_LOG(WARNING) << "blend: "
+                     << (owner < 0 ? std::string("the stored exact prefix")
+                                   : absl::StrCat("chunk ", fl.chunk_id(), " (span ", fl.span(), ")"))
+                     << " failed at layer " << f->layer << ", recomputed as a miss: " << st;
+  RETURN_IF_ERROR(ReopenAll(ctx, pieces, fetch_ms));
+  internal::BuildSegs(*pieces, layout);
+  RETURN_IF_ERROR(internal::ApplyPrefixCache(ctx, pieces, layout));
   if (stream->layers_sent > 0) {
+    if (!stream->accept_restart) {
+      return absl::DataLossError(absl::StrCat(
+          st.message(), " (after layers were sent; the client does not accept restarts: "
+                        "BlendOptions.accept_restart)"));
+    }
     v1::BlendResponse m;
     *m.mutable_restart()->mutable_failed() = fl;
     if (!stream->w->Push(std::move(m))) return absl::CancelledError("client went away");
@@ -468,10 +479,14 @@ absl::StatusOr<bool> RecoverFailedLoad(const ServiceContext* ctx, const absl::St
   return true;
 }
 
-// ObserveTierReads: each stored chunk's read time, by the tier that served it.
-void ObserveTierReads(const ServiceContext* ctx, const std::vector<Piece>& pieces) {
+// ObserveTierReads: each stored chunk's read time, by the tier that served
+// it, for strategies that read every layer (streams still parked on a full
+// queue, e.g. under full prefill, say nothing about the tier).
+void ObserveTierReads(const ServiceContext* ctx, blend::Strategy strategy,
+                      const std::vector<Piece>& pieces) {
+  if (strategy != blend::Strategy::kCacheBlend && strategy != blend::Strategy::kFullReuse) return;
   for (const Piece& p : pieces) {
-    if (p.store == nullptr) continue;
+    if (p.store == nullptr || !p.store->finished()) continue;
     ctx->metrics->Observe(
         "ragkv_tier_read_ms",
         absl::StrFormat("tier=\"%s\"", std::string(ctx->store->tier(p.store->tier_index()).Name())),
@@ -492,7 +507,8 @@ struct StageMs {
 absl::Status SendSummary(const ServiceContext* ctx, const blend::BlendOptions& bo,
                          const std::string& reason, const std::string& gate_reason,
                          const blend::BlendResult& r, const LayerStream& stream, int L,
-                         const StageMs& times, const std::vector<v1::FailedLoad>& failed) {
+                         const StageMs& times, const std::vector<v1::FailedLoad>& failed,
+                         int64_t prefix_tokens) {
   const int64_t T = stream.T;
   v1::BlendResponse sm;
   v1::BlendSummary* s = sm.mutable_summary();
@@ -503,6 +519,7 @@ absl::Status SendSummary(const ServiceContext* ctx, const blend::BlendOptions& b
   s->set_controller_reason(reason);
   s->set_quality_gate(gate_reason);
   for (const v1::FailedLoad& f : failed) *s->add_failed_loads() = f;
+  s->set_prefix_tokens(static_cast<uint32_t>(prefix_tokens));
   const double total_ms = MsSince(times.t_total) + times.retrieve_ms;
   const double load_ms = r.timings.load_s * 1e3;
   auto add = [&](const char* stage, double ms) {
@@ -554,7 +571,7 @@ absl::Status RunBlend(const ServiceContext* ctx,
   blend::BlendOptions bo = StrategyOptions(opts);
   // BLEND_MODE_AUTO: the loading controller picks r among the tiers that
   // served the chunks (ChooseRatioAndTier), then learns from the run.
-  const std::vector<blend::Tier> served = ServedTiers(ctx, pieces);
+  std::vector<blend::Tier> served = ServedTiers(ctx, pieces);
   bool controlled =
       opts.mode() == v1::BLEND_MODE_AUTO && ctx->controller != nullptr && !served.empty();
   const std::string gate_reason = ApplyQualityGate(ctx, opts, &bo, &controlled);
@@ -569,10 +586,14 @@ absl::Status RunBlend(const ServiceContext* ctx,
   const model::ModelConfig& mc = ctx->model->config();
   const int L = mc.n_layers;
   RETURN_IF_ERROR(SendHeader(ctx, out_dtype, retrieved, pieces, &layout, w));
+  const auto t_prefix = Clock::now();
+  RETURN_IF_ERROR(internal::ApplyPrefixCache(ctx, &pieces, &layout));
+  times.fetch_ms += MsSince(t_prefix);
   LayerStream stream;
   stream.w = w;
   stream.out_dtype = out_dtype;
   stream.T = layout.T;
+  stream.accept_restart = opts.accept_restart();
   stream.bytes = static_cast<size_t>(mc.n_kv_heads) * layout.T * mc.head_dim *
                  kernels::DTypeSize(out_dtype);
   const LayerDoneFn send_layer = [&stream](int l, const model::KVCache& cache,
@@ -592,19 +613,30 @@ absl::Status RunBlend(const ServiceContext* ctx,
     ASSIGN_OR_RETURN(const bool again, RecoverFailedLoad(ctx, blended.status(), &pieces, &layout,
                                                          &stream, &failed, &times.fetch_ms));
     if (!again) return blended.status();
+    served = ServedTiers(ctx, pieces);  // AUTO decides on what is left
+    if (controlled && served.empty()) {
+      controlled = false;
+      bo.ratio = kDefaultRecomputeRatio;
+      reason = "no cached chunk: default ratio";
+    }
   }
   blend::BlendResult& r = *blended;
   times.blend_ms = MsSince(t_blend);
   std::vector<std::vector<int32_t>> misses = Misses(ctx, pieces);  // failed ones included
+  const int64_t exact_rows = internal::ExactRows(layout, bo.strategy);  // reads the sources
   ObserveBandwidth(ctx, bo, served, pieces, r);
-  ObserveTierReads(ctx, pieces);
-  for (auto& p : pieces) p.source.reset();  // release pinned layers early
+  ObserveTierReads(ctx, bo.strategy, pieces);
+  for (auto& p : pieces) p.source.reset();  // release pinned layers early (segs dangle now)
+  layout.exact.reset();
 
   if (stream.layers_sent != L || r.total_tokens != layout.T) {
     return absl::InternalError("blend: not every layer was streamed");
   }
-  RETURN_IF_ERROR(SendSummary(ctx, bo, reason, gate_reason, r, stream, L, times, failed));
+  RETURN_IF_ERROR(SendSummary(ctx, bo, reason, gate_reason, r, stream, L, times, failed,
+                              static_cast<int64_t>(layout.exact_tokens.size())));
+  if (ctx->store_back == nullptr) return absl::OkStatus();
   for (std::vector<int32_t>& t : misses) ctx->store_back->Schedule(std::move(t));
+  internal::StorePrefixCache(ctx, layout, pieces, r.cache, exact_rows);
   return absl::OkStatus();
 }
 

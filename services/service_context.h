@@ -37,6 +37,7 @@ class CallGate;      // services/internal/call_gate.h
 class ByteBudget;    // services/internal/byte_budget.h
 struct PutChunkExpect;  // services/internal/validate.h
 class StoreBack;        // services/internal/store_back.h
+struct PrefixCacheOptions;  // services/internal/prefix_cache.h
 }
 
 struct ServiceContext {
@@ -58,6 +59,8 @@ struct ServiceContext {
   const internal::PutChunkExpect* put_expect = nullptr;
   // Chunks a blend computed fresh are stored back through it (null: off).
   internal::StoreBack* store_back = nullptr;
+  // The exact-prefix cache's options (null: off).
+  const internal::PrefixCacheOptions* prefix_cache = nullptr;
   // The served model's quality gate (null: no model, or no gate).
   const blend::GateDecision* quality_gate = nullptr;
 };

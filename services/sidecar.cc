@@ -28,6 +28,7 @@
 #include "services/executor.h"
 #include "services/internal/access_log.h"
 #include "services/internal/bad_request_interceptor.h"
+#include "services/internal/prefix_cache.h"
 #include "services/internal/byte_budget.h"
 #include "services/internal/call_gate.h"
 #include "services/internal/job_watch_hub.h"
@@ -53,6 +54,7 @@ struct Sidecar::Impl {
   std::unique_ptr<internal::StoreBack> store_back;  // after backends: it writes their store
   blend::GateDecision quality_gate;                 // the served model's (ctx points here)
   kvstore::Codec kv_codec = kvstore::Codec::kRaw;   // options.kv_codec, parsed
+  internal::PrefixCacheOptions prefix_cache;        // ctx.prefix_cache points here
   std::unique_ptr<JobManager> jobs;
   std::unique_ptr<internal::JobWatchHub> watch_hub;  // after jobs: it reads them
   // The engine: its own executor (it calls back into the sidecar) and a
@@ -148,6 +150,14 @@ absl::Status CheckSidecarOptions(const SidecarOptions& options) {
       options.max_inflight < 0) {
     return absl::InvalidArgumentError(
         "--max-rps, --max-rps-per-peer, --rps-burst and --max-inflight must be >= 0");
+  }
+  if (options.metrics_auth && options.auth_token.empty()) {
+    return absl::InvalidArgumentError("--metrics-auth needs an RPC bearer token (--auth-token-file)");
+  }
+  if (options.prefix_block_tokens < 1 || options.prefix_block_tokens > 4096 ||
+      options.prefix_cache_max_tokens < 0) {
+    return absl::InvalidArgumentError(
+        "--prefix-block-tokens must be in [1, 4096] and --prefix-cache-max-tokens >= 0");
   }
   if (absl::Status s = kvstore::ParseCodec(options.kv_codec).status(); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--kv-codec: ", s.message()));
@@ -274,6 +284,10 @@ absl::Status InitBackends(Sidecar::Impl* impl) {
     ASSIGN_OR_RETURN(impl->store_back, internal::StoreBack::Create(b.model.get(), b.store.get(),
                                                                    &impl->metrics, sbo));
     impl->ctx.store_back = impl->store_back.get();
+    impl->prefix_cache.enabled = o.prefix_cache;
+    impl->prefix_cache.block_tokens = o.prefix_block_tokens;
+    impl->prefix_cache.max_tokens = o.prefix_cache_max_tokens;
+    if (o.prefix_cache) impl->ctx.prefix_cache = &impl->prefix_cache;
   }
   if (b.model && b.blender) InitQualityGate(impl);
   return absl::OkStatus();
@@ -435,9 +449,6 @@ absl::Status StartEngine(Sidecar::Impl* impl) {
 // StartMetrics: the Prometheus endpoint unless metrics_port is -1.
 absl::Status StartMetrics(Sidecar::Impl* impl) {
   const SidecarOptions& o = impl->options;
-  if (o.metrics_auth && o.auth_token.empty()) {
-    return absl::InvalidArgumentError("--metrics-auth needs an RPC bearer token (--auth-token-file)");
-  }
   if (o.metrics_port >= 0) {
     MetricsServer::Options mo;
     mo.host = o.metrics_host;

@@ -84,6 +84,13 @@ struct SidecarOptions {
   // Store back the KV of chunks a blend had to compute fresh (their record
   // missed), after the response (services/internal/store_back.h).
   bool store_back = true;
+  // Exact-prefix cache inside blends (services/internal/prefix_cache.h):
+  // the longest stored chain of prefix blocks is served as exact rows, and
+  // the exact rows of every blend are stored as blocks of
+  // prefix_block_tokens, up to prefix_cache_max_tokens per prompt.
+  bool prefix_cache = true;
+  int prefix_block_tokens = 16;
+  int64_t prefix_cache_max_tokens = 4096;
   // access_log: one structured line per RPC (method, peer, status, ms,
   // bytes, request id); the request id and ragkv_rpc_ms are always on.
   bool access_log = true;

@@ -1,5 +1,6 @@
 #include "services/internal/access_log.h"
 
+#include <google/protobuf/descriptor.h>
 #include <google/protobuf/message_lite.h>
 #include <grpcpp/grpcpp.h>
 
@@ -44,6 +45,19 @@ const char* CodeName(grpc::StatusCode c) {
   return i >= 0 && i < 17 ? kNames[i] : "UNKNOWN";
 }
 
+// MethodLabel: the RPC's method as it may appear in a metric label or a log
+// line: a method of a service compiled into this binary (ragkv.v1, health,
+// reflection), else "unknown" (a caller's path never becomes a series).
+std::string MethodLabel(const std::string& path) {
+  const size_t slash = path.find('/', 1);
+  if (path.size() < 4 || path[0] != '/' || slash == std::string::npos) return "unknown";
+  const google::protobuf::ServiceDescriptor* svc =
+      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
+          path.substr(1, slash - 1));
+  if (svc == nullptr || svc->FindMethodByName(path.substr(slash + 1)) == nullptr) return "unknown";
+  return path;
+}
+
 // Recv: what a received message is, by the hook's contract only parsed
 // objects: ragkv's unary / server-streaming methods take protobuf messages,
 // its client streams raw grpc::ByteBuffers (grpc_util.h CollectReader);
@@ -63,12 +77,12 @@ Recv RecvKind(ServerRpcInfo* info) {
 class AccessLog : public grpc::experimental::Interceptor {
  public:
   AccessLog(ServerRpcInfo* info, Metrics* metrics, bool log_lines)
-      : info_(info), method_(info->method()), recv_(RecvKind(info)), metrics_(metrics),
+      : info_(info), method_(MethodLabel(info->method())), recv_(RecvKind(info)), metrics_(metrics),
         log_lines_(log_lines), t0_(Clock::now()) {}
 
   void Intercept(InterceptorBatchMethods* m) override {
     if (m->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_INITIAL_METADATA)) {
-      TakeRequestId(*m->GetRecvInitialMetadata());
+      TakeRequestId(m->GetRecvInitialMetadata());
     }
     if (m->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
       m->GetSendInitialMetadata()->emplace(kRequestIdKey, id());
@@ -96,9 +110,15 @@ class AccessLog : public grpc::experimental::Interceptor {
     return id_;
   }
 
-  void TakeRequestId(const std::multimap<grpc::string_ref, grpc::string_ref>& md) {
-    auto it = md.find(kRequestIdKey);
-    if (it != md.end()) id_ = SaneRequestId(std::string_view(it->second.data(), it->second.size()));
+  // TakeRequestId: the client's id when sane, else a fresh one; either way
+  // the handler then finds exactly this id under kRequestIdKey in its
+  // ServerContext's client metadata (RequestIdOf), which is this map.
+  void TakeRequestId(std::multimap<grpc::string_ref, grpc::string_ref>* md) {
+    auto it = md->find(kRequestIdKey);
+    if (it != md->end()) id_ = SaneRequestId(std::string_view(it->second.data(), it->second.size()));
+    id();  // fresh when the client's was missing or not sane
+    md->erase(kRequestIdKey);
+    md->emplace(grpc::string_ref(kRequestIdKey), grpc::string_ref(id_));  // id_ never changes now
   }
 
   void Finish(InterceptorBatchMethods* m) {
@@ -113,6 +133,7 @@ class AccessLog : public grpc::experimental::Interceptor {
     metrics_->Observe("ragkv_rpc_ms", absl::StrFormat("method=\"%s\",code=\"%s\"", method_, code),
                       ms);
     if (log_lines_) {
+      ScopedRequestId none("");  // the line names its id itself (Finish may run in the handler)
       RAGKV_LOG(INFO) << absl::StrFormat(
           "rpc method=%s peer=%s code=%s ms=%.3f bytes_in=%d bytes_out=%d request_id=%s", method_,
           info_->server_context() ? info_->server_context()->peer() : std::string("-"), code, ms,
@@ -144,6 +165,12 @@ class Factory : public grpc::experimental::ServerInterceptorFactoryInterface {
 };
 
 }  // namespace
+
+std::string RequestIdOf(const grpc::ServerContextBase& ctx) {
+  const auto& md = ctx.client_metadata();
+  auto it = md.find(kRequestIdKey);
+  return it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
+}
 
 std::string SaneRequestId(std::string_view id) {
   if (id.empty() || id.size() > 64) return "";

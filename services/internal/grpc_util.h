@@ -20,7 +20,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "base/log.h"
 #include "services/executor.h"
+#include "services/internal/access_log.h"
 #include "services/internal/call_gate.h"
 
 namespace ragkv::services::internal {
@@ -61,7 +63,9 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* ctx, BoundedExec
     return reactor;
   }
   absl::Status submitted = ex->TrySubmit(
-      [ctx, reactor, ticket = std::move(*ticket), work = std::forward<Work>(work)]() mutable {
+      [ctx, reactor, ticket = std::move(*ticket), work = std::forward<Work>(work),
+       rid = RequestIdOf(*ctx)]() mutable {
+        ScopedRequestId scoped(rid);
         if (ctx->IsCancelled()) {
           reactor->Finish(grpc::Status(grpc::StatusCode::CANCELLED,
                                        "call cancelled or deadline exceeded before it ran"));
@@ -222,7 +226,9 @@ grpc::ServerWriteReactor<Msg>* StartStream(grpc::CallbackServerContext* ctx, Bou
     return w;
   }
   absl::Status submitted = ex->TrySubmit(
-      [w, ticket = std::move(*ticket), producer = std::forward<Producer>(producer)]() mutable {
+      [w, ticket = std::move(*ticket), producer = std::forward<Producer>(producer),
+       rid = RequestIdOf(*ctx)]() mutable {
+        ScopedRequestId scoped(rid);
         absl::Status s = Guarded([&] { return producer(w); });
         ticket = CallGate::Ticket();  // free the slot before the client sees the end
         w->Close(ToGrpc(s));
@@ -293,6 +299,7 @@ class CollectReader final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
  private:
   void End() {
+    ScopedRequestId scoped(RequestIdOf(*ctx_));
     absl::Status r;
     if (ctx_->IsCancelled()) {
       r = absl::CancelledError("stream cancelled by the client; nothing was committed");

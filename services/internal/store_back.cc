@@ -27,9 +27,11 @@ void StoreBack::Schedule(std::vector<int32_t> tokens) {
     absl::MutexLock lock(&mu_);
     if (!in_flight_.insert(key).second) return;
   }
-  absl::Status s = executor_->TrySubmit([this, key, t = std::move(tokens)]() mutable {
-    Run(key, t);
-  });
+  absl::Status s = executor_->TrySubmit(
+      [this, key, t = std::move(tokens), rid = CurrentRequestId()]() mutable {
+        ScopedRequestId scoped(rid);  // the request whose miss this is
+        Run(key, t);
+      });
   if (!s.ok()) {  // queue full or stopping: the next miss tries again
     metrics_->Add("ragkv_kv_store_back_skipped_total", "");
     absl::MutexLock lock(&mu_);
@@ -54,6 +56,37 @@ void StoreBack::Run(const kvstore::ChunkKey& key, const std::vector<int32_t>& to
   in_flight_.erase(key);
 }
 
+void StoreBack::SchedulePut(std::vector<blend::StoreChunk> records) {
+  if (records.empty() || stopping_.load()) return;
+  {
+    absl::MutexLock lock(&mu_);
+    ++puts_in_flight_;
+  }
+  absl::Status s = executor_->TrySubmit(
+      [this, r = std::move(records), rid = CurrentRequestId()]() mutable {
+        ScopedRequestId scoped(rid);
+        for (const blend::StoreChunk& c : r) {
+          if (stopping_.load()) break;
+          if (store_->Contains(c.key)) continue;
+          if (absl::Status put = store_->Put(c.key, c.chunk); put.ok()) {
+            metrics_->Add("ragkv_prefix_blocks_stored_total", "");
+            metrics_->Add("ragkv_kv_stored_back_bytes_total", "",
+                          static_cast<double>(c.chunk->TotalBytes()));
+          } else {
+            metrics_->Add("ragkv_kv_store_back_errors_total", "");
+            RAGKV_LOG(WARNING) << "prefix block " << c.key.ToHex() << ": " << put;
+          }
+        }
+        absl::MutexLock lock(&mu_);
+        --puts_in_flight_;
+      });
+  if (!s.ok()) {
+    metrics_->Add("ragkv_kv_store_back_skipped_total", "");
+    absl::MutexLock lock(&mu_);
+    --puts_in_flight_;
+  }
+}
+
 void StoreBack::Stop() {
   stopping_.store(true);
   executor_->Shutdown();  // the queued tasks see stopping_ and return at once
@@ -61,8 +94,10 @@ void StoreBack::Stop() {
 
 void StoreBack::Drain() {
   absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(
-      +[](absl::flat_hash_set<kvstore::ChunkKey>* s) { return s->empty(); }, &in_flight_));
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return in_flight_.empty() && puts_in_flight_ == 0;
+  };
+  mu_.Await(absl::Condition(&idle));
 }
 
 }  // namespace ragkv::services::internal

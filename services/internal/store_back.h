@@ -24,6 +24,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "kvstore/chunk_key.h"
+#include "blend/store_source.h"
 #include "kvstore/kv_chunk.h"
 #include "services/executor.h"
 #include "services/metrics.h"
@@ -56,6 +57,12 @@ class StoreBack {
   // Schedule: stores the KV of the chunk `tokens` (its whole token list)
   // unless it is queued already. Never blocks on the store.
   void Schedule(std::vector<int32_t> tokens);
+  // SchedulePut: stores `records` (prefix blocks: services/internal/
+  // prefix_cache.h) the store does not hold yet, in one task; skipped
+  // (counted) when the queue is full. Never blocks on the store.
+  void SchedulePut(std::vector<blend::StoreChunk> records);
+  // codec: the codec of the records this StoreBack writes.
+  kvstore::Codec codec() const { return codec_; }
   // Drain: waits until no task is queued or running (tests).
   void Drain();
   // Stop: queued tasks are dropped; waits for the running one. Idempotent.
@@ -75,6 +82,7 @@ class StoreBack {
   std::atomic<bool> stopping_{false};
   absl::Mutex mu_;
   absl::flat_hash_set<kvstore::ChunkKey> in_flight_ ABSL_GUARDED_BY(mu_);
+  int puts_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ragkv::services::internal

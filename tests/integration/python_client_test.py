@@ -4,7 +4,9 @@
 Starts the ragkv binary on 127.0.0.1:0 with the stories260K model (skips,
 exit 0 with a message, when the model is absent), then exercises every RPC
 through ragkv_client and checks error codes.
-Usage: python_client_test.py --ragkv BIN --stubs DIR --package DIR
+Usage: python_client_test.py --ragkv BIN --stubs DIR --package DIR   (source tree)
+       python_client_test.py --ragkv BIN --installed [--example PY]  (pip-installed
+       ragkv-client: tests/integration/python_package_test.sh)
 """
 import argparse
 import os
@@ -96,6 +98,12 @@ class PythonClientTest(unittest.TestCase):
         fused = c.blend_segments([hits.hits[0].chunk.chunk_id, hits.hits[1].chunk.chunk_id,
                                   "What did she have?"], ratio=0.2)
         self.assertEqual(len(fused.k), fused.header.layout.num_layers)
+        lay = fused.header.layout
+        k0, v0 = fused.layer_views(0)  # zero-copy views over the received bytes
+        self.assertEqual(list(k0.shape), [lay.num_kv_heads, lay.num_tokens, lay.head_dim])
+        self.assertEqual(k0.obj, fused.k[0])
+        self.assertEqual(fused.restarts, [])
+        self.assertEqual(len(fused.summary.failed_loads), 0)
         self.assertGreater(fused.summary.recomputed_tokens, 0)
         rab = c.retrieve_and_blend("Tom cat", k=2)
         self.assertEqual(len(rab.header.retrieved_chunk_ids), 2)
@@ -111,10 +119,13 @@ class PythonClientTest(unittest.TestCase):
         import grpc
         from ragkv_client import Client, RagkvError
         c = self.client
-        with self.assertRaises(RagkvError) as e:
+        import ragkv_client
+        with self.assertRaises(ragkv_client.InvalidArgument) as e:
             c.search(text="x", k=0)
         self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
-        with self.assertRaises(RagkvError) as e:
+        self.assertIsInstance(e.exception, RagkvError)
+        self.assertRegex(e.exception.request_id or "", r"^[0-9a-f]{16}$")
+        with self.assertRaises(ragkv_client.NotFound) as e:
             c.get_chunk(b"y" * 16)
         self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)
         with self.assertRaises(RagkvError) as e:
@@ -128,21 +139,42 @@ class PythonClientTest(unittest.TestCase):
             c.delete_document("never-ingested")
         self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)
         anon = Client(self.address, deadline_s=10)
-        with self.assertRaises(RagkvError) as e:
+        with self.assertRaises(ragkv_client.Unauthenticated) as e:
             anon.stats()
         self.assertEqual(e.exception.code, grpc.StatusCode.UNAUTHENTICATED)
         anon.close()
+
+    def test_02_example(self):
+        if not ARGS.example:
+            self.skipTest("--example not given")
+        self.client.ingest_documents([("ex-doc", "Lily had a big red ball. She played all day.")])
+        r = subprocess.run([sys.executable, ARGS.example, "--server", self.address, "--question",
+                            "What did Lily have?", "--k", "2", "--max-new-tokens", "4",
+                            "--token-file", self.token_file],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for want in ("retrieved chunks:", "fused KV:", "cacheblend    TTFT", "full prefill  TTFT"):
+            self.assertIn(want, r.stdout)
 
 
 def main():
     global ARGS
     p = argparse.ArgumentParser()
     p.add_argument("--ragkv", required=True)
-    p.add_argument("--stubs", required=True)
-    p.add_argument("--package", required=True)
+    p.add_argument("--stubs")
+    p.add_argument("--package")
+    p.add_argument("--installed", action="store_true",
+                   help="use the pip-installed ragkv-client (no --stubs/--package)")
+    p.add_argument("--example", help="connector/python/examples/retrieve_and_blend.py to run")
     ARGS, rest = p.parse_known_args()
-    sys.path.insert(0, ARGS.stubs)
-    sys.path.insert(0, ARGS.package)
+    if not ARGS.installed:
+        if not ARGS.stubs or not ARGS.package:
+            p.error("--stubs and --package are required without --installed")
+        sys.path.insert(0, ARGS.stubs)
+        sys.path.insert(0, ARGS.package)
+    else:
+        import ragkv_client
+        print(f"ragkv_client from {ragkv_client.__file__}")
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
 
 

@@ -248,6 +248,25 @@ TEST(QuantTest, Fp8PerGroupRoundTripIntoStridedRowsWithinHalfAStep) {
       }
       ASSERT_EQ(out[g * group_stride + r * row_stride + ch], -7.0f);  // gap untouched
     }
+  // A head of tiny values (scale ~1e-41, subnormal): zeros stay zero, the
+  // rest within the bound (dividing by the scale; its reciprocal overflows).
+  std::vector<float> tiny = {0.0f, 1e-38f, -2e-38f, 0.0f, 5e-39f, 3e-38f};
+  std::vector<uint8_t> tq(tiny.size());
+  float ts = 0;
+  ASSERT_TRUE(QuantizeFp8E4M3PerGroup(TensorView::Contiguous(tiny.data(), DType::kF32, {1, 1, 6}),
+                                      tq.data(), &ts)
+                  .ok());
+  std::vector<float> tb(tiny.size());
+  ASSERT_TRUE(DequantizeFp8E4M3PerGroup(tq.data(), &ts,
+                                        TensorView::Contiguous(tb.data(), DType::kF32, {1, 1, 6}))
+                  .ok());
+  for (size_t i = 0; i < tiny.size(); ++i) {
+    if (tiny[i] == 0.0f) {
+      EXPECT_EQ(tb[i], 0.0f) << i;
+    } else {
+      EXPECT_LE(std::abs(tb[i] - tiny[i]), std::abs(tiny[i]) / 8) << i;
+    }
+  }
   std::vector<float> bad = {1.0f, std::numeric_limits<float>::infinity()};
   EXPECT_FALSE(QuantizeFp8E4M3PerGroup(TensorView::Contiguous(bad.data(), DType::kF32, {1, 1, 2}),
                                        q.data(), scales.data())

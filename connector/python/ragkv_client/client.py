@@ -7,13 +7,14 @@ the gRPC status code and message.
 """
 import os
 import random
+import re
 import stat
 import time
 
 import grpc
 
 from ragkv.v1 import blend_pb2, blend_pb2_grpc
-from ragkv.v1 import common_pb2  # noqa: F401  (re-exported for callers)
+from ragkv.v1 import common_pb2  # also re-exported for callers
 from ragkv.v1 import engine_pb2, engine_pb2_grpc
 from ragkv.v1 import kvstore_pb2, kvstore_pb2_grpc
 from ragkv.v1 import precompute_pb2, precompute_pb2_grpc
@@ -21,12 +22,75 @@ from ragkv.v1 import retrieval_pb2, retrieval_pb2_grpc
 
 
 class RagkvError(Exception):
-    """A failed call: .code is a grpc.StatusCode, .details the message."""
+    """A failed call: .code is a grpc.StatusCode, .details the message and
+    .request_id the sidecar's id of the call (from "[request_id=...]" in
+    the message; None if absent). Raised as the subclass of its code."""
 
     def __init__(self, code, details):
         super().__init__(f"{code.name}: {details}")
         self.code = code
         self.details = details
+        m = re.search(r"\[request_id=([A-Za-z0-9._:-]+)\]", details or "")
+        self.request_id = m.group(1) if m else None
+
+
+class InvalidArgument(RagkvError):
+    """The request is malformed (wrong shape, out of range, unknown name)."""
+
+
+class NotFound(RagkvError):
+    """A chunk, document, job or stored KV that is not there."""
+
+
+class PermissionDenied(RagkvError):
+    """A corpus path outside the sidecar's --corpus-root."""
+
+
+class Unauthenticated(RagkvError):
+    """A missing or wrong bearer token."""
+
+
+class ResourceExhausted(RagkvError):
+    """Load shedding, rate limits, a size limit or a full disk."""
+
+
+class FailedPrecondition(RagkvError):
+    """The server cannot do this now (no model loaded, wrong fingerprint)."""
+
+
+class Unavailable(RagkvError):
+    """The sidecar (or a tier) is unreachable; retried before it is raised."""
+
+
+class DeadlineExceeded(RagkvError):
+    """The call's deadline passed."""
+
+
+class OutOfRange(RagkvError):
+    """A prompt over the model's context."""
+
+
+class DataLoss(RagkvError):
+    """Stored bytes failed their checksum."""
+
+
+_ERRORS = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
+    grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+    grpc.StatusCode.UNAVAILABLE: Unavailable,
+    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
+    grpc.StatusCode.OUT_OF_RANGE: OutOfRange,
+    grpc.StatusCode.DATA_LOSS: DataLoss,
+}
+
+
+def error_for(code, details):
+    """The RagkvError subclass of `code` (RagkvError itself for the rest)."""
+    return _ERRORS.get(code, RagkvError)(code, details)
 
 
 class FusedKV:
@@ -40,6 +104,27 @@ class FusedKV:
         self.masks = []
         self.summary = None
         self.restarts = []  # FailedLoad of each restart (summary.failed_loads lists all)
+
+    def layer_views(self, layer):
+        """(k, v) of `layer` as memoryviews of shape [kv_heads, tokens,
+        head_dim] over the received bytes (no copy): format 'f' for F32,
+        'H' (the raw 16-bit patterns) for F16 / BF16. With numpy,
+        numpy.frombuffer(view, numpy.float16).reshape(view.shape) is a
+        zero-copy array too (see layer_arrays)."""
+        lay = self.header.layout
+        fmt = "f" if lay.dtype == common_pb2.DTYPE_F32 else "H"
+        shape = [lay.num_kv_heads, lay.num_tokens, lay.head_dim]
+        return tuple(memoryview(b).cast(fmt, shape=shape) for b in (self.k[layer], self.v[layer]))
+
+    def layer_arrays(self, layer):
+        """(k, v) of `layer` as read-only numpy arrays without a copy
+        (ImportError without numpy; BF16 comes back as uint16 bit patterns)."""
+        import numpy as np
+        dt = {common_pb2.DTYPE_F32: np.float32, common_pb2.DTYPE_F16: np.float16}.get(
+            self.header.layout.dtype, np.uint16)
+        lay = self.header.layout
+        shape = (lay.num_kv_heads, lay.num_tokens, lay.head_dim)
+        return tuple(np.frombuffer(b, dtype=dt).reshape(shape) for b in (self.k[layer], self.v[layer]))
 
     def recomputed(self, layer, token):
         m = self.masks[layer]
@@ -115,7 +200,7 @@ class Client:
                 sleep = backoff * random.uniform(0.8, 1.2)
                 if (code != grpc.StatusCode.UNAVAILABLE or attempt == self._max_attempts
                         or time.monotonic() + sleep >= deadline):
-                    raise RagkvError(code, e.details()) from None
+                    raise error_for(code, e.details()) from None
                 time.sleep(sleep)
                 backoff = min(backoff * 2, self._backoff[1])
 
@@ -134,7 +219,7 @@ class Client:
             except grpc.RpcError as e:
                 code = e.code()
                 if got or code != grpc.StatusCode.UNAVAILABLE or attempt == self._max_attempts:
-                    raise RagkvError(code, e.details()) from None
+                    raise error_for(code, e.details()) from None
                 time.sleep(backoff * random.uniform(0.8, 1.2))
                 backoff = min(backoff * 2, self._backoff[1])
 
@@ -241,15 +326,21 @@ class Client:
                 # again with it as a miss and sends layers 0.. again.
                 out.k, out.v, out.masks = [], [], []
                 out.restarts.append(msg.restart.failed)
-            else:
+            elif part == "summary":
                 out.summary = msg.summary
+            else:
+                raise RagkvError(grpc.StatusCode.INTERNAL,
+                                 f"blend stream: unknown message part {part!r}")
+        if out.header is None or out.summary is None or \
+                len(out.k) != out.header.layout.num_layers:
+            raise RagkvError(grpc.StatusCode.INTERNAL, "blend stream ended early")
         return out
 
     def blend_segments(self, segments, mode=blend_pb2.BLEND_MODE_CACHEBLEND, ratio=0.0,
                        deadline_s=None):
         """segments: list of int (chunk id), str (text) or list[int] (tokens)."""
-        req = blend_pb2.BlendRequest(options=blend_pb2.BlendOptions(mode=mode,
-                                                                   recompute_ratio=ratio))
+        req = blend_pb2.BlendRequest(options=blend_pb2.BlendOptions(
+            mode=mode, recompute_ratio=ratio, accept_restart=True))
         for s in segments:
             seg = req.segments.add()
             if isinstance(s, int):
@@ -264,7 +355,7 @@ class Client:
                            system_prompt="", deadline_s=None):
         req = blend_pb2.RetrieveAndBlendRequest(
             query=query, k=k, system_prompt=system_prompt,
-            options=blend_pb2.BlendOptions(mode=mode, recompute_ratio=ratio))
+            options=blend_pb2.BlendOptions(mode=mode, recompute_ratio=ratio, accept_restart=True))
         return self._collect(self._stream(self.blend.RetrieveAndBlend, req, deadline_s))
 
     # -- engine --

@@ -1,0 +1,16 @@
+#!/bin/sh
+# The Python client as a user installs it: a venv with --system-site-packages
+# (Debian's grpcio / protobuf), `pip install ./connector/python` with no
+# index (no network), then the client test and the example against a live
+# `ragkv serve`, run from outside the source tree.
+# Usage: python_package_test.sh RAGKV_BINARY SOURCE_DIR
+set -eu
+RAGKV=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+SRC=$2
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+/usr/bin/python3 -m venv --system-site-packages "$T/venv"
+"$T/venv/bin/pip" install --no-index --no-cache-dir --quiet "$SRC/connector/python"
+cd "$T"
+env -u RAGKV_PY_STUBS "$T/venv/bin/python" "$SRC/tests/integration/python_client_test.py" \
+  --ragkv "$RAGKV" --installed --example "$SRC/connector/python/examples/retrieve_and_blend.py"
