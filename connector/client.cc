@@ -95,10 +95,6 @@ absl::Status VerifyLayer(const v1::LayerKV& kv) {
   return absl::OkStatus();
 }
 
-FailedLoadInfo FailedLoadFromProto(const v1::FailedLoad& f) {
-  return {f.span(), f.chunk_id(), f.layer(), f.reason()};
-}
-
 // ReadBlendStream: drives a BlendResponse stream into `sink`.
 absl::Status ReadBlendStream(grpc::ClientContext* ctx, grpc::ClientReader<v1::BlendResponse>* r,
                              KVSink* sink, bool* got_data, absl::Status* sink_error) {
@@ -176,7 +172,7 @@ absl::Status ReadBlendStream(grpc::ClientContext* ctx, grpc::ClientReader<v1::Bl
           break;
         }
         next_layer = 0;  // layers 0.. come again
-        s = sink->OnRestart(FailedLoadFromProto(msg.restart().failed()));
+        s = sink->OnRestart(wire::FromProto(msg.restart().failed()));
         if (!s.ok()) *sink_error = s;
         break;
       }
@@ -194,7 +190,7 @@ absl::Status ReadBlendStream(grpc::ClientContext* ctx, grpc::ClientReader<v1::Bl
         st.quality_gate = msg.summary().quality_gate();
         for (const auto& t : msg.summary().timings()) st.timings_ms.emplace_back(t.stage(), t.ms());
         for (const auto& f : msg.summary().failed_loads()) {
-          st.failed_loads.push_back(FailedLoadFromProto(f));
+          st.failed_loads.push_back(wire::FromProto(f));
         }
         s = sink->OnSummary(st);
         if (!s.ok()) *sink_error = s;

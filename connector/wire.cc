@@ -24,6 +24,17 @@ WireDType FromProto(v1::DType d) {
   }
 }
 
+FailedLoadInfo FromProto(const v1::FailedLoad& f) {
+  return {f.span(), f.chunk_id(), f.layer(), f.reason()};
+}
+
+void ToProto(const FailedLoadInfo& f, v1::FailedLoad* out) {
+  out->set_span(f.span);
+  out->set_chunk_id(f.chunk_id);
+  out->set_layer(f.layer);
+  out->set_reason(f.reason);
+}
+
 v1::DType ToProto(WireDType t) {
   switch (t) {
     case WireDType::kF16: return v1::DTYPE_F16;

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "connector/kv_sink.h"
+#include "ragkv/v1/blend.pb.h"
 #include "ragkv/v1/common.pb.h"
 
 namespace ragkv::wire {
@@ -28,6 +29,9 @@ uint64_t LayerChecksum(std::string_view k, std::string_view v);
 // as the client reads a KVHeader); ToProto: the reverse.
 WireDType FromProto(v1::DType d);
 v1::DType ToProto(WireDType t);
+// The same for a failed load (BlendSummary / GenerateResponse.failed_loads).
+FailedLoadInfo FromProto(const v1::FailedLoad& f);
+void ToProto(const FailedLoadInfo& f, v1::FailedLoad* out);
 
 // CheckFingerprint: InvalidArgument unless `raw` is kFingerprintBytes long.
 absl::Status CheckFingerprint(std::string_view raw);

@@ -243,13 +243,7 @@ absl::StatusOr<v1::GenerateResponse> ReferenceEngine::Generate(
     resp.set_blend_ratio(sink.stats_.ratio);
     resp.set_controller_reason(sink.stats_.controller_reason);
     resp.set_quality_gate(sink.stats_.quality_gate);
-    for (const FailedLoadInfo& f : sink.stats_.failed_loads) {
-      v1::FailedLoad* out = resp.add_failed_loads();
-      out->set_span(f.span);
-      out->set_chunk_id(f.chunk_id);
-      out->set_layer(f.layer);
-      out->set_reason(f.reason);
-    }
+    for (const FailedLoadInfo& f : sink.stats_.failed_loads) wire::ToProto(f, resp.add_failed_loads());
     cache = std::move(sink.cache_);
     const auto t1 = Clock::now();
     if (o_.reuse_query_kv) {

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "base/constant_time.h"
 
 namespace ragkv::services {
 
@@ -64,12 +65,6 @@ void Metrics::AddCollector(Collector c) {
 namespace {
 std::string Series(const std::string& name, const std::string& labels) {
   return labels.empty() ? name : absl::StrFormat("%s{%s}", name, labels);
-}
-// SameBytes: a == b without an early exit on the first difference.
-bool SameBytes(const std::string& a, const std::string& b) {
-  unsigned diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) diff |= static_cast<unsigned>(a[i] ^ b[i]);
-  return diff == 0;
 }
 std::string Le(const std::string& labels, const std::string& le) {
   return labels.empty() ? absl::StrFormat("le=\"%s\"", le)
@@ -139,7 +134,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Create(Options opt
   const std::string want = options.auth_token.empty() ? "" : "Bearer " + options.auth_token;
   ms->impl_->server.Get("/metrics", [metrics, want](const httplib::Request& req,
                                                     httplib::Response& res) {
-    if (!want.empty() && !SameBytes(req.get_header_value("Authorization"), want)) {
+    if (!want.empty() && !ConstantTimeEquals(req.get_header_value("Authorization"), want)) {
       res.status = 401;
       res.set_content("missing or wrong bearer token\n", "text/plain");
       return;

@@ -396,14 +396,18 @@ absl::Status Coded(const std::vector<Strat>& strats, PromptData* p,
   for (const Strat& s : strats) codecs.insert(static_cast<int>(s.codec));
   if (codecs.size() == 1) return absl::OkStatus();
   for (int c : codecs) {
+    const auto codec = static_cast<kvstore::Codec>(c);
     for (const auto& kv : p->kv) {
       uint64_t n = 0;
-      ASSIGN_OR_RETURN(ChunkKV coded, ThroughCodec(*kv, static_cast<kvstore::Codec>(c), &n));
-      (*bytes)[c].first += static_cast<double>(n);
-      (*bytes)[c].second += static_cast<double>(kv->tokens.size());
-      if (c != static_cast<int>(kvstore::Codec::kRaw)) {
+      if (codec == kvstore::Codec::kRaw) {  // the records' size only: raw reads back as is
+        ASSIGN_OR_RETURN(StoreChunk enc, EncodeForStore(*kv));
+        n = enc.chunk->TotalBytes();
+      } else {
+        ASSIGN_OR_RETURN(ChunkKV coded, ThroughCodec(*kv, codec, &n));
         p->coded[c].push_back(std::make_unique<ChunkKV>(std::move(coded)));
       }
+      (*bytes)[c].first += static_cast<double>(n);
+      (*bytes)[c].second += static_cast<double>(kv->tokens.size());
     }
   }
   return absl::OkStatus();

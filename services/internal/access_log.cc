@@ -7,6 +7,7 @@
 #include <chrono>
 #include <random>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "base/log.h"
 
@@ -23,27 +24,6 @@ std::string NewRequestId() {
   return absl::StrFormat("%016x", rng());
 }
 
-const char* CodeName(grpc::StatusCode c) {
-  static const char* kNames[] = {"OK",
-                                 "CANCELLED",
-                                 "UNKNOWN",
-                                 "INVALID_ARGUMENT",
-                                 "DEADLINE_EXCEEDED",
-                                 "NOT_FOUND",
-                                 "ALREADY_EXISTS",
-                                 "PERMISSION_DENIED",
-                                 "RESOURCE_EXHAUSTED",
-                                 "FAILED_PRECONDITION",
-                                 "ABORTED",
-                                 "OUT_OF_RANGE",
-                                 "UNIMPLEMENTED",
-                                 "INTERNAL",
-                                 "UNAVAILABLE",
-                                 "DATA_LOSS",
-                                 "UNAUTHENTICATED"};
-  const int i = static_cast<int>(c);
-  return i >= 0 && i < 17 ? kNames[i] : "UNKNOWN";
-}
 
 // MethodLabel: the RPC's method as it may appear in a metric label or a log
 // line: a method of a service compiled into this binary (ragkv.v1, health,
@@ -129,7 +109,9 @@ class AccessLog : public grpc::experimental::Interceptor {
           st.error_details()));
     }
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0_).count();
-    const char* code = CodeName(st.error_code());
+    // grpc::StatusCode and absl::StatusCode share their values and names.
+    const std::string code =
+        absl::StatusCodeToString(static_cast<absl::StatusCode>(st.error_code()));
     metrics_->Observe("ragkv_rpc_ms", absl::StrFormat("method=\"%s\",code=\"%s\"", method_, code),
                       ms);
     if (log_lines_) {

@@ -5,20 +5,10 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "base/constant_time.h"
 
 namespace ragkv::services::internal {
 namespace {
-
-// ConstantTimeEquals: compares without an early exit on the first
-// differing byte (the length is not secret).
-bool ConstantTimeEquals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff |= static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i]);
-  }
-  return diff == 0;
-}
 
 double BurstFor(const CallGate::Options& o, double rate) {
   return o.burst > 0 ? o.burst : std::max(1.0, rate);

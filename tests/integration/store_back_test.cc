@@ -56,6 +56,21 @@ struct Fixture {
     }
     return hits;
   }
+  // Stored: the model (loaded once) and the record GetChunk returns for
+  // chunk `t` under its content key.
+  absl::StatusOr<StoredChunk> Stored(const std::vector<int32_t>& t) {
+    if (model == nullptr) {
+      model::LoadOptions lo;
+      lo.max_seq_len = 512;
+      auto m = model::LoadModel(TestModelPath(), lo);
+      if (!m.ok()) return m.status();
+      model = std::move(*m);
+    }
+    const kvstore::ChunkKey key = kvstore::ChunkKey::Of(model->fingerprint(), t);
+    return client->GetChunk(std::string(key.AsBytes()));
+  }
+  std::unique_ptr<model::Model> model;
+
   // Hits: how many of the two chunks a full-reuse blend found in the store.
   int Hits() {
     v1::BlendRequest br;
@@ -79,16 +94,11 @@ TEST(StoreBackTest, ChunksComputedFreshAreStoredAsPrecomputeWouldStoreThem) {
   EXPECT_EQ(f.WaitForHits(), 2);
   // The stored record is precompute's: the chunk alone at positions 0.., in
   // the model's KV dtype, under its content key.
-  model::LoadOptions lo;
-  lo.max_seq_len = 512;
-  auto m = model::LoadModel(TestModelPath(), lo);
-  ASSERT_TRUE(m.ok()) << m.status();
   for (const auto& t : f.tokens) {
-    auto want = blend::PrecomputeChunk(**m, t);
-    ASSERT_TRUE(want.ok()) << want.status();
-    const kvstore::ChunkKey key = kvstore::ChunkKey::Of((*m)->fingerprint(), t);
-    auto got = f.client->GetChunk(std::string(key.AsBytes()));
+    auto got = f.Stored(t);
     ASSERT_TRUE(got.ok()) << got.status();
+    auto want = blend::PrecomputeChunk(*f.model, t);
+    ASSERT_TRUE(want.ok()) << want.status();
     ASSERT_EQ(got->layers.size(), want->k.size());
     for (size_t l = 0; l < want->k.size(); ++l) {
       EXPECT_EQ(got->layers[l].k(), std::string(want->k[l].begin(), want->k[l].end())) << l;
@@ -106,16 +116,11 @@ TEST(StoreBackTest, RecordsAreWrittenWithTheServersCodec) {
   ASSERT_NO_FATAL_FAILURE(f.Start(/*store_back=*/true, "fp8"));
   EXPECT_EQ(f.Hits(), 0);
   EXPECT_EQ(f.WaitForHits(), 2);
-  model::LoadOptions lo;
-  lo.max_seq_len = 512;
-  auto m = model::LoadModel(TestModelPath(), lo);
-  ASSERT_TRUE(m.ok()) << m.status();
   for (const auto& t : f.tokens) {
-    auto want = blend::PrecomputeChunk(**m, t, kernels::DType::kF32);
-    ASSERT_TRUE(want.ok()) << want.status();
-    const kvstore::ChunkKey key = kvstore::ChunkKey::Of((*m)->fingerprint(), t);
-    auto got = f.client->GetChunk(std::string(key.AsBytes()));
+    auto got = f.Stored(t);
     ASSERT_TRUE(got.ok()) << got.status();
+    auto want = blend::PrecomputeChunk(*f.model, t, kernels::DType::kF32);
+    ASSERT_TRUE(want.ok()) << want.status();
     EXPECT_EQ(got->header.layout().dtype(), v1::DTYPE_F32);  // decoded, not raw
     const int64_t H = want->info.kv_heads, per = want->info.num_tokens * want->info.head_dim;
     bool any_rounded = false;
