@@ -43,7 +43,7 @@ std::string Quote(const std::string& s) {
 
 }  // namespace
 
-absl::Status ApplyConfigFile(CLI::App* cmd, const std::string& path) {
+absl::Status ApplyConfigFile(CLI::App* cmd, const std::string& path, const CLI::App* shared_with) {
   toml::table tbl;
   try {
     tbl = toml::parse_file(path);
@@ -60,10 +60,15 @@ absl::Status ApplyConfigFile(CLI::App* cmd, const std::string& path) {
       return absl::InvalidArgumentError(absl::StrFormat("%s:%d: key '%s': %s", path, line, key.str(), why));
     };
     if (name == "config" || name == "print-config" || name == "help") return fail("not settable in a file");
-    if (absl::StrContains(name, "token") && !absl::StrContains(name, "file")) {
+    if ((absl::StrContains(name, "token") || absl::StrContains(name, "password")) &&
+        !absl::StrContains(name, "file")) {
       return fail("a secret does not belong in a config file (use the -file flag)");
     }
     CLI::Option* opt = cmd->get_option_no_throw("--" + name);
+    if (opt == nullptr && shared_with != nullptr &&
+        shared_with->get_option_no_throw("--" + name) != nullptr) {
+      continue;  // another command's setting in a shared file
+    }
     if (opt == nullptr) return fail(absl::StrCat("unknown (not a flag of ragkv ", cmd->get_name(), ")"));
     if (opt->count() > 0) continue;  // the command line wins
     std::vector<std::string> values;
@@ -107,7 +112,8 @@ std::string EffectiveConfig(const CLI::App* cmd) {
         values = absl::StrSplit(d.substr(1, d.size() - 2), ',', absl::SkipEmpty());
       }
     }
-    if (absl::StrContains(name, "token") && !absl::StrContains(name, "file")) {
+    if ((absl::StrContains(name, "token") || absl::StrContains(name, "password")) &&
+        !absl::StrContains(name, "file")) {
       absl::StrAppend(&out, "# ", name, " = (redacted)\n");
       continue;
     }

@@ -5,8 +5,9 @@
 // command's long flag names without the dashes ("data-dir", or "data_dir").
 // Values: strings, integers, floats, booleans, or arrays for repeatable
 // flags. Flags given on the command line win over the file. An unknown key,
-// a table, a date or a second value for a one-value flag is an error naming
-// the key and its line. EffectiveConfig prints what the command will run
+// a table, a date, a second value for a one-value flag or a secret (a key
+// holding "token" or "password" that is not a "-file" path) is an error
+// naming the key and its line. EffectiveConfig prints what the command will run
 // with, as a config file (secrets redacted), so a deployment can keep its
 // settings in version control: `ragkv serve --print-config > ragkv.toml`.
 #ifndef RAGKV_CLI_CONFIG_FILE_H_
@@ -24,8 +25,12 @@ namespace ragkv::cli {
 
 // ApplyConfigFile: sets every option of `cmd` (parsed already) that the
 // command line left unset from `path`. InvalidArgument naming path:line and
-// the key for a bad file; NotFound when it cannot be read.
-absl::Status ApplyConfigFile(CLI::App* cmd, const std::string& path);
+// the key for a bad file; NotFound when it cannot be read. With
+// `shared_with` (another command's options), keys that only that command
+// knows are skipped: `ragkv precompute --config ragkv.toml` reads the
+// store settings of the server's file and ignores --listen and the like.
+absl::Status ApplyConfigFile(CLI::App* cmd, const std::string& path,
+                             const CLI::App* shared_with = nullptr);
 
 // EffectiveConfig: every option of `cmd` with its value (given, or the
 // default) as TOML, one `key = value` line each; options whose name holds

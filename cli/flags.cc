@@ -24,33 +24,30 @@ void AddAuthTokenOptions(CLI::App* cmd, AuthTokenFlags* flags, std::string_view 
                       ", read from this file (mode 600; default: $RAGKV_AUTH_TOKEN)");
 }
 
+absl::StatusOr<std::string> ReadSecretFile(std::string_view flag, const std::string& path) {
+  const std::string what = std::string(flag) + " " + path;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(what + ": not a readable regular file");
+  }
+  if (st.st_mode & (S_IROTH | S_IWOTH)) {
+    return absl::InvalidArgumentError(what + ": readable or writable by other users (chmod 600 it)");
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!in) return absl::InvalidArgumentError(what + ": cannot read");
+  std::string secret(absl::StripTrailingAsciiWhitespace(ss.str()));
+  if (secret.empty()) return absl::InvalidArgumentError(what + ": empty");
+  return secret;
+}
+
 absl::StatusOr<std::string> ResolveAuthToken(const AuthTokenFlags& flags,
                                              std::string_view command) {
   if (!flags.token.empty() && !flags.file.empty()) {
     return absl::InvalidArgumentError("give --auth-token or --auth-token-file, not both");
   }
-  if (!flags.file.empty()) {
-    struct stat st;
-    if (::stat(flags.file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-      return absl::InvalidArgumentError("--auth-token-file " + flags.file +
-                                        ": not a readable regular file");
-    }
-    if (st.st_mode & (S_IROTH | S_IWOTH)) {
-      return absl::InvalidArgumentError("--auth-token-file " + flags.file +
-                                        ": readable or writable by other users (chmod 600 it)");
-    }
-    std::ifstream in(flags.file, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (!in) {
-      return absl::InvalidArgumentError("--auth-token-file " + flags.file + ": cannot read");
-    }
-    std::string token(absl::StripTrailingAsciiWhitespace(ss.str()));
-    if (token.empty()) {
-      return absl::InvalidArgumentError("--auth-token-file " + flags.file + ": empty");
-    }
-    return token;
-  }
+  if (!flags.file.empty()) return ReadSecretFile("--auth-token-file", flags.file);
   if (!flags.token.empty()) {
     RAGKV_LOG(WARNING) << command
                        << ": --auth-token is visible to every local user in the process list "

@@ -34,6 +34,11 @@ void AddAuthTokenOptions(CLI::App* cmd, AuthTokenFlags* flags, std::string_view 
 // prefixes the warning. Never logs the token.
 absl::StatusOr<std::string> ResolveAuthToken(const AuthTokenFlags& flags,
                                              std::string_view command);
+// ReadSecretFile: the content of a secret file (trailing whitespace
+// stripped). InvalidArgument, naming `flag` and the path, for a file that is
+// not a regular readable file, that other users may read or write, or that
+// is empty. Never logs the secret.
+absl::StatusOr<std::string> ReadSecretFile(std::string_view flag, const std::string& path);
 // ScrubTokenArgs: overwrites the value of every --auth-token argument in
 // argv with 'x' so that later reads of /proc/PID/cmdline (ps) do not show
 // it. Call after parsing. Does not help against a `ps` run before it.

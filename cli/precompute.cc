@@ -13,7 +13,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "cli/command.h"
+#include "cli/config_file.h"
 #include "cli/flags.h"
+#include "cli/store_flags.h"
 #include "connector/client.h"
 #include "kvstore/kv_chunk.h"
 #include "services/backends.h"
@@ -78,6 +80,7 @@ int PrintSummary(const v1::Job& j) {
 class PrecomputeCommand : public Command {
  public:
   void Register(CLI::App* cmd) override {
+    app_ = cmd;
     cmd->add_option("--corpus", f_.corpus, "corpus file or directory (repeatable)")->required();
     cmd->add_option("--model", f_.model, "model checkpoint (local mode)");
     cmd->add_option("--tokenizer", f_.tokenizer, "tokenizer (default: the model's)");
@@ -95,19 +98,11 @@ class PrecomputeCommand : public Command {
     cmd->add_option("--sync-writes", f_.sync_writes,
                              "fsync every chunk (default off: kill -9 safe, flushed at the end)")
         ->capture_default_str();
-    // Local mode's store: the same options as `ragkv serve`.
-    cmd->add_option("--kv-codec", f_.kv_codec,
-                    "local: codec of the stored KV records: raw (the model's dtype), int8 (per "
-                    "channel), fp8 (e4m3, per head); a server uses its own --kv-codec")
-        ->check(CLI::IsMember({"raw", "int8", "fp8"}))
-        ->capture_default_str();
-    cmd->add_option("--ram-budget", f_.ram, "local: RAM tier budget (bytes, K/M/G suffix)")
-        ->capture_default_str();
-    cmd->add_option("--ssd-budget", f_.ssd, "local: SSD tier budget")->capture_default_str();
-    cmd->add_option("--redis", f_.redis_url, "local: also store into this Redis tier (host:port)");
-    cmd->add_option("--kv-tiers", f_.kv_tiers,
-                    "local: the tiers written, fastest first, from ram,ssd,redis")
-        ->delimiter(',');
+    // Local mode's store: the same options as `ragkv serve`, and its config file.
+    AddStoreOptions(cmd, &f_.store, "local: ");
+    cmd->add_option("--config", f_.config,
+                    "local: a `ragkv serve` TOML file; its store settings apply (flags given "
+                    "here win), its server-only keys are ignored");
     cmd->add_option("--debug-chunk-delay-ms", f_.debug_chunk_delay_ms)
         ->group("");  // hidden testing seam
   }
@@ -121,16 +116,27 @@ class PrecomputeCommand : public Command {
     int workers = 1;
     int max_seq_len = 0;
     int chunk_tokens = 128;
-    std::string ram = "1G", ssd = "16G", redis_url, kv_codec = "raw";
-    std::vector<std::string> kv_tiers;
+    StoreFlags store;
+    std::string config;
     int debug_chunk_delay_ms = 0;
     bool sync_writes = false;
     bool replace = false;
   };
   Flags f_;
+  CLI::App* app_ = nullptr;
 };
 
 int PrecomputeCommand::Run() {
+  if (!f_.config.empty()) {
+    // The server's file: keys only `ragkv serve` has are skipped.
+    CLI::App serve_app;
+    std::unique_ptr<Command> serve = NewServeCommand();
+    serve->Register(&serve_app);
+    if (absl::Status s = ApplyConfigFile(app_, f_.config, &serve_app); !s.ok()) {
+      std::fprintf(stderr, "ragkv precompute: --config %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+  }
   const Flags& f = f_;
   v1::CorpusSpec spec;
   for (const auto& p : f.corpus) spec.add_paths(p);
@@ -190,16 +196,16 @@ int PrecomputeCommand::Run() {
   bo.max_seq_len = f.max_seq_len;
   bo.chunk_tokens = f.chunk_tokens;
   bo.sync_writes = f.sync_writes;
-  try {
-    bo.ram_budget_bytes = ParseBytes(f.ram);
-    bo.ssd_budget_bytes = ParseBytes(f.ssd);
-  } catch (const std::exception&) {
-    std::fprintf(stderr, "ragkv precompute: --ram-budget/--ssd-budget: not a byte size (%s, %s)\n",
-                 f.ram.c_str(), f.ssd.c_str());
+  absl::StatusOr<ResolvedStore> store = ResolveStoreFlags(f.store);
+  if (!store.ok()) {
+    std::fprintf(stderr, "ragkv precompute: %s\n", std::string(store.status().message()).c_str());
     return 2;
   }
-  bo.redis_url = f.redis_url;
-  bo.kv_tiers = f.kv_tiers;
+  bo.ram_budget_bytes = store->ram_budget_bytes;
+  bo.ssd_budget_bytes = store->ssd_budget_bytes;
+  bo.redis_url = store->redis_url;
+  bo.redis = store->redis;
+  bo.kv_tiers = store->kv_tiers;
   auto backends = BuildBackends(bo);
   if (!backends.ok()) {
     std::fprintf(stderr, "ragkv precompute: %s\n", backends.status().ToString().c_str());
@@ -209,7 +215,7 @@ int PrecomputeCommand::Run() {
   jo.model = (*backends)->model.get();
   jo.retriever = (*backends)->retriever.get();
   jo.store = (*backends)->store.get();
-  jo.kv_codec = *kvstore::ParseCodec(f.kv_codec);  // checked by the flag
+  jo.kv_codec = *kvstore::ParseCodec(store->kv_codec);  // checked by the flag
   jo.chunk_delay = absl::Milliseconds(f.debug_chunk_delay_ms);
   JobManager jobs(jo);
   auto id = jobs.Start(spec, f.workers);

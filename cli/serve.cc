@@ -12,6 +12,7 @@
 #include "cli/command.h"
 #include "cli/config_file.h"
 #include "cli/flags.h"
+#include "cli/store_flags.h"
 #include "services/sidecar.h"
 
 namespace ragkv::cli {
@@ -26,14 +27,7 @@ class ServeCommand : public Command {
     app_ = cmd;
     cmd->add_option("--listen", so_.listen, "gRPC address (default loopback)")->capture_default_str();
     cmd->add_option("--data-dir", so_.data_dir, "RocksDB/FAISS directory")->capture_default_str();
-    cmd->add_option("--ram-budget", ram_, "RAM tier budget (bytes, K/M/G suffix)")->capture_default_str();
-    cmd->add_option("--ssd-budget", ssd_, "SSD tier budget")->capture_default_str();
-    cmd->add_option("--redis", so_.redis_url, "optional Redis tier host:port");
-    cmd->add_option("--kv-tiers", so_.kv_tiers,
-                      "KV store tiers, fastest first, from ram,ssd,redis (default: ram,ssd "
-                      "+ redis with --redis; e.g. 'redis' for a sidecar that relies on the "
-                      "shared tier)")
-        ->delimiter(',');
+    AddStoreOptions(cmd, &store_);
     cmd->add_option("--auto-r-min", so_.controller_r_min,
                       "BLEND_MODE_AUTO: the loading controller's quality floor")
         ->capture_default_str();
@@ -59,11 +53,6 @@ class ServeCommand : public Command {
         ->capture_default_str();
     cmd->add_option("--metrics-auth", so_.metrics_auth,
                     "/metrics requires the RPCs' bearer token (--auth-token-file)")
-        ->capture_default_str();
-    cmd->add_option("--kv-codec", so_.kv_codec,
-                    "codec of the KV records this server writes (precompute jobs, store-back): "
-                    "raw (the model's dtype), int8 (per channel), fp8 (e4m3, per head)")
-        ->check(CLI::IsMember({"raw", "int8", "fp8"}))
         ->capture_default_str();
     cmd->add_option("--model", so_.model_path, "model checkpoint (.bin/.gguf/HF dir/synthetic:...)");
     cmd->add_option("--tokenizer", so_.tokenizer_path, "tokenizer (default: the model's)");
@@ -132,14 +121,17 @@ class ServeCommand : public Command {
         so_.services.insert(std::string(s));
       }
     }
-    try {
-      so_.ram_budget_bytes = ParseBytes(ram_);
-      so_.ssd_budget_bytes = ParseBytes(ssd_);
-    } catch (const std::exception&) {
-      std::fprintf(stderr, "ragkv serve: --ram-budget/--ssd-budget: not a byte size (%s, %s)\n",
-                   ram_.c_str(), ssd_.c_str());
+    absl::StatusOr<ResolvedStore> store = ResolveStoreFlags(store_);
+    if (!store.ok()) {
+      std::fprintf(stderr, "ragkv serve: %s\n", std::string(store.status().message()).c_str());
       return 2;
     }
+    so_.ram_budget_bytes = store->ram_budget_bytes;
+    so_.ssd_budget_bytes = store->ssd_budget_bytes;
+    so_.kv_tiers = store->kv_tiers;
+    so_.kv_codec = store->kv_codec;
+    so_.redis_url = store->redis_url;
+    so_.redis = store->redis;
     return Serve();
   }
 
@@ -147,7 +139,8 @@ class ServeCommand : public Command {
   int Serve();
 
   services::SidecarOptions so_;
-  std::string services_ = "all", ram_ = "1G", ssd_ = "16G", config_;
+  StoreFlags store_;
+  std::string services_ = "all", config_;
   bool print_config_ = false;
   CLI::App* app_ = nullptr;
   AuthTokenFlags auth_;

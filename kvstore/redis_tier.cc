@@ -3,8 +3,11 @@
 #include <cctype>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "kvstore/internal/redis_client.h"
@@ -15,8 +18,8 @@
 
 // RedisTier is defined in three files: this one (options, connection,
 // health, layout hint, the header value parser), redis_tier_read.cc (Get*,
-// ReadChunk, Contains) and redis_tier_write.cc (Put, Delete,
-// DeleteByFingerprint).
+// ReadChunk, Contains), redis_tier_write.cc (Put, Delete,
+// DeleteByFingerprint) and redis_tier_budget.cc (the byte budget).
 
 namespace ragkv::kvstore {
 namespace internal {
@@ -68,6 +71,14 @@ absl::Status ValidateOptions(const RedisTierOptions& o) {
   if (o.ttl < absl::ZeroDuration()) return absl::InvalidArgumentError("redis tier: negative ttl");
   if (o.connect_timeout <= absl::ZeroDuration() || o.command_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("redis tier: timeouts must be positive");
+  }
+  if (o.tls.cert_file.empty() != o.tls.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "redis tier: a TLS client certificate needs both cert_file and key_file");
+  }
+  if (!o.username.empty() && o.password.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("redis tier: username '", o.username, "' given without a password"));
   }
   if (o.max_pipeline_bytes == 0 || o.max_chunk_bytes == 0) {
     return absl::InvalidArgumentError("redis tier: max_pipeline_bytes / max_chunk_bytes must be > 0");
@@ -133,7 +144,9 @@ absl::StatusOr<std::unique_ptr<RedisTier>> RedisTier::Create(RedisTierOptions op
   internal::RedisNodePoolOptions node;
   node.connection.connect_timeout = options.connect_timeout;
   node.connection.command_timeout = options.command_timeout;
+  node.connection.username = options.username;
   node.connection.password = options.password;
+  node.connection.tls = options.tls;
   // Keep a read buffer of one full value per connection (see the option).
   node.connection.reader_buffer_keep_bytes = options.max_value_bytes + (64 << 10);
   node.max_connections = options.pool_size;
@@ -175,6 +188,38 @@ absl::StatusOr<std::unique_ptr<RedisTier>> RedisTier::Create(RedisTierOptions op
       new RedisTier(std::move(options), std::move(single), /*cluster_mode=*/false));
 }
 
+absl::Status ParseRedisAddress(std::string_view address, RedisTierOptions* options) {
+  absl::string_view a = internal::Sv(address);
+  if (absl::ConsumePrefix(&a, "rediss://")) {
+    options->tls.enabled = true;
+  } else {
+    absl::ConsumePrefix(&a, "redis://");
+  }
+  if (absl::StrContains(a, "@")) {
+    return absl::InvalidArgumentError(
+        "redis address: credentials do not belong in the address (they would show in argv and "
+        "logs); give the user with --redis-user and the password with --redis-password-file or "
+        "the RAGKV_REDIS_PASSWORD environment variable");
+  }
+  if (absl::ConsumeSuffix(&a, "/") || absl::ConsumeSuffix(&a, "/0")) {
+  } else if (absl::StrContains(a, "/")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "redis address '", internal::Sv(address),
+        "': database numbers are not supported (Redis Cluster has none); use a key prefix "
+        "(--redis-prefix) as the namespace"));
+  }
+  options->endpoints.clear();
+  for (absl::string_view ep : absl::StrSplit(a, ',', absl::SkipEmpty())) {
+    ASSIGN_OR_RETURN(internal::RedisEndpoint parsed, internal::RedisEndpoint::Parse(internal::StdSv(ep)));
+    options->endpoints.push_back(parsed.ToString());
+  }
+  if (options->endpoints.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("redis address '", internal::Sv(address), "' names no host:port"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Tier>> CreateRedisTier(const RedisTierOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<RedisTier> t, RedisTier::Create(options));
   return std::unique_ptr<Tier>(std::move(t));
@@ -206,6 +251,11 @@ TierStats RedisTier::Stats() const {
   TierStats s = Tier::Stats();
   s.up = health_.up.load(std::memory_order_relaxed) ? 1 : 0;
   s.outages = health_.outages.load(std::memory_order_relaxed);
+  if (options_.budget_bytes > 0) {
+    s.capacity_bytes = options_.budget_bytes;
+    s.bytes_used = budget_used_.load(std::memory_order_relaxed);
+    s.entries = budget_entries_.load(std::memory_order_relaxed);
+  }
   return s;
 }
 

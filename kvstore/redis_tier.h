@@ -56,6 +56,21 @@ enum class RedisMode {
   kCluster = 2,     // Redis Cluster; endpoints are discovery seeds
 };
 
+// RedisTlsOptions: TLS to every Redis node (standalone and cluster).
+struct RedisTlsOptions {
+  bool enabled = false;
+  // ca_file: PEM bundle the server certificate must chain to (empty = the
+  // system's default trust store).
+  std::string ca_file;
+  // cert_file / key_file: client certificate and key (PEM) for servers that
+  // require one (tls-auth-clients yes); both or neither.
+  std::string cert_file;
+  std::string key_file;
+  // server_name: the name the server certificate must carry (and SNI); empty
+  // = the endpoint's host. Verification is never switched off.
+  std::string server_name;
+};
+
 struct RedisTierOptions {
   // endpoints: "host:port" list. Standalone: exactly one. Cluster: any
   // number of seed nodes. Required.
@@ -84,8 +99,17 @@ struct RedisTierOptions {
   int pool_size = 4;
   // ttl: expiry of every key written (0 = none). Default none.
   absl::Duration ttl = absl::ZeroDuration();
-  // password: AUTH password (empty = none). Never logged.
+  // username / password: AUTH (Redis 6 ACL user, or the legacy password
+  // alone when username is empty; empty password = no AUTH). Never logged.
+  std::string username;
   std::string password;
+  // tls: connect over TLS (OpenSSL; hiredis 0.14 has no TLS of its own).
+  RedisTlsOptions tls;
+  // budget_bytes: the most bytes of values this namespace (key_prefix) may
+  // hold in Redis, shared by every sidecar using it (0 = unbounded: Redis'
+  // own maxmemory policy decides). Over budget, the chunks written longest
+  // ago are deleted (see "Byte budget" in docs/kvstore.md). Default 0.
+  uint64_t budget_bytes = 0;
   // reconnect_backoff_initial / _max: while a node is down, calls fail fast
   // and reconnects are spaced (doubling) between these. Defaults 20 ms / 1 s.
   absl::Duration reconnect_backoff_initial = absl::Milliseconds(20);
@@ -151,6 +175,12 @@ class RedisTier : public Tier {
   // DeleteImpl: removes `key`; *removed says whether a header existed.
   absl::Status DeleteImpl(const ChunkKey& key, bool* removed);
   absl::Status CountError(absl::Status s);
+  // Byte budget (redis_tier_budget.cc; no-ops when budget_bytes is 0).
+  // ReserveBudget: accounts `value_bytes` for `key` before its Put, then
+  // deletes the oldest-written chunks while the namespace is over budget.
+  // ForgetBudget: drops the accounting of a deleted (or vanished) key.
+  absl::Status ReserveBudget(const ChunkKey& key, uint64_t value_bytes);
+  absl::Status ForgetBudget(const ChunkKey& key);
   // LayoutHint / SetLayoutHint: part counts per layer of the last chunk seen.
   std::vector<uint32_t> LayoutHint() const;
   void SetLayoutHint(const std::vector<uint32_t>& parts);
@@ -163,10 +193,21 @@ class RedisTier : public Tier {
     std::atomic<uint64_t> outages{0};
   };
   Health health_;
+  // budget_used_ / budget_entries_: the namespace's accounted bytes and
+  // chunks as of this process's last budget round trip (TierStats).
+  std::atomic<uint64_t> budget_used_{0};
+  std::atomic<uint64_t> budget_entries_{0};
   const std::unique_ptr<internal::RedisExecutor> exec_;
   const bool cluster_mode_;
   const std::unique_ptr<internal::RedisLayoutHint> hint_;
 };
+
+// ParseRedisAddress: "host:port[,host:port...]", optionally with the scheme
+// redis:// or rediss:// (TLS: sets options->tls.enabled), into
+// options->endpoints. InvalidArgument for an empty list, a malformed
+// endpoint, or credentials in the address ("user:pass@": secrets never go
+// on a command line; use the password file or environment instead).
+absl::Status ParseRedisAddress(std::string_view address, RedisTierOptions* options);
 
 // CreateRedisTier: RedisTier::Create as a Tier (same errors).
 absl::StatusOr<std::unique_ptr<Tier>> CreateRedisTier(const RedisTierOptions& options);

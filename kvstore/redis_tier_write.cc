@@ -169,6 +169,13 @@ absl::Status RedisTier::Put(const ChunkKey& key, std::shared_ptr<const EncodedCh
   if (!stored.ok()) return CountError(stored.status());
   const std::vector<uint32_t> old_parts = *std::move(stored);
 
+  // 0. Budget: accounted before anything is written (see redis_tier_budget.cc).
+  uint64_t value_bytes = internal::kRedisFrameBytes + chunk->header.size() + 4 * uint64_t{num_layers};
+  for (uint32_t i = 0; i < num_layers; ++i) {
+    value_bytes += chunk->layers[i].size() + uint64_t{parts[i]} * internal::kRedisFrameBytes;
+  }
+  RETURN_IF_ERROR(ReserveBudget(key, value_bytes));
+
   // 1. Index first: an index entry without a chunk is harmless, a chunk that
   //    DeleteByFingerprint cannot find is not.
   {
@@ -250,7 +257,7 @@ absl::Status RedisTier::DeleteImpl(const ChunkKey& key, bool* removed) {
   const std::string hkey = internal::RedisHeaderKey(options_.key_prefix, key);
   absl::StatusOr<Reply> cur = exec_->Command(hkey, {"GET", hkey});
   if (!cur.ok()) return CountError(cur.status());
-  if (cur->IsNil()) return absl::OkStatus();
+  if (cur->IsNil()) return ForgetBudget(key);  // expired or evicted: only the account is left
   if (cur->IsError()) return CountError(internal::ReplyToStatus(cur->view(), "redis tier: GET"));
   std::vector<uint32_t> parts;
   std::optional<Fingerprint> fp;
@@ -284,7 +291,7 @@ absl::Status RedisTier::DeleteImpl(const ChunkKey& key, bool* removed) {
     if (!s.ok()) return CountError(s.status());
     RETURN_IF_ERROR(CountError(WriteReplyStatus(*s, "SREM index")));
   }
-  return absl::OkStatus();
+  return ForgetBudget(key);
 }
 
 absl::StatusOr<uint64_t> RedisTier::DeleteByFingerprint(const Fingerprint& fp) {

@@ -110,10 +110,8 @@ absl::StatusOr<std::unique_ptr<Backends>> BuildBackends(const BackendOptions& o)
         ASSIGN_OR_RETURN(auto ssd_tier, kvstore::CreateSsdTier(ssd));
         tiers.push_back(std::move(ssd_tier));
       } else {
-        kvstore::RedisTierOptions ro;
-        std::string ep = o.redis_url;
-        if (absl::StartsWith(ep, "redis://")) ep = ep.substr(8);
-        ro.endpoints.push_back(ep);
+        kvstore::RedisTierOptions ro = o.redis;
+        RETURN_IF_ERROR(kvstore::ParseRedisAddress(o.redis_url, &ro));
         ASSIGN_OR_RETURN(auto redis_tier, kvstore::CreateRedisTier(ro));
         tiers.push_back(std::move(redis_tier));
       }

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "blend/blender.h"
 #include "blend/loading_controller.h"
+#include "kvstore/redis_tier.h"
 #include "kvstore/tiered_store.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
@@ -27,7 +28,11 @@ struct BackendOptions {
   std::string data_dir = "./ragkv-data";  // kv/ and retrieval/ live here
   uint64_t ram_budget_bytes = uint64_t{1} << 30;
   uint64_t ssd_budget_bytes = uint64_t{16} << 30;
-  std::string redis_url;       // "host:port" or "redis://host:port"; empty = no Redis tier
+  // redis_url: host:port[,host:port...], optionally redis:// or rediss://
+  // (TLS); empty = no Redis tier. redis: the tier's other settings (its
+  // endpoints are parsed from redis_url).
+  std::string redis_url;
+  kvstore::RedisTierOptions redis;
   std::string model_path;      // empty = no model (and no blender)
   std::string tokenizer_path;  // empty = the model's own
   int max_seq_len = 0;         // model context override (0 = file's)

@@ -245,6 +245,7 @@ absl::Status InitBackends(Sidecar::Impl* impl) {
   bo.ram_budget_bytes = o.ram_budget_bytes;
   bo.ssd_budget_bytes = o.ssd_budget_bytes;
   bo.redis_url = o.redis_url;
+  bo.redis = o.redis;
   bo.kv_tiers = o.kv_tiers;
   bo.controller_r_min = o.controller_r_min;
   bo.controller_r_max = o.controller_r_max;

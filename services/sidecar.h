@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "kvstore/redis_tier.h"
 
 namespace ragkv::kvstore {
 class Tier;
@@ -100,8 +101,12 @@ struct SidecarOptions {
   // store-back): "raw" (the model's KV dtype), "int8" (per channel) or
   // "fp8" (e4m3, per head); docs/kv_format.md. Reads accept every codec.
   std::string kv_codec = "raw";
-  // redis_url: optional shared Redis tier ("redis://host:port" or host:port).
+  // redis_url: optional shared Redis tier: host:port[,host:port...]
+  // (cluster seeds), optionally redis:// or rediss:// (TLS).
   std::string redis_url;
+  // redis: every other Redis tier setting (user, password, key prefix, TTL,
+  // budget, mode, TLS); its endpoints come from redis_url.
+  kvstore::RedisTierOptions redis;
   // kv_tiers: the store's tiers, fastest first, from ram, ssd, redis; empty
   // = ram, ssd (+ redis with redis_url). See BackendOptions::kv_tiers.
   std::vector<std::string> kv_tiers;

@@ -1,7 +1,7 @@
 #include "kvstore/internal/redis_client.h"
 
 #include <hiredis/hiredis.h>
-#include <sys/time.h>
+#include <hiredis/read.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -14,27 +14,17 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "kvstore/internal/redis_transport.h"
 
 namespace ragkv::kvstore::internal {
 namespace {
 
-timeval TimevalOf(absl::Duration d) {
-  if (d < absl::ZeroDuration()) d = absl::ZeroDuration();
-  timeval tv = absl::ToTimeval(d);
-  if (tv.tv_sec == 0 && tv.tv_usec == 0) tv.tv_usec = 1000;  // 0 = "block forever"
-  return tv;
-}
-
-// TransportStatus: an OS-level failure as UNAVAILABLE, or DEADLINE_EXCEEDED
-// when it was a timeout.
+// TransportStatus: a transport failure (code from redis_transport.h) with
+// the endpoint and what was being done.
 absl::Status TransportStatus(const RedisEndpoint& ep, std::string_view during,
-                             std::string_view err) {
-  std::string msg = absl::StrCat("redis ", ep.ToString(), ": ", Sv(during), " failed: ", Sv(err));
-  if (absl::StrContains(Sv(err), "timed out") ||
-      absl::StrContains(Sv(err), "temporarily unavailable")) {
-    return absl::DeadlineExceededError(msg);
-  }
-  return absl::UnavailableError(msg);
+                             absl::string_view err, absl::StatusCode code) {
+  return absl::Status(code, absl::StrCat("redis ", ep.ToString(), ": ", Sv(during),
+                                         " failed: ", err));
 }
 
 // ------------------------------------------------------------ buffer pool --
@@ -313,58 +303,71 @@ absl::Status ReplyToStatus(ReplyView r, std::string_view what) {
 
 // --------------------------------------------------------------- connection --
 
+// Socket read size: replies of several MiB arrive in a few reads.
+constexpr size_t kReadChunkBytes = size_t{256} << 10;
+
 absl::StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Connect(
     const RedisConnectionOptions& options) {
   std::unique_ptr<RedisConnection> conn(new RedisConnection(options));
   const RedisEndpoint& ep = options.endpoint;
-  redisContext* c = redisConnectWithTimeout(ep.host.c_str(), ep.port, TimevalOf(options.connect_timeout));
-  if (c == nullptr) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("redis ", ep.ToString(), ": cannot allocate a hiredis context"));
-  }
-  if (c->err != 0) {
-    absl::Status s = TransportStatus(ep, "connect", c->errstr);
-    redisFree(c);
-    return s;
+  absl::StatusOr<std::unique_ptr<RedisTransport>> io =
+      RedisTransport::Connect(ep.host, ep.port, options.tls, options.connect_timeout);
+  if (!io.ok()) {
+    if (absl::IsInvalidArgument(io.status())) return io.status();  // TLS files: not transient
+    return TransportStatus(ep, options.tls.enabled ? "TLS connect" : "connect",
+                           io.status().message(), io.status().code());
   }
   // Our reply objects: same layout as hiredis', large strings pooled. Every
-  // reply of this context is therefore freed by Reply (FreeReplyTree).
-  if (c->reader != nullptr) c->reader->fn = &kPooledReplyFunctions;
-  conn->ctx_ = c;
+  // reply is therefore freed by Reply (FreeReplyTree).
+  conn->reader_ = redisReaderCreateWithFunctions(&kPooledReplyFunctions);
+  if (conn->reader_ == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("redis ", ep.ToString(), ": cannot allocate a reply reader"));
+  }
+  if (options.reader_buffer_keep_bytes > 0) conn->reader_->maxbuf = options.reader_buffer_keep_bytes;
+  conn->ibuf_ = std::make_unique<char[]>(kReadChunkBytes);
+  conn->io_ = *std::move(io);
   // AUTH runs under the connect timeout, then commands get their own.
-  if (redisSetTimeout(c, TimevalOf(options.connect_timeout)) != REDIS_OK) {
-    return conn->Fail("set timeout");
-  }
-  redisEnableKeepAlive(c);  // best effort; failure only loses dead-peer detection
-  if (options.reader_buffer_keep_bytes > 0 && c->reader != nullptr) {
-    c->reader->maxbuf = options.reader_buffer_keep_bytes;
-  }
+  conn->io_timeout_ = options.connect_timeout;
   if (!options.password.empty()) {
-    ASSIGN_OR_RETURN(Reply r, conn->Command({"AUTH", options.password}));
+    RedisArgv auth = {"AUTH"};
+    if (!options.username.empty()) auth.push_back(options.username);
+    auth.push_back(options.password);
+    ASSIGN_OR_RETURN(Reply r, conn->Command(auth));
     if (r.IsError()) {
       return absl::PermissionDeniedError(
-          absl::StrCat("redis ", ep.ToString(), ": AUTH rejected: ", Sv(r.str())));
+          absl::StrCat("redis ", ep.ToString(), ": AUTH",
+                       options.username.empty() ? "" : " as '" + options.username + "'",
+                       " rejected: ", Sv(r.str())));
     }
   }
-  if (redisSetTimeout(c, TimevalOf(options.command_timeout)) != REDIS_OK) {
-    return conn->Fail("set timeout");
-  }
+  conn->io_timeout_ = options.command_timeout;
   return conn;
 }
 
+RedisConnection::RedisConnection(const RedisConnectionOptions& options) : options_(options) {}
+
 RedisConnection::~RedisConnection() {
-  if (ctx_ != nullptr) redisFree(ctx_);
+  if (reader_ != nullptr) redisReaderFree(reader_);
 }
 
-absl::Status RedisConnection::Fail(std::string_view during) {
-  std::string err = ctx_ != nullptr && ctx_->err != 0 ? std::string(ctx_->errstr) : "unknown error";
-  if (ctx_ != nullptr && ctx_->err == REDIS_ERR_EOF) err = "connection closed by server";
-  absl::Status s = TransportStatus(options_.endpoint, during, err);
-  if (ctx_ != nullptr) {
-    redisFree(ctx_);
-    ctx_ = nullptr;
+absl::Status RedisConnection::Fail(std::string_view during, const absl::Status& cause) {
+  io_.reset();
+  return TransportStatus(options_.endpoint, during, cause.message(), cause.code());
+}
+
+absl::StatusOr<Reply> RedisConnection::NextReply(absl::Duration timeout) {
+  for (;;) {
+    void* raw = nullptr;
+    if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
+      return absl::InternalError(absl::StrCat("protocol error: ", reader_->errstr));
+    }
+    if (raw != nullptr) return Reply(static_cast<redisReply*>(raw));
+    ASSIGN_OR_RETURN(size_t n, io_->ReadSome(ibuf_.get(), kReadChunkBytes, timeout));
+    if (redisReaderFeed(reader_, ibuf_.get(), n) != REDIS_OK) {
+      return absl::ResourceExhaustedError("cannot buffer the reply");
+    }
   }
-  return s;
 }
 
 namespace {
@@ -388,12 +391,13 @@ absl::StatusOr<std::vector<Reply>> RedisConnection::Pipeline(absl::Span<const Re
 
 absl::Status RedisConnection::PipelineStream(absl::Span<const RedisArgv> commands,
                                              const ReplyCallback& on_reply) {
-  if (ctx_ == nullptr) {
+  if (io_ == nullptr) {
     return absl::UnavailableError(
         absl::StrCat("redis ", options_.endpoint.ToString(), ": connection is broken"));
   }
   std::vector<const char*> argv;
   std::vector<size_t> lens;
+  obuf_.clear();
   for (const RedisArgv& cmd : commands) {
     if (cmd.empty()) return absl::InvalidArgumentError("redis: empty command");
     argv.clear();
@@ -402,17 +406,26 @@ absl::Status RedisConnection::PipelineStream(absl::Span<const RedisArgv> command
       argv.push_back(a.data());
       lens.push_back(a.size());
     }
-    if (redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()) !=
-        REDIS_OK) {
-      return Fail("append command");
+    char* formatted = nullptr;
+    const int n = redisFormatCommandArgv(&formatted, static_cast<int>(argv.size()), argv.data(),
+                                         lens.data());
+    if (n < 0 || formatted == nullptr) {
+      return absl::ResourceExhaustedError("redis: cannot format a command");
     }
+    obuf_.append(formatted, static_cast<size_t>(n));
+    redisFreeCommand(formatted);
   }
+  absl::Status w = io_->WriteAll(obuf_, io_timeout_);
+  obuf_.clear();
+  if (obuf_.capacity() > kReadChunkBytes) obuf_.shrink_to_fit();
+  if (!w.ok()) return Fail(absl::StrCat("sending ", commands.size(), " command(s)"), w);
   for (size_t i = 0; i < commands.size(); ++i) {
-    void* raw = nullptr;
-    if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
-      return Fail(absl::StrCat(Sv(commands[i][0]), " (", i + 1, "/", commands.size(), ")"));
+    absl::StatusOr<Reply> r = NextReply(io_timeout_);
+    if (!r.ok()) {
+      return Fail(absl::StrCat(Sv(commands[i][0]), " (", i + 1, "/", commands.size(), ")"),
+                  r.status());
     }
-    on_reply(i, Reply(static_cast<redisReply*>(raw)));
+    on_reply(i, *std::move(r));
   }
   return absl::OkStatus();
 }

@@ -5,8 +5,10 @@
 //   RedisEndpoint     "host:port" value type.
 //   Reply / ReplyView an owned hiredis reply and a non-owning view of it (the
 //                     string payload of a GET is read in place, never copied).
-//   RedisConnection   one blocking TCP connection with connect and command
-//                     timeouts and pipelining. NOT thread-safe.
+//   RedisConnection   one blocking connection (TCP or TLS, redis_transport.h)
+//                     with connect and command timeouts and pipelining;
+//                     hiredis formats the commands and parses the replies.
+//                     NOT thread-safe.
 //   RedisNodePool     a thread-safe pool of connections to one node, with
 //                     reconnect and exponential backoff while the node is down.
 //   RedisExecutor     what the Redis tier talks to: "run this pipeline on the
@@ -40,11 +42,14 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "kvstore/redis_tier.h"
 
-struct redisContext;
+struct redisReader;
 struct redisReply;
 
 namespace ragkv::kvstore::internal {
+
+class RedisTransport;
 
 // Sv: std::string_view -> absl::string_view. Debian's abseil is built in
 // C++14 mode, so absl::string_view is its own type and absl functions
@@ -157,8 +162,12 @@ struct RedisConnectionOptions {
   // command_timeout: per socket read/write limit while a command runs; a
   // pipeline of large values may take several of these. Default 2 s.
   absl::Duration command_timeout = absl::Seconds(2);
-  // password: sent with AUTH after connecting when non-empty. Never logged.
+  // username / password: AUTH [username] password after connecting when
+  // the password is non-empty. Never logged.
+  std::string username;
   std::string password;
+  // tls: TLS to the node (redis_transport.h).
+  RedisTlsOptions tls;
   // reader_buffer_keep_bytes: hiredis frees its (grown) read buffer after a
   // reply when more than this much is unused (hiredis default 16 KiB). Values
   // of several MiB then regrow the buffer from 16 KiB on every reply (a chain
@@ -191,16 +200,23 @@ class RedisConnection {
   // Command: Pipeline of one.
   absl::StatusOr<Reply> Command(const RedisArgv& argv);
 
-  bool broken() const { return ctx_ == nullptr; }
+  bool broken() const { return io_ == nullptr; }
   const RedisEndpoint& endpoint() const { return options_.endpoint; }
 
  private:
-  explicit RedisConnection(const RedisConnectionOptions& options) : options_(options) {}
-  // Fail: converts the context error into a Status and drops the context.
-  absl::Status Fail(std::string_view during);
+  explicit RedisConnection(const RedisConnectionOptions& options);
+  // Fail: `cause` with the endpoint and `during` in its message; the
+  // connection is dropped (broken()).
+  absl::Status Fail(std::string_view during, const absl::Status& cause);
+  // NextReply: the next parsed reply, reading more as needed.
+  absl::StatusOr<Reply> NextReply(absl::Duration timeout);
 
   RedisConnectionOptions options_;
-  redisContext* ctx_ = nullptr;
+  absl::Duration io_timeout_;  // connect_timeout while connecting, then command_timeout
+  std::unique_ptr<RedisTransport> io_;
+  redisReader* reader_ = nullptr;
+  std::string obuf_;                  // the pipeline being sent
+  std::unique_ptr<char[]> ibuf_;      // socket reads, fed to reader_
 };
 
 // RedisNodePoolOptions: a pool of connections to one node.
