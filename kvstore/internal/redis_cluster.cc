@@ -158,7 +158,11 @@ absl::Status RedisCluster::RefreshSlotMap() {
   absl::Status last = absl::UnavailableError("redis cluster: no node to ask");
   for (const RedisEndpoint& ep : candidates) {
     last = RefreshFrom(PoolFor(ep));
-    if (last.ok() || absl::IsFailedPrecondition(last)) return last;
+    // Not a cluster, bad credentials or bad TLS files: every node would say the same.
+    if (last.ok() || absl::IsFailedPrecondition(last) || absl::IsPermissionDenied(last) ||
+        absl::IsInvalidArgument(last)) {
+      return last;
+    }
   }
   return absl::UnavailableError(
       absl::StrCat("redis cluster: no node answered CLUSTER SLOTS (last: ", last.message(), ")"));
