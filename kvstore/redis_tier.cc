@@ -201,8 +201,8 @@ absl::Status ParseRedisAddress(std::string_view address, RedisTierOptions* optio
         "logs); give the user with --redis-user and the password with --redis-password-file or "
         "the RAGKV_REDIS_PASSWORD environment variable");
   }
-  if (absl::ConsumeSuffix(&a, "/") || absl::ConsumeSuffix(&a, "/0")) {
-  } else if (absl::StrContains(a, "/")) {
+  const bool database_zero = absl::ConsumeSuffix(&a, "/") || absl::ConsumeSuffix(&a, "/0");
+  if (!database_zero && absl::StrContains(a, "/")) {
     return absl::InvalidArgumentError(absl::StrCat(
         "redis address '", internal::Sv(address),
         "': database numbers are not supported (Redis Cluster has none); use a key prefix "

@@ -11,6 +11,7 @@
 // and they are deleted like Delete does. Chunks that expired (TTL) or were
 // evicted by Redis itself stay accounted until they come up for eviction.
 // Decisions: docs/kvstore.md, "Byte budget".
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,19 @@ struct BudgetKeys {
         bytes(prefix + ":{budget}:bytes") {}
 };
 
+// AccountReply: a budget script's reply {total, entries, ...}, with the
+// account's state noted in *used / *entries; INTERNAL for an error reply.
+absl::StatusOr<Reply> AccountReply(absl::StatusOr<Reply> r, std::atomic<uint64_t>* used,
+                                   std::atomic<uint64_t>* entries) {
+  if (!r.ok()) return r;
+  if (r->IsError() || r->size() < 2) {
+    return absl::InternalError(absl::StrCat("redis tier: budget script: ", r->view().DebugString()));
+  }
+  used->store(static_cast<uint64_t>((*r)[0].integer()), std::memory_order_relaxed);
+  entries->store(static_cast<uint64_t>((*r)[1].integer()), std::memory_order_relaxed);
+  return r;
+}
+
 }  // namespace
 
 absl::Status RedisTier::ReserveBudget(const ChunkKey& key, uint64_t value_bytes) {
@@ -84,16 +98,11 @@ absl::Status RedisTier::ReserveBudget(const ChunkKey& key, uint64_t value_bytes)
   const std::string now = std::to_string(absl::ToUnixMillis(absl::Now()));
   const std::string budget = std::to_string(options_.budget_bytes);
   const std::string victims = std::to_string(kMaxVictimsPerPut);
-  absl::StatusOr<Reply> r = exec_->Command(
-      k.sizes, {"EVAL", kReserveScript, "3", k.sizes, k.lru, k.bytes, member, bytes, now, budget,
-                victims});
+  absl::StatusOr<Reply> r = AccountReply(
+      exec_->Command(k.sizes, {"EVAL", kReserveScript, "3", k.sizes, k.lru, k.bytes, member, bytes,
+                               now, budget, victims}),
+      &budget_used_, &budget_entries_);
   if (!r.ok()) return CountError(r.status());
-  if (r->IsError() || r->size() < 2) {
-    return CountError(absl::InternalError(
-        absl::StrCat("redis tier: budget script: ", r->view().DebugString())));
-  }
-  budget_used_.store(static_cast<uint64_t>((*r)[0].integer()), std::memory_order_relaxed);
-  budget_entries_.store(static_cast<uint64_t>((*r)[1].integer()), std::memory_order_relaxed);
   for (size_t i = 2; i < r->size(); ++i) {
     absl::StatusOr<ChunkKey> victim = ChunkKey::FromHex((*r)[i].str());
     if (!victim.ok()) continue;
@@ -112,16 +121,10 @@ absl::Status RedisTier::ReserveBudget(const ChunkKey& key, uint64_t value_bytes)
 absl::Status RedisTier::ForgetBudget(const ChunkKey& key) {
   if (options_.budget_bytes == 0) return absl::OkStatus();
   const BudgetKeys k(options_.key_prefix);
-  absl::StatusOr<Reply> r =
-      exec_->Command(k.sizes, {"EVAL", kForgetScript, "3", k.sizes, k.lru, k.bytes, key.ToHex()});
-  if (!r.ok()) return CountError(r.status());
-  if (r->IsError() || r->size() < 2) {
-    return CountError(absl::InternalError(
-        absl::StrCat("redis tier: budget script: ", r->view().DebugString())));
-  }
-  budget_used_.store(static_cast<uint64_t>((*r)[0].integer()), std::memory_order_relaxed);
-  budget_entries_.store(static_cast<uint64_t>((*r)[1].integer()), std::memory_order_relaxed);
-  return absl::OkStatus();
+  return CountError(AccountReply(exec_->Command(k.sizes, {"EVAL", kForgetScript, "3", k.sizes,
+                                                          k.lru, k.bytes, key.ToHex()}),
+                                  &budget_used_, &budget_entries_)
+                        .status());
 }
 
 }  // namespace ragkv::kvstore

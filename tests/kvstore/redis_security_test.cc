@@ -56,12 +56,23 @@ absl::Status RoundTrip(RedisTier& tier, uint64_t seed) {
 
 class RedisTlsTest : public ::testing::Test {
  protected:
+  // One PKI for the suite (four RSA keys cost about a second).
+  static void SetUpTestSuite() {
+    if (!testing::RedisServerAvailable()) return;
+    dir_ = TempDir();
+    certs_status_ = new absl::StatusOr<ragkv::testing::TestCerts>(ragkv::testing::MakeTestCerts(dir_));
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+    delete certs_status_;
+    certs_status_ = nullptr;
+  }
   void SetUp() override {
     if (!testing::RedisServerAvailable()) GTEST_SKIP() << "redis-server not installed";
-    dir_ = TempDir();
-    absl::StatusOr<ragkv::testing::TestCerts> certs = ragkv::testing::MakeTestCerts(dir_);
-    ASSERT_TRUE(certs.ok()) << certs.status();
-    certs_ = *certs;
+    ASSERT_TRUE(certs_status_ != nullptr && certs_status_->ok())
+        << (certs_status_ ? certs_status_->status().ToString() : "no certificates");
+    certs_ = **certs_status_;
     tls_port_ = ragkv::testing::PickFreeLoopbackPort();
     auto s = RedisServer::Start({"--tls-port", std::to_string(tls_port_), "--tls-cert-file",
                                  certs_.server_cert, "--tls-key-file", certs_.server_key,
@@ -69,10 +80,6 @@ class RedisTlsTest : public ::testing::Test {
                                  "optional"});
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = *std::move(s);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
   }
   RedisTierOptions Tls() const {
     RedisTierOptions o;
@@ -84,7 +91,8 @@ class RedisTlsTest : public ::testing::Test {
     return o;
   }
 
-  std::string dir_;
+  static inline std::string dir_;
+  static inline absl::StatusOr<ragkv::testing::TestCerts>* certs_status_ = nullptr;
   ragkv::testing::TestCerts certs_;
   int tls_port_ = 0;
   std::unique_ptr<RedisServer> server_;
@@ -152,13 +160,11 @@ TEST_F(RedisTlsTest, ClientCertificateRequiredByServer) {
   EXPECT_TRUE(RoundTrip(**t, 3).ok());
 }
 
-class RedisAuthTest : public ::testing::Test {
+class RedisAuthTest : public testing::OwnRedisServerTest {
  protected:
   void SetUp() override {
-    if (!testing::RedisServerAvailable()) GTEST_SKIP() << "redis-server not installed";
-    auto s = RedisServer::Start();
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = *std::move(s);
+    testing::OwnRedisServerTest::SetUp();
+    if (server_ == nullptr) return;  // skipped or failed
     // An ACL user, then the default user gets a password: unauthenticated
     // clients are refused from here on.
     for (const internal::RedisArgv& cmd :
@@ -174,7 +180,6 @@ class RedisAuthTest : public ::testing::Test {
     o.key_prefix = "auth";
     return o;
   }
-  std::unique_ptr<RedisServer> server_;
 };
 
 TEST_F(RedisAuthTest, AclUserAndLegacyPasswordWorkWrongOnesAreRefused) {
@@ -203,14 +208,8 @@ TEST_F(RedisAuthTest, AclUserAndLegacyPasswordWorkWrongOnesAreRefused) {
   EXPECT_FALSE(none.ok());  // NOAUTH on PING
 }
 
-class RedisBudgetTest : public ::testing::Test {
+class RedisBudgetTest : public testing::OwnRedisServerTest {
  protected:
-  void SetUp() override {
-    if (!testing::RedisServerAvailable()) GTEST_SKIP() << "redis-server not installed";
-    auto s = RedisServer::Start();
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = *std::move(s);
-  }
   RedisTierOptions Options(uint64_t budget) const {
     RedisTierOptions o;
     o.endpoints = {server_->endpoint()};
@@ -218,7 +217,6 @@ class RedisBudgetTest : public ::testing::Test {
     o.budget_bytes = budget;
     return o;
   }
-  std::unique_ptr<RedisServer> server_;
 };
 
 TEST_F(RedisBudgetTest, TwoSidecarsShareOneBudgetOldestChunksGoFirst) {

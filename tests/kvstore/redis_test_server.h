@@ -32,6 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "gtest/gtest.h"
 #include "kvstore/internal/redis_client.h"
 #include "tests/support/redis_server_process.h"
 
@@ -133,6 +134,19 @@ class RedisTestCluster {
 
 // RedisServerAvailable: whether redis-server is on PATH.
 inline bool RedisServerAvailable() { return RedisServerOnPath(); }
+
+// OwnRedisServerTest: a fixture with a private standalone server per test
+// (skipped without redis-server).
+class OwnRedisServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!RedisServerAvailable()) GTEST_SKIP() << "redis-server not installed";
+    auto s = RedisServer::Start();
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+  }
+  std::unique_ptr<RedisServer> server_;
+};
 
 }  // namespace ragkv::kvstore::testing
 
