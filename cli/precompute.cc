@@ -92,6 +92,7 @@ class PrecomputeCommand : public Command {
     cmd->add_option("--workers", f_.workers, "parallel chunk workers")->capture_default_str();
     cmd->add_option("--max-seq-len", f_.max_seq_len, "model context override");
     cmd->add_option("--chunk-tokens", f_.chunk_tokens)->capture_default_str();
+    AddRetrievalOptions(cmd, &f_.retrieval, "local: ");
     AddAuthTokenOptions(cmd, &f_.auth, "the --server's bearer token");
     cmd->add_flag("--replace", f_.replace,
                   "recompute and rewrite chunks already stored (records you do not trust)");
@@ -117,6 +118,7 @@ class PrecomputeCommand : public Command {
     int max_seq_len = 0;
     int chunk_tokens = 128;
     StoreFlags store;
+    services::RetrievalSettings retrieval;
     std::string config;
     int debug_chunk_delay_ms = 0;
     bool sync_writes = false;
@@ -195,6 +197,7 @@ int PrecomputeCommand::Run() {
   bo.tokenizer_path = f.tokenizer;
   bo.max_seq_len = f.max_seq_len;
   bo.chunk_tokens = f.chunk_tokens;
+  bo.retrieval = f.retrieval;
   bo.sync_writes = f.sync_writes;
   absl::StatusOr<ResolvedStore> store = ResolveStoreFlags(f.store);
   if (!store.ok()) {

@@ -28,6 +28,7 @@ class ServeCommand : public Command {
     cmd->add_option("--listen", so_.listen, "gRPC address (default loopback)")->capture_default_str();
     cmd->add_option("--data-dir", so_.data_dir, "RocksDB/FAISS directory")->capture_default_str();
     AddStoreOptions(cmd, &store_);
+    AddRetrievalOptions(cmd, &so_.retrieval);
     cmd->add_option("--auto-r-min", so_.controller_r_min,
                       "BLEND_MODE_AUTO: the loading controller's quality floor")
         ->capture_default_str();

@@ -48,6 +48,28 @@ absl::StatusOr<kvstore::RedisMode> ModeFlag(const std::string& v) {
 
 }  // namespace
 
+void AddRetrievalOptions(CLI::App* cmd, services::RetrievalSettings* r, std::string_view scope_view) {
+  const std::string scope(scope_view);
+  cmd->add_option("--index-factory", r->index_factory,
+                  scope + "FAISS index_factory string of the retrieval index (Flat, HNSW32, "
+                          "IVF256,PQ16, ...)")
+      ->capture_default_str();
+  cmd->add_option("--index-metric", r->metric, scope + "vector index metric")
+      ->check(CLI::IsMember({"ip", "l2"}))
+      ->capture_default_str();
+  cmd->add_option("--embedder", r->embedder,
+                  scope + "retrieval embedder: hashed, hashed:DIM, model (the served model), "
+                          "vectors:DIM[:NAME] (the caller's vectors)")
+      ->capture_default_str();
+  cmd->add_option("--search-mode", r->search_mode, scope + "default search of text queries")
+      ->check(CLI::IsMember({"hybrid", "dense", "bm25", "lexical"}))
+      ->capture_default_str();
+  cmd->add_option("--retrieval-rebuild", r->rebuild,
+                  scope + "a data dir built with another embedder or index is re-embedded / "
+                          "re-indexed from its catalogue instead of refused")
+      ->capture_default_str();
+}
+
 void AddStoreOptions(CLI::App* cmd, StoreFlags* f, std::string_view scope_view) {
   const std::string scope(scope_view);
   cmd->add_option("--ram-budget", f->ram, scope + "RAM tier budget (bytes, K/M/G suffix)")

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "kvstore/redis_tier.h"
+#include "services/retrieval_settings.h"
 
 namespace CLI {
 class App;
@@ -36,6 +37,12 @@ struct StoreFlags {
 // AddStoreOptions: registers the flags on `cmd`; `scope` prefixes their
 // help ("local: " for precompute).
 void AddStoreOptions(CLI::App* cmd, StoreFlags* flags, std::string_view scope = "");
+
+// AddRetrievalOptions: --index-factory, --index-metric, --embedder,
+// --search-mode, --retrieval-rebuild (services/retrieval_settings.h), shared
+// by serve and local precompute so both open a data dir the same way.
+void AddRetrievalOptions(CLI::App* cmd, services::RetrievalSettings* settings,
+                         std::string_view scope = "");
 
 // ResolvedStore: the flags parsed, the Redis password read.
 struct ResolvedStore {

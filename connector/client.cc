@@ -7,6 +7,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "connector/wire.h"
@@ -31,22 +32,54 @@ struct Client::Stubs {
 
 namespace {
 
-absl::Status FromGrpc(const grpc::Status& s) {
+constexpr char kRequestIdKey[] = "x-request-id";
+
+// FromGrpc: the server's status; its message names the call's request id
+// (the server's own errors already end with "[request_id=...]").
+absl::Status FromGrpc(const grpc::Status& s, const std::string& request_id = "") {
   if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+  std::string msg = s.error_message();
+  if (!request_id.empty() && msg.find("[request_id=") == std::string::npos) {
+    msg += (msg.empty() ? "" : " ") + ("[request_id=" + request_id + "]");
+  }
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), msg);
 }
 
-// Retrier: runs attempts of one logical call under one overall deadline.
+// SaneRequestId: what the server takes as a client's id (else it makes its own).
+bool SaneRequestId(const std::string& id) {
+  if (id.empty() || id.size() > 64) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == ':' || c == '-';
+  });
+}
+
+// NewRequestId: "c-" + 16 random hex digits.
+std::string NewRequestId() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return absl::StrFormat("c-%016x", rng());
+}
+
+// Retrier: runs attempts of one logical call (one request id) under one
+// overall deadline.
 class Retrier {
  public:
-  Retrier(const ClientOptions& o, absl::Duration deadline)
-      : o_(o), deadline_(absl::Now() + (deadline > absl::ZeroDuration() ? deadline
-                                                                          : o.default_deadline)) {}
+  Retrier(const ClientOptions& o, const CallOptions& call)
+      : o_(o),
+        call_(call),
+        deadline_(absl::Now() + (call.deadline > absl::ZeroDuration() ? call.deadline
+                                                                       : o.default_deadline)),
+        request_id_(call.request_id.empty() ? NewRequestId() : call.request_id) {}
 
   // Run: attempt(ctx, &got_data) -> grpc::Status. Retries UNAVAILABLE while
   // no data was delivered and time and attempts remain.
   template <typename Attempt>
   absl::Status Run(Attempt&& attempt) {
+    if (call_.request_id_out != nullptr) *call_.request_id_out = request_id_;
+    if (!SaneRequestId(request_id_)) {
+      return absl::InvalidArgumentError(
+          "CallOptions::request_id must be 1-64 characters of A-Z a-z 0-9 . _ : -");
+    }
     absl::Duration backoff = o_.initial_backoff;
     thread_local std::mt19937 rng{std::random_device{}()};
     for (int i = 1;; ++i) {
@@ -54,15 +87,16 @@ class Retrier {
       ctx.set_deadline(absl::ToChronoTime(deadline_));
       if (!o_.auth_token.empty()) ctx.AddMetadata("authorization", "Bearer " + o_.auth_token);
       for (const auto& [key, value] : o_.metadata) ctx.AddMetadata(key, value);
+      ctx.AddMetadata(kRequestIdKey, request_id_);
       bool got_data = false;
       grpc::Status s = attempt(&ctx, &got_data);
       if (s.ok() || s.error_code() != grpc::StatusCode::UNAVAILABLE || got_data ||
           i >= std::max(1, o_.max_attempts)) {
-        return FromGrpc(s);
+        return FromGrpc(s, request_id_);
       }
       std::uniform_real_distribution<double> jitter(0.8, 1.2);
       absl::Duration sleep = backoff * jitter(rng);
-      if (absl::Now() + sleep >= deadline_) return FromGrpc(s);
+      if (absl::Now() + sleep >= deadline_) return FromGrpc(s, request_id_);
       absl::SleepFor(sleep);
       backoff = std::min(backoff * 2, o_.max_backoff);
     }
@@ -70,15 +104,17 @@ class Retrier {
 
  private:
   const ClientOptions& o_;
+  const CallOptions& call_;
   absl::Time deadline_;
+  std::string request_id_;
 };
 
 template <typename Stub, typename Req, typename Resp>
-absl::StatusOr<Resp> Unary(const ClientOptions& o, absl::Duration deadline, Stub* stub,
+absl::StatusOr<Resp> Unary(const ClientOptions& o, const CallOptions& call, Stub* stub,
                            grpc::Status (Stub::*method)(grpc::ClientContext*, const Req&, Resp*),
                            const Req& req) {
   Resp resp;
-  absl::Status s = Retrier(o, deadline).Run([&](grpc::ClientContext* ctx, bool*) {
+  absl::Status s = Retrier(o, call).Run([&](grpc::ClientContext* ctx, bool*) {
     resp.Clear();
     return (stub->*method)(ctx, req, &resp);
   });
@@ -251,9 +287,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
 // --- retrieval ---
 
 absl::StatusOr<v1::IngestDocumentsResponse> Client::IngestDocuments(
-    const std::vector<v1::Document>& docs, absl::Duration deadline) {
+    const std::vector<v1::Document>& docs, const CallOptions& call) {
   v1::IngestDocumentsResponse resp;
-  absl::Status s = Retrier(options_, deadline).Run([&](grpc::ClientContext* ctx, bool*) {
+  absl::Status s = Retrier(options_, call).Run([&](grpc::ClientContext* ctx, bool*) {
     resp.Clear();
     auto w = stubs_->retrieval->IngestDocuments(ctx, &resp);
     v1::IngestDocumentsRequest req;
@@ -269,55 +305,63 @@ absl::StatusOr<v1::IngestDocumentsResponse> Client::IngestDocuments(
 }
 
 absl::StatusOr<v1::DeleteDocumentResponse> Client::DeleteDocument(const std::string& doc_id,
-                                                                  absl::Duration deadline) {
+                                                                  const CallOptions& call) {
   v1::DeleteDocumentRequest req;
   req.set_doc_id(doc_id);
-  return Unary(options_, deadline, stubs_->retrieval.get(),
+  return Unary(options_, call, stubs_->retrieval.get(),
                &v1::RetrievalService::Stub::DeleteDocument, req);
 }
 
 absl::StatusOr<v1::SearchResponse> Client::Search(const v1::SearchRequest& request,
-                                                  absl::Duration deadline) {
-  return Unary(options_, deadline, stubs_->retrieval.get(), &v1::RetrievalService::Stub::Search,
+                                                  const CallOptions& call) {
+  return Unary(options_, call, stubs_->retrieval.get(), &v1::RetrievalService::Stub::Search,
                request);
 }
 
 absl::StatusOr<v1::GetChunksResponse> Client::GetChunks(const std::vector<uint64_t>& chunk_ids,
-                                                        absl::Duration deadline) {
+                                                        const CallOptions& call) {
   v1::GetChunksRequest req;
   for (uint64_t id : chunk_ids) req.add_chunk_ids(id);
-  return Unary(options_, deadline, stubs_->retrieval.get(), &v1::RetrievalService::Stub::GetChunks,
+  return Unary(options_, call, stubs_->retrieval.get(), &v1::RetrievalService::Stub::GetChunks,
+               req);
+}
+
+absl::StatusOr<v1::ChunkDocumentsResponse> Client::ChunkDocuments(
+    const std::vector<v1::Document>& docs, const CallOptions& call) {
+  v1::ChunkDocumentsRequest req;
+  for (const v1::Document& d : docs) *req.add_documents() = d;
+  return Unary(options_, call, stubs_->retrieval.get(), &v1::RetrievalService::Stub::ChunkDocuments,
                req);
 }
 
 // --- KV store ---
 
 absl::StatusOr<v1::LookupResponse> Client::Lookup(const std::vector<std::string>& keys,
-                                                  absl::Duration deadline) {
+                                                  const CallOptions& call) {
   v1::LookupRequest req;
   for (const auto& k : keys) req.add_keys(k);
-  return Unary(options_, deadline, stubs_->kvstore.get(), &v1::KVStoreService::Stub::Lookup, req);
+  return Unary(options_, call, stubs_->kvstore.get(), &v1::KVStoreService::Stub::Lookup, req);
 }
 
 absl::StatusOr<std::vector<bool>> Client::Contains(const std::vector<std::string>& keys,
-                                                   absl::Duration deadline) {
+                                                   const CallOptions& call) {
   v1::ContainsRequest req;
   for (const auto& k : keys) req.add_keys(k);
   ASSIGN_OR_RETURN(v1::ContainsResponse resp,
-                   Unary(options_, deadline, stubs_->kvstore.get(),
+                   Unary(options_, call, stubs_->kvstore.get(),
                          &v1::KVStoreService::Stub::Contains, req));
   return std::vector<bool>(resp.present().begin(), resp.present().end());
 }
 
 absl::StatusOr<StoredChunk> Client::GetChunk(const std::string& key,
                                              const std::string& model_fingerprint,
-                                             absl::Duration deadline) {
+                                             const CallOptions& call) {
   v1::GetChunkRequest req;
   req.set_key(key);
   req.set_model_fingerprint(model_fingerprint);
   StoredChunk out;
   absl::Status verify;
-  absl::Status s = Retrier(options_, deadline).Run([&](grpc::ClientContext* ctx, bool* got) {
+  absl::Status s = Retrier(options_, call).Run([&](grpc::ClientContext* ctx, bool* got) {
     out = StoredChunk();
     auto r = stubs_->kvstore->GetChunk(ctx, req);
     v1::KVRecord rec;
@@ -353,9 +397,9 @@ absl::StatusOr<StoredChunk> Client::GetChunk(const std::string& key,
 }
 
 absl::StatusOr<v1::PutChunkResponse> Client::PutChunk(const StoredChunk& chunk,
-                                                      absl::Duration deadline) {
+                                                      const CallOptions& call) {
   v1::PutChunkResponse resp;
-  absl::Status s = Retrier(options_, deadline).Run([&](grpc::ClientContext* ctx, bool*) {
+  absl::Status s = Retrier(options_, call).Run([&](grpc::ClientContext* ctx, bool*) {
     resp.Clear();
     auto w = stubs_->kvstore->PutChunk(ctx, &resp);
     v1::KVRecord rec;
@@ -376,42 +420,42 @@ absl::StatusOr<v1::PutChunkResponse> Client::PutChunk(const StoredChunk& chunk,
 }
 
 absl::StatusOr<v1::DeleteChunksResponse> Client::DeleteChunks(const std::vector<std::string>& keys,
-                                                              absl::Duration deadline) {
+                                                              const CallOptions& call) {
   v1::DeleteChunksRequest req;
   for (const auto& k : keys) req.add_keys(k);
-  return Unary(options_, deadline, stubs_->kvstore.get(), &v1::KVStoreService::Stub::DeleteChunks,
+  return Unary(options_, call, stubs_->kvstore.get(), &v1::KVStoreService::Stub::DeleteChunks,
                req);
 }
 
-absl::StatusOr<v1::StoreStats> Client::GetStats(absl::Duration deadline) {
-  return Unary(options_, deadline, stubs_->kvstore.get(), &v1::KVStoreService::Stub::GetStats,
+absl::StatusOr<v1::StoreStats> Client::GetStats(const CallOptions& call) {
+  return Unary(options_, call, stubs_->kvstore.get(), &v1::KVStoreService::Stub::GetStats,
                v1::GetStatsRequest());
 }
 
 // --- precompute ---
 
 absl::StatusOr<v1::Job> Client::StartJob(const v1::StartJobRequest& request,
-                                         absl::Duration deadline) {
-  return Unary(options_, deadline, stubs_->precompute.get(),
+                                         const CallOptions& call) {
+  return Unary(options_, call, stubs_->precompute.get(),
                &v1::PrecomputeService::Stub::StartJob, request);
 }
 
-absl::StatusOr<v1::Job> Client::GetJob(const std::string& job_id, absl::Duration deadline) {
+absl::StatusOr<v1::Job> Client::GetJob(const std::string& job_id, const CallOptions& call) {
   v1::GetJobRequest req;
   req.set_job_id(job_id);
-  return Unary(options_, deadline, stubs_->precompute.get(), &v1::PrecomputeService::Stub::GetJob,
+  return Unary(options_, call, stubs_->precompute.get(), &v1::PrecomputeService::Stub::GetJob,
                req);
 }
 
 absl::StatusOr<v1::Job> Client::WatchJob(const std::string& job_id,
                                          const std::function<bool(const v1::Job&)>& on_update,
-                                         uint32_t interval_ms, absl::Duration deadline) {
+                                         uint32_t interval_ms, const CallOptions& call) {
   v1::WatchJobRequest req;
   req.set_job_id(job_id);
   req.set_interval_ms(interval_ms);
   v1::Job last;
   bool stopped = false;
-  absl::Status s = Retrier(options_, deadline).Run([&](grpc::ClientContext* ctx, bool* got) {
+  absl::Status s = Retrier(options_, call).Run([&](grpc::ClientContext* ctx, bool* got) {
     auto r = stubs_->precompute->WatchJob(ctx, req);
     v1::Job job;
     while (r->Read(&job)) {
@@ -431,10 +475,10 @@ absl::StatusOr<v1::Job> Client::WatchJob(const std::string& job_id,
   return last;
 }
 
-absl::StatusOr<v1::Job> Client::CancelJob(const std::string& job_id, absl::Duration deadline) {
+absl::StatusOr<v1::Job> Client::CancelJob(const std::string& job_id, const CallOptions& call) {
   v1::CancelJobRequest req;
   req.set_job_id(job_id);
-  return Unary(options_, deadline, stubs_->precompute.get(),
+  return Unary(options_, call, stubs_->precompute.get(),
                &v1::PrecomputeService::Stub::CancelJob, req);
 }
 
@@ -444,12 +488,15 @@ namespace {
 
 // StreamBlend: one server-streamed blend call (Blend or RetrieveAndBlend)
 // into `sink`, retried on UNAVAILABLE only while nothing has arrived.
-template <typename Request, typename Call>
-absl::Status StreamBlend(const ClientOptions& options, absl::Duration deadline,
-                         const Request& request, KVSink* sink, Call call) {
+template <typename Request, typename Start>
+absl::Status StreamBlend(const ClientOptions& options, const CallOptions& call,
+                         const Request& request, KVSink* sink, Start start) {
   absl::Status result;
-  absl::Status s = Retrier(options, deadline).Run([&](grpc::ClientContext* ctx, bool* got) {
-    auto r = call(ctx, request);
+  std::string id;
+  CallOptions with_id = call;
+  if (with_id.request_id_out == nullptr) with_id.request_id_out = &id;
+  absl::Status s = Retrier(options, with_id).Run([&](grpc::ClientContext* ctx, bool* got) {
+    auto r = start(ctx, request);
     absl::Status sink_error;
     result = ReadBlendStream(ctx, r.get(), sink, got, &sink_error);
     if (result.code() == absl::StatusCode::kUnavailable && !*got) {
@@ -457,26 +504,32 @@ absl::Status StreamBlend(const ClientOptions& options, absl::Duration deadline,
     }
     return grpc::Status::OK;
   });
-  return s.ok() ? result : s;
+  if (!s.ok()) return s;
+  // The stream's own errors (sink, checksum, the server's) name the id too.
+  if (!result.ok() && result.message().find("[request_id=") == absl::string_view::npos) {
+    return absl::Status(result.code(), absl::StrCat(result.message(), " [request_id=",
+                                                    *with_id.request_id_out, "]"));
+  }
+  return result;
 }
 
 }  // namespace
 
 absl::Status Client::Blend(const v1::BlendRequest& request, KVSink* sink,
-                           absl::Duration deadline) {
+                           const CallOptions& call) {
   v1::BlendRequest req = request;
   req.mutable_options()->set_accept_restart(true);  // ReadBlendStream handles it
-  return StreamBlend(options_, deadline, req, sink,
+  return StreamBlend(options_, call, req, sink,
                      [this](grpc::ClientContext* ctx, const v1::BlendRequest& r) {
                        return stubs_->blend->Blend(ctx, r);
                      });
 }
 
 absl::Status Client::RetrieveAndBlend(const v1::RetrieveAndBlendRequest& request, KVSink* sink,
-                                      absl::Duration deadline) {
+                                      const CallOptions& call) {
   v1::RetrieveAndBlendRequest req = request;
   req.mutable_options()->set_accept_restart(true);
-  return StreamBlend(options_, deadline, req, sink,
+  return StreamBlend(options_, call, req, sink,
                      [this](grpc::ClientContext* ctx, const v1::RetrieveAndBlendRequest& r) {
                        return stubs_->blend->RetrieveAndBlend(ctx, r);
                      });
@@ -485,17 +538,17 @@ absl::Status Client::RetrieveAndBlend(const v1::RetrieveAndBlendRequest& request
 // --- engine ---
 
 absl::StatusOr<v1::GenerateResponse> Client::Generate(const v1::GenerateRequest& request,
-                                                      absl::Duration deadline) {
-  return Unary(options_, deadline, stubs_->engine.get(), &v1::EngineService::Stub::Generate,
+                                                      const CallOptions& call) {
+  return Unary(options_, call, stubs_->engine.get(), &v1::EngineService::Stub::Generate,
                request);
 }
 
 // --- health ---
 
-absl::Status Client::HealthCheck(const std::string& service, absl::Duration deadline) {
+absl::Status Client::HealthCheck(const std::string& service, const CallOptions& call) {
   grpc::health::v1::HealthCheckRequest req;
   req.set_service(service);
-  ASSIGN_OR_RETURN(auto resp, Unary(options_, deadline, stubs_->health.get(),
+  ASSIGN_OR_RETURN(auto resp, Unary(options_, call, stubs_->health.get(),
                                     &grpc::health::v1::Health::Stub::Check, req));
   if (resp.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
     return absl::UnavailableError(absl::StrFormat("service '%s' is not serving", service));

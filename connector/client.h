@@ -62,6 +62,25 @@ struct ClientOptions {
   int max_message_bytes = 64 << 20;
 };
 
+// CallOptions: per call. Converts implicitly from a deadline, so
+// `client->Search(req, absl::Seconds(5))` works as it reads.
+struct CallOptions {
+  CallOptions() = default;
+  CallOptions(absl::Duration d) : deadline(d) {}  // NOLINT(google-explicit-constructor)
+  // deadline: of the whole call, retries' backoff included; <= 0:
+  // ClientOptions::default_deadline.
+  absl::Duration deadline;
+  // request_id: sent as `x-request-id` metadata, the same on every retry;
+  // the server puts it in its log lines, its error messages and its
+  // response metadata. 1-64 characters of A-Z a-z 0-9 . _ : - (else the
+  // call fails with InvalidArgument before sending). Empty: the client
+  // makes one ("c-" + 16 hex digits).
+  std::string request_id;
+  // request_id_out: when non-null, receives the call's id (the server uses
+  // and echoes the id it is sent).
+  std::string* request_id_out = nullptr;
+};
+
 // StoredChunk: a chunk read with GetChunk: header then layers 0..L-1.
 struct StoredChunk {
   v1::KVHeader header;
@@ -76,59 +95,63 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // deadline <= 0 below means options().default_deadline.
+  // Every call takes CallOptions (a deadline converts to one). Errors are
+  // the server's status; their message ends with "[request_id=...]".
 
   // --- retrieval (RetrievalService) ---
   absl::StatusOr<v1::IngestDocumentsResponse> IngestDocuments(
-      const std::vector<v1::Document>& docs, absl::Duration deadline = {});
+      const std::vector<v1::Document>& docs, const CallOptions& call = {});
   absl::StatusOr<v1::DeleteDocumentResponse> DeleteDocument(const std::string& doc_id,
-                                                             absl::Duration deadline = {});
+                                                             const CallOptions& call = {});
   absl::StatusOr<v1::SearchResponse> Search(const v1::SearchRequest& request,
-                                            absl::Duration deadline = {});
+                                            const CallOptions& call = {});
   absl::StatusOr<v1::GetChunksResponse> GetChunks(const std::vector<uint64_t>& chunk_ids,
-                                                  absl::Duration deadline = {});
+                                                  const CallOptions& call = {});
+  // ChunkDocuments: the chunks ingest would make (for callers that embed).
+  absl::StatusOr<v1::ChunkDocumentsResponse> ChunkDocuments(const std::vector<v1::Document>& docs,
+                                                            const CallOptions& call = {});
 
   // --- KV store (KVStoreService) ---
   absl::StatusOr<v1::LookupResponse> Lookup(const std::vector<std::string>& keys,
-                                            absl::Duration deadline = {});
+                                            const CallOptions& call = {});
   absl::StatusOr<std::vector<bool>> Contains(const std::vector<std::string>& keys,
-                                             absl::Duration deadline = {});
+                                             const CallOptions& call = {});
   // GetChunk: the whole chunk (layers verified against their checksums).
   absl::StatusOr<StoredChunk> GetChunk(const std::string& key,
                                        const std::string& model_fingerprint = "",
-                                       absl::Duration deadline = {});
+                                       const CallOptions& call = {});
   // PutChunk: streams header + layers (checksums filled in when zero).
   absl::StatusOr<v1::PutChunkResponse> PutChunk(const StoredChunk& chunk,
-                                                absl::Duration deadline = {});
+                                                const CallOptions& call = {});
   absl::StatusOr<v1::DeleteChunksResponse> DeleteChunks(const std::vector<std::string>& keys,
-                                                        absl::Duration deadline = {});
-  absl::StatusOr<v1::StoreStats> GetStats(absl::Duration deadline = {});
+                                                        const CallOptions& call = {});
+  absl::StatusOr<v1::StoreStats> GetStats(const CallOptions& call = {});
 
   // --- precompute (PrecomputeService) ---
   absl::StatusOr<v1::Job> StartJob(const v1::StartJobRequest& request,
-                                   absl::Duration deadline = {});
-  absl::StatusOr<v1::Job> GetJob(const std::string& job_id, absl::Duration deadline = {});
+                                   const CallOptions& call = {});
+  absl::StatusOr<v1::Job> GetJob(const std::string& job_id, const CallOptions& call = {});
   // WatchJob: calls on_update for every state until a terminal one (returned)
   // or until on_update returns false (then Cancelled).
   absl::StatusOr<v1::Job> WatchJob(const std::string& job_id,
                                    const std::function<bool(const v1::Job&)>& on_update,
-                                   uint32_t interval_ms = 500, absl::Duration deadline = {});
-  absl::StatusOr<v1::Job> CancelJob(const std::string& job_id, absl::Duration deadline = {});
+                                   uint32_t interval_ms = 500, const CallOptions& call = {});
+  absl::StatusOr<v1::Job> CancelJob(const std::string& job_id, const CallOptions& call = {});
 
   // --- blend (BlendService) ---
   // Blend / RetrieveAndBlend: stream the fused KV into `sink`. An error from
   // the sink cancels the call and is returned.
-  absl::Status Blend(const v1::BlendRequest& request, KVSink* sink, absl::Duration deadline = {});
+  absl::Status Blend(const v1::BlendRequest& request, KVSink* sink, const CallOptions& call = {});
   absl::Status RetrieveAndBlend(const v1::RetrieveAndBlendRequest& request, KVSink* sink,
-                                absl::Duration deadline = {});
+                                const CallOptions& call = {});
 
   // --- reference engine (EngineService) ---
   absl::StatusOr<v1::GenerateResponse> Generate(const v1::GenerateRequest& request,
-                                                absl::Duration deadline = {});
+                                                const CallOptions& call = {});
 
   // --- gRPC health (grpc.health.v1) ---
   // HealthCheck: OK when `service` ("" = whole server) is SERVING.
-  absl::Status HealthCheck(const std::string& service = "", absl::Duration deadline = {});
+  absl::Status HealthCheck(const std::string& service = "", const CallOptions& call = {});
 
   const ClientOptions& options() const { return options_; }
 

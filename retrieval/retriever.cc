@@ -1,5 +1,6 @@
 #include "retrieval/retriever.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -8,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "retrieval/internal/text.h"
@@ -27,12 +29,6 @@ constexpr char kMetaNextChunkId[] = "next_chunk_id";
 constexpr char kMetaGeneration[] = "generation";
 constexpr char kMetaIndexGeneration[] = "index_generation";
 
-// The text embedded and BM25-indexed for a chunk: title + chunk text.
-std::string IndexText(const std::string& title, const std::string& chunk_text) {
-  if (title.empty()) return chunk_text;
-  return absl::StrCat(title, "\n", chunk_text);
-}
-
 absl::Status CheckFinite(absl::Span<const float> v, absl::string_view what) {
   for (float x : v) {
     if (!std::isfinite(x)) return absl::InvalidArgumentError(absl::StrCat(what, ": NaN/Inf in vector"));
@@ -40,7 +36,31 @@ absl::Status CheckFinite(absl::Span<const float> v, absl::string_view what) {
   return absl::OkStatus();
 }
 
+// EmbedderVersionless: an embedder fingerprint without the "-v<N>" that
+// ends any of its ':'-separated parts ("hashed-tfidf-v2:dim=512" ->
+// "hashed-tfidf:dim=512"), so that two fingerprints differing only there are
+// versions of one embedder.
+std::string EmbedderVersionless(std::string_view fp) {
+  std::string out;
+  for (absl::string_view part : absl::StrSplit(absl::string_view(fp.data(), fp.size()), ':')) {
+    const size_t v = part.rfind("-v");
+    if (v != absl::string_view::npos && v + 2 < part.size() &&
+        std::all_of(part.begin() + v + 2, part.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      part = part.substr(0, v);
+    }
+    absl::StrAppend(&out, out.empty() ? "" : ":", part);
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string ChunkIndexText(std::string_view title, std::string_view chunk_text) {
+  std::string out(title);
+  if (!out.empty()) out += '\n';
+  out += chunk_text;
+  return out;
+}
 
 struct Retriever::Prepared {
   Document doc;
@@ -101,31 +121,9 @@ absl::Status Retriever::Open() {
   ASSIGN_OR_RETURN(catalogue_, Catalogue::Open(CatalogueOptions{options_.dir + "/catalogue", true,
                                                                  options_.sync_writes}));
 
-  const std::vector<std::pair<std::string, std::string>> fingerprints = {
-      {kMetaFormat, kFormatVersion},
-      {kMetaTokenizer, options_.tokenizer->Fingerprint()},
-      {kMetaEmbedder, options_.embedder->Fingerprint()},
-      {kMetaChunker, absl::StrCat("target=", options_.chunker.target_tokens,
-                                  ",overlap=", options_.chunker.overlap_tokens)},
-      {kMetaIndex, absl::StrCat(options_.index.factory, ",metric=", static_cast<int>(options_.index.metric))},
-  };
-  CatalogueMutation init;
   std::optional<std::string> reembed_from;  // stored vectors of another text embedder
-  for (const auto& [key, value] : fingerprints) {
-    ASSIGN_OR_RETURN(std::optional<std::string> stored, catalogue_->GetMeta(key));
-    if (!stored) {
-      init.put_meta.emplace_back(key, value);
-    } else if (*stored != value && key == std::string(kMetaEmbedder) &&
-               options_.reembed_on_embedder_change && options_.embedder->embeds_text()) {
-      // The catalogue keeps every chunk's text: re-embed below, then record
-      // the new embedder (a crash before that simply re-embeds again).
-      reembed_from = *stored;
-    } else if (*stored != value) {
-      return absl::FailedPreconditionError(absl::StrCat("Retriever: ", options_.dir, " was created with ", key,
-                                                        " '", *stored, "', now '", value, "'"));
-    }
-  }
-  if (!init.put_meta.empty()) RETURN_IF_ERROR(catalogue_->Apply(init));
+  bool rebuild_index = false;               // the index's factory or metric changed
+  RETURN_IF_ERROR(CheckSettings(&reembed_from, &rebuild_index));
 
   absl::MutexLock lock(&mu_);
   auto read_int = [&](const char* key, uint64_t* out) -> absl::Status {
@@ -159,7 +157,7 @@ absl::Status Retriever::Open() {
     }));
     RETURN_IF_ERROR(catalogue_->ForEachChunk([&](const ChunkRecord& c) -> absl::Status {
       auto it = titles.find(c.doc_id);
-      return bm25_.Add(c.chunk_id, IndexText(it == titles.end() ? "" : it->second, c.text));
+      return bm25_.Add(c.chunk_id, ChunkIndexText(it == titles.end() ? "" : it->second, c.text));
     }));
     if (reembed_from) RETURN_IF_ERROR(ReembedAllLocked(titles, *reembed_from));
   }
@@ -191,6 +189,53 @@ absl::Status Retriever::Open() {
   return absl::OkStatus();
 }
 
+absl::Status Retriever::CheckSettings(std::optional<std::string>* reembed_from, bool* rebuild_index) {
+  using Change = RetrieverOptions::SettingChange;
+  const Change policy = options_.on_setting_change;
+  const std::vector<std::pair<std::string, std::string>> fingerprints = {
+      {kMetaFormat, kFormatVersion},
+      {kMetaTokenizer, options_.tokenizer->Fingerprint()},
+      {kMetaEmbedder, options_.embedder->Fingerprint()},
+      {kMetaChunker, absl::StrCat("target=", options_.chunker.target_tokens,
+                                  ",overlap=", options_.chunker.overlap_tokens)},
+      {kMetaIndex, absl::StrCat(options_.index.factory, ",metric=", static_cast<int>(options_.index.metric))},
+  };
+  CatalogueMutation init;
+  for (const auto& [key, value] : fingerprints) {
+    ASSIGN_OR_RETURN(std::optional<std::string> stored, catalogue_->GetMeta(key));
+    if (!stored) {
+      init.put_meta.emplace_back(key, value);
+      continue;
+    }
+    if (*stored == value) continue;
+    const bool upgrade = EmbedderVersionless(*stored) == EmbedderVersionless(value);
+    if (key == std::string(kMetaEmbedder) && options_.embedder->embeds_text() &&
+        (policy == Change::kRebuild || (policy == Change::kUpgrade && upgrade))) {
+      // The catalogue keeps every chunk's text: re-embed (Open), then record
+      // the new embedder (a crash before that simply re-embeds again).
+      *reembed_from = *stored;
+    } else if (key == std::string(kMetaIndex) && policy == Change::kRebuild) {
+      // The catalogue keeps every vector: a new generation makes Open rebuild
+      // the index (the saved file, of the old factory, is not loaded).
+      RAGKV_LOG(INFO) << "Retriever: " << options_.dir << ": index changed from '" << *stored
+                      << "' to '" << value << "'; rebuilding it from the stored vectors";
+      init.put_meta.emplace_back(key, value);
+      *rebuild_index = true;
+    } else {
+      return absl::FailedPreconditionError(absl::StrCat("Retriever: ", options_.dir, " was created with ", key,
+                                                        " '", *stored, "', now '", value, "'"));
+    }
+  }
+  if (*rebuild_index) {
+    ASSIGN_OR_RETURN(std::optional<std::string> g, catalogue_->GetMeta(kMetaGeneration));
+    uint64_t gen = 0;
+    if (g && !absl::SimpleAtoi(*g, &gen)) return absl::DataLossError("catalogue meta generation corrupt");
+    init.put_meta.emplace_back(kMetaGeneration, absl::StrCat(gen + 1));
+  }
+  if (!init.put_meta.empty()) RETURN_IF_ERROR(catalogue_->Apply(init));
+  return absl::OkStatus();
+}
+
 absl::Status Retriever::ReembedAllLocked(
     const absl::flat_hash_map<std::string, std::string>& titles, const std::string& from) {
   const std::string to = options_.embedder->Fingerprint();
@@ -211,7 +256,7 @@ absl::Status Retriever::ReembedAllLocked(
       ASSIGN_OR_RETURN(std::optional<ChunkRecord> c, catalogue_->GetChunk(ids[i]));
       if (!c) continue;
       auto it = titles.find(c->doc_id);
-      texts.push_back(IndexText(it == titles.end() ? "" : it->second, c->text));
+      texts.push_back(ChunkIndexText(it == titles.end() ? "" : it->second, c->text));
       batch.push_back(ids[i]);
     }
     if (batch.empty()) continue;
@@ -286,7 +331,7 @@ absl::StatusOr<Retriever::Prepared> Retriever::Prepare(const Document& doc,
   Prepared p;
   p.doc = doc;
   ASSIGN_OR_RETURN(p.chunks, ChunkDocument(doc));
-  for (const ChunkSpan& c : p.chunks) p.index_texts.push_back(IndexText(doc.title, c.text));
+  for (const ChunkSpan& c : p.chunks) p.index_texts.push_back(ChunkIndexText(doc.title, c.text));
   const size_t dim = static_cast<size_t>(options_.embedder->dim());
   if (!vectors.empty()) {
     if (vectors.size() != p.chunks.size() * dim) {
@@ -311,15 +356,21 @@ absl::StatusOr<Retriever::Prepared> Retriever::Prepare(const Document& doc,
 }
 
 absl::StatusOr<IngestStats> Retriever::Ingest(absl::Span<const Document> docs) {
-  return PrepareAndCommit(docs, CommitMode::kInsert);
+  return PrepareAndCommit(docs, {}, CommitMode::kInsert);
 }
 
-absl::StatusOr<IngestStats> Retriever::Upsert(absl::Span<const Document> docs) {
-  return PrepareAndCommit(docs, CommitMode::kUpsert);
+absl::StatusOr<IngestStats> Retriever::Upsert(absl::Span<const Document> docs,
+                                              absl::Span<const std::vector<float>> vectors) {
+  return PrepareAndCommit(docs, vectors, CommitMode::kUpsert);
 }
 
 absl::StatusOr<IngestStats> Retriever::PrepareAndCommit(absl::Span<const Document> docs,
+                                                        absl::Span<const std::vector<float>> vectors,
                                                         CommitMode mode) {
+  if (!vectors.empty() && vectors.size() != docs.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("Ingest: ", vectors.size(), " vector sets for ",
+                                                   docs.size(), " documents"));
+  }
   absl::flat_hash_set<std::string_view> ids;
   for (const Document& d : docs) {
     if (!ids.insert(d.id).second) {
@@ -328,8 +379,11 @@ absl::StatusOr<IngestStats> Retriever::PrepareAndCommit(absl::Span<const Documen
   }
   std::vector<Prepared> prepared;
   prepared.reserve(docs.size());
-  for (const Document& d : docs) {
-    ASSIGN_OR_RETURN(Prepared p, Prepare(d, {}));
+  for (size_t i = 0; i < docs.size(); ++i) {
+    if (!vectors.empty() && vectors[i].empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("Ingest: document '", docs[i].id, "' has no vectors"));
+    }
+    ASSIGN_OR_RETURN(Prepared p, Prepare(docs[i], vectors.empty() ? absl::Span<const float>() : vectors[i]));
     prepared.push_back(std::move(p));
   }
   return Commit(std::move(prepared), mode);

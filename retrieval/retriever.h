@@ -95,12 +95,20 @@ struct RetrieverOptions {
   // best-first among the distinct ones; a set-aside chunk may follow one
   // with a lower score. 0 = off; must be in [0, 1]. Default 0.7.
   double near_duplicate_containment = 0.7;
-  // Reopening a directory whose vectors came from another text embedder
-  // (another fingerprint, e.g. after an embedder upgrade): re-embed every
-  // chunk from its stored text and rebuild the index (true, the default),
-  // or refuse with FailedPrecondition (false). Caller-supplied vectors
-  // (embeds_text() false) are never recomputed: always refused.
-  bool reembed_on_embedder_change = true;
+  // Reopening a directory with another embedder or vector index than it
+  // was built with (each is fingerprinted in the catalogue):
+  //  kUpgrade (default): re-embed every chunk from its stored text when only
+  //    the text embedder's version changed (same name and parameters, e.g.
+  //    "hashed-tfidf-v1:..." -> "hashed-tfidf-v2:..."); refuse any other
+  //    change with FailedPrecondition naming the stored and the new setting;
+  //  kRebuild: also re-embed for another text embedder, and rebuild the
+  //    vector index from the stored vectors for another factory or metric;
+  //  kRefuse: refuse every change.
+  // Caller-supplied vectors (embeds_text() false) are never recomputed, and
+  // another tokenizer or chunker changes the chunks themselves: both always
+  // refused (re-ingest into a new directory).
+  enum class SettingChange { kUpgrade, kRebuild, kRefuse };
+  SettingChange on_setting_change = SettingChange::kUpgrade;
   // Rebuild the vector index when tombstones exceed this share (HNSW/IVF).
   double rebuild_tombstone_fraction = 0.25;
   // fsync each catalogue mutation (default true).
@@ -142,6 +150,11 @@ struct RetrieverStats {
   uint64_t generation = 0;
 };
 
+// ChunkIndexText: the text a chunk is embedded and BM25-indexed from: the
+// document's title, a newline, then the chunk's text (the chunk's text alone
+// without a title). Callers that embed with their own model embed this.
+std::string ChunkIndexText(std::string_view title, std::string_view chunk_text);
+
 class Retriever {
  public:
   // Create: opens (or creates) the retriever under options.dir.
@@ -167,7 +180,11 @@ class Retriever {
   // Upsert: adds the documents and atomically replaces those that exist
   // (readers see the old or the new version, never neither); all or
   // nothing, as Ingest. Replaced documents' chunks get new chunk ids.
-  absl::StatusOr<IngestStats> Upsert(absl::Span<const Document> docs) ABSL_LOCKS_EXCLUDED(mu_);
+  // `vectors`: empty (the embedder embeds the text) or one entry per
+  // document, each as IngestWithVectors takes it.
+  absl::StatusOr<IngestStats> Upsert(absl::Span<const Document> docs,
+                                     absl::Span<const std::vector<float>> vectors = {})
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // IngestWithVectors: adds `doc` with caller-supplied vectors, one per
   // chunk of ChunkDocument(doc), row-major (chunks * dim floats).
@@ -223,8 +240,13 @@ class Retriever {
   absl::Status Open();
   absl::StatusOr<Prepared> Prepare(const Document& doc, absl::Span<const float> vectors) const;
   enum class CommitMode { kInsert, kReplace, kUpsert };
-  absl::StatusOr<IngestStats> PrepareAndCommit(absl::Span<const Document> docs, CommitMode mode)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<IngestStats> PrepareAndCommit(absl::Span<const Document> docs,
+                                               absl::Span<const std::vector<float>> vectors,
+                                               CommitMode mode) ABSL_LOCKS_EXCLUDED(mu_);
+  // CheckSettings: compares the stored fingerprints with this opening's;
+  // records missing ones, sets *reembed_from / *rebuild_index per
+  // on_setting_change, or refuses.
+  absl::Status CheckSettings(std::optional<std::string>* reembed_from, bool* rebuild_index);
   absl::StatusOr<IngestStats> Commit(std::vector<Prepared> docs, CommitMode mode) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status RebuildIndexLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ReembedAllLocked: every chunk's vector recomputed from its catalogue

@@ -36,6 +36,54 @@ Backends::~Backends() {
   }
 }
 
+namespace {
+
+// OpenRetriever: the retriever under data_dir/retrieval with the served
+// settings; a setting the directory was not built with is named with the
+// way out.
+absl::Status OpenRetriever(const BackendOptions& o, Backends* b) {
+  std::error_code ec;
+  std::filesystem::create_directories(o.data_dir + "/retrieval", ec);
+  if (ec) return absl::InternalError("cannot create " + o.data_dir + "/retrieval: " + ec.message());
+  const RetrievalSettings& rs = o.retrieval;
+  retrieval::RetrieverOptions ro;
+  ro.dir = o.data_dir + "/retrieval";
+  if (b->tokenizer) {
+    ro.tokenizer = std::make_shared<internal::ModelTokenizerAdapter>(b->tokenizer.get());
+  }
+  ro.chunker.target_tokens = o.chunk_tokens;
+  ro.sync_writes = o.sync_writes;
+  ro.index.factory = rs.index_factory;
+  if (rs.metric != "ip" && rs.metric != "l2") {
+    return absl::InvalidArgumentError(absl::StrCat("unknown index metric '", rs.metric, "' (known: ip, l2)"));
+  }
+  ro.index.metric = rs.metric == "l2" ? retrieval::Metric::kL2 : retrieval::Metric::kInnerProduct;
+  ASSIGN_OR_RETURN(ro.embedder, MakeEmbedder(rs.embedder, b->model.get(), b->tokenizer.get()));
+  ASSIGN_OR_RETURN(b->search_mode, ParseSearchMode(rs.search_mode));
+  if (!ro.embedder->embeds_text()) {
+    if (b->search_mode == retrieval::SearchMode::kDense) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "search mode 'dense' needs an embedder that embeds text; '", rs.embedder,
+          "' takes the caller's vectors (text queries: hybrid, bm25 or lexical)"));
+    }
+    // Text queries cannot be embedded here: hybrid means both BM25 lists.
+    if (b->search_mode == retrieval::SearchMode::kHybrid) b->search_mode = retrieval::SearchMode::kLexical;
+  }
+  ro.on_setting_change = rs.rebuild ? retrieval::RetrieverOptions::SettingChange::kRebuild
+                                    : retrieval::RetrieverOptions::SettingChange::kUpgrade;
+  absl::StatusOr<std::unique_ptr<retrieval::Retriever>> r = retrieval::Retriever::Create(ro);
+  if (absl::IsFailedPrecondition(r.status())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        r.status().message(), "; serve the setting it was built with, or pass --retrieval-rebuild to "
+        "re-embed / re-index it from its catalogue (tokenizer and chunker changes need a new --data-dir)"));
+  }
+  if (!r.ok()) return r.status();
+  b->retriever = std::move(*r);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<std::string>> ResolveKvTiers(const BackendOptions& o) {
   std::vector<std::string> names = o.kv_tiers;
   if (names.empty()) {
@@ -126,18 +174,7 @@ absl::StatusOr<std::unique_ptr<Backends>> BuildBackends(const BackendOptions& o)
     so.best_effort_tiers = names.back() == "redis" && names.size() > 1 ? 1 : 0;
     ASSIGN_OR_RETURN(b->store, kvstore::TieredStore::Create(so, std::move(tiers)));
   }
-  if (o.want_retrieval) {
-    std::filesystem::create_directories(o.data_dir + "/retrieval", ec);
-    if (ec) return absl::InternalError("cannot create " + o.data_dir + "/retrieval: " + ec.message());
-    retrieval::RetrieverOptions ro;
-    ro.dir = o.data_dir + "/retrieval";
-    if (b->tokenizer) {
-      ro.tokenizer = std::make_shared<internal::ModelTokenizerAdapter>(b->tokenizer.get());
-    }
-    ro.chunker.target_tokens = o.chunk_tokens;
-    ro.sync_writes = o.sync_writes;
-    ASSIGN_OR_RETURN(b->retriever, retrieval::Retriever::Create(ro));
-  }
+  if (o.want_retrieval) RETURN_IF_ERROR(OpenRetriever(o, b.get()));
   return b;
 }
 

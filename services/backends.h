@@ -21,6 +21,7 @@
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "retrieval/retriever.h"
+#include "services/retrieval_settings.h"
 
 namespace ragkv::services {
 
@@ -37,6 +38,7 @@ struct BackendOptions {
   std::string tokenizer_path;  // empty = the model's own
   int max_seq_len = 0;         // model context override (0 = file's)
   int chunk_tokens = 128;      // retrieval chunk size (tokens)
+  RetrievalSettings retrieval;
   // sync_writes: fsync every SSD-tier Put and catalogue mutation (durable
   // across power loss). false still survives kill -9 (the WAL is in the OS
   // page cache) and is what batch precompute uses (it flushes at the end).
@@ -63,6 +65,8 @@ struct Backends {
   std::unique_ptr<model::Tokenizer> tokenizer;
   std::unique_ptr<kvstore::TieredStore> store;
   std::unique_ptr<retrieval::Retriever> retriever;
+  // search_mode: the default mode of text queries (RetrievalSettings).
+  retrieval::SearchMode search_mode = retrieval::SearchMode::kHybrid;
   std::unique_ptr<blend::Blender> blender;
   std::unique_ptr<blend::LoadingController> controller;  // with a model
   ~Backends();  // retriever saved, store flushed, in that order

@@ -259,17 +259,12 @@ bool JobManager::Runner::IngestDocuments(std::vector<std::string>* doc_ids) {
       }
       const uint64_t h = XXH64(d.text.data(), d.text.size(), 0);
       if (*existing && (*existing)->text_hash == h) continue;
-      if (*existing) {
-        absl::Status s = options_.retriever->Delete(d.id);
-        if (!s.ok()) {
-          Fail(s);
-          return false;
-        }
-      }
       fresh.push_back(std::move(d));
     }
     if (!fresh.empty()) {
-      auto st = options_.retriever->Ingest(absl::MakeConstSpan(fresh));
+      // Changed documents are replaced atomically with the new ones: a
+      // concurrent search sees the old version or the new, never neither.
+      auto st = options_.retriever->Upsert(absl::MakeConstSpan(fresh));
       if (!st.ok()) {
         Update([&](v1::Job& j) { AddFailure(j, file, st.status()); });
         continue;

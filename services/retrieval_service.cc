@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "kvstore/chunk_key.h"
@@ -44,11 +45,45 @@ void ReturnFreedMemory(size_t text_bytes) {
 
 struct IngestState {
   std::vector<retrieval::Document> docs;
+  // vectors[i]: docs[i]'s chunk_vectors, concatenated (empty: none sent).
+  std::vector<std::vector<float>> vectors;
   // ids: the doc_ids in `docs`, for the duplicate check. Copies, not views:
   // moving a short (SSO) id as `docs` grows moves its characters.
   absl::flat_hash_set<std::string> ids;
   size_t bytes = 0;
 };
+
+// CheckChunkVectors: documents carry chunk vectors exactly when the
+// server's embedder takes the caller's (their count and dimension are
+// checked against the chunking by the retriever).
+absl::Status CheckChunkVectors(const IngestState& state, const retrieval::Embedder& embedder) {
+  for (size_t i = 0; i < state.docs.size(); ++i) {
+    const bool sent = !state.vectors[i].empty();
+    if (embedder.embeds_text() && sent) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "document ", internal::Quoted(state.docs[i].id), " carries chunk_vectors, but this server "
+          "embeds text itself (embedder '", embedder.Fingerprint(), "'); send the text alone"));
+    }
+    if (!embedder.embeds_text() && !sent) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "document ", internal::Quoted(state.docs[i].id), " has no chunk_vectors; this server's "
+          "embedder '", embedder.Fingerprint(), "' takes the caller's: one vector of dim ",
+          embedder.dim(), " per chunk of ChunkDocuments"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// SearchModeOf: a request's mode, or the server's default for text queries.
+retrieval::SearchMode SearchModeOf(v1::SearchMode mode, retrieval::SearchMode server) {
+  switch (mode) {
+    case v1::SEARCH_MODE_DENSE: return retrieval::SearchMode::kDense;
+    case v1::SEARCH_MODE_BM25: return retrieval::SearchMode::kBm25;
+    case v1::SEARCH_MODE_HYBRID: return retrieval::SearchMode::kHybrid;
+    case v1::SEARCH_MODE_LEXICAL: return retrieval::SearchMode::kLexical;
+    default: return server;
+  }
+}
 
 }  // namespace
 
@@ -73,16 +108,25 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* RetrievalServiceImpl::IngestDocuments
     doc.id = d.doc_id();
     doc.title = d.source();
     doc.text = d.text();
+    std::vector<float> vectors;
+    for (const v1::FloatVector& v : d.chunk_vectors()) {
+      vectors.insert(vectors.end(), v.values().begin(), v.values().end());
+    }
+    state->bytes += vectors.size() * sizeof(float);
     state->ids.insert(doc.id);
     state->docs.push_back(std::move(doc));
+    state->vectors.push_back(std::move(vectors));
     return absl::OkStatus();
   };
   auto on_end = [this, state, resp]() -> absl::Status {
     RETURN_IF_ERROR(NeedRetriever(ctx_));
     if (state->docs.empty()) return absl::InvalidArgumentError("no documents in the stream");
+    RETURN_IF_ERROR(CheckChunkVectors(*state, ctx_->retriever->embedder()));
+    const bool caller_vectors = !ctx_->retriever->embedder().embeds_text();
     // Re-ingesting a doc_id replaces it, atomically with the rest.
-    absl::StatusOr<retrieval::IngestStats> ingested =
-        ctx_->retriever->Upsert(absl::MakeConstSpan(state->docs));
+    absl::StatusOr<retrieval::IngestStats> ingested = ctx_->retriever->Upsert(
+        absl::MakeConstSpan(state->docs),
+        caller_vectors ? absl::MakeConstSpan(state->vectors) : absl::Span<const std::vector<float>>());
     ReturnFreedMemory(state->bytes);
     if (!ingested.ok()) return ingested.status();
     const retrieval::IngestStats& st = *ingested;
@@ -134,6 +178,7 @@ grpc::ServerUnaryReactor* RetrievalServiceImpl::Search(grpc::CallbackServerConte
     so.k = static_cast<int>(req->k());
     so.with_text = req->include_content();
     so.with_tokens = true;  // needed for the KV key
+    so.mode = SearchModeOf(req->mode(), ctx_->search_mode);
     const auto t0 = std::chrono::steady_clock::now();
     absl::StatusOr<std::vector<retrieval::SearchResult>> hits;
     if (req->has_vector()) {
@@ -187,6 +232,26 @@ grpc::ServerUnaryReactor* RetrievalServiceImpl::GetChunks(grpc::CallbackServerCo
       ci->set_text(ch->text);
       ci->mutable_token_ids()->Assign(ch->token_ids.begin(), ch->token_ids.end());
       ci->set_kv_key(KvKeyOf(ctx_, ch->token_ids));
+    }
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* RetrievalServiceImpl::ChunkDocuments(
+    grpc::CallbackServerContext* c, const v1::ChunkDocumentsRequest* req,
+    v1::ChunkDocumentsResponse* resp) {
+  return RunUnary(c, ctx_->executor, ctx_->gate, [this, req, resp]() -> absl::Status {
+    RETURN_IF_ERROR(internal::ValidateChunkDocumentsRequest(*req));
+    RETURN_IF_ERROR(NeedRetriever(ctx_));
+    for (const v1::Document& d : req->documents()) {
+      retrieval::Document doc;
+      doc.id = d.doc_id();
+      doc.title = d.source();
+      doc.text = d.text();
+      ASSIGN_OR_RETURN(std::vector<retrieval::ChunkSpan> chunks, ctx_->retriever->ChunkDocument(doc));
+      v1::DocumentChunks* out = resp->add_documents();
+      out->set_doc_id(d.doc_id());
+      for (const retrieval::ChunkSpan& ch : chunks) out->add_texts(retrieval::ChunkIndexText(doc.title, ch.text));
     }
     return absl::OkStatus();
   });

@@ -33,6 +33,9 @@ class RetrievalServiceImpl final
   grpc::ServerUnaryReactor* GetChunks(grpc::CallbackServerContext* c,
                                       const v1::GetChunksRequest* req,
                                       v1::GetChunksResponse* resp) override;
+  grpc::ServerUnaryReactor* ChunkDocuments(grpc::CallbackServerContext* c,
+                                           const v1::ChunkDocumentsRequest* req,
+                                           v1::ChunkDocumentsResponse* resp) override;
 
  private:
   const ServiceContext* ctx_;

@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "retrieval/retriever.h"
 #include "services/executor.h"
 #include "services/metrics.h"
 
@@ -50,6 +51,8 @@ struct ServiceContext {
   const blend::Blender* blender = nullptr;
   blend::LoadingController* controller = nullptr;  // BLEND_MODE_AUTO
   retrieval::Retriever* retriever = nullptr;
+  // The default mode of text queries (RetrievalSettings::search_mode).
+  retrieval::SearchMode search_mode = retrieval::SearchMode::kHybrid;
   JobManager* jobs = nullptr;
   // PutChunk bounds: bytes one stream may declare (0: kvstore's limits),
   // the server-wide budget of bytes held by streams in flight, and the

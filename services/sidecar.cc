@@ -253,6 +253,7 @@ absl::Status InitBackends(Sidecar::Impl* impl) {
   bo.tokenizer_path = o.tokenizer_path;
   bo.max_seq_len = o.max_seq_len;
   bo.chunk_tokens = o.chunk_tokens;
+  bo.retrieval = o.retrieval;
   bo.sync_writes = o.sync_writes;
   bo.wrap_tier = o.wrap_tier;
   bo.want_store = o.services.count("kvstore") || o.services.count("precompute") ||
@@ -267,6 +268,7 @@ absl::Status InitBackends(Sidecar::Impl* impl) {
   impl->ctx.blender = b.blender.get();
   impl->ctx.controller = b.controller.get();
   impl->ctx.retriever = b.retriever.get();
+  impl->ctx.search_mode = b.search_mode;
   if (b.model) {
     const model::ModelConfig& c = b.model->config();
     impl->put_expect.fingerprint = b.model->fingerprint();

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "kvstore/redis_tier.h"
+#include "services/retrieval_settings.h"
 
 namespace ragkv::kvstore {
 class Tier;
@@ -123,6 +124,9 @@ struct SidecarOptions {
   int max_seq_len = 0;
   // chunk_tokens: target chunk size of the retrieval chunker.
   int chunk_tokens = 128;
+  // retrieval: index factory, embedder, search mode, rebuild-or-refuse
+  // (services/backends.h).
+  RetrievalSettings retrieval;
 
   // services: which to host: retrieval, kvstore, precompute, blend, engine.
   std::set<std::string> services = {"retrieval", "kvstore", "precompute", "blend", "engine"};

@@ -300,6 +300,33 @@ absl::Status ValidateIngestDocument(const v1::IngestDocumentsRequest& req) {
   if (d.text().empty()) {
     return absl::InvalidArgumentError("document " + Quoted(d.doc_id()) + " has empty text");
   }
+  for (int i = 0; i < d.chunk_vectors_size(); ++i) {
+    const auto& values = d.chunk_vectors(i).values();
+    if (values.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("document %s: chunk_vectors[%d] is empty", Quoted(d.doc_id()), i));
+    }
+    for (float v : values) {
+      if (!std::isfinite(v)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "document %s: chunk_vectors[%d] has a non-finite value", Quoted(d.doc_id()), i));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateChunkDocumentsRequest(const v1::ChunkDocumentsRequest& req) {
+  if (req.documents_size() == 0) return absl::InvalidArgumentError("ChunkDocuments: no documents");
+  if (static_cast<size_t>(req.documents_size()) > kMaxChunkDocuments) {
+    return absl::InvalidArgumentError(absl::StrFormat("ChunkDocuments: %d documents (max %d)",
+                                                      req.documents_size(), kMaxChunkDocuments));
+  }
+  for (const v1::Document& d : req.documents()) {
+    v1::IngestDocumentsRequest one;
+    *one.mutable_document() = d;
+    RETURN_IF_ERROR(ValidateIngestDocument(one));
+  }
   return absl::OkStatus();
 }
 
@@ -349,6 +376,9 @@ absl::Status ValidateSearchRequest(const v1::SearchRequest& req) {
     return absl::OkStatus();
   }
   if (req.text().empty()) return absl::InvalidArgumentError("empty query (set text or vector)");
+  if (!v1::SearchMode_IsValid(req.mode())) {
+    return absl::InvalidArgumentError(absl::StrFormat("unknown search mode %d", req.mode()));
+  }
   return absl::OkStatus();
 }
 

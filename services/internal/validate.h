@@ -45,6 +45,7 @@ inline constexpr uint32_t kMaxRetrieveTopK = wire::kMaxRetrieveTopK;  // Retriev
 inline constexpr uint32_t kMaxGenerateNewTokens = 1024;
 inline constexpr size_t kMaxDocIdBytes = 1024;       // doc_id of Ingest/DeleteDocument
 inline constexpr size_t kMaxIngestDocs = 100000;     // per IngestDocuments stream
+inline constexpr size_t kMaxChunkDocuments = 1024;   // per ChunkDocuments call
 inline constexpr size_t kMaxIngestTextBytes = size_t{1} << 30;
 inline constexpr int kMaxJobPaths = 1024;       // StartJob corpus paths
 inline constexpr size_t kMaxPathBytes = 4096;
@@ -141,8 +142,12 @@ absl::Status ValidateBlendRequest(const v1::BlendRequest& req, int vocab_size);
 // the options as ValidateBlendOptions.
 absl::Status ValidateRetrieveAndBlendRequest(const v1::RetrieveAndBlendRequest& req);
 
-// ValidateIngestDocument: one IngestDocuments message: non-empty doc_id and text.
+// ValidateIngestDocument: one IngestDocuments message: non-empty doc_id and
+// text; chunk_vectors, when sent, non-empty and finite.
 absl::Status ValidateIngestDocument(const v1::IngestDocumentsRequest& req);
+// ValidateChunkDocumentsRequest: 1..kMaxChunkDocuments documents, each as
+// ValidateIngestDocument.
+absl::Status ValidateChunkDocumentsRequest(const v1::ChunkDocumentsRequest& req);
 
 // ValidateDeleteDocumentRequest: non-empty doc_id.
 absl::Status ValidateDeleteDocumentRequest(const v1::DeleteDocumentRequest& req);

@@ -445,9 +445,16 @@ TEST(Retriever, ReembedsWhenTheTextEmbedderChanges) {
     ASSERT_TRUE(r->Ingest(SmallCorpus()).ok());
   }
   RetrieverOptions o = with_seed(dir.path(), 2);
-  o.reembed_on_embedder_change = false;
+  o.on_setting_change = RetrieverOptions::SettingChange::kRefuse;
   EXPECT_EQ(Retriever::Create(o).status().code(), absl::StatusCode::kFailedPrecondition);
-  o.reembed_on_embedder_change = true;
+  // Another seed is another embedder, not an upgrade: refused by default,
+  // naming both fingerprints.
+  o.on_setting_change = RetrieverOptions::SettingChange::kUpgrade;
+  absl::Status refused = Retriever::Create(o).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(refused.message()).find("seed=1"), std::string::npos) << refused;
+  EXPECT_NE(std::string(refused.message()).find("seed=2"), std::string::npos) << refused;
+  o.on_setting_change = RetrieverOptions::SettingChange::kRebuild;
   auto ref = Retriever::Create(with_seed(fresh.path(), 2)).value();
   ASSERT_TRUE(ref->Ingest(SmallCorpus()).ok());
   SearchOptions so;
@@ -479,11 +486,75 @@ TEST(Retriever, RefusesAnotherConfiguration) {
   EXPECT_EQ(Retriever::Create(o).status().code(), absl::StatusCode::kFailedPrecondition);
   o = Options(dir.path());
   o.embedder = HashedEmbedder::Create({.dim = 256}).value();
-  o.reembed_on_embedder_change = false;
+  o.on_setting_change = RetrieverOptions::SettingChange::kRefuse;
   EXPECT_EQ(Retriever::Create(o).status().code(), absl::StatusCode::kFailedPrecondition);
   o = Options(dir.path());
   o.index.factory = "NotAFactory";
   EXPECT_EQ(Retriever::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Another index factory: refused (both named) unless asked to rebuild; the
+// rebuilt index then answers as a fresh ingest under that factory, also
+// after a plain reopen, and the old setting is refused in turn.
+TEST(Retriever, RebuildsTheIndexForAnotherFactoryOnlyWhenAsked) {
+  TempDir dir, fresh;
+  auto with_factory = [](const std::string& d, const char* factory) {
+    RetrieverOptions o = Options(d);
+    o.index.factory = factory;
+    return o;
+  };
+  {
+    auto r = Retriever::Create(with_factory(dir.path(), "Flat")).value();
+    ASSERT_TRUE(r->Ingest(SmallCorpus()).ok());
+  }
+  RetrieverOptions o = with_factory(dir.path(), "HNSW32");
+  absl::Status refused = Retriever::Create(o).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(refused.message()).find("'Flat,metric=0', now 'HNSW32,metric=0'"), std::string::npos) << refused;
+  o.on_setting_change = RetrieverOptions::SettingChange::kRebuild;
+  auto ref = Retriever::Create(with_factory(fresh.path(), "HNSW32")).value();
+  ASSERT_TRUE(ref->Ingest(SmallCorpus()).ok());
+  SearchOptions so;
+  so.k = 5;
+  so.mode = SearchMode::kDense;
+  for (int round = 0; round < 2; ++round) {  // rebuild, then a plain reopen
+    auto r = Retriever::Create(round == 0 ? o : with_factory(dir.path(), "HNSW32"));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ((*r)->index().options().factory, "HNSW32");
+    EXPECT_EQ((*r)->stats().indexed_vectors, ref->stats().indexed_vectors);
+    for (const char* q : {"Oxford college", "stage play 1635", "village in Indonesia"}) {
+      auto got = (*r)->Search(q, so);
+      auto want = ref->Search(q, so);
+      ASSERT_TRUE(got.ok() && want.ok());
+      EXPECT_EQ(ChunkIds(*got).size(), ChunkIds(*want).size()) << q;
+      ASSERT_FALSE(got->empty());
+      EXPECT_EQ((*got)[0].doc_id, (*want)[0].doc_id) << q << " round " << round;
+    }
+  }
+  EXPECT_EQ(Retriever::Create(with_factory(dir.path(), "Flat")).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+// An embedder whose version alone changed is re-embedded by default.
+TEST(Retriever, EmbedderVersionUpgradeReembedsByDefault) {
+  TempDir dir;
+  const int dim = 8;
+  auto fn = [](absl::Span<const std::string> texts) {
+    std::vector<float> v;
+    for (const std::string& t : texts) {
+      for (int i = 0; i < 8; ++i) v.push_back(i == static_cast<int>(t.size() % 8) ? 1.f : 0.f);
+    }
+    return absl::StatusOr<std::vector<float>>(std::move(v));
+  };
+  auto open = [&](const char* name) {
+    RetrieverOptions o = Options(dir.path());
+    o.embedder = std::make_shared<FunctionEmbedder>(dim, name, fn);
+    return Retriever::Create(o);
+  };
+  ASSERT_TRUE(open("toy-v1:dim=8").value()->Ingest(SmallCorpus()).ok());
+  EXPECT_TRUE(open("toy-v2:dim=8").ok());                                   // upgrade
+  EXPECT_EQ(open("toy-v3:dim=9").status().code(), absl::StatusCode::kFailedPrecondition);  // params
+  EXPECT_EQ(open("other-v2:dim=8").status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(Retriever, CallerSuppliedVectorsFilterAndChunkKeys) {
