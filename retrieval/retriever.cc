@@ -201,6 +201,7 @@ absl::Status Retriever::CheckSettings(std::optional<std::string>* reembed_from, 
       {kMetaIndex, absl::StrCat(options_.index.factory, ",metric=", static_cast<int>(options_.index.metric))},
   };
   CatalogueMutation init;
+  std::string refused;  // every setting that differs and is not re-derived
   for (const auto& [key, value] : fingerprints) {
     ASSIGN_OR_RETURN(std::optional<std::string> stored, catalogue_->GetMeta(key));
     if (!stored) {
@@ -222,9 +223,11 @@ absl::Status Retriever::CheckSettings(std::optional<std::string>* reembed_from, 
       init.put_meta.emplace_back(key, value);
       *rebuild_index = true;
     } else {
-      return absl::FailedPreconditionError(absl::StrCat("Retriever: ", options_.dir, " was created with ", key,
-                                                        " '", *stored, "', now '", value, "'"));
+      absl::StrAppend(&refused, refused.empty() ? "" : "; ", key, " '", *stored, "', now '", value, "'");
     }
+  }
+  if (!refused.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("Retriever: ", options_.dir, " was created with ", refused));
   }
   if (*rebuild_index) {
     ASSIGN_OR_RETURN(std::optional<std::string> g, catalogue_->GetMeta(kMetaGeneration));

@@ -16,16 +16,7 @@
 namespace ragkv::testing {
 namespace {
 
-// Serve: `ragkv serve <args>`, stdout + stderr, and its exit code.
-std::string Serve(const std::string& args, int* rc) {
-  const std::string cmd = absl::StrCat(RAGKV_BINARY, " serve ", args, " 2>&1");
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  char buf[4096];
-  while (p != nullptr && std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
-  *rc = p == nullptr ? -1 : WEXITSTATUS(::pclose(p));
-  return out;
-}
+constexpr auto& Serve = ServeToExit;
 
 TEST(ConfigFileTest, TheFileSetsFlagsTheCommandLineWinsAndItReadsBack) {
   TempDir dir;

@@ -66,6 +66,18 @@ inline bool Accepts(int port) {
   return ok;
 }
 
+// ServeToExit: runs `ragkv serve <args>` (a shell word list) to its exit:
+// stdout + stderr, and the exit code in *rc. For startups that must fail.
+inline std::string ServeToExit(const std::string& args, int* rc) {
+  const std::string cmd = absl::StrCat(RAGKV_BINARY, " serve ", args, " 2>&1");
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (p != nullptr && std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+  *rc = p == nullptr ? -1 : WEXITSTATUS(::pclose(p));
+  return out;
+}
+
 // ServeProcess: one `ragkv serve` child. Killed (SIGKILL) on destruction.
 class ServeProcess {
  public:

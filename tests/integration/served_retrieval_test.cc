@@ -1,0 +1,303 @@
+// Served retrieval settings through the real `ragkv serve` binary: the FAISS
+// factory string and the embedder are chosen per server; a data directory
+// opened with another setting is refused with both settings named, or
+// rebuilt from its catalogue when asked; caller-supplied vectors go through
+// ChunkDocuments + IngestDocuments; re-ingest (over gRPC and by precompute
+// job) is atomic for concurrent readers; the connector's request ids reach
+// the server's log and its errors.
+#include <atomic>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/integration/client_util.h"
+#include "tests/integration/serve_process.h"
+#include "tests/integration/sidecar_fixture.h"
+
+namespace ragkv::testing {
+namespace {
+
+std::vector<v1::Document> Docs() {
+  std::vector<v1::Document> docs(4);
+  const char* texts[] = {
+      "Lily had a big red ball. She played with the ball in the park every day.",
+      "Tom saw a small cat in the tree. The cat was scared and Tom helped it down.",
+      "Ben baked a cake for his mom. The cake was sweet and everyone ate a piece.",
+      "Sue sailed a little boat on the lake. The boat was blue and very fast.",
+  };
+  const char* ids[] = {"ball", "cat", "cake", "boat"};
+  for (int i = 0; i < 4; ++i) {
+    docs[i].set_doc_id(ids[i]);
+    docs[i].set_text(texts[i]);
+  }
+  return docs;
+}
+
+// TopDoc: the doc id of the best hit for `text` (empty on error / no hit).
+std::string TopDoc(Client* c, const std::string& text, v1::SearchMode mode = v1::SEARCH_MODE_SERVER) {
+  v1::SearchRequest req;
+  req.set_text(text);
+  req.set_k(3);
+  req.set_mode(mode);
+  auto r = c->Search(req);
+  if (!r.ok() || r->hits().empty()) return "";
+  return r->hits(0).chunk().doc_id();
+}
+
+std::vector<std::string> ModelArgs(const std::string& data_dir) {
+  return {"--data-dir", data_dir, "--model", TestModelPath(), "--max-seq-len", "512"};
+}
+
+std::string Joined(const std::vector<std::string>& args) {
+  std::string out;
+  for (const std::string& a : args) absl::StrAppend(&out, out.empty() ? "" : " ", "'", a, "'");
+  return out;
+}
+
+TEST(ServedRetrievalTest, FactoryAndEmbedderAreServedAnotherSettingIsRefusedOrRebuilt) {
+  if (!HaveTestModel()) GTEST_SKIP() << "test model not found at " << TestModelPath();
+  TempDir dir;
+  const std::string data = dir.path() + "/d";
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = ModelArgs(data);
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  std::string want;
+  {
+    auto s = ServeProcess::Start(with({"--index-factory", "HNSW32", "--embedder", "model",
+                                       "--search-mode", "dense"}),
+                                 dir.path() + "/1.log");
+    ASSERT_TRUE(s.ok()) << s.status();
+    auto c = (*s)->NewClient();
+    ASSERT_TRUE(c->IngestDocuments(Docs()).ok());
+    want = TopDoc(c.get(), "a cat in a tree");
+    EXPECT_FALSE(want.empty());
+    EXPECT_EQ((*s)->Terminate(), 0);
+  }
+  // The defaults (Flat, hashed) on that directory: refused, every changed
+  // setting named with its stored and its new value.
+  int rc = 0;
+  std::string out = ServeToExit(Joined(with({"--listen", "127.0.0.1:0", "--metrics-port", "-1"})), &rc);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find("'HNSW32,metric=0', now 'Flat,metric=0'"), std::string::npos) << out;
+  EXPECT_NE(out.find("--retrieval-rebuild"), std::string::npos) << out;
+  EXPECT_NE(out.find("now 'hashed-tfidf-v2:"), std::string::npos) << out;
+  out = ServeToExit(Joined(with({"--listen", "127.0.0.1:0", "--metrics-port", "-1", "--index-factory",
+                                 "HNSW32", "--embedder", "hashed"})),
+                    &rc);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find("'model:"), std::string::npos) << out;
+  EXPECT_NE(out.find("now 'hashed-tfidf-v2:"), std::string::npos) << out;
+  // Asked: rebuilt as Flat from the stored vectors; the same answer, and it
+  // stays (a plain restart with the new setting serves it).
+  for (bool rebuild : {true, false}) {
+    auto s = ServeProcess::Start(with({"--index-factory", "Flat", "--embedder", "model", "--search-mode",
+                                       "dense", "--retrieval-rebuild", rebuild ? "true" : "false"}),
+                                 dir.path() + "/2.log");
+    ASSERT_TRUE(s.ok()) << s.status();
+    auto c = (*s)->NewClient();
+    EXPECT_EQ(TopDoc(c.get(), "a cat in a tree"), want);
+    EXPECT_EQ(TopDoc(c.get(), "cake", v1::SEARCH_MODE_BM25), "cake");
+    EXPECT_EQ((*s)->Terminate(), 0);
+  }
+  // Re-embedding with the hashed embedder when asked.
+  auto s = ServeProcess::Start(with({"--retrieval-rebuild", "true"}), dir.path() + "/3.log");
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto c = (*s)->NewClient();
+  EXPECT_EQ(TopDoc(c.get(), "boat on the lake", v1::SEARCH_MODE_DENSE), "boat");
+}
+
+TEST(ServedRetrievalTest, BadSettingsStopStartupNamingThem) {
+  TempDir dir;
+  const std::string base = absl::StrCat("--data-dir ", dir.path(), " --listen 127.0.0.1:0 --metrics-port -1 ");
+  struct Case {
+    std::string args, says;
+  } cases[] = {
+      {"--index-factory Bogus7", "Bogus7"},
+      {"--embedder wordvec", "unknown embedder 'wordvec'"},
+      {"--embedder vectors:0", "dimension '0'"},
+      {"--embedder model", "needs a served model"},
+      {"--embedder vectors:8 --search-mode dense", "search mode 'dense' needs an embedder"},
+      {"--search-mode fuzzy", "fuzzy"},
+  };
+  for (const Case& k : cases) {
+    int rc = 0;
+    const std::string out = ServeToExit(base + k.args, &rc);
+    EXPECT_NE(rc, 0) << k.args << ": " << out;
+    EXPECT_NE(out.find(k.says), std::string::npos) << k.args << ": " << out;
+  }
+}
+
+TEST(ServedRetrievalTest, CallerSuppliedVectorsAreIngestedPerChunkAndSearched) {
+  TempDir dir;
+  auto s = ServeProcess::Start({"--data-dir", dir.path(), "--services", "retrieval", "--chunk-tokens", "32",
+                                "--embedder", "vectors:4:toy"},
+                               dir.path() + "/serve.log");
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto c = (*s)->NewClient();
+  std::vector<v1::Document> docs = Docs();
+  auto chunks = c->ChunkDocuments(docs);
+  ASSERT_TRUE(chunks.ok()) << chunks.status();
+  ASSERT_EQ(chunks->documents_size(), 4);
+  EXPECT_GT(chunks->documents(0).texts_size(), 1);  // 32 byte-tokens per chunk
+  // Without vectors: refused, naming the way.
+  auto refused = c->IngestDocuments(docs);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("ChunkDocuments"), absl::string_view::npos) << refused.status();
+  // Document i's chunks all point along axis i.
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < chunks->documents(i).texts_size(); ++j) {
+      v1::FloatVector* v = docs[i].add_chunk_vectors();
+      for (int d = 0; d < 4; ++d) v->add_values(d == i ? 1.f : 0.f);
+    }
+  }
+  std::vector<v1::Document> short_one = {docs[1]};
+  short_one[0].mutable_chunk_vectors()->RemoveLast();
+  auto wrong = c->IngestDocuments(short_one);
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument) << wrong.status();
+  ASSERT_TRUE(c->IngestDocuments(docs).ok());
+  v1::SearchRequest q;
+  q.set_k(2);
+  for (int i = 0; i < 4; ++i) {
+    q.clear_vector();
+    for (int d = 0; d < 4; ++d) q.mutable_vector()->add_values(d == i ? 0.9f : 0.1f);
+    auto r = c->Search(q);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_FALSE(r->hits().empty());
+    EXPECT_EQ(r->hits(0).chunk().doc_id(), docs[i].doc_id());
+  }
+  // Text queries are lexical here; dense text search cannot embed them.
+  EXPECT_EQ(TopDoc(c.get(), "sailed a boat"), "boat");
+  v1::SearchRequest dense;
+  dense.set_text("boat");
+  dense.set_k(1);
+  dense.set_mode(v1::SEARCH_MODE_DENSE);
+  EXPECT_EQ(c->Search(dense).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Re-ingest over gRPC: a reader searching for a word both versions share
+// always finds the document.
+TEST(ServedRetrievalTest, ReingestOverGrpcIsAtomicForReaders) {
+  TempDir dir;
+  auto s = ServeProcess::Start({"--data-dir", dir.path(), "--services", "retrieval"}, dir.path() + "/serve.log");
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto writer = (*s)->NewClient();
+  auto reader = (*s)->NewClient();
+  std::vector<v1::Document> docs = Docs();
+  docs[0].set_text("The first story about zanzibar and a red ball.");
+  ASSERT_TRUE(writer->IngestDocuments(docs).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> reads{0}, misses{0};
+  std::thread t([&] {
+    while (!stop) {
+      v1::SearchRequest req;
+      req.set_text("zanzibar");
+      req.set_k(1);
+      req.set_mode(v1::SEARCH_MODE_BM25);
+      auto r = reader->Search(req);
+      if (!r.ok() || r->hits().empty() || r->hits(0).chunk().doc_id() != "ball") {
+        ++misses;
+        ADD_FAILURE() << (r.ok() ? r->DebugString() : r.status().ToString());
+      }
+      ++reads;
+    }
+  });
+  for (int round = 0; round < 40; ++round) {
+    v1::Document d = docs[0];
+    d.set_text(absl::StrCat("Version ", round, " of a story about zanzibar and a red ball. ",
+                            std::string(round % 3 * 40, 'x')));
+    ASSERT_TRUE(writer->IngestDocuments({d}).ok());
+  }
+  stop = true;
+  t.join();
+  EXPECT_GT(reads.load(), 0);
+  EXPECT_EQ(misses.load(), 0) << "of " << reads.load() << " searches";
+}
+
+// Re-ingest by precompute job (a changed corpus file): the same.
+TEST(ServedRetrievalTest, ReingestByPrecomputeJobIsAtomicForReaders) {
+  if (!HaveTestModel()) GTEST_SKIP() << "test model not found at " << TestModelPath();
+  TempDir dir;
+  const std::string corpus = dir.path() + "/corpus";
+  std::filesystem::create_directories(corpus);
+  auto write = [&](int version) {
+    std::ofstream(corpus + "/story.txt")
+        << "Once upon a time zanzibar had a kite, version " << version << ". "
+        << std::string(version % 3 * 30, 'y');
+  };
+  write(0);
+  std::vector<std::string> args = ModelArgs(dir.path() + "/d");
+  args.insert(args.end(), {"--corpus-root", corpus});
+  auto s = ServeProcess::Start(args, dir.path() + "/serve.log");
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto writer = (*s)->NewClient(absl::Seconds(120));
+  auto reader = (*s)->NewClient();
+  auto first = RunPrecomputeJob(writer.get(), corpus);
+  ASSERT_TRUE(first.ok()) << first.status();
+  std::atomic<bool> stop{false};
+  std::atomic<int> reads{0}, misses{0};
+  std::thread t([&] {
+    while (!stop) {
+      v1::SearchRequest req;
+      req.set_text("zanzibar kite");
+      req.set_k(1);
+      req.set_mode(v1::SEARCH_MODE_BM25);
+      auto r = reader->Search(req);
+      if (!r.ok() || r->hits().empty()) ++misses;
+      ++reads;
+    }
+  });
+  for (int v = 1; v <= 6; ++v) {
+    write(v);
+    auto job = RunPrecomputeJob(writer.get(), corpus);
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED) << job->DebugString();
+  }
+  stop = true;
+  t.join();
+  EXPECT_GT(reads.load(), 0);
+  EXPECT_EQ(misses.load(), 0) << "of " << reads.load() << " searches";
+}
+
+// A caller's request id reaches the server's access log and comes back in
+// error messages; an id the server would not take is refused client-side.
+TEST(ServedRetrievalTest, ConnectorRequestIdsReachTheServer) {
+  TempDir dir;
+  const std::string log = dir.path() + "/serve.log";
+  auto s = ServeProcess::Start({"--data-dir", dir.path(), "--services", "retrieval", "--access-log", "true"}, log);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto c = (*s)->NewClient();
+  CallOptions call;
+  call.request_id = "trace-42.a:b_c";
+  std::string echoed;
+  call.request_id_out = &echoed;
+  auto missing = c->DeleteDocument("no-such-doc", call);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("[request_id=trace-42.a:b_c]"), absl::string_view::npos)
+      << missing.status();
+  EXPECT_EQ(echoed, "trace-42.a:b_c");
+  // A generated id when none is given, reported and distinct per call.
+  std::string a, b;
+  CallOptions ca, cb;
+  ca.request_id_out = &a;
+  cb.request_id_out = &b;
+  ASSERT_TRUE(c->IngestDocuments(Docs(), ca).ok());
+  ASSERT_TRUE(c->HealthCheck("", cb).ok());
+  EXPECT_EQ(a.rfind("c-", 0), 0u) << a;
+  EXPECT_NE(a, b);
+  CallOptions bad;
+  bad.request_id = "has space";
+  EXPECT_EQ(c->HealthCheck("", bad).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*s)->Terminate(), 0);
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("request_id=trace-42.a:b_c"), std::string::npos) << text;
+  EXPECT_NE(text.find("request_id=" + a), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace ragkv::testing
