@@ -67,7 +67,7 @@ class PythonClientTest(unittest.TestCase):
 
     def test_00_every_rpc(self):
         import grpc
-        from ragkv.v1 import blend_pb2
+        from ragkv.v1 import blend_pb2, common_pb2
         from ragkv_client import Client, RagkvError
         c = self.client
         job = c.start_job([self.corpus])
@@ -77,6 +77,9 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual(c.get_job(job.job_id).job_id, job.job_id)
         c.cancel_job(job.job_id)
 
+        chunked = c.chunk_documents([("py-doc", "The fish swam in the blue sea all day.")])
+        self.assertEqual(chunked[0].doc_id, "py-doc")
+        self.assertGreaterEqual(len(chunked[0].texts), 1)
         ing = c.ingest_documents([("py-doc", "The fish swam in the blue sea all day.")])
         self.assertEqual(ing.documents, 1)
         hits = c.search(text="Lily ball", k=2, include_content=True)
@@ -102,6 +105,20 @@ class PythonClientTest(unittest.TestCase):
         k0, v0 = fused.layer_views(0)  # zero-copy views over the received bytes
         self.assertEqual(list(k0.shape), [lay.num_kv_heads, lay.num_tokens, lay.head_dim])
         self.assertEqual(k0.obj, fused.k[0])
+        try:
+            import numpy as np
+        except ImportError:
+            np = None  # scripts/setup installs python3-numpy; a bare venv may lack it
+        if np is not None:
+            ka, va = fused.layer_arrays(0)
+            self.assertEqual(ka.shape, (lay.num_kv_heads, lay.num_tokens, lay.head_dim))
+            self.assertFalse(ka.flags.owndata)  # a view of the received bytes
+            self.assertFalse(ka.flags.writeable)
+            self.assertEqual(ka.dtype, np.float16 if lay.dtype == common_pb2.DTYPE_F16 else np.float32)
+            want = np.frombuffer(bytes(fused.k[0]), dtype=ka.dtype).reshape(ka.shape)
+            self.assertTrue(np.array_equal(ka, want))
+            self.assertTrue(np.all(np.isfinite(va.astype(np.float32))))
+            self.assertGreater(float(np.abs(ka.astype(np.float32)).max()), 0.0)
         self.assertEqual(fused.restarts, [])
         self.assertEqual(len(fused.summary.failed_loads), 0)
         self.assertGreater(fused.summary.recomputed_tokens, 0)
@@ -124,7 +141,16 @@ class PythonClientTest(unittest.TestCase):
             c.search(text="x", k=0)
         self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
         self.assertIsInstance(e.exception, RagkvError)
-        self.assertRegex(e.exception.request_id or "", r"^[0-9a-f]{16}$")
+        self.assertRegex(e.exception.request_id or "", r"^py-[0-9a-f]{16}$")
+        self.assertEqual(e.exception.request_id, c.last_request_id)
+        with c.request_id("py-trace.7"):
+            with self.assertRaises(ragkv_client.NotFound) as e:
+                c.delete_document("never-ingested-either")
+            self.assertEqual(c.last_request_id, "py-trace.7")
+        self.assertEqual(e.exception.request_id, "py-trace.7")
+        with self.assertRaises(ValueError):
+            with c.request_id("has space"):
+                pass
         with self.assertRaises(ragkv_client.NotFound) as e:
             c.get_chunk(b"y" * 16)
         self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)

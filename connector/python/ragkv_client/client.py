@@ -4,10 +4,19 @@ Unary and client-streaming calls that fail with UNAVAILABLE are retried with
 exponential backoff (every ragkv RPC is idempotent). Server streams are
 retried only if nothing was received yet. Errors raise RagkvError carrying
 the gRPC status code and message.
+
+Request ids: every call sends an `x-request-id` (the same on each retry):
+the one set with `with client.request_id("..."):`, else a fresh
+"py-<16 hex digits>". The server logs it, ends its error messages with it
+(RagkvError.request_id) and echoes it; `client.last_request_id` is the id of
+the calling thread's / task's last call.
 """
+import contextlib
+import contextvars
 import os
 import random
 import re
+import secrets
 import stat
 import time
 
@@ -19,6 +28,11 @@ from ragkv.v1 import engine_pb2, engine_pb2_grpc
 from ragkv.v1 import kvstore_pb2, kvstore_pb2_grpc
 from ragkv.v1 import precompute_pb2, precompute_pb2_grpc
 from ragkv.v1 import retrieval_pb2, retrieval_pb2_grpc
+
+
+_REQUEST_ID = contextvars.ContextVar("ragkv_request_id", default=None)
+_LAST_REQUEST_ID = contextvars.ContextVar("ragkv_last_request_id", default=None)
+_SANE_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 
 
 class RagkvError(Exception):
@@ -187,14 +201,38 @@ class Client:
     def __exit__(self, *exc):
         self.close()
 
+    # -- request ids --
+    @contextlib.contextmanager
+    def request_id(self, request_id):
+        """Calls made inside the block send `request_id` (1-64 characters of
+        A-Z a-z 0-9 . _ : -, else ValueError) as their x-request-id."""
+        if not isinstance(request_id, str) or not _SANE_REQUEST_ID.match(request_id):
+            raise ValueError(f"request id {request_id!r}: 1-64 characters of A-Z a-z 0-9 . _ : -")
+        token = _REQUEST_ID.set(request_id)
+        try:
+            yield request_id
+        finally:
+            _REQUEST_ID.reset(token)
+
+    @property
+    def last_request_id(self):
+        """The x-request-id of this thread's (or task's) last call, or None."""
+        return _LAST_REQUEST_ID.get()
+
+    def _call_metadata(self):
+        rid = _REQUEST_ID.get() or "py-" + secrets.token_hex(8)
+        _LAST_REQUEST_ID.set(rid)
+        return self._metadata + [("x-request-id", rid)]
+
     # -- plumbing --
     def _call(self, fn, request_factory, deadline_s=None):
         deadline = time.monotonic() + (deadline_s or self._deadline_s)
         backoff = self._backoff[0]
+        metadata = self._call_metadata()
         for attempt in range(1, self._max_attempts + 1):
             timeout = max(0.001, deadline - time.monotonic())
             try:
-                return fn(request_factory(), timeout=timeout, metadata=self._metadata)
+                return fn(request_factory(), timeout=timeout, metadata=metadata)
             except grpc.RpcError as e:
                 code = e.code()
                 sleep = backoff * random.uniform(0.8, 1.2)
@@ -208,11 +246,12 @@ class Client:
         """Yields server-stream messages; retries UNAVAILABLE before the first."""
         deadline = time.monotonic() + (deadline_s or self._deadline_s)
         backoff = self._backoff[0]
+        metadata = self._call_metadata()
         for attempt in range(1, self._max_attempts + 1):
             got = False
             try:
                 for msg in fn(request, timeout=max(0.001, deadline - time.monotonic()),
-                              metadata=self._metadata):
+                              metadata=metadata):
                     got = True
                     yield msg
                 return
@@ -236,15 +275,28 @@ class Client:
         return self._call(self.retrieval.DeleteDocument,
                           lambda: retrieval_pb2.DeleteDocumentRequest(doc_id=doc_id), deadline_s)
 
-    def search(self, text=None, vector=None, k=5, include_content=False, deadline_s=None):
+    def search(self, text=None, vector=None, k=5, include_content=False, deadline_s=None,
+               mode=retrieval_pb2.SEARCH_MODE_SERVER):
+        """mode: how a text query is searched (retrieval_pb2.SEARCH_MODE_*)."""
         def req():
-            r = retrieval_pb2.SearchRequest(k=k, include_content=include_content)
+            r = retrieval_pb2.SearchRequest(k=k, include_content=include_content, mode=mode)
             if vector is not None:
                 r.vector.values.extend(vector)
             else:
                 r.text = text or ""
             return r
         return self._call(self.retrieval.Search, req, deadline_s)
+
+    def chunk_documents(self, docs, deadline_s=None):
+        """The chunks ingest would make of each document: a DocumentChunks
+        per document, its .texts to embed when the server takes the caller's
+        vectors (`serve --embedder vectors:DIM`; pass them as
+        Document.chunk_vectors)."""
+        docs = [d if isinstance(d, retrieval_pb2.Document)
+                else retrieval_pb2.Document(doc_id=d[0], text=d[1]) for d in docs]
+        return self._call(self.retrieval.ChunkDocuments,
+                          lambda: retrieval_pb2.ChunkDocumentsRequest(documents=docs),
+                          deadline_s).documents
 
     def get_chunks(self, chunk_ids, deadline_s=None):
         return self._call(self.retrieval.GetChunks,
