@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -219,7 +220,10 @@ class RedisBudgetTest : public testing::OwnRedisServerTest {
   }
 };
 
-TEST_F(RedisBudgetTest, TwoSidecarsShareOneBudgetOldestChunksGoFirst) {
+// ExpectSharedBudget: two tiers (two sidecars) of one namespace share one
+// byte budget: the oldest chunks go first, what stays fits and reads back
+// intact, deletes free their share.
+void ExpectSharedBudget(const std::function<RedisTierOptions(uint64_t)>& options) {
   std::vector<testing::TestChunk> chunks;
   for (uint64_t i = 0; i < 12; ++i) {
     ChunkSpec spec;
@@ -229,8 +233,8 @@ TEST_F(RedisBudgetTest, TwoSidecarsShareOneBudgetOldestChunksGoFirst) {
   const uint64_t one = chunks[0].encoded->TotalBytes();
   // Room for about 4 chunks (each takes its bytes plus frames).
   const uint64_t budget = 4 * one + one / 2;
-  auto a = RedisTier::Create(Options(budget));
-  auto b = RedisTier::Create(Options(budget));
+  auto a = RedisTier::Create(options(budget));
+  auto b = RedisTier::Create(options(budget));
   ASSERT_TRUE(a.ok() && b.ok());
   for (size_t i = 0; i < chunks.size(); ++i) {
     RedisTier& t = i % 2 == 0 ? **a : **b;  // two sidecars, one namespace
@@ -265,6 +269,27 @@ TEST_F(RedisBudgetTest, TwoSidecarsShareOneBudgetOldestChunksGoFirst) {
   const uint64_t before = (*b)->Stats().bytes_used;
   ASSERT_TRUE((*b)->Delete(chunks.back().key).ok());
   EXPECT_LT((*b)->Stats().bytes_used, before);
+}
+
+TEST_F(RedisBudgetTest, TwoSidecarsShareOneBudgetOldestChunksGoFirst) {
+  ExpectSharedBudget([this](uint64_t budget) { return Options(budget); });
+}
+
+// The same on a 3-master Redis Cluster: the account's keys share one hash
+// tag (one slot, so each update is one Lua script), the chunks spread over
+// every master, and evictions delete on whichever master holds the victim.
+TEST(RedisClusterBudgetTest, TwoSidecarsShareOneBudgetOnACluster) {
+  if (!testing::RedisServerAvailable()) GTEST_SKIP() << "redis-server not installed";
+  auto cluster = testing::RedisTestCluster::Start();
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ExpectSharedBudget([&](uint64_t budget) {
+    RedisTierOptions o;
+    for (int i = 0; i < 3; ++i) o.endpoints.push_back(absl::StrCat("127.0.0.1:", (*cluster)->node(i).port()));
+    o.mode = RedisMode::kCluster;
+    o.key_prefix = "budget";
+    o.budget_bytes = budget;
+    return o;
+  });
 }
 
 TEST_F(RedisBudgetTest, ChunkLargerThanTheBudgetIsResourceExhausted) {
