@@ -56,6 +56,7 @@ enum Type : uint8_t {
   kSearch,
   kGetChunks,
   kGenerate,
+  kChunkDocuments,
   kNumTypes
 };
 
@@ -96,6 +97,8 @@ absl::Status Validate(Type type, const google::protobuf::Message& m, int vocab) 
       return vi::ValidateGetChunksRequest(static_cast<const v1::GetChunksRequest&>(m));
     case kGenerate:
       return vi::ValidateGenerateRequest(static_cast<const v1::GenerateRequest&>(m), vocab);
+    case kChunkDocuments:
+      return vi::ValidateChunkDocumentsRequest(static_cast<const v1::ChunkDocumentsRequest&>(m));
     default:
       return absl::OkStatus();
   }
@@ -114,6 +117,7 @@ std::unique_ptr<google::protobuf::Message> NewMessage(Type type) {
     case kSearch: return std::make_unique<v1::SearchRequest>();
     case kGetChunks: return std::make_unique<v1::GetChunksRequest>();
     case kGenerate: return std::make_unique<v1::GenerateRequest>();
+    case kChunkDocuments: return std::make_unique<v1::ChunkDocumentsRequest>();
     default: return nullptr;
   }
 }
