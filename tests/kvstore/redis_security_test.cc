@@ -112,6 +112,44 @@ TEST_F(RedisTlsTest, VerifiedServerRoundTripsWithAndWithoutClientCert) {
   EXPECT_TRUE(RoundTrip(**mutual, 2).ok());
 }
 
+// TLS to a Redis Cluster (tls-cluster yes): the tier discovers the slot map
+// over TLS, the nodes announce their TLS ports, and chunks routed to every
+// master round-trip verified.
+TEST_F(RedisTlsTest, ClusterOverTlsRoutesToEveryMaster) {
+  int tls_ports[3] = {ragkv::testing::PickFreeLoopbackPort(), ragkv::testing::PickFreeLoopbackPort(),
+                      ragkv::testing::PickFreeLoopbackPort()};
+  auto cluster = testing::RedisTestCluster::Start([&](int i) {
+    return std::vector<std::string>{"--tls-port", std::to_string(tls_ports[i]), "--tls-cluster", "yes",
+                                    "--tls-cert-file", certs_.server_cert, "--tls-key-file",
+                                    certs_.server_key, "--tls-ca-cert-file", certs_.ca,
+                                    "--tls-auth-clients", "optional"};
+  });
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  RedisTierOptions o = Tls();
+  o.endpoints = {absl::StrCat("127.0.0.1:", tls_ports[1])};  // one seed finds the others
+  o.mode = RedisMode::kCluster;
+  auto t = RedisTier::Create(o);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_TRUE((*t)->cluster_mode());
+  std::set<int> masters;
+  for (uint32_t i = 0; i < 24; ++i) {
+    ChunkSpec spec;
+    spec.token_seed = 700 + i;
+    testing::TestChunk c = MakeChunk(spec);
+    ASSERT_TRUE((*t)->Put(c.key, c.encoded).ok()) << i;
+    absl::StatusOr<Tier::Blob> h = (*t)->GetHeader(c.key);
+    ASSERT_TRUE(h.ok() && h->has_value()) << i;
+    EXPECT_TRUE((*h)->view() == c.encoded->header) << i;
+  }
+  // Every master holds some of them (their plain ports answer DBSIZE).
+  for (int i = 0; i < 3; ++i) {
+    auto r = testing::RedisCommandOnce((*cluster)->node(i).port(), {"DBSIZE"});
+    ASSERT_TRUE(r.ok()) << r.status();
+    if (r->integer() > 0) masters.insert(i);
+  }
+  EXPECT_EQ(masters.size(), 3u);
+}
+
 TEST_F(RedisTlsTest, UntrustedOrMisnamedServerIsRefused) {
   RedisTierOptions o = Tls();
   o.tls.ca_file = certs_.other_ca;

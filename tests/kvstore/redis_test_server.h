@@ -22,6 +22,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,12 +69,19 @@ using RedisServer = RedisServerProcess;
 // RedisTestCluster: 3 masters, slots split evenly, no replicas.
 class RedisTestCluster {
  public:
-  static absl::StatusOr<std::unique_ptr<RedisTestCluster>> Start() {
+  // Start: `node_args(i)`, when set, adds arguments to node i's server
+  // (e.g. a TLS port).
+  static absl::StatusOr<std::unique_ptr<RedisTestCluster>> Start(
+      const std::function<std::vector<std::string>(int)>& node_args = nullptr) {
     std::unique_ptr<RedisTestCluster> c(new RedisTestCluster());
     for (int i = 0; i < 3; ++i) {
-      absl::StatusOr<std::unique_ptr<RedisServer>> s = RedisServer::Start(
-          {"--cluster-enabled", "yes", "--cluster-node-timeout", "15000",
-           "--cluster-require-full-coverage", "no"});
+      std::vector<std::string> args = {"--cluster-enabled", "yes", "--cluster-node-timeout", "15000",
+                                       "--cluster-require-full-coverage", "no"};
+      if (node_args) {
+        std::vector<std::string> more = node_args(i);
+        args.insert(args.end(), more.begin(), more.end());
+      }
+      absl::StatusOr<std::unique_ptr<RedisServer>> s = RedisServer::Start(args);
       if (!s.ok()) return s.status();
       c->nodes_.push_back(*std::move(s));
     }
