@@ -130,7 +130,7 @@ absl::StatusOr<std::unique_ptr<ReferenceEngine>> ReferenceEngine::Create(Options
 int ReferenceEngine::Context() const { return o_.model->config().max_seq_len; }
 
 absl::StatusOr<v1::GenerateResponse> ReferenceEngine::Generate(
-    const v1::GenerateRequest& req) const {
+    const v1::GenerateRequest& req, const std::string& request_id) const {
   const model::Model& m = *o_.model;
   const model::Tokenizer& tok = *o_.tokenizer;
   if (req.question().empty() && req.question_tokens().empty()) {
@@ -225,7 +225,9 @@ absl::StatusOr<v1::GenerateResponse> ReferenceEngine::Generate(
     ASSIGN_OR_RETURN(const kernels::DType import_dtype, KernelDType(o_.kv_wire_dtype));
     CacheSink sink(&m, max_new, o_.kv_wire_dtype, import_dtype);
     const auto t0 = Clock::now();
-    RETURN_IF_ERROR(o_.sidecar->Blend(br, &sink));
+    CallOptions call;
+    call.request_id = request_id;
+    RETURN_IF_ERROR(o_.sidecar->Blend(br, &sink, call));
     const double rpc_ms = MsSince(t0);
     const double fetch_ms = sink.stats_.TimingMs("fetch");
     tt->set_fetch_ms(fetch_ms);

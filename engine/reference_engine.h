@@ -56,8 +56,11 @@ class ReferenceEngine {
   static absl::StatusOr<std::unique_ptr<ReferenceEngine>> Create(Options options);
 
   // Generate: see engine.proto. InvalidArgument for bad requests; errors of
-  // the sidecar calls are returned as is.
-  absl::StatusOr<v1::GenerateResponse> Generate(const v1::GenerateRequest& request) const;
+  // the sidecar calls are returned as is. `request_id`, when set, is the id
+  // the sidecar calls carry (the caller's, so one id ties the Generate and
+  // its inner Blend in the sidecar's log); else the connector makes one.
+  absl::StatusOr<v1::GenerateResponse> Generate(const v1::GenerateRequest& request,
+                                                const std::string& request_id = "") const;
   // Context: the model's context length (prompt + new tokens fit in it).
   int Context() const;
 

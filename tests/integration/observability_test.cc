@@ -144,6 +144,38 @@ TEST_F(ObservabilityTest, RequestIdsTieCallsToLogLinesAndErrors) {
       << m;
 }
 
+// The connector's request id on a Generate reaches the engine's inner
+// Blend call too: one id ties both access log lines.
+TEST_F(ObservabilityTest, GenerateForwardsItsRequestIdToTheInnerBlend) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--chunk-tokens", "48"}));
+  auto client = server_->NewClient();
+  ASSERT_NE(client, nullptr);
+  std::vector<v1::Document> docs(1);
+  docs[0].set_doc_id("d");
+  docs[0].set_text("Once upon a time a girl named Lily had a red ball. She played in the park.");
+  ASSERT_TRUE(client->IngestDocuments(docs).ok());
+  v1::GenerateRequest req;
+  req.set_question("What did Lily have?");
+  req.set_k(1);
+  req.set_max_new_tokens(2);
+  req.mutable_blend()->set_mode(v1::BLEND_MODE_CACHEBLEND);
+  CallOptions call;
+  call.request_id = "gen-rid-7";
+  auto resp = client->Generate(req, call);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  ASSERT_EQ(server_->Terminate(), 0);
+  const std::string log = ReadAll(log_);
+  for (const char* method : {"/ragkv.v1.EngineService/Generate", "/ragkv.v1.BlendService/Blend"}) {
+    bool found = false;
+    std::istringstream lines(log);
+    for (std::string line; std::getline(lines, line);) {
+      found = found || (absl::StrContains(line, absl::StrCat("rpc method=", method, " ")) &&
+                        absl::StrContains(line, "request_id=gen-rid-7"));
+    }
+    EXPECT_TRUE(found) << method << "\n" << log;
+  }
+}
+
 TEST_F(ObservabilityTest, BlendStagesAndTierReadsAreHistograms) {
   ASSERT_NO_FATAL_FAILURE(Start({"--chunk-tokens", "48"}));
   auto client = server_->NewClient();
