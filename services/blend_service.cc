@@ -667,6 +667,7 @@ grpc::ServerWriteReactor<v1::BlendResponse>* BlendServiceImpl::RetrieveAndBlend(
         retrieval::SearchOptions so;
         so.k = static_cast<int>(req->k());
         so.with_text = false;
+        so.mode = ctx_->search_mode;  // the server's --search-mode
         ASSIGN_OR_RETURN(auto hits, ctx_->retriever->Search(req->query(), so));
         const double retrieve_ms = MsSince(t0);
         if (hits.empty()) return absl::NotFoundError("retrieval found no chunks (empty corpus?)");
