@@ -66,7 +66,7 @@ class Retrier {
  public:
   Retrier(const ClientOptions& o, const CallOptions& call)
       : o_(o),
-        call_(call),
+        request_id_out_(call.request_id_out),
         deadline_(absl::Now() + (call.deadline > absl::ZeroDuration() ? call.deadline
                                                                        : o.default_deadline)),
         request_id_(call.request_id.empty() ? NewRequestId() : call.request_id) {}
@@ -75,7 +75,7 @@ class Retrier {
   // no data was delivered and time and attempts remain.
   template <typename Attempt>
   absl::Status Run(Attempt&& attempt) {
-    if (call_.request_id_out != nullptr) *call_.request_id_out = request_id_;
+    if (request_id_out_ != nullptr) *request_id_out_ = request_id_;
     if (!SaneRequestId(request_id_)) {
       return absl::InvalidArgumentError(
           "CallOptions::request_id must be 1-64 characters of A-Z a-z 0-9 . _ : -");
@@ -104,7 +104,7 @@ class Retrier {
 
  private:
   const ClientOptions& o_;
-  const CallOptions& call_;
+  std::string* const request_id_out_;
   absl::Time deadline_;
   std::string request_id_;
 };

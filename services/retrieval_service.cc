@@ -53,6 +53,16 @@ struct IngestState {
   size_t bytes = 0;
 };
 
+// DocumentOf: the retrieval document of a wire document (its source is the
+// title, as every caller of the retriever indexes it).
+retrieval::Document DocumentOf(const v1::Document& d) {
+  retrieval::Document doc;
+  doc.id = d.doc_id();
+  doc.title = d.source();
+  doc.text = d.text();
+  return doc;
+}
+
 // CheckChunkVectors: documents carry chunk vectors exactly when the
 // server's embedder takes the caller's (their count and dimension are
 // checked against the chunking by the retriever).
@@ -104,10 +114,7 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* RetrievalServiceImpl::IngestDocuments
           absl::StrFormat("ingest stream over %d documents or %d bytes; split it",
                           kMaxIngestDocuments, kMaxIngestBytes));
     }
-    retrieval::Document doc;
-    doc.id = d.doc_id();
-    doc.title = d.source();
-    doc.text = d.text();
+    retrieval::Document doc = DocumentOf(d);
     std::vector<float> vectors;
     for (const v1::FloatVector& v : d.chunk_vectors()) {
       vectors.insert(vectors.end(), v.values().begin(), v.values().end());
@@ -244,10 +251,7 @@ grpc::ServerUnaryReactor* RetrievalServiceImpl::ChunkDocuments(
     RETURN_IF_ERROR(internal::ValidateChunkDocumentsRequest(*req));
     RETURN_IF_ERROR(NeedRetriever(ctx_));
     for (const v1::Document& d : req->documents()) {
-      retrieval::Document doc;
-      doc.id = d.doc_id();
-      doc.title = d.source();
-      doc.text = d.text();
+      const retrieval::Document doc = DocumentOf(d);
       ASSIGN_OR_RETURN(std::vector<retrieval::ChunkSpan> chunks, ctx_->retriever->ChunkDocument(doc));
       v1::DocumentChunks* out = resp->add_documents();
       out->set_doc_id(d.doc_id());

@@ -291,7 +291,10 @@ absl::Status ValidateRetrieveAndBlendRequest(const v1::RetrieveAndBlendRequest& 
 // ---- Retrieval ----
 
 absl::Status ValidateIngestDocument(const v1::IngestDocumentsRequest& req) {
-  const v1::Document& d = req.document();
+  return ValidateWireDocument(req.document());
+}
+
+absl::Status ValidateWireDocument(const v1::Document& d) {
   if (d.doc_id().empty()) return absl::InvalidArgumentError("document with an empty doc_id");
   if (d.doc_id().size() > kMaxDocIdBytes) {
     return absl::InvalidArgumentError(absl::StrFormat("doc_id %s over %d bytes",
@@ -322,11 +325,7 @@ absl::Status ValidateChunkDocumentsRequest(const v1::ChunkDocumentsRequest& req)
     return absl::InvalidArgumentError(absl::StrFormat("ChunkDocuments: %d documents (max %d)",
                                                       req.documents_size(), kMaxChunkDocuments));
   }
-  for (const v1::Document& d : req.documents()) {
-    v1::IngestDocumentsRequest one;
-    *one.mutable_document() = d;
-    RETURN_IF_ERROR(ValidateIngestDocument(one));
-  }
+  for (const v1::Document& d : req.documents()) RETURN_IF_ERROR(ValidateWireDocument(d));
   return absl::OkStatus();
 }
 

@@ -145,6 +145,8 @@ absl::Status ValidateRetrieveAndBlendRequest(const v1::RetrieveAndBlendRequest& 
 // ValidateIngestDocument: one IngestDocuments message: non-empty doc_id and
 // text; chunk_vectors, when sent, non-empty and finite.
 absl::Status ValidateIngestDocument(const v1::IngestDocumentsRequest& req);
+// ValidateWireDocument: the same checks on one Document.
+absl::Status ValidateWireDocument(const v1::Document& d);
 // ValidateChunkDocumentsRequest: 1..kMaxChunkDocuments documents, each as
 // ValidateIngestDocument.
 absl::Status ValidateChunkDocumentsRequest(const v1::ChunkDocumentsRequest& req);

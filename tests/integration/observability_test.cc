@@ -144,16 +144,21 @@ TEST_F(ObservabilityTest, RequestIdsTieCallsToLogLinesAndErrors) {
       << m;
 }
 
+// LilyDoc: the one-chunk document the blend tests ingest.
+v1::Document LilyDoc() {
+  v1::Document d;
+  d.set_doc_id("d");
+  d.set_text("Once upon a time a girl named Lily had a red ball. She played in the park.");
+  return d;
+}
+
 // The connector's request id on a Generate reaches the engine's inner
 // Blend call too: one id ties both access log lines.
 TEST_F(ObservabilityTest, GenerateForwardsItsRequestIdToTheInnerBlend) {
   ASSERT_NO_FATAL_FAILURE(Start({"--chunk-tokens", "48"}));
   auto client = server_->NewClient();
   ASSERT_NE(client, nullptr);
-  std::vector<v1::Document> docs(1);
-  docs[0].set_doc_id("d");
-  docs[0].set_text("Once upon a time a girl named Lily had a red ball. She played in the park.");
-  ASSERT_TRUE(client->IngestDocuments(docs).ok());
+  ASSERT_TRUE(client->IngestDocuments({LilyDoc()}).ok());
   v1::GenerateRequest req;
   req.set_question("What did Lily have?");
   req.set_k(1);
@@ -180,10 +185,7 @@ TEST_F(ObservabilityTest, BlendStagesAndTierReadsAreHistograms) {
   ASSERT_NO_FATAL_FAILURE(Start({"--chunk-tokens", "48"}));
   auto client = server_->NewClient();
   ASSERT_NE(client, nullptr);
-  std::vector<v1::Document> docs(1);
-  docs[0].set_doc_id("d");
-  docs[0].set_text("Once upon a time a girl named Lily had a red ball. She played in the park.");
-  auto ing = client->IngestDocuments(docs);
+  auto ing = client->IngestDocuments({LilyDoc()});
   ASSERT_TRUE(ing.ok()) << ing.status();
   const uint64_t id = ing->ingested(0).chunk_ids(0);
   v1::BlendRequest br;

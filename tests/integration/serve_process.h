@@ -67,9 +67,11 @@ inline bool Accepts(int port) {
 }
 
 // ServeToExit: runs `ragkv serve <args>` (a shell word list) to its exit:
-// stdout + stderr, and the exit code in *rc. For startups that must fail.
+// stdout + stderr, and the exit code in *rc (124 when it was still running
+// after 120 s: a startup that should have failed served instead). For
+// startups that must fail.
 inline std::string ServeToExit(const std::string& args, int* rc) {
-  const std::string cmd = absl::StrCat(RAGKV_BINARY, " serve ", args, " 2>&1");
+  const std::string cmd = absl::StrCat("timeout 120 ", RAGKV_BINARY, " serve ", args, " 2>&1");
   std::string out;
   FILE* p = ::popen(cmd.c_str(), "r");
   char buf[4096];

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -56,6 +57,49 @@ std::string Joined(const std::vector<std::string>& args) {
   for (const std::string& a : args) absl::StrAppend(&out, out.empty() ? "" : " ", "'", a, "'");
   return out;
 }
+
+// SearchingReader: a thread that searches `query` (BM25, k = 1) until
+// stopped, counting searches and misses: no hit, or a hit not of `want_doc`
+// when that is set. Stopped and joined on destruction too, so a failed
+// ASSERT in the writer never leaves a joinable thread.
+class SearchingReader {
+ public:
+  SearchingReader(Client* client, std::string query, std::string want_doc)
+      : client_(client), query_(std::move(query)), want_doc_(std::move(want_doc)),
+        thread_([this] { Run(); }) {}
+  ~SearchingReader() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  int reads() const { return reads_; }
+  int misses() const { return misses_; }
+  const std::string& last_miss() const { return last_miss_; }  // valid after Stop
+
+ private:
+  void Run() {
+    while (!stop_) {
+      v1::SearchRequest req;
+      req.set_text(query_);
+      req.set_k(1);
+      req.set_mode(v1::SEARCH_MODE_BM25);
+      auto r = client_->Search(req);
+      if (!r.ok() || r->hits().empty() ||
+          (!want_doc_.empty() && r->hits(0).chunk().doc_id() != want_doc_)) {
+        ++misses_;
+        last_miss_ = r.ok() ? r->DebugString() : r.status().ToString();
+      }
+      ++reads_;
+    }
+  }
+
+  Client* client_;
+  const std::string query_, want_doc_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> reads_{0}, misses_{0};
+  std::string last_miss_;
+  std::thread thread_;
+};
 
 TEST(ServedRetrievalTest, FactoryAndEmbedderAreServedAnotherSettingIsRefusedOrRebuilt) {
   if (!HaveTestModel()) GTEST_SKIP() << "test model not found at " << TestModelPath();
@@ -190,32 +234,17 @@ TEST(ServedRetrievalTest, ReingestOverGrpcIsAtomicForReaders) {
   std::vector<v1::Document> docs = Docs();
   docs[0].set_text("The first story about zanzibar and a red ball.");
   ASSERT_TRUE(writer->IngestDocuments(docs).ok());
-  std::atomic<bool> stop{false};
-  std::atomic<int> reads{0}, misses{0};
-  std::thread t([&] {
-    while (!stop) {
-      v1::SearchRequest req;
-      req.set_text("zanzibar");
-      req.set_k(1);
-      req.set_mode(v1::SEARCH_MODE_BM25);
-      auto r = reader->Search(req);
-      if (!r.ok() || r->hits().empty() || r->hits(0).chunk().doc_id() != "ball") {
-        ++misses;
-        ADD_FAILURE() << (r.ok() ? r->DebugString() : r.status().ToString());
-      }
-      ++reads;
-    }
-  });
+  SearchingReader reader_thread(reader.get(), "zanzibar", "ball");
   for (int round = 0; round < 40; ++round) {
     v1::Document d = docs[0];
     d.set_text(absl::StrCat("Version ", round, " of a story about zanzibar and a red ball. ",
                             std::string(round % 3 * 40, 'x')));
     ASSERT_TRUE(writer->IngestDocuments({d}).ok());
   }
-  stop = true;
-  t.join();
-  EXPECT_GT(reads.load(), 0);
-  EXPECT_EQ(misses.load(), 0) << "of " << reads.load() << " searches";
+  reader_thread.Stop();
+  EXPECT_GT(reader_thread.reads(), 0);
+  EXPECT_EQ(reader_thread.misses(), 0)
+      << "of " << reader_thread.reads() << " searches; last: " << reader_thread.last_miss();
 }
 
 // Re-ingest by precompute job (a changed corpus file): the same.
@@ -238,29 +267,17 @@ TEST(ServedRetrievalTest, ReingestByPrecomputeJobIsAtomicForReaders) {
   auto reader = (*s)->NewClient();
   auto first = RunPrecomputeJob(writer.get(), corpus);
   ASSERT_TRUE(first.ok()) << first.status();
-  std::atomic<bool> stop{false};
-  std::atomic<int> reads{0}, misses{0};
-  std::thread t([&] {
-    while (!stop) {
-      v1::SearchRequest req;
-      req.set_text("zanzibar kite");
-      req.set_k(1);
-      req.set_mode(v1::SEARCH_MODE_BM25);
-      auto r = reader->Search(req);
-      if (!r.ok() || r->hits().empty()) ++misses;
-      ++reads;
-    }
-  });
+  SearchingReader reader_thread(reader.get(), "zanzibar kite", "");
   for (int v = 1; v <= 6; ++v) {
     write(v);
     auto job = RunPrecomputeJob(writer.get(), corpus);
     ASSERT_TRUE(job.ok()) << job.status();
     EXPECT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED) << job->DebugString();
   }
-  stop = true;
-  t.join();
-  EXPECT_GT(reads.load(), 0);
-  EXPECT_EQ(misses.load(), 0) << "of " << reads.load() << " searches";
+  reader_thread.Stop();
+  EXPECT_GT(reader_thread.reads(), 0);
+  EXPECT_EQ(reader_thread.misses(), 0)
+      << "of " << reader_thread.reads() << " searches; last: " << reader_thread.last_miss();
 }
 
 // A caller's request id reaches the server's access log and comes back in
