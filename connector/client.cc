@@ -7,6 +7,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
@@ -36,22 +37,19 @@ constexpr char kRequestIdKey[] = "x-request-id";
 
 // FromGrpc: the server's status; its message names the call's request id
 // (the server's own errors already end with "[request_id=...]").
-absl::Status FromGrpc(const grpc::Status& s, const std::string& request_id = "") {
-  if (s.ok()) return absl::OkStatus();
-  std::string msg = s.error_message();
-  if (!request_id.empty() && msg.find("[request_id=") == std::string::npos) {
-    msg += (msg.empty() ? "" : " ") + ("[request_id=" + request_id + "]");
+// WithRequestId: `s` ending with "[request_id=...]" (unless it already does).
+absl::Status WithRequestId(const absl::Status& s, const std::string& request_id) {
+  if (s.ok() || request_id.empty() || s.message().find("[request_id=") != absl::string_view::npos) {
+    return s;
   }
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), msg);
+  return absl::Status(s.code(), absl::StrCat(s.message(), s.message().empty() ? "" : " ",
+                                             "[request_id=", request_id, "]"));
 }
 
-// SaneRequestId: what the server takes as a client's id (else it makes its own).
-bool SaneRequestId(const std::string& id) {
-  if (id.empty() || id.size() > 64) return false;
-  return std::all_of(id.begin(), id.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-           c == '_' || c == ':' || c == '-';
-  });
+absl::Status FromGrpc(const grpc::Status& s, const std::string& request_id = "") {
+  if (s.ok()) return absl::OkStatus();
+  return WithRequestId(absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message()),
+                       request_id);
 }
 
 // NewRequestId: "c-" + 16 random hex digits.
@@ -76,9 +74,10 @@ class Retrier {
   template <typename Attempt>
   absl::Status Run(Attempt&& attempt) {
     if (request_id_out_ != nullptr) *request_id_out_ = request_id_;
-    if (!SaneRequestId(request_id_)) {
-      return absl::InvalidArgumentError(
-          "CallOptions::request_id must be 1-64 characters of A-Z a-z 0-9 . _ : -");
+    if (!wire::IsValidRequestId(request_id_)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "CallOptions::request_id '", absl::CHexEscape(request_id_),
+          "' must be 1-64 characters of A-Z a-z 0-9 . _ : - (nothing was sent)"));
     }
     absl::Duration backoff = o_.initial_backoff;
     thread_local std::mt19937 rng{std::random_device{}()};
@@ -102,11 +101,16 @@ class Retrier {
     }
   }
 
+  // Tag: an error found on the client side after the call (a checksum, a
+  // cut stream) with this call's request id, as the server's errors have.
+  absl::Status Tag(const absl::Status& s) const { return WithRequestId(s, request_id_); }
+
  private:
   const ClientOptions& o_;
   std::string* const request_id_out_;
   absl::Time deadline_;
   std::string request_id_;
+
 };
 
 template <typename Stub, typename Req, typename Resp>
@@ -361,7 +365,8 @@ absl::StatusOr<StoredChunk> Client::GetChunk(const std::string& key,
   req.set_model_fingerprint(model_fingerprint);
   StoredChunk out;
   absl::Status verify;
-  absl::Status s = Retrier(options_, call).Run([&](grpc::ClientContext* ctx, bool* got) {
+  Retrier retrier(options_, call);
+  absl::Status s = retrier.Run([&](grpc::ClientContext* ctx, bool* got) {
     out = StoredChunk();
     auto r = stubs_->kvstore->GetChunk(ctx, req);
     v1::KVRecord rec;
@@ -389,9 +394,9 @@ absl::StatusOr<StoredChunk> Client::GetChunk(const std::string& key,
     return r->Finish();
   });
   if (!s.ok()) return s;
-  if (!verify.ok()) return verify;
+  if (!verify.ok()) return retrier.Tag(verify);
   if (out.layers.size() != out.header.layout().num_layers()) {
-    return absl::InternalError("GetChunk: stream ended before the last layer");
+    return retrier.Tag(absl::InternalError("GetChunk: stream ended before the last layer"));
   }
   return out;
 }
@@ -455,7 +460,8 @@ absl::StatusOr<v1::Job> Client::WatchJob(const std::string& job_id,
   req.set_interval_ms(interval_ms);
   v1::Job last;
   bool stopped = false;
-  absl::Status s = Retrier(options_, call).Run([&](grpc::ClientContext* ctx, bool* got) {
+  Retrier retrier(options_, call);
+  absl::Status s = retrier.Run([&](grpc::ClientContext* ctx, bool* got) {
     auto r = stubs_->precompute->WatchJob(ctx, req);
     v1::Job job;
     while (r->Read(&job)) {
@@ -471,7 +477,7 @@ absl::StatusOr<v1::Job> Client::WatchJob(const std::string& job_id,
     return stopped ? grpc::Status::OK : fin;
   });
   if (!s.ok()) return s;
-  if (stopped) return absl::CancelledError("WatchJob stopped by the caller");
+  if (stopped) return retrier.Tag(absl::CancelledError("WatchJob stopped by the caller"));
   return last;
 }
 
@@ -492,10 +498,8 @@ template <typename Request, typename Start>
 absl::Status StreamBlend(const ClientOptions& options, const CallOptions& call,
                          const Request& request, KVSink* sink, Start start) {
   absl::Status result;
-  std::string id;
-  CallOptions with_id = call;
-  if (with_id.request_id_out == nullptr) with_id.request_id_out = &id;
-  absl::Status s = Retrier(options, with_id).Run([&](grpc::ClientContext* ctx, bool* got) {
+  Retrier retrier(options, call);
+  absl::Status s = retrier.Run([&](grpc::ClientContext* ctx, bool* got) {
     auto r = start(ctx, request);
     absl::Status sink_error;
     result = ReadBlendStream(ctx, r.get(), sink, got, &sink_error);
@@ -505,12 +509,7 @@ absl::Status StreamBlend(const ClientOptions& options, const CallOptions& call,
     return grpc::Status::OK;
   });
   if (!s.ok()) return s;
-  // The stream's own errors (sink, checksum, the server's) name the id too.
-  if (!result.ok() && result.message().find("[request_id=") == absl::string_view::npos) {
-    return absl::Status(result.code(), absl::StrCat(result.message(), " [request_id=",
-                                                    *with_id.request_id_out, "]"));
-  }
-  return result;
+  return retrier.Tag(result);  // the stream's own errors (sink, checksum, the server's)
 }
 
 }  // namespace
@@ -548,10 +547,14 @@ absl::StatusOr<v1::GenerateResponse> Client::Generate(const v1::GenerateRequest&
 absl::Status Client::HealthCheck(const std::string& service, const CallOptions& call) {
   grpc::health::v1::HealthCheckRequest req;
   req.set_service(service);
-  ASSIGN_OR_RETURN(auto resp, Unary(options_, call, stubs_->health.get(),
-                                    &grpc::health::v1::Health::Stub::Check, req));
+  grpc::health::v1::HealthCheckResponse resp;
+  Retrier retrier(options_, call);
+  RETURN_IF_ERROR(retrier.Run([&](grpc::ClientContext* ctx, bool*) {
+    resp.Clear();
+    return stubs_->health->Check(ctx, req, &resp);
+  }));
   if (resp.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
-    return absl::UnavailableError(absl::StrFormat("service '%s' is not serving", service));
+    return retrier.Tag(absl::UnavailableError(absl::StrFormat("service '%s' is not serving", service)));
   }
   return absl::OkStatus();
 }

@@ -52,4 +52,14 @@ absl::Status CheckFingerprint(std::string_view raw) {
   return absl::OkStatus();
 }
 
+bool IsValidRequestId(std::string_view id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == ':' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
 }  // namespace ragkv::wire

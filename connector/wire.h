@@ -36,6 +36,10 @@ void ToProto(const FailedLoadInfo& f, v1::FailedLoad* out);
 // CheckFingerprint: InvalidArgument unless `raw` is kFingerprintBytes long.
 absl::Status CheckFingerprint(std::string_view raw);
 
+// IsValidRequestId: an x-request-id the server adopts (1-64 characters of
+// A-Z a-z 0-9 . _ : -); it makes its own for any other.
+bool IsValidRequestId(std::string_view id);
+
 }  // namespace ragkv::wire
 
 #endif  // RAGKV_CONNECTOR_WIRE_H_

@@ -24,6 +24,7 @@ using internal::meta::kMetaEmbedder;
 using internal::meta::kMetaGeneration;
 using internal::meta::kMetaIndexGeneration;
 using internal::meta::kMetaNextChunkId;
+using internal::meta::kMetaReembedTarget;
 
 absl::Status CheckFinite(absl::Span<const float> v, absl::string_view what) {
   for (float x : v) {
@@ -100,9 +101,8 @@ absl::Status Retriever::Open() {
   ASSIGN_OR_RETURN(catalogue_, Catalogue::Open(CatalogueOptions{options_.dir + "/catalogue", true,
                                                                  options_.sync_writes}));
 
-  std::optional<std::string> reembed_from;  // stored vectors of another text embedder
-  bool rebuild_index = false;               // the index's factory or metric changed
-  RETURN_IF_ERROR(CheckSettings(&reembed_from, &rebuild_index));
+  SettingsPlan plan;
+  RETURN_IF_ERROR(CheckSettings(&plan));
 
   absl::MutexLock lock(&mu_);
   auto read_int = [&](const char* key, uint64_t* out) -> absl::Status {
@@ -138,7 +138,7 @@ absl::Status Retriever::Open() {
       auto it = titles.find(c.doc_id);
       return bm25_.Add(c.chunk_id, ChunkIndexText(it == titles.end() ? "" : it->second, c.text));
     }));
-    if (reembed_from) RETURN_IF_ERROR(ReembedAllLocked(titles, *reembed_from));
+    if (plan.reembed_from) RETURN_IF_ERROR(ReembedAllLocked(titles, plan));
   }
 
   // The saved index if current, else a rebuild from the stored vectors.
@@ -168,12 +168,11 @@ absl::Status Retriever::Open() {
   return absl::OkStatus();
 }
 
-absl::Status Retriever::ReembedAllLocked(
-    const absl::flat_hash_map<std::string, std::string>& titles, const std::string& from) {
+absl::Status Retriever::ReembedAllLocked(const absl::flat_hash_map<std::string, std::string>& titles,
+                                         const SettingsPlan& plan) {
   const std::string to = options_.embedder->Fingerprint();
-  RAGKV_LOG(INFO) << "Retriever: " << options_.dir << ": embedder changed from '" << from
-                  << "' to '" << to << "'; re-embedding " << num_chunks_
-                  << " chunks from the catalogue";
+  RAGKV_LOG(INFO) << "Retriever: " << options_.dir << ": embedder changed from '" << *plan.reembed_from
+                  << "' to '" << to << "'; re-embedding " << num_chunks_ << " chunks from the catalogue";
   std::vector<int64_t> ids;
   RETURN_IF_ERROR(catalogue_->ForEachChunk([&](const ChunkRecord& c) -> absl::Status {
     ids.push_back(c.chunk_id);
@@ -181,6 +180,7 @@ absl::Status Retriever::ReembedAllLocked(
   }));
   const size_t dim = static_cast<size_t>(options_.embedder->dim());
   constexpr size_t kBatch = 256;
+  bool marked = false;  // the re-embed under way is recorded
   for (size_t b = 0; b < ids.size(); b += kBatch) {
     std::vector<std::string> texts;
     std::vector<int64_t> batch;
@@ -196,16 +196,20 @@ absl::Status Retriever::ReembedAllLocked(
     if (v.size() != batch.size() * dim) {
       return absl::InternalError("Retriever: embedder returned a wrong-sized batch");
     }
+    RETURN_IF_ERROR(CheckFinite(v, "embedder output"));
     CatalogueMutation m;
+    if (!marked) m.put_meta.emplace_back(kMetaReembedTarget, to);  // vectors are mixed from here on
+    marked = true;
     for (size_t i = 0; i < batch.size(); ++i) {
       m.put_vectors.emplace_back(batch[i], absl::MakeConstSpan(v).subspan(i * dim, dim));
     }
     RETURN_IF_ERROR(catalogue_->Apply(m));
   }
-  // Last: the new embedder, and a new generation so the saved index (built
+  // Last: the new settings, and a new generation so the saved index (built
   // from the old vectors) is not loaded.
   CatalogueMutation done;
-  done.put_meta.emplace_back(kMetaEmbedder, to);
+  done.put_meta = plan.settle;
+  done.put_meta.emplace_back(kMetaReembedTarget, "");
   done.put_meta.emplace_back(kMetaGeneration, absl::StrCat(generation_ + 1));
   RETURN_IF_ERROR(catalogue_->Apply(done));
   ++generation_;

@@ -243,16 +243,25 @@ class Retriever {
   absl::StatusOr<IngestStats> PrepareAndCommit(absl::Span<const Document> docs,
                                                absl::Span<const std::vector<float>> vectors,
                                                CommitMode mode) ABSL_LOCKS_EXCLUDED(mu_);
+  // SettingsPlan: what Open re-derives so that the directory matches this
+  // opening's settings, and the meta records that say so (`settle`, written
+  // only with the re-derivation's last write).
+  struct SettingsPlan {
+    std::optional<std::string> reembed_from;  // stored vectors of another text embedder
+    bool rebuild_index = false;               // the index's factory or metric changed
+    std::vector<std::pair<std::string, std::string>> settle;
+  };
   // CheckSettings: compares the stored fingerprints with this opening's;
-  // records missing ones, sets *reembed_from / *rebuild_index per
-  // on_setting_change, or refuses.
-  absl::Status CheckSettings(std::optional<std::string>* reembed_from, bool* rebuild_index);
+  // records missing ones, fills *plan per on_setting_change, or refuses.
+  absl::Status CheckSettings(SettingsPlan* plan);
   absl::StatusOr<IngestStats> Commit(std::vector<Prepared> docs, CommitMode mode) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status RebuildIndexLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ReembedAllLocked: every chunk's vector recomputed from its catalogue
-  // text with the current embedder, then its fingerprint recorded.
+  // text with the current embedder; the first batch records the re-embed
+  // under way, the last one `plan.settle` (so an interrupted re-embed is
+  // resumed or refused, never taken for either embedder's vectors).
   absl::Status ReembedAllLocked(const absl::flat_hash_map<std::string, std::string>& titles,
-                                const std::string& from) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                                const SettingsPlan& plan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status MaybeTrainOrCompactLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::vector<SearchResult>> SearchLocked(const std::vector<float>* vector,
                                                          std::string_view text, SearchMode mode,

@@ -23,6 +23,7 @@ using internal::meta::kMetaEmbedder;
 using internal::meta::kMetaFormat;
 using internal::meta::kMetaGeneration;
 using internal::meta::kMetaIndex;
+using internal::meta::kMetaReembedTarget;
 using internal::meta::kMetaTokenizer;
 
 // EmbedderVersionless: an embedder fingerprint without the "-v<N>" that
@@ -44,7 +45,7 @@ std::string EmbedderVersionless(std::string_view fp) {
 
 }  // namespace
 
-absl::Status Retriever::CheckSettings(std::optional<std::string>* reembed_from, bool* rebuild_index) {
+absl::Status Retriever::CheckSettings(SettingsPlan* plan) {
   using Change = RetrieverOptions::SettingChange;
   const Change policy = options_.on_setting_change;
   const std::vector<std::pair<std::string, std::string>> fingerprints = {
@@ -55,39 +56,60 @@ absl::Status Retriever::CheckSettings(std::optional<std::string>* reembed_from, 
                                   ",overlap=", options_.chunker.overlap_tokens)},
       {kMetaIndex, absl::StrCat(options_.index.factory, ",metric=", static_cast<int>(options_.index.metric))},
   };
+  ASSIGN_OR_RETURN(std::optional<std::string> target, catalogue_->GetMeta(kMetaReembedTarget));
+  if (target && target->empty()) target.reset();
   CatalogueMutation init;
   std::string refused;  // every setting that differs and is not re-derived
+  auto refuse = [&](const std::string& what) { absl::StrAppend(&refused, refused.empty() ? "" : "; ", what); };
   for (const auto& [key, value] : fingerprints) {
     ASSIGN_OR_RETURN(std::optional<std::string> stored, catalogue_->GetMeta(key));
     if (!stored) {
       init.put_meta.emplace_back(key, value);
       continue;
     }
+    const bool embedder = key == std::string(kMetaEmbedder);
+    if (embedder && target) {
+      // An interrupted re-embed: the vectors are partly `target`'s. Resume
+      // it with that embedder, redo it when asked, refuse anything else.
+      if (options_.embedder->embeds_text() && (*target == value || policy == Change::kRebuild)) {
+        RAGKV_LOG(WARNING) << "Retriever: " << options_.dir << ": finishing an interrupted re-embed";
+        plan->reembed_from = *stored;
+        plan->settle.emplace_back(key, value);
+      } else {
+        refuse(absl::StrCat(key, " '", *stored, "' and an unfinished re-embed to '", *target,
+                            "' (its vectors are mixed), now '", value, "'"));
+      }
+      continue;
+    }
     if (*stored == value) continue;
     const bool upgrade = EmbedderVersionless(*stored) == EmbedderVersionless(value);
-    if (key == std::string(kMetaEmbedder) && options_.embedder->embeds_text() &&
+    if (embedder && options_.embedder->embeds_text() &&
         (policy == Change::kRebuild || (policy == Change::kUpgrade && upgrade))) {
-      // The catalogue keeps every chunk's text: re-embed (Open), then record
-      // the new embedder (a crash before that simply re-embeds again).
-      *reembed_from = *stored;
+      // The catalogue keeps every chunk's text: Open re-embeds it.
+      plan->reembed_from = *stored;
+      plan->settle.emplace_back(key, value);
     } else if (key == std::string(kMetaIndex) && policy == Change::kRebuild) {
       // The catalogue keeps every vector: a new generation makes Open rebuild
       // the index (the saved file, of the old factory, is not loaded).
       RAGKV_LOG(INFO) << "Retriever: " << options_.dir << ": index changed from '" << *stored
                       << "' to '" << value << "'; rebuilding it from the stored vectors";
-      init.put_meta.emplace_back(key, value);
-      *rebuild_index = true;
+      plan->settle.emplace_back(key, value);
+      plan->rebuild_index = true;
     } else {
-      absl::StrAppend(&refused, refused.empty() ? "" : "; ", key, " '", *stored, "', now '", value, "'");
+      refuse(absl::StrCat(key, " '", *stored, "', now '", value, "'"));
     }
   }
   if (!refused.empty()) {
     return absl::FailedPreconditionError(absl::StrCat("Retriever: ", options_.dir, " was created with ", refused));
   }
-  if (*rebuild_index) {
+  // A re-embed writes `settle` with its last batch; an index rebuild alone
+  // leaves the vectors as they are, so its settings are recorded now.
+  if (plan->rebuild_index && !plan->reembed_from) {
     ASSIGN_OR_RETURN(std::optional<std::string> g, catalogue_->GetMeta(kMetaGeneration));
     uint64_t gen = 0;
     if (g && !absl::SimpleAtoi(*g, &gen)) return absl::DataLossError("catalogue meta generation corrupt");
+    for (auto& kv : plan->settle) init.put_meta.push_back(std::move(kv));
+    plan->settle.clear();
     init.put_meta.emplace_back(kMetaGeneration, absl::StrCat(gen + 1));
   }
   if (!init.put_meta.empty()) RETURN_IF_ERROR(catalogue_->Apply(init));

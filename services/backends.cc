@@ -72,10 +72,14 @@ absl::Status OpenRetriever(const BackendOptions& o, Backends* b) {
   ro.on_setting_change = rs.rebuild ? retrieval::RetrieverOptions::SettingChange::kRebuild
                                     : retrieval::RetrieverOptions::SettingChange::kUpgrade;
   absl::StatusOr<std::unique_ptr<retrieval::Retriever>> r = retrieval::Retriever::Create(ro);
-  if (absl::IsFailedPrecondition(r.status())) {
+  // The settings refusal (Retriever::CheckSettings) gets the way out.
+  if (absl::IsFailedPrecondition(r.status()) &&
+      absl::StrContains(r.status().message(), " was created with ")) {
     return absl::FailedPreconditionError(absl::StrCat(
-        r.status().message(), "; serve the setting it was built with, or pass --retrieval-rebuild to "
-        "re-embed / re-index it from its catalogue (tokenizer and chunker changes need a new --data-dir)"));
+        r.status().message(), "; serve the setting it was built with",
+        rs.rebuild ? "" : ", or pass --retrieval-rebuild to re-embed / re-index it from its catalogue",
+        " (tokenizer and chunker changes, and caller-supplied vectors, cannot be re-derived: "
+        "use a new --data-dir and re-ingest)"));
   }
   if (!r.ok()) return r.status();
   b->retriever = std::move(*r);

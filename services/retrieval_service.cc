@@ -63,35 +63,74 @@ retrieval::Document DocumentOf(const v1::Document& d) {
   return doc;
 }
 
-// CheckChunkVectors: documents carry chunk vectors exactly when the
-// server's embedder takes the caller's (their count and dimension are
-// checked against the chunking by the retriever).
-absl::Status CheckChunkVectors(const IngestState& state, const retrieval::Embedder& embedder) {
-  for (size_t i = 0; i < state.docs.size(); ++i) {
-    const bool sent = !state.vectors[i].empty();
-    if (embedder.embeds_text() && sent) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "document ", internal::Quoted(state.docs[i].id), " carries chunk_vectors, but this server "
-          "embeds text itself (embedder '", embedder.Fingerprint(), "'); send the text alone"));
-    }
-    if (!embedder.embeds_text() && !sent) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "document ", internal::Quoted(state.docs[i].id), " has no chunk_vectors; this server's "
-          "embedder '", embedder.Fingerprint(), "' takes the caller's: one vector of dim ",
-          embedder.dim(), " per chunk of ChunkDocuments"));
+// CheckChunkVectors: a document carries chunk vectors exactly when the
+// server's embedder takes the caller's, each of the index's dimension (their
+// count is checked against the chunking by the retriever).
+absl::Status CheckChunkVectors(const v1::Document& d, const retrieval::Embedder& embedder) {
+  const bool sent = d.chunk_vectors_size() > 0;
+  if (embedder.embeds_text() && sent) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "document ", internal::Quoted(d.doc_id()), " carries chunk_vectors, but this server "
+        "embeds text itself (embedder '", embedder.Fingerprint(), "'); send the text alone"));
+  }
+  if (!embedder.embeds_text() && !sent) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "document ", internal::Quoted(d.doc_id()), " has no chunk_vectors; this server's "
+        "embedder '", embedder.Fingerprint(), "' takes the caller's: one vector of dim ",
+        embedder.dim(), " per chunk of ChunkDocuments"));
+  }
+  for (int i = 0; i < d.chunk_vectors_size(); ++i) {
+    if (d.chunk_vectors(i).values_size() != embedder.dim()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "document %s: chunk_vectors[%d] has %d values, the index dim is %d",
+          internal::Quoted(d.doc_id()), i, d.chunk_vectors(i).values_size(), embedder.dim()));
     }
   }
   return absl::OkStatus();
 }
 
-// SearchModeOf: a request's mode, or the server's default for text queries.
-retrieval::SearchMode SearchModeOf(v1::SearchMode mode, retrieval::SearchMode server) {
+size_t VectorBytes(const v1::Document& d) {
+  size_t n = 0;
+  for (const v1::FloatVector& v : d.chunk_vectors()) n += v.values_size() * sizeof(float);
+  return n;
+}
+
+const char* WireModeName(v1::SearchMode mode) {
+  return v1::SearchMode_IsValid(mode) ? v1::SearchMode_Name(mode).c_str() : "an unknown mode";
+}
+
+// SearchModeOf: the mode a request is searched with (SEARCH_MODE_SERVER: the
+// server's --search-mode). A query vector is searched dense; a text query on
+// a server whose embedder takes the caller's vectors cannot be embedded, so
+// only the lexical modes serve it. Any other combination is refused by name.
+absl::StatusOr<retrieval::SearchMode> SearchModeOf(const v1::SearchRequest& req,
+                                                   const ServiceContext& ctx) {
+  const v1::SearchMode mode = req.mode();
+  if (req.has_vector()) {
+    if (mode == v1::SEARCH_MODE_SERVER || mode == v1::SEARCH_MODE_DENSE) {
+      return retrieval::SearchMode::kDense;
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a query vector is searched with SEARCH_MODE_DENSE only; ", WireModeName(mode),
+        " needs a text query"));
+  }
+  const bool embeds = ctx.retriever->embedder().embeds_text();
   switch (mode) {
-    case v1::SEARCH_MODE_DENSE: return retrieval::SearchMode::kDense;
+    case v1::SEARCH_MODE_SERVER: return ctx.search_mode;
     case v1::SEARCH_MODE_BM25: return retrieval::SearchMode::kBm25;
-    case v1::SEARCH_MODE_HYBRID: return retrieval::SearchMode::kHybrid;
     case v1::SEARCH_MODE_LEXICAL: return retrieval::SearchMode::kLexical;
-    default: return server;
+    case v1::SEARCH_MODE_DENSE:
+    case v1::SEARCH_MODE_HYBRID:
+      if (!embeds) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            WireModeName(mode), " needs the query embedded, but this server's embedder '",
+            ctx.retriever->embedder().Fingerprint(), "' takes the caller's vectors: send "
+            "SearchRequest.vector, or search the text with SEARCH_MODE_BM25 or SEARCH_MODE_LEXICAL"));
+      }
+      return mode == v1::SEARCH_MODE_DENSE ? retrieval::SearchMode::kDense
+                                           : retrieval::SearchMode::kHybrid;
+    default:
+      return absl::InvalidArgumentError(absl::StrFormat("unknown search mode %d", mode));
   }
 }
 
@@ -101,10 +140,12 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* RetrievalServiceImpl::IngestDocuments
     grpc::CallbackServerContext* c, grpc::ByteBuffer* wire_resp) {
   auto state = std::make_shared<IngestState>();
   auto resp = std::make_shared<v1::IngestDocumentsResponse>();
-  auto on_message = [state](v1::IngestDocumentsRequest&& req) -> absl::Status {
+  auto on_message = [this, state](v1::IngestDocumentsRequest&& req) -> absl::Status {
     RETURN_IF_ERROR(internal::ValidateIngestDocument(req));
+    RETURN_IF_ERROR(NeedRetriever(ctx_));
     const v1::Document& d = req.document();
-    state->bytes += d.text().size();
+    RETURN_IF_ERROR(CheckChunkVectors(d, ctx_->retriever->embedder()));
+    state->bytes += d.text().size() + VectorBytes(d);
     if (state->ids.contains(d.doc_id())) {
       return absl::InvalidArgumentError("document " + internal::Quoted(d.doc_id()) +
                                         " appears twice in one stream");
@@ -116,10 +157,10 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* RetrievalServiceImpl::IngestDocuments
     }
     retrieval::Document doc = DocumentOf(d);
     std::vector<float> vectors;
+    vectors.reserve(VectorBytes(d) / sizeof(float));
     for (const v1::FloatVector& v : d.chunk_vectors()) {
       vectors.insert(vectors.end(), v.values().begin(), v.values().end());
     }
-    state->bytes += vectors.size() * sizeof(float);
     state->ids.insert(doc.id);
     state->docs.push_back(std::move(doc));
     state->vectors.push_back(std::move(vectors));
@@ -128,7 +169,6 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* RetrievalServiceImpl::IngestDocuments
   auto on_end = [this, state, resp]() -> absl::Status {
     RETURN_IF_ERROR(NeedRetriever(ctx_));
     if (state->docs.empty()) return absl::InvalidArgumentError("no documents in the stream");
-    RETURN_IF_ERROR(CheckChunkVectors(*state, ctx_->retriever->embedder()));
     const bool caller_vectors = !ctx_->retriever->embedder().embeds_text();
     // Re-ingesting a doc_id replaces it, atomically with the rest.
     absl::StatusOr<retrieval::IngestStats> ingested = ctx_->retriever->Upsert(
@@ -185,7 +225,7 @@ grpc::ServerUnaryReactor* RetrievalServiceImpl::Search(grpc::CallbackServerConte
     so.k = static_cast<int>(req->k());
     so.with_text = req->include_content();
     so.with_tokens = true;  // needed for the KV key
-    so.mode = SearchModeOf(req->mode(), ctx_->search_mode);
+    ASSIGN_OR_RETURN(so.mode, SearchModeOf(*req, *ctx_));
     const auto t0 = std::chrono::steady_clock::now();
     absl::StatusOr<std::vector<retrieval::SearchResult>> hits;
     if (req->has_vector()) {

@@ -15,6 +15,9 @@ inline constexpr char kMetaIndex[] = "index";
 inline constexpr char kMetaNextChunkId[] = "next_chunk_id";
 inline constexpr char kMetaGeneration[] = "generation";
 inline constexpr char kMetaIndexGeneration[] = "index_generation";
+// The embedder a re-embed is writing vectors of ("" or absent: none under
+// way): set with the first re-embedded batch, cleared with the last.
+inline constexpr char kMetaReembedTarget[] = "reembed_target";
 
 }  // namespace ragkv::retrieval::internal::meta
 

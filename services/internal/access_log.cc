@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "base/log.h"
+#include "connector/wire.h"
 
 namespace ragkv::services::internal {
 namespace {
@@ -155,13 +156,7 @@ std::string RequestIdOf(const grpc::ServerContextBase& ctx) {
 }
 
 std::string SaneRequestId(std::string_view id) {
-  if (id.empty() || id.size() > 64) return "";
-  for (char c : id) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '_' || c == ':' || c == '-';
-    if (!ok) return "";
-  }
-  return std::string(id);
+  return wire::IsValidRequestId(id) ? std::string(id) : std::string();
 }
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> NewAccessLogFactory(

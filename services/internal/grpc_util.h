@@ -145,7 +145,9 @@ class StreamWriter final : public grpc::ServerWriteReactor<Msg> {
     final_status_ = std::move(status);
     Action a = NextActionLocked();
     mu_.Unlock();
-    Do(a);
+    // With no action, a write in flight may finish the stream and delete
+    // this on a gRPC thread at any moment: not even a member call from here.
+    if (a != Action::kNone) Do(a);
   }
 
   void OnWriteDone(bool ok) override {

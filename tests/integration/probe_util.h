@@ -131,6 +131,18 @@ inline std::string ReadText(const std::string& path) {
   return ss.str();
 }
 
+// LogEvidence: what a failed test shows of a server's log at `path`: a
+// sanitizer report from its start when there is one (the tail would cut
+// its access and free stacks), else the log's last `tail` bytes.
+inline std::string LogEvidence(const std::string& path, size_t tail = 4000) {
+  const std::string text = ReadText(path);
+  for (const char* mark : {"ERROR: AddressSanitizer", "WARNING: ThreadSanitizer", "runtime error:"}) {
+    const size_t at = text.find(mark);
+    if (at != std::string::npos) return text.substr(at, 12000);
+  }
+  return text.substr(text.size() > tail ? text.size() - tail : 0);
+}
+
 // FlipBytes: XORs 0xFF into `n` bytes of `path` starting at `offset`.
 inline bool FlipBytes(const std::string& path, uint64_t offset, int n) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);

@@ -151,6 +151,13 @@ class PythonClientTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             with c.request_id("has space"):
                 pass
+        # A stream's id is fixed when the call is made, not when it is read.
+        with c.request_id("py-watch.1"):
+            states = c.watch_job("no-such-job", interval_ms=100)
+            self.assertEqual(c.last_request_id, "py-watch.1")
+        with self.assertRaises(ragkv_client.NotFound) as e:
+            list(states)
+        self.assertEqual(e.exception.request_id, "py-watch.1")
         with self.assertRaises(ragkv_client.NotFound) as e:
             c.get_chunk(b"y" * 16)
         self.assertEqual(e.exception.code, grpc.StatusCode.NOT_FOUND)

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "tests/integration/probe_util.h"
 #include "tests/integration/serve_process.h"
 #include "tests/integration/sidecar_fixture.h"
 #include "tests/integration/test_chunks.h"
@@ -41,11 +42,6 @@ std::string WriteSecret(const std::string& dir, const std::string& name, const s
   std::ofstream(path) << v << "\n";
   ::chmod(path.c_str(), 0600);
   return path;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 double RedisMetric(const ServeProcess& s, const std::string& name) {
@@ -130,7 +126,7 @@ TEST(RedisDeployTest, ClusterWithPasswordNamespaceTtlSurvivesAMasterRestart) {
     }
   }
   EXPECT_EQ(masters_with_keys, 3);
-  EXPECT_FALSE(absl::StrContains(ReadFile(dir.path() + "/a.log"), password)) << "password logged";
+  EXPECT_FALSE(absl::StrContains(ReadText(dir.path() + "/a.log"), password)) << "password logged";
 
   // A master dies: B serves the chunks on the other two, misses the rest.
   cluster.node(2).Kill();
@@ -168,6 +164,11 @@ TEST(RedisDeployTest, ClusterWithPasswordNamespaceTtlSurvivesAMasterRestart) {
   cb.reset();
   EXPECT_EQ(a.Terminate(), 0);
   EXPECT_EQ(b.Terminate(), 0);
+  if (::testing::Test::HasFailure()) {  // failed once in CI (session 10) with no trace
+    ADD_FAILURE() << "A's log:\n" << LogEvidence(dir.path() + "/a.log") << "\nB's log:\n"
+                  << LogEvidence(dir.path() + "/b.log") << "\nkilled master's log:\n"
+                  << cluster.node(2).Log().substr(0, 4000);
+  }
 }
 
 TEST(RedisDeployTest, TlsWithAclUserServesAndBadCredentialsStopStartup) {
@@ -212,7 +213,7 @@ TEST(RedisDeployTest, TlsWithAclUserServesAndBadCredentialsStopStartup) {
     const std::string log = dir.path() + "/" + b.name + ".log";
     auto s = ServeProcess::Start(args(b.name, b.pw, b.ca), log);
     EXPECT_FALSE(s.ok()) << b.name << " started";
-    const std::string text = ReadFile(log);
+    const std::string text = ReadText(log);
     EXPECT_TRUE(absl::StrContains(text, b.says)) << b.name << ":\n" << text;
     EXPECT_FALSE(absl::StrContains(text, "not-the-pw-55")) << "password in the log";
   }

@@ -203,6 +203,15 @@ TEST(ServedRetrievalTest, CallerSuppliedVectorsAreIngestedPerChunkAndSearched) {
   short_one[0].mutable_chunk_vectors()->RemoveLast();
   auto wrong = c->IngestDocuments(short_one);
   EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument) << wrong.status();
+  // The right number of floats in misshapen vectors (5 + 3 for 4 + 4).
+  std::vector<v1::Document> misshapen = {docs[1]};
+  ASSERT_GE(misshapen[0].chunk_vectors_size(), 2);
+  misshapen[0].mutable_chunk_vectors(0)->add_values(0.f);
+  misshapen[0].mutable_chunk_vectors(1)->mutable_values()->RemoveLast();
+  auto bent = c->IngestDocuments(misshapen);
+  EXPECT_EQ(bent.status().code(), absl::StatusCode::kInvalidArgument) << bent.status();
+  EXPECT_NE(bent.status().message().find("chunk_vectors[0] has 5 values, the index dim is 4"),
+            absl::string_view::npos) << bent.status();
   ASSERT_TRUE(c->IngestDocuments(docs).ok());
   v1::SearchRequest q;
   q.set_k(2);
@@ -219,8 +228,21 @@ TEST(ServedRetrievalTest, CallerSuppliedVectorsAreIngestedPerChunkAndSearched) {
   v1::SearchRequest dense;
   dense.set_text("boat");
   dense.set_k(1);
-  dense.set_mode(v1::SEARCH_MODE_DENSE);
-  EXPECT_EQ(c->Search(dense).status().code(), absl::StatusCode::kFailedPrecondition);
+  // A mode that needs the text embedded is refused by name (never silently
+  // searched another way), as is a query vector with a lexical mode.
+  for (v1::SearchMode mode : {v1::SEARCH_MODE_DENSE, v1::SEARCH_MODE_HYBRID}) {
+    dense.set_mode(mode);
+    absl::Status st = c->Search(dense).status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    EXPECT_NE(st.message().find(v1::SearchMode_Name(mode) + " needs the query embedded"),
+              absl::string_view::npos) << st;
+  }
+  dense.set_mode(v1::SEARCH_MODE_BM25);
+  ASSERT_TRUE(c->Search(dense).ok());
+  q.set_mode(v1::SEARCH_MODE_BM25);
+  EXPECT_EQ(c->Search(q).status().code(), absl::StatusCode::kInvalidArgument);
+  q.set_mode(v1::SEARCH_MODE_DENSE);
+  EXPECT_TRUE(c->Search(q).ok());
 }
 
 // Re-ingest over gRPC: a reader searching for a word both versions share
@@ -308,7 +330,9 @@ TEST(ServedRetrievalTest, ConnectorRequestIdsReachTheServer) {
   EXPECT_NE(a, b);
   CallOptions bad;
   bad.request_id = "has space";
-  EXPECT_EQ(c->HealthCheck("", bad).code(), absl::StatusCode::kInvalidArgument);
+  const absl::Status refused = c->HealthCheck("", bad);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("'has space'"), absl::string_view::npos) << refused;
   EXPECT_EQ((*s)->Terminate(), 0);
   std::ifstream in(log);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -164,6 +164,12 @@ TEST_F(SidecarTest, PrecomputeStoredEveryChunkAndRerunSkipsAll) {
   EXPECT_EQ(got->job_id(), job->job_id());
   auto cancelled = client_->CancelJob(job->job_id());
   EXPECT_TRUE(cancelled.ok());
+  // A watch the caller stops: the client's own error names the call's id.
+  CallOptions call;
+  call.request_id = "watch-7";
+  auto stopped = client_->WatchJob(job->job_id(), [](const v1::Job&) { return false; }, 50, call);
+  EXPECT_EQ(stopped.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(stopped.status().message(), HasSubstr("[request_id=watch-7]"));
 }
 
 TEST_F(SidecarTest, PrecomputeBadInput) {

@@ -23,30 +23,9 @@ namespace {
 
 using testing::TempDir;
 
-std::vector<Document> SmallCorpus() {
-  return {
-      {"exeter", "Exeter College", "Exeter College is a constituent college of the University of Oxford."},
-      {"hannibal", "Hannibal and Scipio",
-       "Hannibal and Scipio is a Caroline era stage play written by Thomas Nabbes, first performed in 1635."},
-      {"smeco", "", "The Southern Maryland Electric Cooperative is headquartered in Hughesville, Maryland."},
-      {"menteng", "", "Menteng is an administrative village in the Menteng district of Indonesia."},
-      {"campora", "", "Campora is a town in the province of Salerno in the Campania region of Italy."},
-  };
-}
-
-RetrieverOptions Options(const std::string& dir) {
-  RetrieverOptions o;
-  o.dir = dir;
-  o.chunker.target_tokens = 64;  // byte tokens: several chunks per document
-  o.sync_writes = false;
-  return o;
-}
-
-std::vector<int64_t> ChunkIds(const std::vector<SearchResult>& r) {
-  std::vector<int64_t> ids;
-  for (const auto& x : r) ids.push_back(x.chunk_id);
-  return ids;
-}
+using testing::ChunkIds;
+using testing::SmallCorpus;
+RetrieverOptions Options(const std::string& dir) { return testing::SmallRetrieverOptions(dir); }
 
 TEST(Retriever, IngestSearchDeleteUpdate) {
   TempDir dir;
@@ -427,135 +406,6 @@ TEST_P(RetrieverRestart, RestartServesSameResults) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Factories, RetrieverRestart, ::testing::Values("Flat", "HNSW32"));
-
-// An embedder upgrade (another text embedder's fingerprint): reopening
-// re-embeds every chunk from the catalogue, and search then equals a fresh
-// ingest under the new embedder; refused when re-embedding is turned off or
-// the vectors came from the caller.
-TEST(Retriever, ReembedsWhenTheTextEmbedderChanges) {
-  TempDir dir, fresh;
-  auto with_seed = [](const std::string& d, uint64_t seed) {
-    RetrieverOptions o = Options(d);
-    o.embedder = HashedEmbedder::Create({.dim = 512, .seed = seed}).value();
-    o.index.dim = 512;
-    return o;
-  };
-  {
-    auto r = Retriever::Create(with_seed(dir.path(), 1)).value();
-    ASSERT_TRUE(r->Ingest(SmallCorpus()).ok());
-  }
-  RetrieverOptions o = with_seed(dir.path(), 2);
-  o.on_setting_change = RetrieverOptions::SettingChange::kRefuse;
-  EXPECT_EQ(Retriever::Create(o).status().code(), absl::StatusCode::kFailedPrecondition);
-  // Another seed is another embedder, not an upgrade: refused by default,
-  // naming both fingerprints.
-  o.on_setting_change = RetrieverOptions::SettingChange::kUpgrade;
-  absl::Status refused = Retriever::Create(o).status();
-  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(std::string(refused.message()).find("seed=1"), std::string::npos) << refused;
-  EXPECT_NE(std::string(refused.message()).find("seed=2"), std::string::npos) << refused;
-  o.on_setting_change = RetrieverOptions::SettingChange::kRebuild;
-  auto ref = Retriever::Create(with_seed(fresh.path(), 2)).value();
-  ASSERT_TRUE(ref->Ingest(SmallCorpus()).ok());
-  SearchOptions so;
-  so.k = 5;
-  so.mode = SearchMode::kDense;
-  for (int round = 0; round < 2; ++round) {  // re-embed, then a plain reopen
-    auto r = Retriever::Create(o);
-    ASSERT_TRUE(r.ok()) << r.status();
-    for (const char* q : {"Oxford college", "stage play 1635", "village in Indonesia"}) {
-      auto got = (*r)->Search(q, so);
-      auto want = ref->Search(q, so);
-      ASSERT_TRUE(got.ok() && want.ok());
-      EXPECT_EQ(ChunkIds(*got), ChunkIds(*want)) << q << " round " << round;
-      for (size_t i = 0; i < got->size() && i < want->size(); ++i) {
-        EXPECT_FLOAT_EQ((*got)[i].score, (*want)[i].score) << q;
-      }
-    }
-  }
-}
-
-TEST(Retriever, RefusesAnotherConfiguration) {
-  TempDir dir;
-  {
-    auto r = Retriever::Create(Options(dir.path())).value();
-    ASSERT_TRUE(r->Ingest(SmallCorpus()).ok());
-  }
-  RetrieverOptions o = Options(dir.path());
-  o.chunker.target_tokens = 128;
-  EXPECT_EQ(Retriever::Create(o).status().code(), absl::StatusCode::kFailedPrecondition);
-  o = Options(dir.path());
-  o.embedder = HashedEmbedder::Create({.dim = 256}).value();
-  o.on_setting_change = RetrieverOptions::SettingChange::kRefuse;
-  EXPECT_EQ(Retriever::Create(o).status().code(), absl::StatusCode::kFailedPrecondition);
-  o = Options(dir.path());
-  o.index.factory = "NotAFactory";
-  EXPECT_EQ(Retriever::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
-}
-
-// Another index factory: refused (both named) unless asked to rebuild; the
-// rebuilt index then answers as a fresh ingest under that factory, also
-// after a plain reopen, and the old setting is refused in turn.
-TEST(Retriever, RebuildsTheIndexForAnotherFactoryOnlyWhenAsked) {
-  TempDir dir, fresh;
-  auto with_factory = [](const std::string& d, const char* factory) {
-    RetrieverOptions o = Options(d);
-    o.index.factory = factory;
-    return o;
-  };
-  {
-    auto r = Retriever::Create(with_factory(dir.path(), "Flat")).value();
-    ASSERT_TRUE(r->Ingest(SmallCorpus()).ok());
-  }
-  RetrieverOptions o = with_factory(dir.path(), "HNSW32");
-  absl::Status refused = Retriever::Create(o).status();
-  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(std::string(refused.message()).find("'Flat,metric=0', now 'HNSW32,metric=0'"), std::string::npos) << refused;
-  o.on_setting_change = RetrieverOptions::SettingChange::kRebuild;
-  auto ref = Retriever::Create(with_factory(fresh.path(), "HNSW32")).value();
-  ASSERT_TRUE(ref->Ingest(SmallCorpus()).ok());
-  SearchOptions so;
-  so.k = 5;
-  so.mode = SearchMode::kDense;
-  for (int round = 0; round < 2; ++round) {  // rebuild, then a plain reopen
-    auto r = Retriever::Create(round == 0 ? o : with_factory(dir.path(), "HNSW32"));
-    ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_EQ((*r)->index().options().factory, "HNSW32");
-    EXPECT_EQ((*r)->stats().indexed_vectors, ref->stats().indexed_vectors);
-    for (const char* q : {"Oxford college", "stage play 1635", "village in Indonesia"}) {
-      auto got = (*r)->Search(q, so);
-      auto want = ref->Search(q, so);
-      ASSERT_TRUE(got.ok() && want.ok());
-      EXPECT_EQ(ChunkIds(*got).size(), ChunkIds(*want).size()) << q;
-      ASSERT_FALSE(got->empty());
-      EXPECT_EQ((*got)[0].doc_id, (*want)[0].doc_id) << q << " round " << round;
-    }
-  }
-  EXPECT_EQ(Retriever::Create(with_factory(dir.path(), "Flat")).status().code(),
-            absl::StatusCode::kFailedPrecondition);
-}
-
-// An embedder whose version alone changed is re-embedded by default.
-TEST(Retriever, EmbedderVersionUpgradeReembedsByDefault) {
-  TempDir dir;
-  const int dim = 8;
-  auto fn = [](absl::Span<const std::string> texts) {
-    std::vector<float> v;
-    for (const std::string& t : texts) {
-      for (int i = 0; i < 8; ++i) v.push_back(i == static_cast<int>(t.size() % 8) ? 1.f : 0.f);
-    }
-    return absl::StatusOr<std::vector<float>>(std::move(v));
-  };
-  auto open = [&](const char* name) {
-    RetrieverOptions o = Options(dir.path());
-    o.embedder = std::make_shared<FunctionEmbedder>(dim, name, fn);
-    return Retriever::Create(o);
-  };
-  ASSERT_TRUE(open("toy-v1:dim=8").value()->Ingest(SmallCorpus()).ok());
-  EXPECT_TRUE(open("toy-v2:dim=8").ok());                                   // upgrade
-  EXPECT_EQ(open("toy-v3:dim=9").status().code(), absl::StatusCode::kFailedPrecondition);  // params
-  EXPECT_EQ(open("other-v2:dim=8").status().code(), absl::StatusCode::kFailedPrecondition);
-}
 
 TEST(Retriever, CallerSuppliedVectorsFilterAndChunkKeys) {
   TempDir dir;

@@ -41,4 +41,29 @@ std::string CorpusDir() {
   return std::string(RAGKV_SOURCE_DIR) + "/../shared/corpus";
 }
 
+std::vector<Document> SmallCorpus() {
+  return {
+      {"exeter", "Exeter College", "Exeter College is a constituent college of the University of Oxford."},
+      {"hannibal", "Hannibal and Scipio",
+       "Hannibal and Scipio is a Caroline era stage play written by Thomas Nabbes, first performed in 1635."},
+      {"smeco", "", "The Southern Maryland Electric Cooperative is headquartered in Hughesville, Maryland."},
+      {"menteng", "", "Menteng is an administrative village in the Menteng district of Indonesia."},
+      {"campora", "", "Campora is a town in the province of Salerno in the Campania region of Italy."},
+  };
+}
+
+RetrieverOptions SmallRetrieverOptions(const std::string& dir) {
+  RetrieverOptions o;
+  o.dir = dir;
+  o.chunker.target_tokens = 64;  // byte tokens: several chunks per document
+  o.sync_writes = false;
+  return o;
+}
+
+std::vector<int64_t> ChunkIds(const std::vector<SearchResult>& r) {
+  std::vector<int64_t> ids;
+  for (const auto& x : r) ids.push_back(x.chunk_id);
+  return ids;
+}
+
 }  // namespace ragkv::retrieval::testing

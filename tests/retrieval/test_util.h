@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "retrieval/retriever.h"
+
 namespace ragkv::retrieval::testing {
 
 // TempDir: a fresh directory under TEST_TMPDIR or /tmp, removed on scope exit.
@@ -24,6 +26,16 @@ std::vector<float> RandomUnitVectors(int n, int dim, uint32_t seed);
 
 // CorpusDir: RAGKV_TEST_CORPUS or RAGKV_SOURCE_DIR/../shared/corpus.
 std::string CorpusDir();
+
+// SmallCorpus: five short documents (two with titles).
+std::vector<Document> SmallCorpus();
+
+// SmallRetrieverOptions: a retriever in `dir` with 64-token chunks (several
+// per document of SmallCorpus) and unsynced writes.
+RetrieverOptions SmallRetrieverOptions(const std::string& dir);
+
+// ChunkIds: the chunk ids of `r`, in order.
+std::vector<int64_t> ChunkIds(const std::vector<SearchResult>& r);
 
 }  // namespace ragkv::retrieval::testing
 

@@ -243,10 +243,15 @@ class Client:
                 backoff = min(backoff * 2, self._backoff[1])
 
     def _stream(self, fn, request, deadline_s=None):
-        """Yields server-stream messages; retries UNAVAILABLE before the first."""
+        """An iterator of server-stream messages; retries UNAVAILABLE before
+        the first. The call's request id and deadline are fixed here, when
+        the call is made, not when iteration starts."""
         deadline = time.monotonic() + (deadline_s or self._deadline_s)
-        backoff = self._backoff[0]
         metadata = self._call_metadata()
+        return self._stream_messages(fn, request, deadline, metadata)
+
+    def _stream_messages(self, fn, request, deadline, metadata):
+        backoff = self._backoff[0]
         for attempt in range(1, self._max_attempts + 1):
             got = False
             try:
@@ -352,11 +357,10 @@ class Client:
                           lambda: precompute_pb2.GetJobRequest(job_id=job_id), deadline_s)
 
     def watch_job(self, job_id, interval_ms=500, deadline_s=3600):
-        """Yields Job states until a terminal one."""
-        yield from self._stream(self.precompute.WatchJob,
-                                precompute_pb2.WatchJobRequest(job_id=job_id,
-                                                               interval_ms=interval_ms),
-                                deadline_s)
+        """An iterator of Job states until a terminal one."""
+        return self._stream(self.precompute.WatchJob,
+                            precompute_pb2.WatchJobRequest(job_id=job_id, interval_ms=interval_ms),
+                            deadline_s)
 
     def cancel_job(self, job_id, deadline_s=None):
         return self._call(self.precompute.CancelJob,
@@ -364,6 +368,7 @@ class Client:
 
     # -- blend --
     def _collect(self, stream):
+        rid = _LAST_REQUEST_ID.get()  # set by _stream for this call
         out = FusedKV()
         for msg in stream:
             part = msg.WhichOneof("part")
@@ -382,10 +387,10 @@ class Client:
                 out.summary = msg.summary
             else:
                 raise RagkvError(grpc.StatusCode.INTERNAL,
-                                 f"blend stream: unknown message part {part!r}")
+                                 f"blend stream: unknown message part {part!r} [request_id={rid}]")
         if out.header is None or out.summary is None or \
                 len(out.k) != out.header.layout.num_layers:
-            raise RagkvError(grpc.StatusCode.INTERNAL, "blend stream ended early")
+            raise RagkvError(grpc.StatusCode.INTERNAL, f"blend stream ended early [request_id={rid}]")
         return out
 
     def blend_segments(self, segments, mode=blend_pb2.BLEND_MODE_CACHEBLEND, ratio=0.0,
