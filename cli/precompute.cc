@@ -82,22 +82,23 @@ class PrecomputeCommand : public Command {
   void Register(CLI::App* cmd) override {
     app_ = cmd;
     cmd->add_option("--corpus", f_.corpus, "corpus file or directory (repeatable)")->required();
-    cmd->add_option("--model", f_.model, "model checkpoint (local mode)");
-    cmd->add_option("--tokenizer", f_.tokenizer, "tokenizer (default: the model's)");
+    cmd->add_option("--model", f_.model, "local: model checkpoint");
+    cmd->add_option("--tokenizer", f_.tokenizer, "local: tokenizer (default: the model's)");
     auto* server = cmd->add_option("--server", f_.server, "run the job on this sidecar");
     auto* dir = cmd->add_option("--data-dir", f_.data_dir, "run locally against this data dir");
     server->excludes(dir);
     cmd->add_option("--shard", f_.shard, "i/n: this worker's deterministic share")
         ->capture_default_str();
     cmd->add_option("--workers", f_.workers, "parallel chunk workers")->capture_default_str();
-    cmd->add_option("--max-seq-len", f_.max_seq_len, "model context override");
-    cmd->add_option("--chunk-tokens", f_.chunk_tokens)->capture_default_str();
+    cmd->add_option("--max-seq-len", f_.max_seq_len, "local: model context override");
+    cmd->add_option("--chunk-tokens", f_.chunk_tokens, "local: tokens per retrieval chunk")
+        ->capture_default_str();
     AddRetrievalOptions(cmd, &f_.retrieval, "local: ");
     AddAuthTokenOptions(cmd, &f_.auth, "the --server's bearer token");
     cmd->add_flag("--replace", f_.replace,
                   "recompute and rewrite chunks already stored (records you do not trust)");
     cmd->add_option("--sync-writes", f_.sync_writes,
-                             "fsync every chunk (default off: kill -9 safe, flushed at the end)")
+                             "local: fsync every chunk (default off: kill -9 safe, flushed at the end)")
         ->capture_default_str();
     // Local mode's store: the same options as `ragkv serve`, and its config file.
     AddStoreOptions(cmd, &f_.store, "local: ");
@@ -128,7 +129,26 @@ class PrecomputeCommand : public Command {
   CLI::App* app_ = nullptr;
 };
 
+// LocalOnlyGiven: the first option given that only local mode uses (its
+// help starts "local: "), or "" -- with --server the sidecar's own settings
+// apply, so such an option would be ignored.
+std::string LocalOnlyGiven(const CLI::App& app) {
+  for (const CLI::Option* o : app.get_options()) {
+    if (o->count() > 0 && o->get_description().rfind("local: ", 0) == 0) return o->get_name();
+  }
+  return "";
+}
+
 int PrecomputeCommand::Run() {
+  if (!f_.server.empty()) {
+    if (const std::string local = LocalOnlyGiven(*app_); !local.empty()) {
+      std::fprintf(stderr,
+                   "ragkv precompute: %s applies to local mode (--data-dir); the sidecar at "
+                   "--server runs the job with its own model, store and retrieval settings\n",
+                   local.c_str());
+      return 2;
+    }
+  }
   if (!f_.config.empty()) {
     // The server's file: keys only `ragkv serve` has are skipped.
     CLI::App serve_app;

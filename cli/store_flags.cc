@@ -62,7 +62,7 @@ void AddRetrievalOptions(CLI::App* cmd, services::RetrievalSettings* r, std::str
                           "vectors:DIM[:NAME] (the caller's vectors)")
       ->capture_default_str();
   cmd->add_option("--search-mode", r->search_mode, scope + "default search of text queries")
-      ->check(CLI::IsMember({"hybrid", "dense", "bm25", "lexical"}))
+      ->check(CLI::IsMember(services::SearchModeNames()))
       ->capture_default_str();
   cmd->add_option("--retrieval-rebuild", r->rebuild,
                   scope + "a data dir built with another embedder or index is re-embedded / "

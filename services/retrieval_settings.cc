@@ -1,22 +1,43 @@
 #include "services/retrieval_settings.h"
 
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "services/model_embedder.h"
 
 namespace ragkv::services {
 
+namespace {
+
+constexpr std::pair<const char*, retrieval::SearchMode> kSearchModes[] = {
+    {"hybrid", retrieval::SearchMode::kHybrid},
+    {"dense", retrieval::SearchMode::kDense},
+    {"bm25", retrieval::SearchMode::kBm25},
+    {"lexical", retrieval::SearchMode::kLexical},
+};
+
+}  // namespace
+
+const std::vector<std::string>& SearchModeNames() {
+  static const std::vector<std::string>* names = [] {
+    auto* v = new std::vector<std::string>;
+    for (const auto& [name, mode] : kSearchModes) v->push_back(name);
+    return v;
+  }();
+  return *names;
+}
+
 absl::StatusOr<retrieval::SearchMode> ParseSearchMode(const std::string& name) {
-  if (name == "hybrid") return retrieval::SearchMode::kHybrid;
-  if (name == "dense") return retrieval::SearchMode::kDense;
-  if (name == "bm25") return retrieval::SearchMode::kBm25;
-  if (name == "lexical") return retrieval::SearchMode::kLexical;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown search mode '", name, "' (known: hybrid, dense, bm25, lexical)"));
+  for (const auto& [known, mode] : kSearchModes) {
+    if (name == known) return mode;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown search mode '", name, "' (known: ",
+                                                 absl::StrJoin(SearchModeNames(), ", "), ")"));
 }
 
 namespace {

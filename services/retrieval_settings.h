@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -40,6 +41,9 @@ struct RetrievalSettings {
   // re-embedded / re-indexed from its catalogue (true) or refused (false).
   bool rebuild = false;
 };
+
+// SearchModeNames: the names ParseSearchMode takes, in the order listed.
+const std::vector<std::string>& SearchModeNames();
 
 // ParseSearchMode: "hybrid" | "dense" | "bm25" | "lexical" (InvalidArgument
 // otherwise).

@@ -66,18 +66,23 @@ inline bool Accepts(int port) {
   return ok;
 }
 
-// ServeToExit: runs `ragkv serve <args>` (a shell word list) to its exit:
-// stdout + stderr, and the exit code in *rc (124 when it was still running
-// after 120 s: a startup that should have failed served instead). For
-// startups that must fail.
-inline std::string ServeToExit(const std::string& args, int* rc) {
-  const std::string cmd = absl::StrCat("timeout 120 ", RAGKV_BINARY, " serve ", args, " 2>&1");
+// RagkvToExit: runs `ragkv <args>` (a shell word list) to its exit: stdout
+// + stderr, and the exit code in *rc (124 when it was still running after
+// 120 s). For commands that must fail.
+inline std::string RagkvToExit(const std::string& args, int* rc) {
+  const std::string cmd = absl::StrCat("timeout 120 ", RAGKV_BINARY, " ", args, " 2>&1");
   std::string out;
   FILE* p = ::popen(cmd.c_str(), "r");
   char buf[4096];
   while (p != nullptr && std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
   *rc = p == nullptr ? -1 : WEXITSTATUS(::pclose(p));
   return out;
+}
+
+// ServeToExit: RagkvToExit of `serve <args>` (124: a startup that should
+// have failed served instead). For startups that must fail.
+inline std::string ServeToExit(const std::string& args, int* rc) {
+  return RagkvToExit("serve " + args, rc);
 }
 
 // ServeProcess: one `ragkv serve` child. Killed (SIGKILL) on destruction.

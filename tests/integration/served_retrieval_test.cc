@@ -176,6 +176,20 @@ TEST(ServedRetrievalTest, BadSettingsStopStartupNamingThem) {
   }
 }
 
+// `precompute --server` runs the job with the sidecar's settings: an option
+// only local mode uses is refused by name, never ignored.
+TEST(ServedRetrievalTest, PrecomputeOnAServerRefusesLocalOnlyOptions) {
+  for (const char* local : {"--embedder hashed:64", "--index-factory HNSW32", "--kv-codec int8",
+                            "--chunk-tokens 64", "--model m.gguf"}) {
+    int rc = 0;
+    const std::string out = RagkvToExit(
+        absl::StrCat("precompute --server 127.0.0.1:1 --corpus /nonexistent ", local), &rc);
+    EXPECT_EQ(rc, 2) << local << ": " << out;
+    const std::string name = std::string(local).substr(0, std::string(local).find(' '));
+    EXPECT_NE(out.find(name + " applies to local mode"), std::string::npos) << out;
+  }
+}
+
 TEST(ServedRetrievalTest, CallerSuppliedVectorsAreIngestedPerChunkAndSearched) {
   TempDir dir;
   auto s = ServeProcess::Start({"--data-dir", dir.path(), "--services", "retrieval", "--chunk-tokens", "32",
