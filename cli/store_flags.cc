@@ -88,28 +88,28 @@ void AddStoreOptions(CLI::App* cmd, StoreFlags* f, std::string_view scope_view) 
   cmd->add_option("--redis", f->redis,
                   scope + "Redis tier: host:port[,host:port...] (cluster seeds), optionally "
                           "redis:// or rediss:// (TLS)");
-  cmd->add_option("--redis-mode", f->redis_mode, "auto (detect), standalone or cluster")
+  cmd->add_option("--redis-mode", f->redis_mode, scope + "auto (detect), standalone or cluster")
       ->check(CLI::IsMember({"auto", "standalone", "cluster"}))
       ->capture_default_str();
-  cmd->add_option("--redis-user", f->redis_user, "Redis ACL user (AUTH user password)");
+  cmd->add_option("--redis-user", f->redis_user, scope + "Redis ACL user (AUTH user password)");
   cmd->add_option("--redis-password-file", f->redis_password_file,
-                  "Redis password, read from this file (mode 600; default: $RAGKV_REDIS_PASSWORD)");
+                  scope + "Redis password, read from this file (mode 600; default: $RAGKV_REDIS_PASSWORD)");
   cmd->add_option("--redis-prefix", f->redis_prefix,
-                  "key namespace: sidecars that share chunks use the same one")
+                  scope + "key namespace: sidecars that share chunks use the same one")
       ->capture_default_str();
-  cmd->add_option("--redis-ttl", f->redis_ttl, "expiry of every key written (12h, 3600; 0 = none)")
+  cmd->add_option("--redis-ttl", f->redis_ttl, scope + "expiry of every key written (12h, 3600; 0 = none)")
       ->capture_default_str();
   cmd->add_option("--redis-budget", f->redis_budget,
-                  "bytes the namespace may hold in Redis, oldest chunks deleted beyond it "
+                  scope + "bytes the namespace may hold in Redis, oldest chunks deleted beyond it "
                   "(0 = Redis' maxmemory policy)")
       ->capture_default_str();
-  cmd->add_option("--redis-tls", f->redis_tls, "TLS to Redis (also implied by rediss://)")
+  cmd->add_option("--redis-tls", f->redis_tls, scope + "TLS to Redis (also implied by rediss://)")
       ->capture_default_str();
-  cmd->add_option("--redis-tls-ca", f->redis_tls_ca, "PEM CA bundle (default: the system's)");
-  cmd->add_option("--redis-tls-cert", f->redis_tls_cert, "PEM client certificate");
-  cmd->add_option("--redis-tls-key", f->redis_tls_key, "PEM client key");
+  cmd->add_option("--redis-tls-ca", f->redis_tls_ca, scope + "PEM CA bundle (default: the system's)");
+  cmd->add_option("--redis-tls-cert", f->redis_tls_cert, scope + "PEM client certificate");
+  cmd->add_option("--redis-tls-key", f->redis_tls_key, scope + "PEM client key");
   cmd->add_option("--redis-tls-server-name", f->redis_tls_server_name,
-                  "name the server certificate must carry (default: the host)");
+                  scope + "name the server certificate must carry (default: the host)");
 }
 
 absl::StatusOr<ResolvedStore> ResolveStoreFlags(const StoreFlags& f) {

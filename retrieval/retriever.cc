@@ -90,7 +90,13 @@ absl::StatusOr<std::unique_ptr<Retriever>> Retriever::Create(RetrieverOptions op
   std::filesystem::create_directories(options.dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("Retriever: cannot create ", options.dir, ": ", ec.message()));
   auto r = std::unique_ptr<Retriever>(new Retriever(std::move(options)));
-  RETURN_IF_ERROR(r->Open());
+  if (absl::Status s = r->Open(); !s.ok()) {
+    // A half-opened retriever (e.g. an index rebuild that failed after
+    // fresh settings were recorded) must not save its index on the way out.
+    absl::MutexLock lock(&r->mu_);
+    r->index_.reset();
+    return s;
+  }
   return r;
 }
 

@@ -72,12 +72,15 @@ absl::Status Retriever::CheckSettings(SettingsPlan* plan) {
       // An interrupted re-embed: the vectors are partly `target`'s. Resume
       // it with that embedder, redo it when asked, refuse anything else.
       if (options_.embedder->embeds_text() && (*target == value || policy == Change::kRebuild)) {
-        RAGKV_LOG(WARNING) << "Retriever: " << options_.dir << ": finishing an interrupted re-embed";
+        RAGKV_LOG(WARNING) << "Retriever: " << options_.dir << ": "
+                           << (*target == value ? "finishing" : "redoing")
+                           << " an interrupted re-embed to '" << *target << "'";
         plan->reembed_from = *stored;
         plan->settle.emplace_back(key, value);
       } else {
         refuse(absl::StrCat(key, " '", *stored, "' and an unfinished re-embed to '", *target,
-                            "' (its vectors are mixed), now '", value, "'"));
+                            "' (its vectors are mixed), now '", value, "': open it with '", *target,
+                            "' to finish the re-embed, or rebuild it"));
       }
       continue;
     }

@@ -74,6 +74,12 @@ absl::Status OpenRetriever(const BackendOptions& o, Backends* b) {
   absl::StatusOr<std::unique_ptr<retrieval::Retriever>> r = retrieval::Retriever::Create(ro);
   // The settings refusal (Retriever::CheckSettings) gets the way out.
   if (absl::IsFailedPrecondition(r.status()) &&
+      absl::StrContains(r.status().message(), "unfinished re-embed")) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        r.status().message(), rs.rebuild ? "" : " (--retrieval-rebuild re-embeds everything with this "
+                                                "--embedder)"));
+  }
+  if (absl::IsFailedPrecondition(r.status()) &&
       absl::StrContains(r.status().message(), " was created with ")) {
     return absl::FailedPreconditionError(absl::StrCat(
         r.status().message(), "; serve the setting it was built with",

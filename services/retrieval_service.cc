@@ -95,9 +95,7 @@ size_t VectorBytes(const v1::Document& d) {
   return n;
 }
 
-const char* WireModeName(v1::SearchMode mode) {
-  return v1::SearchMode_IsValid(mode) ? v1::SearchMode_Name(mode).c_str() : "an unknown mode";
-}
+const std::string& WireModeName(v1::SearchMode mode) { return v1::SearchMode_Name(mode); }
 
 // SearchModeOf: the mode a request is searched with (SEARCH_MODE_SERVER: the
 // server's --search-mode). A query vector is searched dense; a text query on
@@ -106,13 +104,16 @@ const char* WireModeName(v1::SearchMode mode) {
 absl::StatusOr<retrieval::SearchMode> SearchModeOf(const v1::SearchRequest& req,
                                                    const ServiceContext& ctx) {
   const v1::SearchMode mode = req.mode();
+  if (!v1::SearchMode_IsValid(mode)) {
+    return absl::InvalidArgumentError(absl::StrFormat("unknown search mode %d", mode));
+  }
   if (req.has_vector()) {
     if (mode == v1::SEARCH_MODE_SERVER || mode == v1::SEARCH_MODE_DENSE) {
       return retrieval::SearchMode::kDense;
     }
     return absl::InvalidArgumentError(absl::StrCat(
-        "a query vector is searched with SEARCH_MODE_DENSE only; ", WireModeName(mode),
-        " needs a text query"));
+        "a query vector is searched with SEARCH_MODE_SERVER or SEARCH_MODE_DENSE only; ",
+        WireModeName(mode), " needs a text query"));
   }
   const bool embeds = ctx.retriever->embedder().embeds_text();
   switch (mode) {

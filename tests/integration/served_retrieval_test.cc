@@ -180,7 +180,8 @@ TEST(ServedRetrievalTest, BadSettingsStopStartupNamingThem) {
 // only local mode uses is refused by name, never ignored.
 TEST(ServedRetrievalTest, PrecomputeOnAServerRefusesLocalOnlyOptions) {
   for (const char* local : {"--embedder hashed:64", "--index-factory HNSW32", "--kv-codec int8",
-                            "--chunk-tokens 64", "--model m.gguf"}) {
+                            "--chunk-tokens 64", "--model m.gguf", "--redis-prefix team2",
+                            "--config ragkv.toml"}) {
     int rc = 0;
     const std::string out = RagkvToExit(
         absl::StrCat("precompute --server 127.0.0.1:1 --corpus /nonexistent ", local), &rc);
