@@ -82,21 +82,25 @@ class PrecomputeCommand : public Command {
   void Register(CLI::App* cmd) override {
     app_ = cmd;
     cmd->add_option("--corpus", f_.corpus, "corpus file or directory (repeatable)")->required();
-    cmd->add_option("--model", f_.model, "local: model checkpoint");
-    cmd->add_option("--tokenizer", f_.tokenizer, "local: tokenizer (default: the model's)");
     auto* server = cmd->add_option("--server", f_.server, "run the job on this sidecar");
     auto* dir = cmd->add_option("--data-dir", f_.data_dir, "run locally against this data dir");
     server->excludes(dir);
     cmd->add_option("--shard", f_.shard, "i/n: this worker's deterministic share")
         ->capture_default_str();
     cmd->add_option("--workers", f_.workers, "parallel chunk workers")->capture_default_str();
+    AddAuthTokenOptions(cmd, &f_.auth, "the --server's bearer token");
+    cmd->add_flag("--replace", f_.replace,
+                  "recompute and rewrite chunks already stored (records you do not trust)");
+    cmd->add_option("--debug-chunk-delay-ms", f_.debug_chunk_delay_ms)
+        ->group("");  // hidden testing seam
+    // Local mode only, from here on: with --server, Run refuses each of these.
+    const size_t first_local = cmd->get_options().size();
+    cmd->add_option("--model", f_.model, "local: model checkpoint");
+    cmd->add_option("--tokenizer", f_.tokenizer, "local: tokenizer (default: the model's)");
     cmd->add_option("--max-seq-len", f_.max_seq_len, "local: model context override");
     cmd->add_option("--chunk-tokens", f_.chunk_tokens, "local: tokens per retrieval chunk")
         ->capture_default_str();
     AddRetrievalOptions(cmd, &f_.retrieval, "local: ");
-    AddAuthTokenOptions(cmd, &f_.auth, "the --server's bearer token");
-    cmd->add_flag("--replace", f_.replace,
-                  "recompute and rewrite chunks already stored (records you do not trust)");
     cmd->add_option("--sync-writes", f_.sync_writes,
                              "local: fsync every chunk (default off: kill -9 safe, flushed at the end)")
         ->capture_default_str();
@@ -105,8 +109,8 @@ class PrecomputeCommand : public Command {
     cmd->add_option("--config", f_.config,
                     "local: a `ragkv serve` TOML file; its store settings apply (flags given "
                     "here win), its server-only keys are ignored");
-    cmd->add_option("--debug-chunk-delay-ms", f_.debug_chunk_delay_ms)
-        ->group("");  // hidden testing seam
+    const std::vector<CLI::Option*> all = cmd->get_options();
+    local_options_.assign(all.begin() + static_cast<std::ptrdiff_t>(first_local), all.end());
   }
   int Run() override;
 
@@ -127,25 +131,17 @@ class PrecomputeCommand : public Command {
   };
   Flags f_;
   CLI::App* app_ = nullptr;
+  std::vector<const CLI::Option*> local_options_;  // refused with --server
 };
-
-// LocalOnlyGiven: the first option given that only local mode uses (its
-// help starts "local: "), or "" -- with --server the sidecar's own settings
-// apply, so such an option would be ignored.
-std::string LocalOnlyGiven(const CLI::App& app) {
-  for (const CLI::Option* o : app.get_options()) {
-    if (o->count() > 0 && o->get_description().rfind("local: ", 0) == 0) return o->get_name();
-  }
-  return "";
-}
 
 int PrecomputeCommand::Run() {
   if (!f_.server.empty()) {
-    if (const std::string local = LocalOnlyGiven(*app_); !local.empty()) {
+    for (const CLI::Option* o : local_options_) {
+      if (o->count() == 0) continue;
       std::fprintf(stderr,
                    "ragkv precompute: %s applies to local mode (--data-dir); the sidecar at "
                    "--server runs the job with its own model, store and retrieval settings\n",
-                   local.c_str());
+                   o->get_name().c_str());
       return 2;
     }
   }

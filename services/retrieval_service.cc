@@ -95,8 +95,6 @@ size_t VectorBytes(const v1::Document& d) {
   return n;
 }
 
-const std::string& WireModeName(v1::SearchMode mode) { return v1::SearchMode_Name(mode); }
-
 // SearchModeOf: the mode a request is searched with (SEARCH_MODE_SERVER: the
 // server's --search-mode). A query vector is searched dense; a text query on
 // a server whose embedder takes the caller's vectors cannot be embedded, so
@@ -113,7 +111,7 @@ absl::StatusOr<retrieval::SearchMode> SearchModeOf(const v1::SearchRequest& req,
     }
     return absl::InvalidArgumentError(absl::StrCat(
         "a query vector is searched with SEARCH_MODE_SERVER or SEARCH_MODE_DENSE only; ",
-        WireModeName(mode), " needs a text query"));
+        v1::SearchMode_Name(mode), " needs a text query"));
   }
   const bool embeds = ctx.retriever->embedder().embeds_text();
   switch (mode) {
@@ -124,7 +122,7 @@ absl::StatusOr<retrieval::SearchMode> SearchModeOf(const v1::SearchRequest& req,
     case v1::SEARCH_MODE_HYBRID:
       if (!embeds) {
         return absl::InvalidArgumentError(absl::StrCat(
-            WireModeName(mode), " needs the query embedded, but this server's embedder '",
+            v1::SearchMode_Name(mode), " needs the query embedded, but this server's embedder '",
             ctx.retriever->embedder().Fingerprint(), "' takes the caller's vectors: send "
             "SearchRequest.vector, or search the text with SEARCH_MODE_BM25 or SEARCH_MODE_LEXICAL"));
       }
