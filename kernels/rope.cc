@@ -29,6 +29,9 @@ absl::Status CheckParams(const RopeParams& p) {
   if (!(p.freq_scale > 0.0f) || !std::isfinite(p.freq_scale)) {
     return absl::InvalidArgumentError(absl::StrCat("RoPE: freq_scale must be > 0, got ", p.freq_scale));
   }
+  if (!(p.mscale > 0.0f) || !std::isfinite(p.mscale)) {
+    return absl::InvalidArgumentError(absl::StrCat("RoPE: mscale must be > 0, got ", p.mscale));
+  }
   if (p.freq_factors != nullptr) {
     for (int j = 0; j < p.head_dim / 2; ++j) {
       if (!(p.freq_factors[j] > 0.0f) || !std::isfinite(p.freq_factors[j])) {
@@ -89,6 +92,7 @@ absl::Status ApplyRope(TensorView x, const int32_t* positions, const RopeParams&
   double inv_freq[kMaxHeadDim / 2], step_c[kMaxHeadDim / 2], step_s[kMaxHeadDim / 2];
   InvFreq(params, inv_freq);
   for (int j = 0; j < half; ++j) sincos(inv_freq[j], &step_s[j], &step_c[j]);
+  const double mscale = params.mscale;
   constexpr int64_t kTokBlock = 64;
   const int64_t blocks = (tokens + kTokBlock - 1) / kTokBlock;
   const int block_threads = blocks > 1 ? threads : 1;
@@ -112,8 +116,8 @@ absl::Status ApplyRope(TensorView x, const int32_t* positions, const RopeParams&
       }
       if (!same) {
         for (int j = 0; j < half; ++j) {
-          cos_t[j] = static_cast<float>(c[j]);
-          sin_t[j] = static_cast<float>(sn[j]);
+          cos_t[j] = static_cast<float>(c[j] * mscale);
+          sin_t[j] = static_cast<float>(sn[j] * mscale);
         }
       }
       isa.rope_f32(base + t * x.stride[0], heads, x.stride[1], cos_t, sin_t, params.head_dim,

@@ -31,9 +31,14 @@ struct RopeParams {
   // Linear position scaling (rope_scaling "linear", factor f: 1/f): every
   // angle is multiplied by it. Finite, > 0.
   float freq_scale = 1.0f;
+  // Magnitude of the rotation (YaRN's attention factor, GGUF
+  // rope.scaling.attn_factor): ApplyRope multiplies cos and sin by it, so
+  // q.k picks up mscale^2. RerotateKeys ignores it: a cached key already
+  // carries it, and moving that key is a pure rotation. Finite, > 0.
+  float mscale = 1.0f;
 };
 
-// ApplyRope: rotates x in place. x: f32 [tokens, heads, head_dim] with any
+// ApplyRope: rotates x in place (and scales it by params.mscale). x: f32 [tokens, heads, head_dim] with any
 // strides for the first two dims and unit stride for the last (so both the
 // activation layout [tokens][heads*hd] and the cache layout
 // [heads][tokens][hd] are expressible). positions: [tokens] absolute positions.

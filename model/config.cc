@@ -40,9 +40,13 @@ absl::Status ModelConfig::Validate() {
   if (!(std::isfinite(norm_eps) && norm_eps > 0)) {
     return Bad(absl::StrFormat("norm_eps must be finite and > 0, got %g", norm_eps));
   }
-  if (rope_scaling != "none" && rope_scaling != "linear" && rope_scaling != "llama3") {
+  if (rope_scaling != "none" && rope_scaling != "linear" && rope_scaling != "llama3" &&
+      rope_scaling != "yarn") {
     return absl::UnimplementedError("model config: rope scaling '" + rope_scaling +
-                                    "' is not supported (none, linear, llama3 are)");
+                                    "' is not supported (none, linear, llama3, yarn are)");
+  }
+  if (!(std::isfinite(rope_mscale) && rope_mscale > 0)) {
+    return Bad(absl::StrFormat("rope_mscale must be finite and > 0, got %g", rope_mscale));
   }
   if (!(std::isfinite(rope_freq_scale) && rope_freq_scale > 0)) {
     return Bad(absl::StrFormat("rope_freq_scale must be finite and > 0, got %g", rope_freq_scale));
@@ -75,6 +79,7 @@ kernels::RopeParams ModelConfig::Rope() const {
   p.theta = rope_theta;
   p.layout = rope_layout;
   p.freq_scale = rope_freq_scale;
+  p.mscale = rope_mscale;
   p.freq_factors = rope_freq_factors.empty() ? nullptr : rope_freq_factors.data();
   return p;
 }

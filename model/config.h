@@ -35,13 +35,17 @@ struct ModelConfig {
   // this layout, so exported keys are bit-for-bit the layout an engine
   // running that checkpoint caches (see docs/model.md).
   kernels::RopeLayout rope_layout = kernels::RopeLayout::kInterleaved;
-  // RoPE scaling: "none", "linear" (rope_freq_scale = 1/factor) or
-  // "llama3" (per-pair rope_freq_factors, as GGUF rope_freqs.weight carries
-  // them and as computed from an HF rope_scaling block). Loaders refuse
-  // every other kind by name ("yarn", "longrope", ...).
+  // RoPE scaling: "none", "linear" (rope_freq_scale = 1/factor), "llama3"
+  // (per-pair rope_freq_factors, as GGUF rope_freqs.weight carries them and
+  // as computed from an HF rope_scaling block) or "yarn" (per-pair factors
+  // and rope_mscale, computed from the YaRN parameters; docs/model.md).
+  // Loaders refuse every other kind by name ("longrope", "dynamic", ...).
   std::string rope_scaling = "none";
   float rope_freq_scale = 1.0f;
   std::vector<float> rope_freq_factors;  // [head_dim/2] or empty
+  // Magnitude RoPE gives q and k (YaRN's attention factor times GGUF
+  // rope.scaling.attn_factor); 1 = none. kernels::RopeParams::mscale.
+  float rope_mscale = 1.0f;
   // Qwen3: RMSNorm over each head of q and k (weights [head_dim]) before RoPE.
   bool qk_norm = false;
   float norm_eps = 1e-5f;

@@ -190,6 +190,10 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ModelConfig config, ModelWe
       XXH3_128bits_update(st, more.data(), more.size());
       HashFloats(st, config.rope_freq_factors);
     }
+    if (config.rope_mscale != 1.0f) {
+      const std::string m = absl::StrFormat("rope_mscale=%.9g\n", config.rope_mscale);
+      XXH3_128bits_update(st, m.data(), m.size());
+    }
     HashMat(st, weights.tok_embeddings, weights.e_tok_embeddings);
     for (const LayerWeights& w : weights.layers) {
       HashFloats(st, w.attn_norm);

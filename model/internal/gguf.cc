@@ -17,6 +17,7 @@
 #include "kernels/ggml_quant.h"
 #include "kernels/weight_gemm.h"
 #include "model/internal/loaders.h"
+#include "model/internal/rope_scaling.h"
 
 namespace ragkv::model::internal {
 namespace {
@@ -289,26 +290,86 @@ constexpr GgufArch kGgufArchs[] = {
     {"qwen3", kernels::RopeLayout::kHalfSplit, true},
 };
 
+// GgufRopeFactor: the scaling factor as the pinned llama.cpp reads it:
+// rope.scaling.factor, else the older rope.scale_linear; absent or 0 = 1.
+absl::StatusOr<double> GgufRopeFactor(const Gguf& g, const std::string& path,
+                                      const std::string& arch) {
+  double factor = GetNumberOr(g, arch + ".rope.scaling.factor", 0.0);
+  if (factor == 0) factor = GetNumberOr(g, arch + ".rope.scale_linear", 0.0);
+  if (factor == 0) factor = 1;
+  if (!(factor > 0) || !std::isfinite(factor)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": rope scaling factor ", factor));
+  }
+  return factor;
+}
+
+// CheckYarnKeys: the rope.scaling.yarn_* keys the pinned llama.cpp ignores
+// for llama / qwen2 / qwen3 (it runs YaRN with ext_factor 1, beta_fast 32,
+// beta_slow 1, no log multiplier). A value other than that default would
+// mean the file asks for math no engine here runs: refused by name.
+absl::Status CheckYarnKeys(const Gguf& g, const std::string& path, const std::string& arch,
+                           bool yarn) {
+  struct Key {
+    const char* name;
+    double want, also;
+  };
+  const Key keys[] = {{"yarn_ext_factor", yarn ? 1.0 : 0.0, -1.0},
+                      {"yarn_attn_factor", 1.0, 1.0},
+                      {"yarn_beta_fast", 32.0, 32.0},
+                      {"yarn_beta_slow", 1.0, 1.0},
+                      {"yarn_log_multiplier", 0.0, 0.0}};
+  for (const Key& k : keys) {
+    const std::string key = arch + ".rope.scaling." + k.name;
+    if (!g.kv.count(key)) continue;
+    const double v = GetNumberOr(g, key, k.want);
+    if (v != k.want && v != k.also) {
+      return absl::UnimplementedError(absl::StrCat(path, ": ", key, " = ", v,
+                                                   " is not supported (llama.cpp runs ", k.want,
+                                                   " for ", arch, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // ReadGgufScaling: the RoPE scaling metadata (<arch>.rope.scaling.*) into
-// c: "linear" sets rope_freq_scale = 1/factor; anything but none/linear is
-// refused by name (yarn, longrope, ...). rope_freqs.weight is read later.
+// c, as the pinned llama.cpp reads it: type absent = "linear" (factor 1 =
+// none); "linear" sets rope_freq_scale = 1/factor; "yarn" per-pair factors
+// and mscale (model/internal/rope_scaling.h); rope.scaling.attn_factor
+// scales the rotation of every kind. Any other type is refused by name
+// (longrope, ...). rope_freqs.weight is read later.
 absl::Status ReadGgufScaling(const Gguf& g, const std::string& path, const std::string& arch,
                              ModelConfig* c) {
-  const std::string scaling = GetStringOr(g, arch + ".rope.scaling.type", "none");
-  const double factor = GetNumberOr(g, arch + ".rope.scaling.factor",
-                                    1.0 / GetNumberOr(g, arch + ".rope.scale_linear", 1.0));
-  if (scaling == "linear" || (scaling == "none" && factor != 1.0 &&
-                              g.kv.count(arch + ".rope.scale_linear"))) {
-    if (!(factor > 0) || !std::isfinite(factor)) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": rope scaling factor ", factor));
-    }
+  const std::string scaling = GetStringOr(g, arch + ".rope.scaling.type", "linear");
+  if (scaling != "none" && scaling != "linear" && scaling != "yarn") {
+    return absl::UnimplementedError(absl::StrCat(
+        path, ": RoPE scaling '", scaling, "' is not supported (none, linear, yarn, rope_freqs are)"));
+  }
+  RETURN_IF_ERROR(CheckYarnKeys(g, path, arch, scaling == "yarn"));
+  const double attn = GetNumberOr(g, arch + ".rope.scaling.attn_factor", 1.0);
+  if (!(attn > 0) || !std::isfinite(attn)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", arch, ".rope.scaling.attn_factor ", attn));
+  }
+  c->rope_mscale = static_cast<float>(attn);
+  ASSIGN_OR_RETURN(const double factor, GgufRopeFactor(g, path, arch));
+  if (scaling == "linear" && factor != 1.0) {
     c->rope_scaling = "linear";
     c->rope_freq_scale = static_cast<float>(1.0 / factor);
-    return absl::OkStatus();
-  }
-  if (scaling != "none") {
-    return absl::UnimplementedError(absl::StrCat(
-        path, ": RoPE scaling '", scaling, "' is not supported (none, linear, rope_freqs are)"));
+  } else if (scaling == "yarn") {
+    if (factor < 1.0) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": YaRN factor ", factor, " < 1"));
+    }
+    YarnParams yp;
+    yp.factor = factor;
+    yp.original = GetNumberOr(g, arch + ".rope.scaling.original_context_length",
+                              GetNumberOr(g, arch + ".context_length", 0));
+    if (!(yp.original >= 1)) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": YaRN needs an original context length"));
+    }
+    const int hd = c->head_dim ? c->head_dim : (c->n_heads > 0 ? c->dim / c->n_heads : 0);
+    if (hd <= 0 || hd % 2) return absl::InvalidArgumentError(path + ": bad head_dim for YaRN");
+    c->rope_scaling = "yarn";
+    c->rope_freq_factors = YarnRopeFactors(c->rope_theta, hd, yp);
+    c->rope_mscale = static_cast<float>(attn * YarnMscale(factor));
   }
   return absl::OkStatus();
 }
@@ -374,7 +435,8 @@ absl::StatusOr<ModelConfig> ReadGgufConfig(const Gguf& g, const std::string& pat
   const int rope_dims = static_cast<int>(GetNumberOr(g, arch + ".rope.dimension_count", c.head_dim));
   if (rope_dims != c.head_dim) {
     return absl::UnimplementedError(absl::StrFormat(
-        "%s: partial rotary embedding (rope.dimension_count %d != head_dim %d) is not supported",
+        "%s: partial rotary embedding (rope.dimension_count %d != head_dim %d) is not supported "
+        "(llama.cpp runs none for llama, qwen2, qwen3)",
         path, rope_dims, c.head_dim));
   }
   if (options.max_seq_len > 0) c.max_seq_len = options.max_seq_len;

@@ -18,6 +18,7 @@
 #include "base/status_macros.h"
 #include "kernels/weight_gemm.h"
 #include "model/internal/loaders.h"
+#include "model/internal/rope_scaling.h"
 
 namespace ragkv::model::internal {
 namespace {
@@ -161,34 +162,51 @@ absl::StatusOr<std::vector<std::string>> ListShards(const fs::path& dir) {
   return files;
 }
 
-// Llama3RopeFactors: the per-pair frequency divisors of an HF rope_scaling
-// block of rope_type "llama3" (Meta's Llama-3.1 recipe, as llama.cpp's
-// converter writes rope_freqs.weight): 1 for wavelengths under
-// original/high_freq_factor, `factor` over original/low_freq_factor, a
-// smooth blend between.
-std::vector<float> Llama3RopeFactors(double theta, int head_dim, double factor, double low,
-                                     double high, double original) {
-  std::vector<float> out(head_dim / 2);
-  const double low_wavelen = original / low, high_wavelen = original / high;
-  for (int j = 0; j < head_dim / 2; ++j) {
-    const double freq = std::pow(theta, -2.0 * j / head_dim);
-    const double wavelen = 2 * M_PI / freq;
-    double div = 1.0;
-    if (wavelen > low_wavelen) {
-      div = factor;
-    } else if (wavelen >= high_wavelen) {
-      const double smooth = (original / wavelen - low) / (high - low);
-      div = 1.0 / ((1 - smooth) / factor + smooth);
+// ReadHfYarn: an HF rope_scaling block of type "yarn" (transformers'
+// _compute_yarn_parameters, with `factor` taken as written, as vLLM and
+// llama.cpp's converter take it): factor, original_max_position_embeddings
+// (default: max_position_embeddings), beta_fast / beta_slow (32 / 1),
+// attention_factor (default from mscale / mscale_all_dim, else
+// 0.1 ln(factor) + 1). truncate = false is refused.
+absl::Status ReadHfYarn(const json& rs, const std::string& cfg_path, ModelConfig* c) {
+  auto opt = [&](const char* k, double def, double* out) -> absl::Status {
+    *out = def;
+    if (!rs.contains(k) || rs[k].is_null()) return absl::OkStatus();
+    if (!rs[k].is_number() || !(rs[k].get<double>() > 0) || !std::isfinite(rs[k].get<double>())) {
+      return absl::InvalidArgumentError(absl::StrCat(cfg_path, ": rope_scaling.", k, " must be a number > 0"));
     }
-    out[j] = static_cast<float>(div);
+    *out = rs[k].get<double>();
+    return absl::OkStatus();
+  };
+  if (rs.contains("truncate") && rs["truncate"].is_boolean() && !rs["truncate"].get<bool>()) {
+    return absl::UnimplementedError(cfg_path + ": rope_scaling.truncate = false is not supported");
   }
-  return out;
+  YarnParams yp;
+  double mscale = 0, mscale_all = 0, attn = 0;
+  RETURN_IF_ERROR(opt("factor", 0, &yp.factor));
+  if (!(yp.factor >= 1)) return absl::InvalidArgumentError(cfg_path + ": rope_scaling.factor must be >= 1");
+  RETURN_IF_ERROR(opt("original_max_position_embeddings", c->max_seq_len, &yp.original));
+  RETURN_IF_ERROR(opt("beta_fast", 32, &yp.beta_fast));
+  RETURN_IF_ERROR(opt("beta_slow", 1, &yp.beta_slow));
+  RETURN_IF_ERROR(opt("mscale", 0, &mscale));
+  RETURN_IF_ERROR(opt("mscale_all_dim", 0, &mscale_all));
+  RETURN_IF_ERROR(opt("attention_factor", 0, &attn));
+  if (attn == 0) {
+    auto get = [&](double m) { return yp.factor <= 1 ? 1.0 : 0.1 * m * std::log(yp.factor) + 1.0; };
+    attn = mscale > 0 && mscale_all > 0 ? get(mscale) / get(mscale_all) : YarnMscale(yp.factor);
+  }
+  const int hd = c->head_dim ? c->head_dim : (c->n_heads ? c->dim / c->n_heads : 0);
+  if (hd <= 0 || hd % 2) return absl::InvalidArgumentError(cfg_path + ": bad head_dim for rope_scaling");
+  c->rope_scaling = "yarn";
+  c->rope_freq_factors = YarnRopeFactors(c->rope_theta, hd, yp);
+  c->rope_mscale = static_cast<float>(attn);
+  return absl::OkStatus();
 }
 
 // ReadHfRopeScaling: config.json's rope_scaling: null/absent = none;
 // "linear" (factor); "llama3" (factor, low_freq_factor, high_freq_factor,
-// original_max_position_embeddings) -> per-pair factors. Any other type
-// (yarn, dynamic, longrope, ...) is refused by name.
+// original_max_position_embeddings) -> per-pair factors; "yarn"
+// (ReadHfYarn). Any other type (dynamic, longrope, ...) is refused by name.
 absl::Status ReadHfRopeScaling(const json& cfg, const std::string& cfg_path, ModelConfig* c) {
   if (!cfg.contains("rope_scaling") || cfg["rope_scaling"].is_null()) return absl::OkStatus();
   const json& rs = cfg["rope_scaling"];
@@ -228,8 +246,9 @@ absl::Status ReadHfRopeScaling(const json& cfg, const std::string& cfg_path, Mod
     c->rope_freq_factors = Llama3RopeFactors(c->rope_theta, hd, factor, low, high, original);
     return absl::OkStatus();
   }
+  if (type == "yarn") return ReadHfYarn(rs, cfg_path, c);
   return absl::UnimplementedError(absl::StrCat(cfg_path, ": rope_scaling type '", type,
-                                               "' is not supported (linear, llama3 are)"));
+                                               "' is not supported (linear, llama3, yarn are)"));
 }
 
 // LoadHfLayer: layer l's tensors through `load` (name, shape, out) and, for
@@ -312,6 +331,10 @@ absl::StatusOr<ModelParts> LoadHfImpl(const std::string& input, const LoadOption
                                      cfg["attention_bias"].is_boolean() &&
                                      cfg["attention_bias"].get<bool>());
   RETURN_IF_ERROR(ReadHfRopeScaling(cfg, cfg_path, &c));
+  if (cfg.contains("partial_rotary_factor") && cfg["partial_rotary_factor"].is_number() &&
+      cfg["partial_rotary_factor"].get<double>() != 1.0) {
+    return absl::UnimplementedError(cfg_path + ": partial_rotary_factor != 1 is not supported");
+  }
   // Sliding-window attention equals full attention within the window, so
   // the context is capped at it.
   bool use_sw = c.arch == "mistral" ||

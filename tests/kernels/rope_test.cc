@@ -159,6 +159,62 @@ TEST(RopeTest, RerotateByDeltaEqualsRopeAtShiftedPosition) {
   }
 }
 
+// YaRN's shape of RoPE: per-pair divisors and a magnitude. ApplyRope
+// scales by mscale (naive reference: divisors, then cos/sin times mscale);
+// RerotateKeys is a pure rotation, so a key cached at p and moved by d
+// equals the key roped at p + d, both carrying mscale once.
+TEST(RopeTest, MscaleScalesApplyOnlyAndRerotationComposes) {
+  const int hd = 32, heads = 2, tokens = 20;
+  std::vector<float> ff(hd / 2);
+  for (int j = 0; j < hd / 2; ++j) ff[j] = j < 5 ? 1.0f : (j < 11 ? 1.0f + 0.5f * (j - 4) : 4.0f);
+  for (Isa isa : Isas()) {
+    IsaScope scope(isa);
+    for (RopeLayout layout : {RopeLayout::kInterleaved, RopeLayout::kHalfSplit}) {
+      RopeParams p;
+      p.head_dim = hd;
+      p.layout = layout;
+      p.freq_factors = ff.data();
+      p.mscale = 1.1386f;
+      auto x = RandomVec(static_cast<size_t>(tokens) * heads * hd, 21);
+      std::vector<int32_t> pos(tokens), moved(tokens);
+      for (int t = 0; t < tokens; ++t) pos[t] = 3 * t, moved[t] = 3 * t + 777;
+      auto want = x, direct = x, got = x;
+      for (int t = 0; t < tokens; ++t) {
+        for (int h = 0; h < heads; ++h) {
+          float* v = &want[(t * heads + h) * hd];
+          std::vector<double> y(v, v + hd);
+          for (int j = 0; j < hd / 2; ++j) {
+            const double a = pos[t] * std::pow(10000.0, -2.0 * j / hd) / ff[j];
+            const int i0 = layout == RopeLayout::kInterleaved ? 2 * j : j;
+            const int i1 = layout == RopeLayout::kInterleaved ? 2 * j + 1 : j + hd / 2;
+            v[i0] = static_cast<float>(p.mscale * (y[i0] * std::cos(a) - y[i1] * std::sin(a)));
+            v[i1] = static_cast<float>(p.mscale * (y[i0] * std::sin(a) + y[i1] * std::cos(a)));
+          }
+        }
+      }
+      auto view = [&](float* d) { return TensorView::Contiguous(d, DType::kF32, {tokens, heads, hd}); };
+      ASSERT_TRUE(ApplyRope(view(got.data()), pos.data(), p).ok());
+      for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(got[i], want[i], 3e-6 * (1 + std::abs(want[i])));
+      // Cache layout view of the token-major buffer, then move by 777.
+      TensorView kv;
+      kv.data = got.data();
+      kv.dtype = DType::kF32;
+      kv.rank = 3;
+      kv.shape[0] = heads, kv.shape[1] = tokens, kv.shape[2] = hd;
+      kv.stride[0] = hd, kv.stride[1] = heads * hd, kv.stride[2] = 1;
+      ASSERT_TRUE(RerotateKeys(kv, 777, p).ok());
+      ASSERT_TRUE(ApplyRope(view(direct.data()), moved.data(), p).ok());
+      for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(got[i], direct[i], 1e-5) << IsaName(isa);
+    }
+  }
+  RopeParams bad;
+  bad.head_dim = hd;
+  bad.mscale = 0;
+  std::vector<float> one(hd);
+  int32_t p0 = 0;
+  EXPECT_FALSE(ApplyRope(TensorView::Contiguous(one.data(), DType::kF32, {1, 1, hd}), &p0, bad).ok());
+}
+
 TEST(RopeTest, RerotateHalfTypesMatchF32RoundedOnce) {
   for (Isa isa : Isas()) {
     IsaScope scope(isa);

@@ -1,4 +1,5 @@
-// Every architecture and RoPE variant ragkv reads from GGUF, against
+// Every architecture and RoPE variant ragkv reads from GGUF (rope_freqs,
+// linear, the old scale_linear key, attn_factor, YaRN), against
 // llama.cpp on the same file: seeded random-weight models written here
 // (tests/support/gguf_writer.h), as F32 and F16, and quantized by
 // llama.cpp's own quantizer (Q8_0, Q4_K_M: a file mixing q4_K / q6_K /
@@ -9,7 +10,7 @@
 // KV in both engines: max |diff| 1e-5 of a ~25 logit range, asserted < 2e-3
 // and top-1 all equal; F16 files, f16 KV: 0.011-0.018% of the range (llama.cpp
 // rounds activations to f16 for F16 weights), asserted < 0.2%, top-1 >= 95%;
-// quantized (Q8_0, Q4_K_M): 0.56-0.94% (llama.cpp quantizes the activations
+// quantized (Q8_0, Q4_K_M): 0.56-1.07% (llama.cpp quantizes the activations
 // too), asserted < 2%, top-1 >= 85% (measured 0.90-1.00: random weights
 // have near ties).
 #include <unistd.h>
@@ -104,9 +105,79 @@ const Variant kVariants[] = {
     {"llama", "llama"},
     {"llama_rope_freqs", "llama", true},
     {"llama_linear", "llama", false, 4.0f},
+    {"llama_scale_linear", "llama", false, 0, 0, 0, 2.0f},
+    {"llama_attn_factor", "llama", false, 0, 0, 0.8f},
     {"qwen2", "qwen2"},
+    {"qwen2_yarn", "qwen2", false, 0, 4.0f},
     {"qwen3", "qwen3"},
+    {"qwen3_yarn", "qwen3", false, 0, 8.0f, 1.2f},
 };
+
+// The scaled variants are not vacuous: each changes ragkv's logits far
+// beyond the F32 tolerance against the same weights unscaled (so the oracle
+// comparison above would catch a scaling that is read but not applied).
+TEST(ArchOracleScalingTest, EveryScalingChangesTheLogits) {
+  const std::string dir = ::testing::TempDir() + "/ragkv_scaling_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  auto logits = [&](const Variant& v) {
+    const std::string path = dir + "/" + v.name + ".gguf";
+    WriteRandomModel(v, false, path);
+    LoadOptions lo;
+    lo.kv_dtype = kernels::DType::kF32;
+    auto m = LoadModel(path, lo);
+    EXPECT_TRUE(m.ok()) << m.status();
+    std::vector<int32_t> toks = {1};
+    for (int i = 0; i < 39; ++i) toks.push_back(3 + (i * 37) % (kVocab - 3));
+    std::vector<float> out(toks.size() * kVocab);
+    if (m.ok()) {
+      auto kvc = (*m)->NewCache(64);
+      Workspace ws;
+      EXPECT_TRUE((*m)->Prefill(toks, &*kvc, &ws, LogitsMode::kAll, out.data()).ok());
+    }
+    return out;
+  };
+  for (const Variant& v : kVariants) {
+    if (v.name.find('_') == std::string::npos) continue;
+    const Variant plain{v.arch, v.arch};
+    const Agreement g = Compare(logits(v), logits(plain));
+    std::printf("%s vs %s: max |diff| %.4f\n", v.name.c_str(), v.arch.c_str(), g.max_abs);
+    EXPECT_GT(g.max_abs, 50 * 2e-3) << v.name;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// RoPE metadata that would change the math in a way no engine here runs is
+// refused by name, not ignored: YaRN keys the pinned llama.cpp ignores for
+// these architectures at a non-default value, an unknown scaling type,
+// partial rotary (llama.cpp asserts n_rot == head_dim for all three).
+TEST(ArchOracleScalingTest, MetadataNoEngineRunsIsRefusedByName) {
+  const std::string path = ::testing::TempDir() + "/ragkv_scaling_bad_" + std::to_string(::getpid()) + ".gguf";
+  struct Case {
+    Variant v;
+    std::string word;
+  };
+  const Case cases[] = {
+      {{"a", "qwen2", false, 0, 4.0f, 0, 0, {{"rope.scaling.yarn_beta_fast", 16.0f}}}, "yarn_beta_fast"},
+      {{"b", "qwen2", false, 0, 4.0f, 0, 0, {{"rope.scaling.yarn_log_multiplier", 0.1f}}}, "yarn_log_multiplier"},
+      {{"c", "llama", false, 0, 0, 0, 0, {}, "longrope"}, "longrope"},
+      {{"d", "llama", false, 0, 0, 0, 0, {{"rope.scaling.attn_factor", -1.0f}}}, "attn_factor"},
+      {{"e", "qwen3", false, 0, 0.5f}, "YaRN factor"},
+      {{"g", "qwen2", false, 0, 0, 0, 0, {}, "", ::ragkv::testing::kHeadDim / 2}, "partial rotary"},
+  };
+  for (const Case& c : cases) {
+    WriteRandomModel(c.v, false, path);
+    auto m = LoadModel(path);
+    ASSERT_FALSE(m.ok()) << c.word;
+    EXPECT_NE(m.status().message().find(c.word), std::string::npos) << m.status();
+  }
+  // Defaults as llama.cpp's own saver writes them are accepted.
+  WriteRandomModel({"f", "qwen2", false, 0, 4.0f, 0, 0,
+                    {{"rope.scaling.yarn_ext_factor", -1.0f}, {"rope.scaling.yarn_beta_fast", 32.0f},
+                     {"rope.scaling.yarn_beta_slow", 1.0f}, {"rope.scaling.yarn_log_multiplier", 0.0f}}},
+                   false, path);
+  EXPECT_TRUE(LoadModel(path).ok());
+  std::filesystem::remove(path);
+}
 
 INSTANTIATE_TEST_SUITE_P(
     Files, ArchOracleTest,

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/support/gguf_writer.h"
@@ -18,6 +19,13 @@ struct Variant {
   std::string arch;       // llama | qwen2 | qwen3
   bool rope_freqs = false;
   float linear_factor = 0;  // > 0: rope.scaling.type linear
+  float yarn_factor = 0;    // > 0: rope.scaling.type yarn (original context 32768)
+  float attn_factor = 0;    // > 0: rope.scaling.attn_factor
+  float scale_linear = 0;   // > 0: the old rope.scale_linear key, no type key
+  // Extra keys, written last: <arch>.KEY = f32 value; rope.scaling.type.
+  std::vector<std::pair<std::string, float>> kv_f32 = {};
+  std::string scaling_type = {};
+  int rope_dims = 0;  // > 0: rope.dimension_count (default head_dim)
 };
 
 inline constexpr int kDim = 256, kLayers = 2, kHeads = 4, kKvHeads = 2, kHeadDim = 64, kFfn = 512,
@@ -53,13 +61,22 @@ inline void WriteRandomModel(const Variant& v, bool f16, const std::string& path
   w.KvU32(a + ".attention.head_count_kv", kKvHeads);
   w.KvU32(a + ".attention.key_length", kHeadDim);
   w.KvU32(a + ".attention.value_length", kHeadDim);
-  w.KvU32(a + ".rope.dimension_count", kHeadDim);
+  w.KvU32(a + ".rope.dimension_count", v.rope_dims > 0 ? v.rope_dims : kHeadDim);
   w.KvF32(a + ".attention.layer_norm_rms_epsilon", 1e-6f);
   w.KvF32(a + ".rope.freq_base", a == "llama" ? 500000.0f : 1000000.0f);
   if (v.linear_factor > 0) {
     w.KvStr(a + ".rope.scaling.type", "linear");
     w.KvF32(a + ".rope.scaling.factor", v.linear_factor);
   }
+  if (v.yarn_factor > 0) {
+    w.KvStr(a + ".rope.scaling.type", "yarn");
+    w.KvF32(a + ".rope.scaling.factor", v.yarn_factor);
+    w.KvU32(a + ".rope.scaling.original_context_length", 32768);
+  }
+  if (v.attn_factor > 0) w.KvF32(a + ".rope.scaling.attn_factor", v.attn_factor);
+  if (v.scale_linear > 0) w.KvF32(a + ".rope.scale_linear", v.scale_linear);
+  for (const auto& [k, x] : v.kv_f32) w.KvF32(a + "." + k, x);
+  if (!v.scaling_type.empty()) w.KvStr(a + ".rope.scaling.type", v.scaling_type);
   ::ragkv::testing::AddTinyLlamaVocab(&w, kVocab);
   const uint64_t d = kDim, q = kHeads * kHeadDim, kv = kKvHeads * kHeadDim, f = kFfn;
   const float ws = 1.0f / std::sqrt(float(kDim));

@@ -340,15 +340,86 @@ TEST_F(SafetensorsTest, RopeScalingLlama3AndLinear) {
   EXPECT_EQ((*m)->config().rope_scaling, "linear");
   EXPECT_FLOAT_EQ((*m)->config().rope_freq_scale, 0.5f);
 
-  set_scaling({{"rope_type", "yarn"}, {"factor", 4.0}});
+  set_scaling({{"rope_type", "dynamic"}, {"factor", 4.0}});
   m = LoadModel(dir);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(m.status().message().find("yarn"), std::string::npos) << m.status();
+  EXPECT_NE(m.status().message().find("dynamic"), std::string::npos) << m.status();
   set_scaling({{"rope_type", "llama3"}, {"factor", 8.0}});
   m = LoadModel(dir);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("low_freq_factor"), std::string::npos) << m.status();
+}
+
+// rope_scaling "yarn" (Qwen2.5 long context): the divisors equal
+// transformers' recipe written out here (interpolated / extrapolated
+// inverse frequencies mixed by a linear ramp between the correction dims),
+// the magnitude is 0.1 ln(factor) + 1 unless attention_factor or mscale /
+// mscale_all_dim say otherwise; truncate = false and partial rotary are
+// refused. The same divisors and magnitude are what tests/llamacpp checks
+// against llama.cpp on GGUF files (qwen2_yarn, qwen3_yarn).
+TEST_F(SafetensorsTest, RopeScalingYarn) {
+  const std::string dir = root_ + "/yarn";
+  WriteHfDir(dir, parts_, "F32", 1);
+  json base_cfg;
+  std::ifstream(dir + "/config.json") >> base_cfg;
+  auto set_cfg = [&](const json& rs, const json& extra = json::object()) {
+    json cfg = base_cfg;
+    cfg["rope_scaling"] = rs;
+    for (auto it = extra.begin(); it != extra.end(); ++it) cfg[it.key()] = it.value();
+    std::ofstream(dir + "/config.json") << cfg.dump(2);
+  };
+  set_cfg({{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 4096}});
+  auto m = LoadModel(dir);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const ModelConfig& c = (*m)->config();
+  EXPECT_EQ(c.rope_scaling, "yarn");
+  const int dim = c.head_dim;
+  auto corr = [&](double rot) {
+    return dim * std::log(4096 / (rot * 2 * M_PI)) / (2 * std::log(double(c.rope_theta)));
+  };
+  const double low = std::max(0.0, std::floor(corr(32))), high = std::min(dim - 1.0, std::ceil(corr(1)));
+  ASSERT_EQ(c.rope_freq_factors.size(), size_t(dim / 2));
+  int interpolated = 0, extrapolated = 0;
+  for (int j = 0; j < dim / 2; ++j) {
+    const double extrap = 1.0 / std::pow(double(c.rope_theta), 2.0 * j / dim), interp = extrap / 4;
+    const double ramp = std::clamp((j - low) / (high == low ? 0.001 : high - low), 0.0, 1.0);
+    const double extrap_share = 1 - ramp;
+    const double inv_freq = interp * (1 - extrap_share) + extrap * extrap_share;
+    EXPECT_NEAR(c.rope_freq_factors[j], extrap / inv_freq, 1e-5) << j;
+    interpolated += c.rope_freq_factors[j] > 3.99f;
+    extrapolated += c.rope_freq_factors[j] < 1.01f;
+  }
+  EXPECT_GT(interpolated, 0);  // the ramp is inside the head: both ends occur
+  EXPECT_GT(extrapolated, 0);
+  EXPECT_NEAR(c.rope_mscale, 0.1 * std::log(4.0) + 1, 1e-6);
+  EXPECT_NE((*m)->fingerprint(), bin_->fingerprint());
+  const auto scaled = AllLogits(**m, tokens_), plain = AllLogits(*bin_, tokens_);
+  double diff = 0;
+  for (size_t i = 0; i < scaled.size(); ++i) diff = std::max(diff, double(std::abs(scaled[i] - plain[i])));
+  EXPECT_GT(diff, 1e-2);
+
+  set_cfg({{"type", "yarn"}, {"factor", 4.0}, {"attention_factor", 0.9}});
+  m = LoadModel(dir);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_FLOAT_EQ((*m)->config().rope_mscale, 0.9f);
+  set_cfg({{"type", "yarn"}, {"factor", 4.0}, {"mscale", 2.0}, {"mscale_all_dim", 1.0}});
+  m = LoadModel(dir);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_NEAR((*m)->config().rope_mscale, (0.2 * std::log(4.0) + 1) / (0.1 * std::log(4.0) + 1), 1e-6);
+  set_cfg({{"type", "yarn"}, {"factor", 4.0}, {"truncate", false}});
+  m = LoadModel(dir);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("truncate"), std::string::npos) << m.status();
+  set_cfg({{"type", "yarn"}});
+  m = LoadModel(dir);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("factor"), std::string::npos) << m.status();
+  set_cfg(nullptr, {{"partial_rotary_factor", 0.5}});
+  m = LoadModel(dir);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(m.status().message().find("partial_rotary_factor"), std::string::npos) << m.status();
 }
 
 TEST_F(SafetensorsTest, BadCheckpointsFailClearly) {
