@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/log.h"
 
@@ -12,7 +13,57 @@ int64_t NowNs() {
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
+
+class BufferingWriter final : public ChunkWriter {
+ public:
+  BufferingWriter(std::string header, uint32_t num_layers,
+                  std::function<absl::Status(std::shared_ptr<const EncodedChunk>)> commit)
+      : num_layers_(num_layers), commit_(std::move(commit)) {
+    chunk_.header = std::move(header);
+    chunk_.layers.reserve(num_layers);
+  }
+  absl::Status AddLayer(std::string_view record) override {
+    if (chunk_.layers.size() >= num_layers_) {
+      return absl::InvalidArgumentError(absl::StrCat("chunk writer: more than ", num_layers_, " layers"));
+    }
+    chunk_.layers.emplace_back(record);
+    return absl::OkStatus();
+  }
+  absl::Status Commit() override {
+    if (chunk_.layers.size() != num_layers_ || commit_ == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat("chunk writer: commit after ",
+                                                        chunk_.layers.size(), " of ", num_layers_,
+                                                        " layers"));
+    }
+    auto chunk = std::make_shared<const EncodedChunk>(std::move(chunk_));
+    auto commit = std::move(commit_);
+    commit_ = nullptr;
+    return commit(std::move(chunk));
+  }
+
+ private:
+  const uint32_t num_layers_;
+  std::function<absl::Status(std::shared_ptr<const EncodedChunk>)> commit_;
+  EncodedChunk chunk_;
+};
+
 }  // namespace
+
+std::unique_ptr<ChunkWriter> NewBufferingWriter(
+    std::string header, uint32_t num_layers,
+    std::function<absl::Status(std::shared_ptr<const EncodedChunk>)> commit) {
+  return std::make_unique<BufferingWriter>(std::move(header), num_layers, std::move(commit));
+}
+
+absl::StatusOr<std::unique_ptr<ChunkWriter>> Tier::BeginPut(const ChunkKey& key, std::string header,
+                                                            uint64_t total_bytes) {
+  absl::StatusOr<uint32_t> layers = PeekNumLayers(header);
+  if (!layers.ok() || *layers == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("BeginPut: malformed header for key ", key.ToHex()));
+  }
+  return NewBufferingWriter(std::move(header), *layers,
+                            [this, key](std::shared_ptr<const EncodedChunk> c) { return Put(key, std::move(c)); });
+}
 
 PinnedBytes PinnedBytes::FromString(std::string s) {
   auto owner = std::make_shared<const std::string>(std::move(s));

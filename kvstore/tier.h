@@ -45,6 +45,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -162,6 +163,29 @@ class ChunkReader {
   virtual bool OnLayer(uint32_t layer, std::optional<PinnedBytes> blob) = 0;
 };
 
+// ChunkWriter: one chunk written layer by layer (Tier::BeginPut,
+// TieredStore::BeginPut). Layers arrive in order 0..L-1; Commit writes the
+// header, the commit marker, and only then is the chunk visible. A writer
+// destroyed before Commit (or after a failed one) is aborted: what it wrote
+// is removed, and a process killed mid-write leaves nothing a reader can
+// see (the tier reclaims the orphaned layers on its own; docs/kvstore.md).
+// Not thread-safe: one caller drives one writer.
+class ChunkWriter {
+ public:
+  virtual ~ChunkWriter() = default;
+  // AddLayer: the next layer's record (kv_chunk.h format), copied or
+  // written before the call returns.
+  virtual absl::Status AddLayer(std::string_view record) = 0;
+  // Commit: after the last layer; FailedPrecondition if layers are missing.
+  virtual absl::Status Commit() = 0;
+};
+
+// NewBufferingWriter: a ChunkWriter that gathers the chunk in memory and
+// hands it whole to `commit` (a tier's or the store's Put) at Commit.
+std::unique_ptr<ChunkWriter> NewBufferingWriter(
+    std::string header, uint32_t num_layers,
+    std::function<absl::Status(std::shared_ptr<const EncodedChunk>)> commit);
+
 // TierKind: what medium a tier is, for consumers that price or plan by it
 // (the cost model's tier, blend::Tier); kOther for anything else (wrappers
 // in tests, future tiers), which such consumers treat as unknown.
@@ -220,6 +244,15 @@ class Tier {
   // ResourceExhausted if it cannot fit (the tier's previous content is intact),
   // InvalidArgument for malformed chunks, Unavailable/Internal on failure.
   virtual absl::Status Put(const ChunkKey& key, std::shared_ptr<const EncodedChunk> chunk) = 0;
+
+  // BeginPut: a layer-wise Put of the chunk whose header blob is `header`
+  // and whose TotalBytes is `total_bytes` (the limits are checked up front:
+  // ResourceExhausted, nothing written). Same errors and replacement rule as
+  // Put. Default: NewBufferingWriter over Put (the RAM and Redis tiers); the
+  // SSD tier writes each layer as it arrives.
+  virtual absl::StatusOr<std::unique_ptr<ChunkWriter>> BeginPut(const ChunkKey& key,
+                                                                 std::string header,
+                                                                 uint64_t total_bytes);
 
   // Delete: removes `key` (header first). OK if absent.
   virtual absl::Status Delete(const ChunkKey& key) = 0;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "kvstore/internal/fanout_writer.h"
 #include "kvstore/internal/sync.h"
 
 namespace ragkv::kvstore {
@@ -114,6 +115,39 @@ class TieredStore::Impl {
     queue_.push_back(std::move(p));
     cv_.SignalAll();
     return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::unique_ptr<ChunkWriter>> BeginPut(const ChunkKey& key, std::string header,
+                                                         uint64_t total_bytes) {
+    absl::StatusOr<KvChunkHeader> h = DecodeHeader(header);
+    if (!h.ok()) {
+      return absl::Status(h.status().code(),
+                          absl::StrCat("Put ", key.ToHex(), ": bad header: ", h.status().message()));
+    }
+    if (h->key != key) {
+      return absl::InvalidArgumentError(absl::StrCat("Put ", key.ToHex(), ": header is for key ",
+                                                     h->key.ToHex()));
+    }
+    if (options_.write_policy == WritePolicy::kWriteBack && tiers_.size() > 1) {
+      // The queue holds whole chunks: gather, then the ordinary Put.
+      return NewBufferingWriter(std::move(header), h->num_layers,
+                                [this, key](std::shared_ptr<const EncodedChunk> c) { return Put(key, std::move(c)); });
+    }
+    std::vector<internal::FanoutTarget> targets(tiers_.size());
+    for (size_t i = 0; i < tiers_.size(); ++i) {
+      targets[i].index = i;
+      targets[i].name = std::string(tiers_[i]->Name());
+      absl::StatusOr<std::unique_ptr<ChunkWriter>> w = tiers_[i]->BeginPut(key, header, total_bytes);
+      if (w.ok()) {
+        targets[i].writer = *std::move(w);
+      } else {
+        targets[i].begin_error = w.status();
+      }
+    }
+    const size_t best_effort_from =
+        tiers_.size() - std::min(options_.best_effort_tiers, tiers_.size() - 1);
+    return internal::NewFanoutWriter(*std::move(h), options_.verify_on_put, std::move(targets),
+                                     best_effort_from, &tier_errors_);
   }
 
   void WriteBackLoop() {
@@ -588,6 +622,12 @@ TieredStore::~TieredStore() {
   if (!s.ok()) {
     RAGKV_LOG(WARNING) << "kvstore: flush on shutdown: " << s;
   }
+}
+
+absl::StatusOr<std::unique_ptr<ChunkWriter>> TieredStore::BeginPut(const ChunkKey& key,
+                                                                   std::string header,
+                                                                   uint64_t total_bytes) {
+  return impl_->BeginPut(key, std::move(header), total_bytes);
 }
 
 absl::Status TieredStore::Put(const ChunkKey& key, std::shared_ptr<const EncodedChunk> chunk) {

@@ -140,6 +140,18 @@ class TieredStore {
   // first failure, if any, is returned.
   absl::Status Put(const ChunkKey& key, std::shared_ptr<const EncodedChunk> chunk);
 
+  // BeginPut: Put layer by layer, for a chunk that arrives that way (the
+  // PutChunk stream): `header` is the encoded header blob, `total_bytes` the
+  // chunk's TotalBytes (each tier checks its limits up front). Write-through:
+  // every tier's writer receives each layer as it is added (the SSD tier
+  // writes it at once; RAM and Redis gather it), each record verified first
+  // with verify_on_put; a required tier's failure fails the write at once,
+  // and destroying the writer then aborts it in every tier; Commit commits
+  // tier by tier with Put's rules. A chunk is visible in a tier only from
+  // its Commit. Write-back: the chunk is gathered and Put at Commit.
+  absl::StatusOr<std::unique_ptr<ChunkWriter>> BeginPut(const ChunkKey& key, std::string header,
+                                                         uint64_t total_bytes);
+
   // Get: the whole chunk, or std::nullopt on a miss (see class comment).
   // Errors are returned only for invalid calls; tier failures are misses.
   absl::StatusOr<std::optional<ChunkHandle>> Get(const ChunkKey& key, const Fingerprint& fp);

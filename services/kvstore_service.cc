@@ -152,24 +152,43 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* KVStoreServiceImpl::PutChunk(
   ao.budget = ctx_->put_budget;
   auto state = std::make_shared<internal::PutChunkAssembler>(ao);
   auto resp = std::make_shared<v1::PutChunkResponse>();
+  // Each layer goes to the store as it is encoded (TieredStore::BeginPut:
+  // the SSD tier writes it at once), so a stream holds one layer, not the
+  // chunk; the chunk becomes visible only at Commit in on_end. A stream
+  // that fails or is cut destroys the writer, which aborts it everywhere.
+  auto writer = std::make_shared<std::unique_ptr<kvstore::ChunkWriter>>();
+  auto present = std::make_shared<bool>(false);
+  internal::PutChunkAssembler* a = state.get();
+  state->SetLayerSink([this, a, writer, present](uint32_t layer, std::string rec) -> absl::Status {
+    if (layer == 0) {
+      RETURN_IF_ERROR(NeedStore(ctx_));
+      ASSIGN_OR_RETURN(kvstore::KvChunkHeader h, a->Header());
+      if (!a->header().replace() && StoredBeyondTier0(ctx_->store, h.key)) {
+        *present = true;  // first writer wins; the layers are checked, not stored
+        return absl::OkStatus();
+      }
+      ASSIGN_OR_RETURN(*writer, ctx_->store->BeginPut(h.key, a->header_blob(), a->total_bytes()));
+    }
+    return *present ? absl::OkStatus() : (*writer)->AddLayer(rec);
+  });
   auto on_message = [state](v1::KVRecord&& rec) -> absl::Status {
     return state->Add(std::move(rec));
   };
-  auto on_end = [this, state, resp]() -> absl::Status {
+  auto on_end = [this, state, resp, writer, present]() -> absl::Status {
     RETURN_IF_ERROR(NeedStore(ctx_));
     ASSIGN_OR_RETURN(kvstore::KvChunkHeader h, state->Finish());
     resp->set_key(state->header().key());
-    if (!state->header().replace() && StoredBeyondTier0(ctx_->store, h.key)) {
+    if (*present) {
       resp->set_already_present(true);
       return absl::OkStatus();
     }
-    ASSIGN_OR_RETURN(kvstore::EncodedChunk encoded, state->Take());
-    auto chunk = std::make_shared<kvstore::EncodedChunk>(std::move(encoded));
-    const size_t total = chunk->TotalBytes();
+    if (*writer == nullptr) return absl::InternalError("PutChunk: no store writer");
+    const uint64_t total = state->total_bytes();
     // Write-through (backends.cc): OK means every required tier -- the SSD
     // tier, RocksDB WAL written (and fsynced with --sync-writes) -- holds
     // the chunk, so an acknowledged Put survives kill -9.
-    RETURN_IF_ERROR(ctx_->store->Put(h.key, std::move(chunk)));
+    RETURN_IF_ERROR((*writer)->Commit());
+    writer->reset();
     resp->set_bytes_stored(total);
     if (state->header().replace()) resp->set_replaced(true);
     ctx_->metrics->Add("ragkv_kv_put_bytes_total", "", static_cast<double>(total));

@@ -28,6 +28,8 @@ constexpr char kMetaFamily[] = "meta";
 constexpr uint8_t kMetaVersion = 1;
 constexpr size_t kMetaBytes = 1 + 8 + 4 + 16 + 8;
 
+}  // namespace
+
 // The one place rocksdb::Status is translated (style.md).
 absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
   if (s.ok()) return absl::OkStatus();
@@ -70,6 +72,14 @@ bool DecodeMeta(std::string_view s, Meta* m) {
   std::memcpy(&m->seq, s.data() + 29, 8);
   return m->layers > 0 && m->layers <= kMaxLayers;
 }
+
+std::string PendingKey(const ChunkKey& k) {
+  std::string s(k.AsBytes());
+  s.push_back('P');
+  return s;
+}
+
+namespace {
 
 // Layers of at least this many bytes (on average) are read one Get per
 // layer, spread over the read threads; smaller ones in one MultiGet.
@@ -169,31 +179,45 @@ absl::Status SsdTier::LoadIndexLocked() {
     index_.clear();
     lru_.clear();
     used_ = 0;
+    for (const auto& [k, reserved] : streaming_) used_ += reserved;  // live writers
   }
   std::vector<std::pair<uint64_t, std::pair<ChunkKey, Meta>>> by_seq;
+  std::vector<std::pair<ChunkKey, Meta>> pending;
   {
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read_options_, meta_));
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      absl::StatusOr<ChunkKey> key = ChunkKey::FromBytes(std::string_view(it->key().data(), it->key().size()));
+      std::string_view raw(it->key().data(), it->key().size());
+      const bool is_pending = raw.size() == 17 && raw.back() == 'P';
+      absl::StatusOr<ChunkKey> key = ChunkKey::FromBytes(is_pending ? raw.substr(0, 16) : raw);
       Meta m;
       if (!key.ok() || !DecodeMeta(std::string_view(it->value().data(), it->value().size()), &m)) {
         RAGKV_LOG(WARNING) << "ssd tier: skipping malformed meta record";
         counters().corrupt_records.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
-      by_seq.push_back({m.seq, {*key, m}});
+      if (is_pending) {
+        pending.push_back({*key, m});
+      } else {
+        by_seq.push_back({m.seq, {*key, m}});
+      }
     }
     RETURN_IF_ERROR(FromRocks(it->status(), "index scan"));
   }
+
   std::sort(by_seq.begin(), by_seq.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
-  internal::MutexLock lock(&mu_);
-  for (auto& [seq, km] : by_seq) {
-    lru_.push_front(km.first);
-    index_[km.first] = Entry{km.second, lru_.begin()};
-    used_ += km.second.bytes;
-    next_seq_ = std::max(next_seq_, seq + 1);
+  {
+    internal::MutexLock lock(&mu_);
+    for (auto& [seq, km] : by_seq) {
+      lru_.push_front(km.first);
+      index_[km.first] = Entry{km.second, lru_.begin()};
+      used_ += km.second.bytes;
+      next_seq_ = std::max(next_seq_, seq + 1);
+    }
+    for (const auto& [k, m] : pending) next_seq_ = std::max(next_seq_, m.seq + 1);
   }
+  RETURN_IF_ERROR(ReclaimPendingLocked(pending));  // after the index: committed keys keep their layers
+  internal::MutexLock lock(&mu_);
   RAGKV_LOG(INFO) << "ssd tier '" << options_.name << "' opened at " << options_.path << ": "
                   << index_.size() << " chunks, " << used_ << " bytes";
   // A smaller budget than last time: evict the oldest.
@@ -332,16 +356,7 @@ absl::Status SsdTier::Put(const ChunkKey& key, std::shared_ptr<const EncodedChun
       old = it->second.meta;
       freed = old->bytes;
     }
-    // Pick LRU victims (other than `key`) until the new chunk fits.
-    auto lit = lru_.end();
-    uint64_t projected = used_ - freed;
-    while (projected + bytes > options_.capacity_bytes && lit != lru_.begin()) {
-      --lit;
-      if (*lit == key) continue;
-      const Meta& vm = index_.at(*lit).meta;
-      victims.push_back({*lit, vm});
-      projected -= vm.bytes;
-    }
+    victims = PickVictimsLocked(key, bytes, freed);
     meta.seq = next_seq_++;
   }
   for (const auto& [k, m] : victims) AddDeleteLocked(&batch, k, m);
@@ -599,6 +614,21 @@ void SsdTier::AddDeleteLocked(rocksdb::WriteBatch* batch, const ChunkKey& key, c
   batch->Delete(kv_, HeaderKey(key));
   for (uint32_t i = 0; i < m.layers; ++i) batch->Delete(kv_, LayerKey(key, i));
   batch->Delete(meta_, rocksdb::Slice(key.AsBytes().data(), 16));
+}
+
+std::vector<std::pair<ChunkKey, Meta>> SsdTier::PickVictimsLocked(const ChunkKey& key,
+                                                                  uint64_t bytes, uint64_t freed) {
+  std::vector<std::pair<ChunkKey, Meta>> victims;
+  auto lit = lru_.end();
+  uint64_t projected = used_ - freed;
+  while (projected + bytes > options_.capacity_bytes && lit != lru_.begin()) {
+    --lit;
+    if (*lit == key) continue;
+    const Meta& vm = index_.at(*lit).meta;
+    victims.push_back({*lit, vm});
+    projected -= vm.bytes;
+  }
+  return victims;
 }
 
 std::pair<ChunkKey, Meta> SsdTier::PopLruLocked() {

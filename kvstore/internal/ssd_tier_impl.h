@@ -46,6 +46,15 @@ struct Meta {
   uint64_t seq = 0;
 };
 
+// Record keys and formats of the two families (docs/kvstore.md), and the
+// one translation of rocksdb::Status. Defined in ssd_tier_impl.cc.
+absl::Status FromRocks(const rocksdb::Status& s, std::string_view what);
+std::string HeaderKey(const ChunkKey& k);               // kv: key16 'H'
+std::string LayerKey(const ChunkKey& k, uint32_t layer);  // kv: key16 'L' be32
+std::string PendingKey(const ChunkKey& k);              // meta: key16 'P'
+std::string EncodeMeta(const Meta& m);
+bool DecodeMeta(std::string_view s, Meta* m);
+
 // ReadPool: threads that read layers of large chunks for GetLayers (see
 // SsdTierOptions::read_threads). Defined in ssd_tier_impl.cc.
 class ReadPool;
@@ -71,12 +80,34 @@ class SsdTier final : public Tier {
                                               uint32_t count) override;
   absl::StatusOr<bool> Contains(const ChunkKey& key) override;
   absl::Status Put(const ChunkKey& key, std::shared_ptr<const EncodedChunk> chunk) override;
+  // BeginPut: streams layers to the database as they arrive (defined in
+  // ssd_tier_stream.cc): a pending record (meta: key16 'P') and the budget
+  // reservation first, each layer as its own write, then header + meta in
+  // one batch (synced with sync_writes). Open reclaims pending records a
+  // dead process left, with their layers. A key already stored or being
+  // streamed gets a buffering writer (the atomic Put at Commit).
+  absl::StatusOr<std::unique_ptr<ChunkWriter>> BeginPut(const ChunkKey& key, std::string header,
+                                                         uint64_t total_bytes) override;
   absl::Status Delete(const ChunkKey& key) override;
   absl::StatusOr<uint64_t> DeleteByFingerprint(const Fingerprint& fp) override;
   absl::Status Flush() override;
   TierStats Stats() const override;
 
  private:
+  friend class SsdChunkWriter;
+  // The streaming writer's steps (ssd_tier_stream.cc).
+  absl::Status PutStreamLayer(const ChunkKey& key, uint32_t layer, std::string_view record);
+  absl::Status CommitStream(const ChunkKey& key, const std::string& header, Meta meta);
+  void AbortStream(const ChunkKey& key, const Meta& meta);
+  // ReclaimPendingLocked: deletes the pending records (and their layers)
+  // that no live writer of this process owns; called by LoadIndexLocked.
+  absl::Status ReclaimPendingLocked(const std::vector<std::pair<ChunkKey, Meta>>& pending)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  // PickVictimsLocked: LRU chunks other than `key` to evict so that `bytes`
+  // more fit beside `freed` bytes released.
+  std::vector<std::pair<ChunkKey, Meta>> PickVictimsLocked(const ChunkKey& key, uint64_t bytes,
+                                                           uint64_t freed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct Entry {
     Meta meta;
     std::list<ChunkKey>::iterator lru;
@@ -157,7 +188,9 @@ class SsdTier final : public Tier {
   mutable internal::Mutex mu_;
   absl::flat_hash_map<ChunkKey, Entry> index_ ABSL_GUARDED_BY(mu_);
   std::list<ChunkKey> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
-  uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;  // stored chunks + streams' reservations
+  // streaming_: keys with a live streaming writer -> bytes reserved.
+  absl::flat_hash_map<ChunkKey, uint64_t> streaming_ ABSL_GUARDED_BY(mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
 };
 

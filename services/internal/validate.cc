@@ -165,7 +165,7 @@ absl::Status PutChunkAssembler::AddHeader(v1::KVHeader&& hdr) {
 }
 
 absl::Status PutChunkAssembler::AddLayer(const v1::LayerKV& kv) {
-  const size_t done = chunk_.layers.size();
+  const size_t done = layers_done_;
   if (kv.layer() != done || kv.layer() >= header_.layout().num_layers()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("PutChunk: got layer %d, expected %d", kv.layer(), done));
@@ -186,15 +186,17 @@ absl::Status PutChunkAssembler::AddLayer(const v1::LayerKV& kv) {
   auto k = kernels::TensorView::Contiguous(kv.k().data(), h.dtype, {H, T, D});
   auto v = kernels::TensorView::Contiguous(kv.v().data(), h.dtype, {H, T, D});
   ASSIGN_OR_RETURN(std::string rec, kvstore::EncodeLayer(h, kv.layer(), k, v));
+  ++layers_done_;
+  if (sink_) return sink_(kv.layer(), std::move(rec));
   chunk_.layers.push_back(std::move(rec));
   return absl::OkStatus();
 }
 
 absl::StatusOr<kvstore::KvChunkHeader> PutChunkAssembler::Finish() const {
   if (!have_header_) return absl::InvalidArgumentError("PutChunk: no header");
-  if (chunk_.layers.size() != chunk_header_.num_layers) {
+  if (layers_done_ != chunk_header_.num_layers) {
     return absl::InvalidArgumentError(absl::StrFormat("PutChunk: stream ended after %d of %d layers",
-                                                      chunk_.layers.size(),
+                                                      layers_done_,
                                                       chunk_header_.num_layers));
   }
   return chunk_header_;
@@ -202,11 +204,13 @@ absl::StatusOr<kvstore::KvChunkHeader> PutChunkAssembler::Finish() const {
 
 absl::StatusOr<kvstore::EncodedChunk> PutChunkAssembler::Encode() const {
   RETURN_IF_ERROR(Finish().status());
+  if (sink_) return absl::FailedPreconditionError("PutChunk: the layers went to a sink");
   return chunk_;
 }
 
 absl::StatusOr<kvstore::EncodedChunk> PutChunkAssembler::Take() {
   RETURN_IF_ERROR(Finish().status());
+  if (sink_) return absl::FailedPreconditionError("PutChunk: the layers went to a sink");
   return std::move(chunk_);
 }
 

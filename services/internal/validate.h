@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -100,6 +101,21 @@ class PutChunkAssembler {
   explicit PutChunkAssembler(Options options) : options_(options) {}
 
   absl::Status Add(v1::KVRecord&& rec);
+  // SetLayerSink: from now on each encoded layer record goes to `sink`
+  // (layer index, record) as soon as it is built, instead of being kept;
+  // an error from the sink fails Add. Encode and Take then refuse.
+  void SetLayerSink(std::function<absl::Status(uint32_t, std::string)> sink) {
+    sink_ = std::move(sink);
+  }
+  // header_blob / total_bytes: the encoded header and the whole chunk's
+  // size (valid once the header record was added).
+  const std::string& header_blob() const { return chunk_.header; }
+  uint64_t total_bytes() const { return chunk_header_.UncompressedBytes(); }
+  // Header: the header's fields once the header record was added.
+  absl::StatusOr<kvstore::KvChunkHeader> Header() const {
+    if (!have_header_) return absl::InvalidArgumentError("PutChunk: no header");
+    return chunk_header_;
+  }
   // Finish: the validated chunk's header fields (codec raw, no compression).
   absl::StatusOr<kvstore::KvChunkHeader> Finish() const;
   // Encode: Finish, then a copy of the chunk in kvstore's record format.
@@ -119,6 +135,8 @@ class PutChunkAssembler {
   kvstore::KvChunkHeader chunk_header_;
   kvstore::EncodedChunk chunk_;
   size_t layer_bytes_ = 0;
+  uint32_t layers_done_ = 0;
+  std::function<absl::Status(uint32_t, std::string)> sink_;
   ByteBudget::Reservation reservation_;
 };
 
