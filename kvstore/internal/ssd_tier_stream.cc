@@ -187,17 +187,22 @@ absl::Status SsdTier::CommitStream(const ChunkKey& key, const std::string& heade
 }
 
 void SsdTier::AbortStream(const ChunkKey& key, const Meta& meta) {
-  {
+  // write_mu_ is held until the reservation is released, so no BeginPut of
+  // the key can start (and be deleted by this batch) before the rows are gone.
+  internal::MutexLock write_lock(&write_mu_);
+  auto release = [&] {
     internal::MutexLock lock(&mu_);
     auto it = streaming_.find(key);
     if (it != streaming_.end()) {
       used_ -= it->second;
       streaming_.erase(it);
     }
-  }
-  internal::MutexLock write_lock(&write_mu_);
+  };
   internal::ReaderMutexLock db_lock(&db_mu_);
-  if (db_ == nullptr) return;  // the pending record is reclaimed at the next open
+  if (db_ == nullptr) {  // the pending record is reclaimed at the next open
+    release();
+    return;
+  }
   bool committed_by_other;  // a whole Put of the key landed during the stream
   {
     internal::MutexLock lock(&mu_);
@@ -211,6 +216,7 @@ void SsdTier::AbortStream(const ChunkKey& key, const Meta& meta) {
     RAGKV_LOG(WARNING) << FromRocks(s, absl::StrCat("abort ", key.ToHex()))
                        << " (reclaimed at the next open)";
   }
+  release();
 }
 
 absl::Status SsdTier::ReclaimPendingLocked(const std::vector<std::pair<ChunkKey, Meta>>& pending) {
