@@ -330,13 +330,7 @@ absl::Status SsdTier::Put(const ChunkKey& key, std::shared_ptr<const EncodedChun
         absl::StrCat("ssd tier Put: malformed chunk for key ", key.ToHex()));
   }
   const uint64_t bytes = chunk->TotalBytes();
-  const uint64_t max_bytes =
-      options_.max_chunk_bytes > 0 ? options_.max_chunk_bytes : options_.capacity_bytes;
-  if (bytes > max_bytes || bytes > options_.capacity_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat("ssd tier Put: chunk of ", bytes,
-                                                     " bytes exceeds the limit of ", max_bytes,
-                                                     " bytes"));
-  }
+  RETURN_IF_ERROR(CheckChunkBytes(bytes));
   internal::MutexLock write_lock(&write_mu_);
   if (write_failed_) RETURN_IF_ERROR(RecoverAfterWriteErrorLocked());
   internal::ReaderMutexLock db_lock(&db_mu_);
@@ -614,6 +608,17 @@ void SsdTier::AddDeleteLocked(rocksdb::WriteBatch* batch, const ChunkKey& key, c
   batch->Delete(kv_, HeaderKey(key));
   for (uint32_t i = 0; i < m.layers; ++i) batch->Delete(kv_, LayerKey(key, i));
   batch->Delete(meta_, rocksdb::Slice(key.AsBytes().data(), 16));
+}
+
+absl::Status SsdTier::CheckChunkBytes(uint64_t bytes) const {
+  const uint64_t max_bytes =
+      options_.max_chunk_bytes > 0 ? options_.max_chunk_bytes : options_.capacity_bytes;
+  if (bytes > max_bytes || bytes > options_.capacity_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("ssd tier Put: chunk of ", bytes,
+                                                     " bytes exceeds the limit of ", max_bytes,
+                                                     " bytes"));
+  }
+  return absl::OkStatus();
 }
 
 std::vector<std::pair<ChunkKey, Meta>> SsdTier::PickVictimsLocked(const ChunkKey& key,

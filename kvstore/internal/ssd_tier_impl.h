@@ -103,6 +103,9 @@ class SsdTier final : public Tier {
   // that no live writer of this process owns; called by LoadIndexLocked.
   absl::Status ReclaimPendingLocked(const std::vector<std::pair<ChunkKey, Meta>>& pending)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(db_mu_);
+  // CheckChunkBytes: ResourceExhausted when a chunk of `bytes` exceeds
+  // max_chunk_bytes (or the capacity).
+  absl::Status CheckChunkBytes(uint64_t bytes) const;
   // PickVictimsLocked: LRU chunks other than `key` to evict so that `bytes`
   // more fit beside `freed` bytes released.
   std::vector<std::pair<ChunkKey, Meta>> PickVictimsLocked(const ChunkKey& key, uint64_t bytes,

@@ -72,13 +72,7 @@ absl::StatusOr<std::unique_ptr<ChunkWriter>> SsdTier::BeginPut(const ChunkKey& k
   if (!fp.ok() || !layers.ok() || *layers == 0 || total_bytes <= header.size()) {
     return absl::InvalidArgumentError(absl::StrCat("ssd tier BeginPut: malformed chunk for key ", key.ToHex()));
   }
-  const uint64_t max_bytes =
-      options_.max_chunk_bytes > 0 ? options_.max_chunk_bytes : options_.capacity_bytes;
-  if (total_bytes > max_bytes || total_bytes > options_.capacity_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat("ssd tier Put: chunk of ", total_bytes,
-                                                     " bytes exceeds the limit of ", max_bytes,
-                                                     " bytes"));
-  }
+  RETURN_IF_ERROR(CheckChunkBytes(total_bytes));
   internal::MutexLock write_lock(&write_mu_);
   if (write_failed_) RETURN_IF_ERROR(RecoverAfterWriteErrorLocked());
   internal::ReaderMutexLock db_lock(&db_mu_);
