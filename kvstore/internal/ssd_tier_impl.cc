@@ -179,7 +179,7 @@ absl::Status SsdTier::LoadIndexLocked() {
     index_.clear();
     lru_.clear();
     used_ = 0;
-    for (const auto& [k, reserved] : streaming_) used_ += reserved;  // live writers
+    for (const auto& [k, st] : streaming_) used_ += st.reserved;  // live writers
   }
   std::vector<std::pair<uint64_t, std::pair<ChunkKey, Meta>>> by_seq;
   std::vector<std::pair<ChunkKey, Meta>> pending;
@@ -350,7 +350,7 @@ absl::Status SsdTier::Put(const ChunkKey& key, std::shared_ptr<const EncodedChun
       old = it->second.meta;
       freed = old->bytes;
     }
-    victims = PickVictimsLocked(key, bytes, freed);
+    ASSIGN_OR_RETURN(victims, PickVictimsLocked(key, bytes, freed));
     meta.seq = next_seq_++;
   }
   for (const auto& [k, m] : victims) AddDeleteLocked(&batch, k, m);
@@ -378,6 +378,7 @@ absl::Status SsdTier::Put(const ChunkKey& key, std::shared_ptr<const EncodedChun
     lru_.push_front(key);
     index_[key] = Entry{meta, lru_.begin()};
     used_ += bytes;
+    EndStreamsLocked(&key, nullptr, /*deleted=*/false);
   }
   counters().evictions.fetch_add(victims.size(), std::memory_order_relaxed);
   counters().puts.fetch_add(1, std::memory_order_relaxed);
@@ -409,8 +410,9 @@ absl::Status SsdTier::Delete(const ChunkKey& key) {
     counters().errors.fetch_add(1, std::memory_order_relaxed);
     return FromRocks(s, absl::StrCat("delete ", key.ToHex()));
   }
+  internal::MutexLock lock(&mu_);
+  EndStreamsLocked(&key, nullptr, /*deleted=*/true);
   if (m.has_value()) {
-    internal::MutexLock lock(&mu_);
     RemoveIndexLocked(key);
     counters().deletes.fetch_add(1, std::memory_order_relaxed);
   }
@@ -424,6 +426,7 @@ absl::StatusOr<uint64_t> SsdTier::DeleteByFingerprint(const Fingerprint& fp) {
   std::vector<std::pair<ChunkKey, Meta>> doomed;
   {
     internal::MutexLock lock(&mu_);
+    EndStreamsLocked(nullptr, &fp, /*deleted=*/true);
     for (const auto& [k, e] : index_) {
       if (e.meta.fingerprint == fp) doomed.push_back({k, e.meta});
     }
@@ -621,8 +624,8 @@ absl::Status SsdTier::CheckChunkBytes(uint64_t bytes) const {
   return absl::OkStatus();
 }
 
-std::vector<std::pair<ChunkKey, Meta>> SsdTier::PickVictimsLocked(const ChunkKey& key,
-                                                                  uint64_t bytes, uint64_t freed) {
+absl::StatusOr<std::vector<std::pair<ChunkKey, Meta>>> SsdTier::PickVictimsLocked(
+    const ChunkKey& key, uint64_t bytes, uint64_t freed) {
   std::vector<std::pair<ChunkKey, Meta>> victims;
   auto lit = lru_.end();
   uint64_t projected = used_ - freed;
@@ -633,7 +636,27 @@ std::vector<std::pair<ChunkKey, Meta>> SsdTier::PickVictimsLocked(const ChunkKey
     victims.push_back({*lit, vm});
     projected -= vm.bytes;
   }
+  if (projected + bytes > options_.capacity_bytes) {
+    uint64_t reserved = 0;
+    for (const auto& [k, st] : streaming_) reserved += st.reserved;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "ssd tier '", options_.name, "': a chunk of ", bytes, " bytes does not fit in ",
+        options_.capacity_bytes, " bytes while live streams reserve ", reserved,
+        " (retry when they finish)"));
+  }
   return victims;
+}
+
+void SsdTier::EndStreamsLocked(const ChunkKey* key, const Fingerprint* fp, bool deleted) {
+  const StreamFate fate = deleted ? StreamFate::kCancelled : StreamFate::kOvertaken;
+  if (key != nullptr) {
+    auto it = streaming_.find(*key);
+    if (it != streaming_.end()) it->second.fate = fate;
+    return;
+  }
+  for (auto& [k, st] : streaming_) {
+    if (st.fingerprint == *fp) st.fate = fate;
+  }
 }
 
 std::pair<ChunkKey, Meta> SsdTier::PopLruLocked() {

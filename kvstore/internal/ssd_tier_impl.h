@@ -95,10 +95,30 @@ class SsdTier final : public Tier {
 
  private:
   friend class SsdChunkWriter;
+  // Stream: a live streaming writer's reservation and fate. A whole Put of
+  // its key overtakes it (its remaining layers are skipped and its Commit
+  // only drops the pending record: the Put's chunk stands, as if the
+  // stream had committed just before it); a Delete of its key (or
+  // fingerprint) cancels it (Aborted on its next layer or Commit).
+  enum class StreamFate { kLive, kOvertaken, kCancelled };
+  struct Stream {
+    uint64_t reserved = 0;
+    Fingerprint fingerprint{};
+    StreamFate fate = StreamFate::kLive;
+  };
   // The streaming writer's steps (ssd_tier_stream.cc).
+  // StreamFateOf: the live stream's fate, or an error to end it with.
+  absl::StatusOr<StreamFate> StreamFateOf(const ChunkKey& key) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   absl::Status PutStreamLayer(const ChunkKey& key, uint32_t layer, std::string_view record);
   absl::Status CommitStream(const ChunkKey& key, const std::string& header, Meta meta);
   void AbortStream(const ChunkKey& key, const Meta& meta);
+  // CommitOvertakenLocked: Commit of a stream a whole Put overtook: drops
+  // the pending record (the Put's chunk stands). OK.
+  absl::Status CommitOvertakenLocked(const ChunkKey& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) ABSL_SHARED_LOCKS_REQUIRED(db_mu_);
+  // ReleaseStream: forgets the stream of `key` and frees its reservation.
+  void ReleaseStream(const ChunkKey& key) ABSL_LOCKS_EXCLUDED(mu_);
   // ReclaimPendingLocked: deletes the pending records (and their layers)
   // that no live writer of this process owns; called by LoadIndexLocked.
   absl::Status ReclaimPendingLocked(const std::vector<std::pair<ChunkKey, Meta>>& pending)
@@ -107,9 +127,18 @@ class SsdTier final : public Tier {
   // max_chunk_bytes (or the capacity).
   absl::Status CheckChunkBytes(uint64_t bytes) const;
   // PickVictimsLocked: LRU chunks other than `key` to evict so that `bytes`
-  // more fit beside `freed` bytes released.
-  std::vector<std::pair<ChunkKey, Meta>> PickVictimsLocked(const ChunkKey& key, uint64_t bytes,
-                                                           uint64_t freed)
+  // more fit beside `freed` bytes released; ResourceExhausted (nothing
+  // picked) when they cannot fit even with every stored chunk evicted,
+  // because live streams hold the rest of the capacity.
+  absl::StatusOr<std::vector<std::pair<ChunkKey, Meta>>> PickVictimsLocked(const ChunkKey& key,
+                                                                           uint64_t bytes,
+                                                                           uint64_t freed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // EndStreamsLocked: marks the live stream of `key` (or, with `fp`, every
+  // stream of that fingerprint) as overtaken by a whole Put (`deleted`
+  // false) or cancelled by a Delete (true). Called with write_mu_ held,
+  // after the write that overtakes them.
+  void EndStreamsLocked(const ChunkKey* key, const Fingerprint* fp, bool deleted)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct Entry {
     Meta meta;
@@ -192,8 +221,8 @@ class SsdTier final : public Tier {
   absl::flat_hash_map<ChunkKey, Entry> index_ ABSL_GUARDED_BY(mu_);
   std::list<ChunkKey> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
   uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;  // stored chunks + streams' reservations
-  // streaming_: keys with a live streaming writer -> bytes reserved.
-  absl::flat_hash_map<ChunkKey, uint64_t> streaming_ ABSL_GUARDED_BY(mu_);
+  // streaming_: keys with a live streaming writer.
+  absl::flat_hash_map<ChunkKey, Stream> streaming_ ABSL_GUARDED_BY(mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
 };
 

@@ -11,6 +11,14 @@
 // record, and the next open (LoadIndexLocked) deletes it with its layers
 // (not the layers of a chunk of that key committed meanwhile). Keys already
 // stored, or being streamed, take the atomic whole-chunk Put instead.
+//
+// Concurrency with whole-chunk writes of the same key (Stream in
+// ssd_tier_impl.h): layer writes hold write_mu_, as Put and Delete do, so a
+// Put that lands mid-stream is never overwritten by the stream's later
+// layers: the stream is overtaken (the rest skipped, Commit OK, the Put's
+// chunk stands); a Delete cancels it (Aborted). The writer refuses layers
+// beyond the declared bytes, and BeginPut refuses (ResourceExhausted) a
+// chunk that cannot fit beside the live streams' reservations.
 #include <memory>
 #include <string>
 
@@ -33,6 +41,11 @@ class SsdChunkWriter final : public ChunkWriter {
     if (committed_ || next_ >= meta_.layers) {
       return absl::InvalidArgumentError(
           absl::StrCat("ssd tier stream ", key_.ToHex(), ": more than ", meta_.layers, " layers"));
+    }
+    if (header_.size() + bytes_ + record.size() > meta_.bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ssd tier stream ", key_.ToHex(), ": layer ", next_, " of ", record.size(),
+          " bytes exceeds the ", meta_.bytes, " bytes declared at BeginPut"));
     }
     RETURN_IF_ERROR(tier_->PutStreamLayer(key_, next_, record));
     bytes_ += record.size();
@@ -91,7 +104,7 @@ absl::StatusOr<std::unique_ptr<ChunkWriter>> SsdTier::BeginPut(const ChunkKey& k
       return NewBufferingWriter(std::move(header), meta.layers,
                                 [this, key](std::shared_ptr<const EncodedChunk> c) { return Put(key, std::move(c)); });
     }
-    victims = PickVictimsLocked(key, total_bytes, 0);
+    ASSIGN_OR_RETURN(victims, PickVictimsLocked(key, total_bytes, 0));
     meta.seq = next_seq_++;
   }
   rocksdb::WriteBatch batch;
@@ -108,22 +121,37 @@ absl::StatusOr<std::unique_ptr<ChunkWriter>> SsdTier::BeginPut(const ChunkKey& k
     internal::MutexLock lock(&mu_);
     for (const auto& [k, m] : victims) RemoveIndexLocked(k);
     RemoveIndexLocked(key);
-    streaming_[key] = total_bytes;
+    streaming_[key] = Stream{total_bytes, *fp, StreamFate::kLive};
     used_ += total_bytes;
   }
   counters().evictions.fetch_add(victims.size(), std::memory_order_relaxed);
   return std::unique_ptr<ChunkWriter>(new SsdChunkWriter(this, key, std::move(header), meta));
 }
 
+absl::StatusOr<SsdTier::StreamFate> SsdTier::StreamFateOf(const ChunkKey& key) const {
+  if (write_failed_) {
+    return absl::UnavailableError(absl::StrCat("ssd tier: a write failed during the stream of ",
+                                               key.ToHex()));
+  }
+  internal::MutexLock lock(&mu_);
+  auto it = streaming_.find(key);
+  if (it == streaming_.end()) {
+    return absl::InternalError(absl::StrCat("ssd tier: no live stream of ", key.ToHex()));
+  }
+  if (it->second.fate == StreamFate::kCancelled) {
+    return absl::AbortedError(absl::StrCat("ssd tier: chunk ", key.ToHex(),
+                                           " was deleted while it was being written"));
+  }
+  return it->second.fate;
+}
+
 absl::Status SsdTier::PutStreamLayer(const ChunkKey& key, uint32_t layer, std::string_view record) {
   ScopedTimerNs timer(&counters().write_ns);
-  {
-    internal::MutexLock write_lock(&write_mu_);
-    if (write_failed_) {
-      return absl::UnavailableError(absl::StrCat("ssd tier: a write failed during the stream of ",
-                                                 key.ToHex()));
-    }
-  }
+  // Held across the write: a whole Put or Delete of the key is ordered
+  // entirely before or after this layer.
+  internal::MutexLock write_lock(&write_mu_);
+  ASSIGN_OR_RETURN(StreamFate fate, StreamFateOf(key));
+  if (fate == StreamFate::kOvertaken) return absl::OkStatus();  // the Put's layers stand
   rocksdb::Status s;
   {
     internal::ReaderMutexLock db_lock(&db_mu_);
@@ -132,7 +160,6 @@ absl::Status SsdTier::PutStreamLayer(const ChunkKey& key, uint32_t layer, std::s
                  rocksdb::Slice(record.data(), record.size()));
   }
   if (s.ok()) return absl::OkStatus();
-  internal::MutexLock write_lock(&write_mu_);
   write_failed_ = true;
   db_up_.store(false);
   counters().errors.fetch_add(1, std::memory_order_relaxed);
@@ -144,12 +171,10 @@ absl::Status SsdTier::PutStreamLayer(const ChunkKey& key, uint32_t layer, std::s
 absl::Status SsdTier::CommitStream(const ChunkKey& key, const std::string& header, Meta meta) {
   ScopedTimerNs timer(&counters().write_ns);
   internal::MutexLock write_lock(&write_mu_);
-  if (write_failed_) {
-    return absl::UnavailableError(absl::StrCat("ssd tier: a write failed during the stream of ",
-                                               key.ToHex()));
-  }
+  ASSIGN_OR_RETURN(StreamFate fate, StreamFateOf(key));
   internal::ReaderMutexLock db_lock(&db_mu_);
   if (db_ == nullptr) return Closed();
+  if (fate == StreamFate::kOvertaken) return CommitOvertakenLocked(key);
   rocksdb::WriteBatch batch;
   batch.Put(kv_, HeaderKey(key), rocksdb::Slice(header));
   batch.Put(meta_, rocksdb::Slice(key.AsBytes().data(), 16), EncodeMeta(meta));
@@ -167,10 +192,10 @@ absl::Status SsdTier::CommitStream(const ChunkKey& key, const std::string& heade
     internal::MutexLock lock(&mu_);
     auto it = streaming_.find(key);
     if (it != streaming_.end()) {
-      used_ -= it->second;
+      used_ -= it->second.reserved;
       streaming_.erase(it);
     }
-    RemoveIndexLocked(key);  // a whole Put of the key during the stream
+    RemoveIndexLocked(key);  // not expected: a Put during the stream overtakes it
     lru_.push_front(key);
     index_[key] = Entry{meta, lru_.begin()};
     used_ += meta.bytes;
@@ -184,14 +209,7 @@ void SsdTier::AbortStream(const ChunkKey& key, const Meta& meta) {
   // write_mu_ is held until the reservation is released, so no BeginPut of
   // the key can start (and be deleted by this batch) before the rows are gone.
   internal::MutexLock write_lock(&write_mu_);
-  auto release = [&] {
-    internal::MutexLock lock(&mu_);
-    auto it = streaming_.find(key);
-    if (it != streaming_.end()) {
-      used_ -= it->second;
-      streaming_.erase(it);
-    }
-  };
+  auto release = [&] { ReleaseStream(key); };
   internal::ReaderMutexLock db_lock(&db_mu_);
   if (db_ == nullptr) {  // the pending record is reclaimed at the next open
     release();
@@ -211,6 +229,29 @@ void SsdTier::AbortStream(const ChunkKey& key, const Meta& meta) {
                        << " (reclaimed at the next open)";
   }
   release();
+}
+
+absl::Status SsdTier::CommitOvertakenLocked(const ChunkKey& key) {
+  // A whole Put of the key landed during the stream and wrote every layer
+  // and the header: only the pending record is left to drop.
+  rocksdb::WriteBatch batch;
+  batch.Delete(meta_, PendingKey(key));
+  rocksdb::Status s = db_->Write(rocksdb::WriteOptions(), &batch);
+  if (!s.ok()) {
+    RAGKV_LOG(WARNING) << FromRocks(s, absl::StrCat("drop pending ", key.ToHex()))
+                       << " (reclaimed at the next open)";
+  }
+  ReleaseStream(key);
+  return absl::OkStatus();
+}
+
+void SsdTier::ReleaseStream(const ChunkKey& key) {
+  internal::MutexLock lock(&mu_);
+  auto it = streaming_.find(key);
+  if (it != streaming_.end()) {
+    used_ -= it->second.reserved;
+    streaming_.erase(it);
+  }
 }
 
 absl::Status SsdTier::ReclaimPendingLocked(const std::vector<std::pair<ChunkKey, Meta>>& pending) {

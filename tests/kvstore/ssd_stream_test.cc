@@ -2,7 +2,10 @@
 // SSD tier (RocksDB in a temp dir): invisible until Commit, byte-identical
 // to a whole Put after it, nothing left by an abort or by a process killed
 // mid-write (reclaimed at the next open), a stored chunk kept intact by a
-// cut replacement, and a bad record failing the write in every tier.
+// cut replacement, a bad record failing the write in every tier, a whole
+// Put or Delete of the key during a stream (the Put stands; the Delete
+// cancels the stream), no overcommit of the budget by live streams, and no
+// layer beyond the declared bytes.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,6 +55,30 @@ void ExpectAbsent(Tier& tier, const TestChunk& c) {
   for (uint32_t l = 0; l < c.header.num_layers; ++l) {
     EXPECT_FALSE(tier.GetLayer(c.key, l)->has_value()) << "layer " << l << " left behind";
   }
+}
+
+// ExpectStored: `tier` holds exactly c (header and every layer).
+void ExpectStored(Tier& tier, const TestChunk& c) {
+  auto h = tier.GetHeader(c.key);
+  ASSERT_TRUE(h.ok() && h->has_value());
+  EXPECT_EQ((*h)->view(), c.encoded->header);
+  for (uint32_t l = 0; l < c.header.num_layers; ++l) {
+    auto r = tier.GetLayer(c.key, l);
+    ASSERT_TRUE(r.ok() && r->has_value()) << "layer " << l;
+    EXPECT_EQ((*r)->view(), c.encoded->layers[l]) << "layer " << l;
+  }
+}
+
+// Same key as Chunk(seed) (same tokens and fingerprint), other bytes.
+TestChunk F16Twin(uint32_t seed) {
+  ChunkSpec s;
+  s.tokens = 64;
+  s.kv_heads = 4;
+  s.head_dim = 16;
+  s.layers = 4;
+  s.token_seed = seed;
+  s.dtype = kernels::DType::kF16;
+  return MakeChunk(s);
 }
 
 TEST(SsdStream, InvisibleUntilCommitThenIdenticalToAWholePut) {
@@ -208,6 +235,123 @@ TEST(SsdStream, TieredBadRecordCommitsNothingAnywhere) {
   ASSERT_TRUE(got.ok() && got->has_value());
   // A header for another key is refused before anything is written.
   EXPECT_FALSE((*store)->BeginPut(Chunk(7).key, c.encoded->header, c.encoded->TotalBytes()).ok());
+}
+
+// A whole Put of the key that lands mid-stream is never overwritten by the
+// stream's later layers: the stream is overtaken (its Commit is OK, as if
+// it had committed just before the Put) and the Put's chunk stands, also
+// when the stream is cut instead, and after a reopen.
+TEST(SsdStream, AWholePutDuringAStreamStands) {
+  TempDir dir;
+  auto tier = OpenSsd(dir.path());
+  const TestChunk a = Chunk(8), b = F16Twin(8);
+  ASSERT_EQ(a.key, b.key);
+  ASSERT_NE(a.encoded->header, b.encoded->header);
+  {
+    auto w = tier->BeginPut(a.key, a.encoded->header, a.encoded->TotalBytes());
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->AddLayer(a.encoded->layers[0]).ok());
+    ASSERT_TRUE(tier->Put(b.key, b.encoded).ok());
+    for (uint32_t l = 1; l < a.header.num_layers; ++l) {
+      ASSERT_TRUE((*w)->AddLayer(a.encoded->layers[l]).ok());
+    }
+    EXPECT_TRUE((*w)->Commit().ok());
+  }
+  ExpectStored(*tier, b);
+  EXPECT_EQ(tier->Stats().bytes_used, b.encoded->TotalBytes());
+  // Cut instead of committed: the abort leaves the Put's layers alone.
+  const TestChunk c = Chunk(9), d = F16Twin(9);
+  {
+    auto w = tier->BeginPut(c.key, c.encoded->header, c.encoded->TotalBytes());
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->AddLayer(c.encoded->layers[0]).ok());
+    ASSERT_TRUE(tier->Put(d.key, d.encoded).ok());
+    ASSERT_TRUE((*w)->AddLayer(c.encoded->layers[1]).ok());
+  }
+  ExpectStored(*tier, d);
+  tier.reset();
+  tier = OpenSsd(dir.path());
+  ExpectStored(*tier, b);
+  ExpectStored(*tier, d);
+  EXPECT_EQ(tier->Stats().bytes_used, b.encoded->TotalBytes() + d.encoded->TotalBytes());
+}
+
+// A Delete of the key (or of its fingerprint) during a stream cancels the
+// stream: its next layer or Commit is Aborted and nothing is left.
+TEST(SsdStream, ADeleteDuringAStreamCancelsIt) {
+  TempDir dir;
+  auto tier = OpenSsd(dir.path());
+  const TestChunk c = Chunk(10);
+  {
+    auto w = tier->BeginPut(c.key, c.encoded->header, c.encoded->TotalBytes());
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->AddLayer(c.encoded->layers[0]).ok());
+    ASSERT_TRUE(tier->Delete(c.key).ok());
+    absl::Status s = (*w)->AddLayer(c.encoded->layers[1]);
+    EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  }
+  ExpectAbsent(*tier, c);
+  {
+    auto w = tier->BeginPut(c.key, c.encoded->header, c.encoded->TotalBytes());
+    ASSERT_TRUE(w.ok());
+    for (const auto& rec : c.encoded->layers) ASSERT_TRUE((*w)->AddLayer(rec).ok());
+    ASSERT_TRUE(tier->DeleteByFingerprint(c.header.fingerprint).ok());
+    absl::Status s = (*w)->Commit();
+    EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  }
+  ExpectAbsent(*tier, c);
+  EXPECT_EQ(tier->Stats().bytes_used, 0u);
+  EXPECT_EQ(tier->Stats().entries, 0u);
+}
+
+// Live streams' reservations cannot be evicted: a chunk that does not fit
+// beside them is refused (ResourceExhausted) and evicts nothing.
+TEST(SsdStream, LiveStreamsAreNeverOvercommitted) {
+  TempDir dir;
+  const TestChunk a = Chunk(11), b = Chunk(12), c = Chunk(13);
+  const uint64_t one = a.encoded->TotalBytes();
+  SsdTierOptions o;
+  o.path = dir.path();
+  o.capacity_bytes = one * 5 / 2;
+  o.sync_writes = false;
+  auto tier = CreateSsdTier(o);
+  ASSERT_TRUE(tier.ok()) << tier.status();
+  auto wa = (*tier)->BeginPut(a.key, a.encoded->header, one);
+  ASSERT_TRUE(wa.ok());
+  ASSERT_TRUE((*tier)->Put(b.key, b.encoded).ok());
+  // c fits only by evicting b; a's reservation stays.
+  auto wc = (*tier)->BeginPut(c.key, c.encoded->header, one);
+  ASSERT_TRUE(wc.ok()) << wc.status();
+  EXPECT_FALSE(*(*tier)->Contains(b.key));
+  absl::Status s = (*tier)->Put(b.key, b.encoded);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  auto wb = (*tier)->BeginPut(b.key, b.encoded->header, one);
+  EXPECT_EQ(wb.status().code(), absl::StatusCode::kResourceExhausted) << wb.status();
+  EXPECT_LE((*tier)->Stats().bytes_used, o.capacity_bytes);
+  wa->reset();  // aborted: its reservation is free again
+  EXPECT_TRUE((*tier)->Put(b.key, b.encoded).ok());
+  for (const auto& rec : c.encoded->layers) ASSERT_TRUE((*wc)->AddLayer(rec).ok());
+  ASSERT_TRUE((*wc)->Commit().ok());
+  ExpectStored(**tier, b);
+  ExpectStored(**tier, c);
+}
+
+// A writer refuses layers beyond the bytes declared at BeginPut (the
+// reservation is what the budget counted).
+TEST(SsdStream, LayersBeyondTheDeclaredBytesAreRefused) {
+  TempDir dir;
+  auto tier = OpenSsd(dir.path());
+  const TestChunk c = Chunk(14);
+  const uint64_t declared = c.encoded->header.size() + c.encoded->layers[0].size() + 1;
+  {
+    auto w = tier->BeginPut(c.key, c.encoded->header, declared);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->AddLayer(c.encoded->layers[0]).ok());
+    absl::Status s = (*w)->AddLayer(c.encoded->layers[1]);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  }
+  ExpectAbsent(*tier, c);
+  EXPECT_EQ(tier->Stats().bytes_used, 0u);
 }
 
 }  // namespace
