@@ -92,6 +92,17 @@ class RamTier final : public Tier {
     return s.map.contains(key);
   }
 
+  absl::Status CheckPutBytes(uint64_t bytes) const override {
+    const uint64_t shard_capacity = options_.capacity_bytes / shards_.size();
+    if (bytes + kEntryOverheadBytes > shard_capacity) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "ram tier Put: chunk of ", bytes, " bytes exceeds the per-shard budget of ",
+          shard_capacity, " bytes (capacity ", options_.capacity_bytes, " / ", shards_.size(),
+          " shards)"));
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status Put(const ChunkKey& key, std::shared_ptr<const EncodedChunk> chunk) override {
     ScopedTimerNs timer(&counters().write_ns);
     if (chunk == nullptr) return absl::InvalidArgumentError("ram tier Put: null chunk");

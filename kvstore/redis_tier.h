@@ -156,6 +156,8 @@ class RedisTier : public Tier {
   // content of other keys is intact; a partially overwritten same key reads
   // as a miss).
   absl::Status Put(const ChunkKey& key, std::shared_ptr<const EncodedChunk> chunk) override;
+  // CheckPutBytes: ResourceExhausted above max_chunk_bytes.
+  absl::Status CheckPutBytes(uint64_t total_bytes) const override;
   absl::Status Delete(const ChunkKey& key) override;
   absl::StatusOr<uint64_t> DeleteByFingerprint(const Fingerprint& fp) override;
 

@@ -133,6 +133,15 @@ absl::StatusOr<std::vector<uint32_t>> StoredPartCounts(internal::RedisExecutor& 
 
 // ------------------------------------------------------------------- writes --
 
+absl::Status RedisTier::CheckPutBytes(uint64_t total_bytes) const {
+  if (total_bytes > options_.max_chunk_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("redis tier: a chunk of ", total_bytes,
+                                                     " bytes is above max_chunk_bytes ",
+                                                     options_.max_chunk_bytes));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RedisTier::Put(const ChunkKey& key, std::shared_ptr<const EncodedChunk> chunk) {
   ScopedTimerNs timer(&counters().write_ns);
   if (chunk == nullptr) return absl::InvalidArgumentError("redis tier: Put of a null chunk");

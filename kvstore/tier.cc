@@ -61,9 +61,13 @@ absl::StatusOr<std::unique_ptr<ChunkWriter>> Tier::BeginPut(const ChunkKey& key,
   if (!layers.ok() || *layers == 0) {
     return absl::InvalidArgumentError(absl::StrCat("BeginPut: malformed header for key ", key.ToHex()));
   }
+  absl::Status fits = CheckPutBytes(total_bytes);
+  if (!fits.ok()) return fits;
   return NewBufferingWriter(std::move(header), *layers,
                             [this, key](std::shared_ptr<const EncodedChunk> c) { return Put(key, std::move(c)); });
 }
+
+absl::Status Tier::CheckPutBytes(uint64_t) const { return absl::OkStatus(); }
 
 PinnedBytes PinnedBytes::FromString(std::string s) {
   auto owner = std::make_shared<const std::string>(std::move(s));

@@ -248,11 +248,21 @@ class Tier {
   // BeginPut: a layer-wise Put of the chunk whose header blob is `header`
   // and whose TotalBytes is `total_bytes` (the limits are checked up front:
   // ResourceExhausted, nothing written). Same errors and replacement rule as
-  // Put. Default: NewBufferingWriter over Put (the RAM and Redis tiers); the
-  // SSD tier writes each layer as it arrives.
+  // Put. Default: CheckPutBytes, then NewBufferingWriter over Put (the RAM
+  // and Redis tiers); the SSD tier writes each layer as it arrives.
   virtual absl::StatusOr<std::unique_ptr<ChunkWriter>> BeginPut(const ChunkKey& key,
                                                                  std::string header,
                                                                  uint64_t total_bytes);
+
+  // StreamsPut: whether BeginPut writes each layer as it arrives (true:
+  // the SSD tier) or gathers the chunk for one Put (false: then
+  // TieredStore::BeginPut gathers one copy for all such tiers and calls
+  // their Put at Commit, after CheckPutBytes).
+  virtual bool StreamsPut() const { return false; }
+
+  // CheckPutBytes: ResourceExhausted when a chunk of `total_bytes` can never
+  // be Put here (above the tier's per-chunk or total limit). Default: OK.
+  virtual absl::Status CheckPutBytes(uint64_t total_bytes) const;
 
   // Delete: removes `key` (header first). OK if absent.
   virtual absl::Status Delete(const ChunkKey& key) = 0;

@@ -137,6 +137,11 @@ class TieredStore::Impl {
     for (size_t i = 0; i < tiers_.size(); ++i) {
       targets[i].index = i;
       targets[i].name = std::string(tiers_[i]->Name());
+      if (!tiers_[i]->StreamsPut()) {  // gathered once for all such tiers
+        targets[i].begin_error = tiers_[i]->CheckPutBytes(total_bytes);
+        if (targets[i].begin_error.ok()) targets[i].gather = tiers_[i].get();
+        continue;
+      }
       absl::StatusOr<std::unique_ptr<ChunkWriter>> w = tiers_[i]->BeginPut(key, header, total_bytes);
       if (w.ok()) {
         targets[i].writer = *std::move(w);
@@ -146,8 +151,8 @@ class TieredStore::Impl {
     }
     const size_t best_effort_from =
         tiers_.size() - std::min(options_.best_effort_tiers, tiers_.size() - 1);
-    return internal::NewFanoutWriter(*std::move(h), options_.verify_on_put, std::move(targets),
-                                     best_effort_from, &tier_errors_);
+    return internal::NewFanoutWriter(*std::move(h), std::move(header), options_.verify_on_put,
+                                     std::move(targets), best_effort_from, &tier_errors_);
   }
 
   void WriteBackLoop() {

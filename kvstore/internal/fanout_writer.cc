@@ -10,8 +10,9 @@ namespace {
 
 class FanoutWriter final : public ChunkWriter {
  public:
-  FanoutWriter(KvChunkHeader header, bool verify, std::vector<FanoutTarget> targets,
-               size_t best_effort_from, std::atomic<uint64_t>* tier_errors)
+  FanoutWriter(KvChunkHeader header, std::string header_blob, bool verify,
+               std::vector<FanoutTarget> targets, size_t best_effort_from,
+               std::atomic<uint64_t>* tier_errors)
       : header_(std::move(header)),
         verify_(verify),
         targets_(std::move(targets)),
@@ -19,6 +20,11 @@ class FanoutWriter final : public ChunkWriter {
         tier_errors_(tier_errors) {
     for (size_t t = 0; t < targets_.size(); ++t) {
       if (!targets_[t].begin_error.ok() && failed_.ok()) failed_ = Drop(t, targets_[t].begin_error);
+      if (targets_[t].gather != nullptr) gathered_ = std::make_shared<EncodedChunk>();
+    }
+    if (gathered_ != nullptr) {
+      gathered_->header = std::move(header_blob);
+      gathered_->layers.reserve(header_.num_layers);
     }
   }
 
@@ -40,9 +46,12 @@ class FanoutWriter final : public ChunkWriter {
       absl::Status s = targets_[t].writer->AddLayer(record);
       if (!s.ok()) failed_ = Drop(t, s);
     }
+    if (gathered_ != nullptr && failed_.ok()) gathered_->layers.emplace_back(record);
     ++next_;
     return failed_;
   }
+
+  const absl::Status& failed() const { return failed_; }
 
   absl::Status Commit() override {
     if (!failed_.ok()) return failed_;
@@ -51,9 +60,12 @@ class FanoutWriter final : public ChunkWriter {
                                                         next_, " of ", header_.num_layers, " layers"));
     }
     absl::Status first;
+    std::shared_ptr<const EncodedChunk> chunk = std::move(gathered_);
     for (size_t t = 0; t < targets_.size(); ++t) {
-      if (targets_[t].writer == nullptr) continue;
-      absl::Status s = targets_[t].writer->Commit();
+      FanoutTarget& x = targets_[t];
+      if (x.writer == nullptr && x.gather == nullptr) continue;
+      absl::Status s = x.writer != nullptr ? x.writer->Commit() : x.gather->Put(header_.key, chunk);
+      x.gather = nullptr;
       if (!s.ok()) {
         absl::Status e = Drop(t, s);
         if (first.ok()) first = e;
@@ -71,8 +83,11 @@ class FanoutWriter final : public ChunkWriter {
     RAGKV_LOG(WARNING) << "kvstore: put " << header_.key.ToHex() << " to tier '" << x.name
                        << "' failed: " << s;
     x.writer.reset();
+    x.gather = nullptr;
     bool above_live = committed_any_;
-    for (size_t u = 0; u < t; ++u) above_live = above_live || targets_[u].writer != nullptr;
+    for (size_t u = 0; u < t; ++u) {
+      above_live = above_live || targets_[u].writer != nullptr || targets_[u].gather != nullptr;
+    }
     if (x.index >= best_effort_from_ && above_live) {
       tier_errors_->fetch_add(1, std::memory_order_relaxed);
       return absl::OkStatus();
@@ -85,6 +100,7 @@ class FanoutWriter final : public ChunkWriter {
   std::vector<FanoutTarget> targets_;
   const size_t best_effort_from_;
   std::atomic<uint64_t>* const tier_errors_;
+  std::shared_ptr<EncodedChunk> gathered_;  // while a gather target is live
   uint32_t next_ = 0;
   bool committed_any_ = false;
   absl::Status failed_;
@@ -92,12 +108,14 @@ class FanoutWriter final : public ChunkWriter {
 
 }  // namespace
 
-std::unique_ptr<ChunkWriter> NewFanoutWriter(KvChunkHeader header, bool verify,
-                                             std::vector<FanoutTarget> targets,
+absl::StatusOr<std::unique_ptr<ChunkWriter>> NewFanoutWriter(KvChunkHeader header, std::string header_blob,
+                                             bool verify, std::vector<FanoutTarget> targets,
                                              size_t best_effort_from,
                                              std::atomic<uint64_t>* tier_errors) {
-  return std::make_unique<FanoutWriter>(std::move(header), verify, std::move(targets),
-                                        best_effort_from, tier_errors);
+  auto w = std::make_unique<FanoutWriter>(std::move(header), std::move(header_blob), verify,
+                                          std::move(targets), best_effort_from, tier_errors);
+  if (!w->failed().ok()) return w->failed();
+  return std::unique_ptr<ChunkWriter>(std::move(w));
 }
 
 }  // namespace ragkv::kvstore::internal

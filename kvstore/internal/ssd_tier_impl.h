@@ -88,6 +88,10 @@ class SsdTier final : public Tier {
   // streamed gets a buffering writer (the atomic Put at Commit).
   absl::StatusOr<std::unique_ptr<ChunkWriter>> BeginPut(const ChunkKey& key, std::string header,
                                                          uint64_t total_bytes) override;
+  bool StreamsPut() const override { return true; }
+  absl::Status CheckPutBytes(uint64_t total_bytes) const override {
+    return CheckChunkBytes(total_bytes);
+  }
   absl::Status Delete(const ChunkKey& key) override;
   absl::StatusOr<uint64_t> DeleteByFingerprint(const Fingerprint& fp) override;
   absl::Status Flush() override;

@@ -243,9 +243,12 @@ grpc::ServerWriteReactor<Msg>* StartStream(grpc::CallbackServerContext* ctx, Bou
 // raw method (grpc::ByteBuffer) so that an undecodable message is told
 // apart from the client's half-close: gRPC reports both as a failed read on
 // a typed method, which used to commit what came before it. Each message is
-// parsed here (INVALID_ARGUMENT naming its position when it does not parse)
-// and handed to `on_message(Req&&) -> absl::Status` on the reaction thread
-// (keep it cheap: validate and accumulate); after the client half-closes,
+// parsed on the executor (INVALID_ARGUMENT naming its position when it does
+// not parse) and handed to `on_message(Req&&) -> absl::Status` there (it
+// may block on storage: PutChunk writes each layer to the store); the next
+// read starts only after it returns, so messages are handled one at a time
+// and in order, and a slow consumer holds the client back (flow control)
+// instead of buffering. After the client half-closes,
 // `on_end() -> absl::Status` runs on the executor, fills `*resp`, and its
 // status finishes the call. An error from on_message finishes the call at
 // once; a call the client cancelled (or whose deadline passed) never runs
@@ -275,11 +278,17 @@ class CollectReader final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) {  // half-close, or the client went away
-      absl::Status s = ex_->TrySubmit([this]() mutable { End(); });
-      if (!s.ok()) Fail(s);
-      return;
-    }
+    absl::Status s = ok ? ex_->TrySubmit([this]() mutable { Consume(); })
+                        : ex_->TrySubmit([this]() mutable { End(); });  // half-close, or gone
+    if (!s.ok()) Fail(s);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  // Consume: the message in buf_, on the executor; then the next read.
+  void Consume() {
+    ScopedRequestId scoped(RequestIdOf(*ctx_));
     Req msg;
     grpc::Status parsed = grpc::SerializationTraits<Req>::Deserialize(&buf_, &msg);
     if (!parsed.ok()) {
@@ -297,9 +306,6 @@ class CollectReader final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     this->StartRead(&buf_);
   }
 
-  void OnDone() override { delete this; }
-
- private:
   void End() {
     ScopedRequestId scoped(RequestIdOf(*ctx_));
     absl::Status r;

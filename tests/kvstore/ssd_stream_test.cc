@@ -354,5 +354,45 @@ TEST(SsdStream, LayersBeyondTheDeclaredBytesAreRefused) {
   EXPECT_EQ(tier->Stats().bytes_used, 0u);
 }
 
+std::shared_ptr<Tier> Ram(uint64_t capacity) {
+  RamTierOptions ro;
+  ro.capacity_bytes = capacity;
+  ro.num_shards = 1;
+  auto ram = CreateRamTier(ro);
+  EXPECT_TRUE(ram.ok()) << ram.status();
+  return std::shared_ptr<Tier>(std::move(*ram));
+}
+
+// The tiers that do not stream (RAM here, Redis) get one gathered copy of
+// the chunk between them, not one each; a chunk one of them can never hold
+// is refused by BeginPut before any byte is written.
+TEST(SsdStream, TieredGathersOneCopyAndChecksLimitsUpFront) {
+  TempDir dir;
+  std::shared_ptr<Tier> ram1 = Ram(uint64_t{64} << 20), ram2 = Ram(uint64_t{64} << 20);
+  std::shared_ptr<Tier> ssd = OpenSsd(dir.path());
+  auto store = TieredStore::Create({}, {ram1, ssd, ram2});
+  ASSERT_TRUE(store.ok()) << store.status();
+  const TestChunk c = Chunk(15);
+  auto w = (*store)->BeginPut(c.key, c.encoded->header, c.encoded->TotalBytes());
+  ASSERT_TRUE(w.ok()) << w.status();
+  for (const auto& rec : c.encoded->layers) ASSERT_TRUE((*w)->AddLayer(rec).ok());
+  ASSERT_TRUE((*w)->Commit().ok());
+  ExpectStored(*ram1, c);
+  ExpectStored(*ssd, c);
+  ExpectStored(*ram2, c);
+  for (uint32_t l = 0; l < c.header.num_layers; ++l) {
+    auto a = ram1->GetLayer(c.key, l), b = ram2->GetLayer(c.key, l);
+    EXPECT_EQ((*a)->data(), (*b)->data()) << "layer " << l << " is held twice";
+  }
+  // A RAM tier too small for the chunk: refused up front, nothing written.
+  TempDir dir2;
+  std::shared_ptr<Tier> ssd2 = OpenSsd(dir2.path());
+  auto small = TieredStore::Create({}, {Ram(c.encoded->TotalBytes() / 2), ssd2});
+  ASSERT_TRUE(small.ok());
+  auto refused = (*small)->BeginPut(c.key, c.encoded->header, c.encoded->TotalBytes());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_EQ(ssd2->Stats().bytes_used, 0u);
+}
+
 }  // namespace
 }  // namespace ragkv::kvstore
