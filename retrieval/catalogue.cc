@@ -242,6 +242,30 @@ absl::Status Catalogue::Apply(const CatalogueMutation& m) {
   return FromRocks(s, "write");
 }
 
+absl::StatusOr<int64_t> Catalogue::DeleteVectorsFrom(int64_t first_id) {
+  RETURN_IF_ERROR(ReopenIfFailed());
+  std::shared_lock<std::shared_mutex> lock(impl_->mu);
+  RETURN_IF_ERROR(impl_->Ready());
+  const std::string begin = internal::EncodeChunkId(first_id);
+  int64_t found = 0;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions(), impl_->cf(kVectors)));
+    for (it->Seek(begin); it->Valid(); it->Next()) ++found;
+    RETURN_IF_ERROR(FromRocks(it->status(), "scan vectors"));
+  }
+  if (found == 0) return found;
+  rocksdb::WriteOptions wo;
+  wo.sync = impl_->options.sync_writes;
+  const std::string end(8, '\xff');  // above every EncodeChunkId of an int64 >= 0
+  rocksdb::WriteBatch batch;
+  RETURN_IF_ERROR(FromRocks(batch.DeleteRange(impl_->cf(kVectors), begin, end), "batch"));
+  RETURN_IF_ERROR(FromRocks(batch.Delete(impl_->cf(kVectors), end), "batch"));
+  rocksdb::Status s = impl_->db->Write(wo, &batch);
+  if (!s.ok() && !s.IsInvalidArgument()) impl_->failed_flag.store(true);
+  RETURN_IF_ERROR(FromRocks(s, "delete vectors"));
+  return found;
+}
+
 namespace {
 absl::StatusOr<std::optional<std::string>> GetRaw(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf,
                                                   const std::string& key) {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "retrieval/internal/check_finite.h"
 #include "retrieval/internal/meta_keys.h"
 #include "retrieval/internal/text.h"
 
@@ -26,12 +27,7 @@ using internal::meta::kMetaIndexGeneration;
 using internal::meta::kMetaNextChunkId;
 using internal::meta::kMetaReembedTarget;
 
-absl::Status CheckFinite(absl::Span<const float> v, absl::string_view what) {
-  for (float x : v) {
-    if (!std::isfinite(x)) return absl::InvalidArgumentError(absl::StrCat(what, ": NaN/Inf in vector"));
-  }
-  return absl::OkStatus();
-}
+using internal::CheckFinite;
 
 }  // namespace
 
@@ -41,13 +37,6 @@ std::string ChunkIndexText(std::string_view title, std::string_view chunk_text) 
   out += chunk_text;
   return out;
 }
-
-struct Retriever::Prepared {
-  Document doc;
-  std::vector<ChunkSpan> chunks;
-  std::vector<float> vectors;  // chunks * dim
-  std::vector<std::string> index_texts;
-};
 
 Retriever::Retriever(RetrieverOptions options) : options_(std::move(options)), bm25_(options_.bm25) {}
 
@@ -122,6 +111,13 @@ absl::Status Retriever::Open() {
   RETURN_IF_ERROR(read_int(kMetaGeneration, &generation_));
   RETURN_IF_ERROR(read_int(kMetaIndexGeneration, &index_gen));
   next_chunk_id_ = static_cast<int64_t>(next_id);
+  // Vectors of an ingest that a dead process cut before its atomic write
+  // (retriever_ingest.cc): never referenced, dropped before any index build.
+  ASSIGN_OR_RETURN(int64_t orphans, catalogue_->DeleteVectorsFrom(next_chunk_id_));
+  if (orphans > 0) {
+    RAGKV_LOG(WARNING) << "Retriever: dropped " << orphans
+                       << " vector records of an ingest that did not finish";
+  }
 
   // BM25 + counters from the chunk records.
   RETURN_IF_ERROR(catalogue_->ForEachChunk([&](const ChunkRecord& c) -> absl::Status {
@@ -266,183 +262,6 @@ absl::Status Retriever::MaybeTrainOrCompactLocked() {
 absl::StatusOr<std::vector<ChunkSpan>> Retriever::ChunkDocument(const Document& doc) const {
   RETURN_IF_ERROR(ValidateDocument(doc));
   return chunker_->Chunk(doc.text);
-}
-
-absl::StatusOr<Retriever::Prepared> Retriever::Prepare(const Document& doc,
-                                                       absl::Span<const float> vectors) const {
-  Prepared p;
-  p.doc = doc;
-  ASSIGN_OR_RETURN(p.chunks, ChunkDocument(doc));
-  for (const ChunkSpan& c : p.chunks) p.index_texts.push_back(ChunkIndexText(doc.title, c.text));
-  const size_t dim = static_cast<size_t>(options_.embedder->dim());
-  if (!vectors.empty()) {
-    if (vectors.size() != p.chunks.size() * dim) {
-      return absl::InvalidArgumentError(absl::StrCat("document '", doc.id, "' has ", p.chunks.size(),
-                                                     " chunks of dim ", dim, ", got ", vectors.size(),
-                                                     " floats"));
-    }
-    RETURN_IF_ERROR(CheckFinite(vectors, absl::StrCat("document '", doc.id, "'")));
-    p.vectors.assign(vectors.begin(), vectors.end());
-  } else {
-    if (!options_.embedder->embeds_text()) {
-      return absl::FailedPreconditionError(
-          "Retriever: the embedder takes caller-supplied vectors; use IngestWithVectors");
-    }
-    ASSIGN_OR_RETURN(p.vectors, options_.embedder->EmbedDocuments(p.index_texts));
-    if (p.vectors.size() != p.chunks.size() * dim) {
-      return absl::InternalError("Retriever: embedder returned the wrong number of floats");
-    }
-    RETURN_IF_ERROR(CheckFinite(p.vectors, "embedder output"));
-  }
-  return p;
-}
-
-absl::StatusOr<IngestStats> Retriever::Ingest(absl::Span<const Document> docs) {
-  return PrepareAndCommit(docs, {}, CommitMode::kInsert);
-}
-
-absl::StatusOr<IngestStats> Retriever::Upsert(absl::Span<const Document> docs,
-                                              absl::Span<const std::vector<float>> vectors) {
-  return PrepareAndCommit(docs, vectors, CommitMode::kUpsert);
-}
-
-absl::StatusOr<IngestStats> Retriever::PrepareAndCommit(absl::Span<const Document> docs,
-                                                        absl::Span<const std::vector<float>> vectors,
-                                                        CommitMode mode) {
-  if (!vectors.empty() && vectors.size() != docs.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("Ingest: ", vectors.size(), " vector sets for ",
-                                                   docs.size(), " documents"));
-  }
-  absl::flat_hash_set<std::string_view> ids;
-  for (const Document& d : docs) {
-    if (!ids.insert(d.id).second) {
-      return absl::InvalidArgumentError(absl::StrCat("Ingest: document id '", d.id, "' repeated in batch"));
-    }
-  }
-  std::vector<Prepared> prepared;
-  prepared.reserve(docs.size());
-  for (size_t i = 0; i < docs.size(); ++i) {
-    if (!vectors.empty() && vectors[i].empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("Ingest: document '", docs[i].id, "' has no vectors"));
-    }
-    ASSIGN_OR_RETURN(Prepared p, Prepare(docs[i], vectors.empty() ? absl::Span<const float>() : vectors[i]));
-    prepared.push_back(std::move(p));
-  }
-  return Commit(std::move(prepared), mode);
-}
-
-absl::StatusOr<IngestStats> Retriever::IngestWithVectors(const Document& doc, absl::Span<const float> vectors) {
-  if (vectors.empty()) return absl::InvalidArgumentError("IngestWithVectors: no vectors");
-  std::vector<Prepared> prepared;
-  ASSIGN_OR_RETURN(Prepared p, Prepare(doc, vectors));
-  prepared.push_back(std::move(p));
-  return Commit(std::move(prepared), CommitMode::kInsert);
-}
-
-absl::StatusOr<IngestStats> Retriever::Update(const Document& doc, absl::Span<const float> vectors) {
-  std::vector<Prepared> prepared;
-  ASSIGN_OR_RETURN(Prepared p, Prepare(doc, vectors));
-  prepared.push_back(std::move(p));
-  return Commit(std::move(prepared), CommitMode::kReplace);
-}
-
-absl::StatusOr<IngestStats> Retriever::Commit(std::vector<Prepared> docs, CommitMode mode) {
-  IngestStats stats;
-  if (docs.empty()) return stats;
-  absl::MutexLock lock(&mu_);
-  CatalogueMutation m;
-  std::vector<int64_t> old_chunks;
-  for (const Prepared& p : docs) {
-    ASSIGN_OR_RETURN(std::optional<DocumentRecord> existing, catalogue_->GetDocument(p.doc.id));
-    if (mode == CommitMode::kReplace && !existing) return absl::NotFoundError(absl::StrCat("Update: no document '", p.doc.id, "'"));
-    if (mode == CommitMode::kInsert && existing) {
-      return absl::AlreadyExistsError(absl::StrCat("Ingest: document '", p.doc.id, "' already exists"));
-    }
-    if (existing) {
-      m.delete_documents.push_back(existing->doc_id);
-      for (int64_t id : existing->chunk_ids) {
-        m.delete_chunks.push_back(id);
-        old_chunks.push_back(id);
-      }
-    }
-  }
-  std::vector<int64_t> new_ids;
-  int64_t next = next_chunk_id_;
-  for (Prepared& p : docs) {
-    DocumentRecord d;
-    d.doc_id = p.doc.id;
-    d.title = p.doc.title;
-    d.text_bytes = p.doc.text.size();
-    d.text_hash = XXH64(p.doc.text.data(), p.doc.text.size(), 0);
-    const size_t dim = static_cast<size_t>(options_.index.dim);
-    for (size_t i = 0; i < p.chunks.size(); ++i) {
-      ChunkSpan& c = p.chunks[i];
-      ChunkRecord r;
-      r.chunk_id = next++;
-      r.doc_id = p.doc.id;
-      r.ordinal = c.ordinal;
-      r.byte_begin = c.byte_begin;
-      r.byte_end = c.byte_end;
-      r.token_begin = c.token_begin;
-      r.token_ids = std::move(c.token_ids);
-      r.text = c.text;
-      d.chunk_ids.push_back(r.chunk_id);
-      new_ids.push_back(r.chunk_id);
-      m.put_vectors.emplace_back(r.chunk_id, absl::MakeConstSpan(p.vectors).subspan(i * dim, dim));
-      m.put_chunks.push_back(std::move(r));
-    }
-    m.put_documents.push_back(std::move(d));
-    ++stats.documents;
-  }
-  stats.chunks = static_cast<int64_t>(new_ids.size());
-  m.put_meta.emplace_back(kMetaNextChunkId, absl::StrCat(next));
-  m.put_meta.emplace_back(kMetaGeneration, absl::StrCat(generation_ + 1));
-
-  // Index first (validated inputs; rolled back if the catalogue write fails).
-  // Each document's vectors are added from where the embedder left them.
-  const bool trained = index_->is_trained();
-  if (trained) {
-    size_t first = 0;
-    for (const Prepared& p : docs) {
-      absl::Status added =
-          index_->Add(absl::MakeConstSpan(new_ids).subspan(first, p.chunks.size()), p.vectors);
-      if (!added.ok()) {
-        if (first > 0) index_->Remove(absl::MakeConstSpan(new_ids).subspan(0, first)).status().IgnoreError();
-        return added;
-      }
-      first += p.chunks.size();
-    }
-  }
-  absl::Status s = catalogue_->Apply(m);
-  if (!s.ok()) {
-    if (trained) index_->Remove(new_ids).status().IgnoreError();  // best effort; searches check the catalogue
-    return s;
-  }
-  next_chunk_id_ = next;
-  ++generation_;
-  if (!old_chunks.empty()) {
-    auto removed = index_->Remove(old_chunks);
-    if (!removed.ok()) {
-      RAGKV_LOG(WARNING) << "Retriever: index removal failed: " << removed.status();
-    }
-    for (int64_t id : old_chunks) {
-      bm25_.Remove(id);
-      matcher_.Remove(id);
-    }
-    num_chunks_ -= static_cast<int64_t>(old_chunks.size());
-    num_documents_ -= static_cast<int64_t>(m.delete_documents.size());
-  }
-  size_t k = 0;
-  for (const Prepared& p : docs) {
-    for (size_t i = 0; i < p.chunks.size(); ++i, ++k) {
-      bm25_.Add(new_ids[k], p.index_texts[i]).IgnoreError();  // ids are fresh: cannot collide
-    }
-  }
-  for (const ChunkRecord& r : m.put_chunks) matcher_.Add(r.chunk_id, r.token_ids);
-  num_chunks_ += stats.chunks;
-  num_documents_ += stats.documents;
-  RETURN_IF_ERROR(MaybeTrainOrCompactLocked());
-  return stats;
 }
 
 absl::Status Retriever::Delete(const std::string& doc_id) {

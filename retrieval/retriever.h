@@ -255,6 +255,16 @@ class Retriever {
   // records missing ones, fills *plan per on_setting_change, or refuses.
   absl::Status CheckSettings(SettingsPlan* plan);
   absl::StatusOr<IngestStats> Commit(std::vector<Prepared> docs, CommitMode mode) ABSL_LOCKS_EXCLUDED(mu_);
+  // StageVectorsLocked: embeds (or takes the caller's) `docs`' vectors
+  // batch by batch, writes each batch to the
+  // catalogue under `ids` (in order) and adds it to the index, freeing it;
+  // `*staged`: how many ids it reached. UnstageVectorsLocked undoes that.
+  // retriever_ingest.cc.
+  absl::Status StageVectorsLocked(const std::vector<Prepared>& docs, absl::Span<const int64_t> ids,
+                                  size_t* staged) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // EmbedBatch: the embedder's vectors of `texts`, checked (count, finite).
+  absl::StatusOr<std::vector<float>> EmbedBatch(absl::Span<const std::string> texts) const;
+  void UnstageVectorsLocked(absl::Span<const int64_t> ids) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RebuildIndexLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ReembedAllLocked: every chunk's vector recomputed from its catalogue
   // text with the current embedder; the first batch records the re-embed

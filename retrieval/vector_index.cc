@@ -3,6 +3,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -25,6 +26,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "retrieval/internal/check_finite.h"
 #include "retrieval/internal/codec.h"
 
 namespace ragkv::retrieval {
@@ -45,14 +47,7 @@ absl::Status FaissCall(absl::string_view what, absl::StatusCode code, F&& f) {
   }
 }
 
-absl::Status CheckFinite(absl::Span<const float> v, absl::string_view what) {
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (!std::isfinite(v[i])) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": non-finite value at element ", i));
-    }
-  }
-  return absl::OkStatus();
-}
+using internal::CheckFinite;
 
 faiss::MetricType ToFaiss(Metric m) {
   return m == Metric::kL2 ? faiss::METRIC_L2 : faiss::METRIC_INNER_PRODUCT;
@@ -161,6 +156,17 @@ absl::Status VectorIndex::Add(absl::Span<const int64_t> ids, absl::Span<const fl
   });
 }
 
+void VectorIndex::Reserve(int64_t more) {
+  if (more <= 0) return;
+  absl::MutexLock lock(&mu_);
+  const size_t need = static_cast<size_t>(index_->ntotal + more);
+  auto grow = [need](auto& v, size_t per) {
+    if (need * per > v.capacity()) v.reserve(std::max(need * per, 2 * v.capacity()));
+  };
+  if (auto* flat = dynamic_cast<faiss::IndexFlatCodes*>(index_->index)) grow(flat->codes, flat->code_size);
+  grow(index_->id_map, 1);
+}
+
 absl::StatusOr<int64_t> VectorIndex::Remove(absl::Span<const int64_t> ids) {
   absl::MutexLock lock(&mu_);
   std::vector<idx_t> present;
@@ -178,6 +184,14 @@ absl::StatusOr<int64_t> VectorIndex::Remove(absl::Span<const int64_t> ids) {
     faiss::IDSelectorBatch sel(present.size(), present.data());
     removed = index_->remove_ids(sel);
   }));
+  // Give back the room of what was removed once most of it is free (FAISS
+  // compacts the codes but keeps the capacity: a deleted large document
+  // would otherwise stay resident).
+  auto shrink = [](auto& v) {
+    if (v.capacity() > 2 * v.size()) v.shrink_to_fit();
+  };
+  if (auto* flat = dynamic_cast<faiss::IndexFlatCodes*>(index_->index)) shrink(flat->codes);
+  shrink(index_->id_map);
   return static_cast<int64_t>(removed);
 }
 

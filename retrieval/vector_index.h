@@ -109,6 +109,12 @@ class VectorIndex {
   absl::Status Add(absl::Span<const int64_t> ids, absl::Span<const float> vectors)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Reserve: room for `more` vectors beyond the current ones, taken at
+  // once (flat code storage and the id map), so a large Add sequence does
+  // not grow them by doubling (old and new buffers side by side). Never
+  // less than doubling: many small reservations stay amortized.
+  void Reserve(int64_t more) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Remove: removes the ids that are present; returns how many were.
   absl::StatusOr<int64_t> Remove(absl::Span<const int64_t> ids) ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -272,16 +272,18 @@ TEST_F(ProbeTest, IngestMemoryIsProportionalToTheText) {
   const long peak = StatusKb(server_->pid(), "VmHWM:");
   ASSERT_TRUE(client_->DeleteDocument("big").ok());
   const long after = StatusKb(server_->pid(), "VmRSS:");
-  // The hashed embedder's 4096 floats per chunk are ~40x the chunk's text;
-  // an ingest holds them a few times over (embedder output, FAISS, the
-  // catalogue's write batch and memtable). The probe saw 2.4 GB peak and
-  // 1.1 GB kept after the delete for this document.
+  // The hashed embedder's 4096 floats per chunk are ~90x the chunk's text,
+  // and the index must hold them once. An ingest adds one batch of 256
+  // chunks and the catalogue's memtables on top (retriever_ingest.cc);
+  // the delete gives the index's room back. The probe saw 2.4 GB peak and
+  // 1.1 GB kept after the delete for this document; session 13 measured
+  // +0.54 GB peak (1.5x the vectors) and +46 MB kept.
   const long vectors_kb = static_cast<long>(r->chunks()) * 4096 * 4 / 1024;
   std::printf("ingest of %zu bytes, %u chunks (%ld KiB of vectors): peak RSS %ld -> %ld KiB, "
               "after delete %ld KiB\n",
               doc.text().size(), r->chunks(), vectors_kb, before, peak, after);
-  EXPECT_LT(peak - before, 8 * vectors_kb + 64L * 4 * 1024) << "peak grew by " << (peak - before) << " KiB";
-  EXPECT_LT(after - before, 3 * vectors_kb) << "kept " << (after - before) << " KiB after the delete";
+  EXPECT_LT(peak - before, 2 * vectors_kb + 192L * 1024) << "peak grew by " << (peak - before) << " KiB";
+  EXPECT_LT(after - before, vectors_kb / 2 + 64L * 1024) << "kept " << (after - before) << " KiB after the delete";
 }
 
 int ThreadsOf(int pid) {

@@ -344,6 +344,96 @@ TEST(Retriever, FailedIngestLeavesNothing) {
   EXPECT_EQ(r->Search("x", so).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// LedgerDocument: `n` distinct 64-byte-ish sentences (one chunk each).
+Document LedgerDocument(int n) {
+  Document d{"ledger", "Ledger", ""};
+  for (int i = 0; i < n; ++i) {
+    absl::StrAppend(&d.text, "Entry ", i, " lists ", i * 7919 % 10007, " crates of item ", i * 31,
+                    " at dock ", i % 97, ". ");
+  }
+  return d;
+}
+
+// ExpectSelfHits: every sampled chunk of `doc_id` is the top dense hit of
+// its own embedding (the index holds each batch's vectors under its ids).
+void ExpectSelfHits(Retriever& r, const RetrieverOptions& o, const std::string& doc_id) {
+  const DocumentRecord rec = *r.GetDocument(doc_id).value();
+  const size_t n = rec.chunk_ids.size();
+  for (size_t ord : {size_t{0}, size_t{255}, size_t{256}, size_t{511}, size_t{512}, n - 1}) {
+    if (ord >= n) continue;
+    const ChunkRecord c = *r.GetChunk(rec.chunk_ids[ord]).value();
+    const std::vector<float> v =
+        o.embedder->EmbedDocuments({ChunkIndexText("Ledger", c.text)}).value();
+    SearchOptions so;
+    so.k = 1;
+    const auto hits = r.SearchByVector(v, so).value();
+    ASSERT_EQ(hits.size(), 1u);
+    EXPECT_EQ(hits[0].chunk_id, c.chunk_id) << "ordinal " << ord;
+  }
+}
+
+// A document of several embedding batches (256 chunks each) is staged batch
+// by batch: each batch's vectors land under their own chunk ids, in the
+// index and in the catalogue (a rebuild from it finds the same hits).
+TEST(Retriever, ALargeDocumentIsStagedBatchByBatch) {
+  TempDir dir;
+  RetrieverOptions o = Options(dir.path());
+  o.embedder = std::shared_ptr<const Embedder>(HashedEmbedder::Create({.dim = 256}).value());
+  const Document doc = LedgerDocument(700);
+  {
+    auto r = Retriever::Create(o).value();
+    auto st = r->Ingest({doc});
+    ASSERT_TRUE(st.ok()) << st.status();
+    ASSERT_GT(st->chunks, 512);
+    EXPECT_EQ(r->stats().indexed_vectors, st->chunks);
+    ExpectSelfHits(*r, o, "ledger");
+  }
+  std::filesystem::remove(dir.path() + "/index.rkvidx");  // rebuilt from the catalogue's vectors
+  auto r = Retriever::Create(o).value();
+  ExpectSelfHits(*r, o, "ledger");
+  ASSERT_TRUE(r->Delete("ledger").ok());
+  EXPECT_EQ(r->stats().indexed_vectors, 0);
+}
+
+// Vectors an ingest staged under fresh ids but never committed (a process
+// killed before the atomic write) are dropped when the retriever opens.
+TEST(Retriever, UncommittedStagedVectorsAreDroppedAtOpen) {
+  TempDir dir;
+  int64_t chunks = 0;
+  int dim = 0;
+  {
+    auto r = Retriever::Create(Options(dir.path())).value();
+    chunks = r->Ingest(SmallCorpus()).value().chunks;
+    dim = r->embedder().dim();
+  }
+  auto count_vectors = [&]() {
+    auto cat = Catalogue::Open(CatalogueOptions{dir.path() + "/catalogue", false, false}).value();
+    int64_t n = 0, top = -1;
+    EXPECT_TRUE(cat->ForEachVector([&](int64_t id, absl::Span<const float>) {
+                     ++n;
+                     top = std::max(top, id);
+                     return absl::OkStatus();
+                   }).ok());
+    return std::make_pair(n, top);
+  };
+  const auto [n0, top0] = count_vectors();
+  ASSERT_EQ(n0, chunks);
+  {
+    auto cat = Catalogue::Open(CatalogueOptions{dir.path() + "/catalogue", false, false}).value();
+    std::vector<float> v(static_cast<size_t>(dim), 0.5f);
+    CatalogueMutation m;
+    m.put_vectors.emplace_back(top0 + 1, absl::MakeConstSpan(v));
+    m.put_vectors.emplace_back(top0 + 300, absl::MakeConstSpan(v));
+    ASSERT_TRUE(cat->Apply(m).ok());
+  }
+  ASSERT_EQ(count_vectors().first, chunks + 2);
+  {
+    auto r = Retriever::Create(Options(dir.path())).value();
+    EXPECT_EQ(r->stats().chunks, chunks);
+  }
+  EXPECT_EQ(count_vectors(), std::make_pair(chunks, top0));
+}
+
 TEST(Retriever, EmbedderFailureMidBatchAddsNothing) {
   TempDir dir;
   RetrieverOptions o = Options(dir.path());
