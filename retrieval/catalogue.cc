@@ -242,24 +242,25 @@ absl::Status Catalogue::Apply(const CatalogueMutation& m) {
   return FromRocks(s, "write");
 }
 
-absl::StatusOr<int64_t> Catalogue::DeleteVectorsFrom(int64_t first_id) {
+absl::StatusOr<int64_t> Catalogue::DeleteVectors(int64_t begin_id, int64_t end_id) {
   RETURN_IF_ERROR(ReopenIfFailed());
   std::shared_lock<std::shared_mutex> lock(impl_->mu);
   RETURN_IF_ERROR(impl_->Ready());
-  const std::string begin = internal::EncodeChunkId(first_id);
+  const std::string begin = internal::EncodeChunkId(begin_id);
+  // No bound: above every EncodeChunkId of an int64 >= 0 (deleted too).
+  const std::string end = end_id < 0 ? std::string(8, '\xff') : internal::EncodeChunkId(end_id);
   int64_t found = 0;
   {
     std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(rocksdb::ReadOptions(), impl_->cf(kVectors)));
-    for (it->Seek(begin); it->Valid(); it->Next()) ++found;
+    for (it->Seek(begin); it->Valid() && (end_id < 0 || it->key().compare(end) < 0); it->Next()) ++found;
     RETURN_IF_ERROR(FromRocks(it->status(), "scan vectors"));
   }
   if (found == 0) return found;
   rocksdb::WriteOptions wo;
   wo.sync = impl_->options.sync_writes;
-  const std::string end(8, '\xff');  // above every EncodeChunkId of an int64 >= 0
   rocksdb::WriteBatch batch;
   RETURN_IF_ERROR(FromRocks(batch.DeleteRange(impl_->cf(kVectors), begin, end), "batch"));
-  RETURN_IF_ERROR(FromRocks(batch.Delete(impl_->cf(kVectors), end), "batch"));
+  if (end_id < 0) RETURN_IF_ERROR(FromRocks(batch.Delete(impl_->cf(kVectors), end), "batch"));
   rocksdb::Status s = impl_->db->Write(wo, &batch);
   if (!s.ok() && !s.IsInvalidArgument()) impl_->failed_flag.store(true);
   RETURN_IF_ERROR(FromRocks(s, "delete vectors"));

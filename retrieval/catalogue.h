@@ -85,12 +85,13 @@ class Catalogue {
   // database once the disk has room again, so writes resume by themselves.
   absl::Status Apply(const CatalogueMutation& m);
 
-  // DeleteVectorsFrom: deletes every vector record of chunk id >= first_id
-  // (one range delete, written only when there is one). An ingest writes a
-  // large document's vectors ahead of its atomic Apply, under chunk ids no
-  // record references until that Apply also raises the next-id meta; this
-  // drops them after a failed or killed ingest. Returns how many it found.
-  absl::StatusOr<int64_t> DeleteVectorsFrom(int64_t first_id);
+  // DeleteVectors: deletes every vector record of chunk id in [begin, end)
+  // (end < 0: no upper bound; one range delete, written only when there is
+  // one). An ingest writes a large document's vectors ahead of its atomic
+  // Apply, under chunk ids no record references until that Apply also
+  // raises the next-id meta; this drops them after a failed or killed
+  // ingest. Returns how many it found.
+  absl::StatusOr<int64_t> DeleteVectors(int64_t begin, int64_t end);
 
   // Repair: RocksDB's RepairDB on a damaged catalogue at `path` (not open):
   // salvages every record it can read; what it cannot is lost (compare the

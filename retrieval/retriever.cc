@@ -111,20 +111,21 @@ absl::Status Retriever::Open() {
   RETURN_IF_ERROR(read_int(kMetaGeneration, &generation_));
   RETURN_IF_ERROR(read_int(kMetaIndexGeneration, &index_gen));
   next_chunk_id_ = static_cast<int64_t>(next_id);
-  // Vectors of an ingest that a dead process cut before its atomic write
-  // (retriever_ingest.cc): never referenced, dropped before any index build.
-  ASSIGN_OR_RETURN(int64_t orphans, catalogue_->DeleteVectorsFrom(next_chunk_id_));
-  if (orphans > 0) {
-    RAGKV_LOG(WARNING) << "Retriever: dropped " << orphans
-                       << " vector records of an ingest that did not finish";
-  }
 
   // BM25 + counters from the chunk records.
   RETURN_IF_ERROR(catalogue_->ForEachChunk([&](const ChunkRecord& c) -> absl::Status {
     ++num_chunks_;
     matcher_.Add(c.chunk_id, c.token_ids);
+    next_chunk_id_ = std::max(next_chunk_id_, c.chunk_id + 1);  // a lost meta never reuses an id
     return absl::OkStatus();
   }));
+  // Vectors of an ingest that a dead process cut before its atomic write
+  // (retriever_ingest.cc): never referenced, dropped before any index build.
+  ASSIGN_OR_RETURN(int64_t orphans, catalogue_->DeleteVectors(next_chunk_id_, -1));
+  if (orphans > 0) {
+    RAGKV_LOG(WARNING) << "Retriever: dropped " << orphans
+                       << " vector records of an ingest that did not finish";
+  }
   RETURN_IF_ERROR(catalogue_->ForEachDocument([&](const DocumentRecord& d) -> absl::Status {
     ++num_documents_;
     return absl::OkStatus();
@@ -224,6 +225,7 @@ absl::Status Retriever::RebuildIndexLocked() {
   std::vector<float> vectors;
   const size_t dim = static_cast<size_t>(options_.index.dim);
   RETURN_IF_ERROR(catalogue_->ForEachVector([&](int64_t id, absl::Span<const float> v) -> absl::Status {
+    if (IsOrphanLocked(id)) return absl::OkStatus();  // a failed ingest's, not yet deleted
     if (v.size() != dim) return absl::DataLossError(absl::StrCat("catalogue vector ", id, " has wrong dim"));
     ids.push_back(id);
     vectors.insert(vectors.end(), v.begin(), v.end());

@@ -264,7 +264,16 @@ class Retriever {
                                   size_t* staged) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // EmbedBatch: the embedder's vectors of `texts`, checked (count, finite).
   absl::StatusOr<std::vector<float>> EmbedBatch(absl::Span<const std::string> texts) const;
-  void UnstageVectorsLocked(absl::Span<const int64_t> ids) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // UnstageVectorsLocked: removes `ids` (staged ids in [begin, end)) from
+  // the index and their vectors from the catalogue; a failed catalogue
+  // delete is kept in orphan_ranges_.
+  void UnstageVectorsLocked(absl::Span<const int64_t> ids, int64_t begin, int64_t end)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RetryOrphanCleanupLocked: deletes the vectors of orphan_ranges_ again.
+  void RetryOrphanCleanupLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // IsOrphanLocked: a stored vector no chunk record references (left by a
+  // failed ingest, or at/above next_chunk_id_): never indexed.
+  bool IsOrphanLocked(int64_t id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RebuildIndexLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ReembedAllLocked: every chunk's vector recomputed from its catalogue
   // text with the current embedder; the first batch records the re-embed
@@ -287,6 +296,9 @@ class Retriever {
   mutable absl::Mutex mu_;
   std::unique_ptr<VectorIndex> index_ ABSL_GUARDED_BY(mu_);
   int64_t next_chunk_id_ ABSL_GUARDED_BY(mu_) = 0;
+  // orphan_ranges_: [begin, end) id ranges whose staged vectors a failed
+  // ingest could not delete (retried before each ingest).
+  std::vector<std::pair<int64_t, int64_t>> orphan_ranges_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t saved_generation_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t num_documents_ ABSL_GUARDED_BY(mu_) = 0;

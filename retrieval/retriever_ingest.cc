@@ -8,8 +8,9 @@
 // write of the chunk and document records (and the next-id meta). So an
 // ingest holds the index's copy plus one batch, not the embedder output, a
 // write batch and a memtable of the whole document on top
-// (docs/retrieval.md "Ingest memory"). Embedding runs under the
-// retriever's write lock, as the catalogue writes already did. Until that
+// (docs/retrieval.md "Ingest memory"). Embedding therefore runs under the
+// retriever's write lock (it used to run before it, in Prepare): searches
+// wait for a large document's embedding as they wait for its writes. Until that
 // atomic write no record references those ids, and they are at or above
 // the stored next id: a failed ingest deletes them; one cut by a dead
 // process leaves them for Open to drop (Catalogue::DeleteVectorsFrom).
@@ -169,12 +170,16 @@ absl::StatusOr<IngestStats> Retriever::Commit(std::vector<Prepared> docs, Commit
   m.put_meta.emplace_back(kMetaGeneration, absl::StrCat(generation_ + 1));
 
   // Vectors first, batch by batch (catalogue + index, each batch freed once
-  // stored), then the one atomic write that makes the chunks exist.
+  // stored), then the one atomic write that makes the chunks exist. The ids
+  // are spent either way (never reused in this process: an index that only
+  // tombstones removed ids still knows them).
+  RetryOrphanCleanupLocked();
   size_t staged = 0;
   absl::Status s = StageVectorsLocked(docs, new_ids, &staged);
   if (s.ok()) s = catalogue_->Apply(m);
   if (!s.ok()) {
-    UnstageVectorsLocked(absl::MakeConstSpan(new_ids).subspan(0, staged));
+    UnstageVectorsLocked(absl::MakeConstSpan(new_ids).subspan(0, staged), next_chunk_id_, next);
+    next_chunk_id_ = next;
     return s;
   }
   next_chunk_id_ = next;
@@ -242,16 +247,34 @@ absl::StatusOr<std::vector<float>> Retriever::EmbedBatch(absl::Span<const std::s
   return v;
 }
 
-void Retriever::UnstageVectorsLocked(absl::Span<const int64_t> ids) {
-  if (ids.empty()) return;
-  // Best effort: searches check the catalogue, and Open drops vectors above
-  // the next-id meta that a failed cleanup leaves.
-  if (index_->is_trained()) index_->Remove(ids).status().IgnoreError();
-  absl::StatusOr<int64_t> dropped = catalogue_->DeleteVectorsFrom(ids.front());
-  if (!dropped.ok()) {
-    RAGKV_LOG(WARNING) << "Retriever: dropping the vectors of a failed ingest: " << dropped.status()
-                       << " (dropped at the next open)";
+void Retriever::UnstageVectorsLocked(absl::Span<const int64_t> ids, int64_t begin, int64_t end) {
+  if (index_->is_trained()) {
+    if (!ids.empty()) index_->Remove(ids).status().IgnoreError();
+    index_->ReleaseSpare();  // the room Reserve took for the whole ingest
   }
+  if (ids.empty()) return;
+  // A failed cleanup (the disk that failed the ingest) is retried before
+  // the next ingest and kept out of index rebuilds meanwhile; Open drops
+  // what is left above the stored next id.
+  absl::Status s = catalogue_->DeleteVectors(begin, end).status();
+  if (!s.ok()) {
+    RAGKV_LOG(WARNING) << "Retriever: dropping the vectors of a failed ingest: " << s
+                       << " (retried before the next ingest)";
+    orphan_ranges_.emplace_back(begin, end);
+  }
+}
+
+void Retriever::RetryOrphanCleanupLocked() {
+  for (auto it = orphan_ranges_.begin(); it != orphan_ranges_.end();) {
+    it = catalogue_->DeleteVectors(it->first, it->second).ok() ? orphan_ranges_.erase(it) : it + 1;
+  }
+}
+
+bool Retriever::IsOrphanLocked(int64_t id) const {
+  for (const auto& [b, e] : orphan_ranges_) {
+    if (id >= b && id < e) return true;
+  }
+  return id >= next_chunk_id_;
 }
 
 }  // namespace ragkv::retrieval

@@ -184,15 +184,23 @@ absl::StatusOr<int64_t> VectorIndex::Remove(absl::Span<const int64_t> ids) {
     faiss::IDSelectorBatch sel(present.size(), present.data());
     removed = index_->remove_ids(sel);
   }));
-  // Give back the room of what was removed once most of it is free (FAISS
-  // compacts the codes but keeps the capacity: a deleted large document
-  // would otherwise stay resident).
+  // FAISS compacts the codes but keeps the capacity: a deleted large
+  // document would otherwise stay resident.
+  ReleaseSpareLocked();
+  return static_cast<int64_t>(removed);
+}
+
+void VectorIndex::ReleaseSpare() {
+  absl::MutexLock lock(&mu_);
+  ReleaseSpareLocked();
+}
+
+void VectorIndex::ReleaseSpareLocked() {
   auto shrink = [](auto& v) {
-    if (v.capacity() > 2 * v.size()) v.shrink_to_fit();
+    if (v.capacity() > 4 * v.size()) v.shrink_to_fit();
   };
   if (auto* flat = dynamic_cast<faiss::IndexFlatCodes*>(index_->index)) shrink(flat->codes);
   shrink(index_->id_map);
-  return static_cast<int64_t>(removed);
 }
 
 absl::StatusOr<std::vector<std::vector<SearchHit>>> VectorIndex::Search(

@@ -114,6 +114,10 @@ class VectorIndex {
   // not grow them by doubling (old and new buffers side by side). Never
   // less than doubling: many small reservations stay amortized.
   void Reserve(int64_t more) ABSL_LOCKS_EXCLUDED(mu_);
+  // ReleaseSpare: gives back the room beyond 4x what is stored (after a
+  // Remove of most vectors, or a Reserve whose Adds did not come); the
+  // slack keeps alternating deletes and ingests from reallocating.
+  void ReleaseSpare() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Remove: removes the ids that are present; returns how many were.
   absl::StatusOr<int64_t> Remove(absl::Span<const int64_t> ids) ABSL_LOCKS_EXCLUDED(mu_);
@@ -144,6 +148,7 @@ class VectorIndex {
   VectorIndex(VectorIndexOptions options, std::unique_ptr<IdMap> index);
   void ApplyRuntimeParams() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CompactLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseSpareLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool SupportsRemove() const;
 
   const VectorIndexOptions options_;

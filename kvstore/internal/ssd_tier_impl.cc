@@ -350,6 +350,10 @@ absl::Status SsdTier::Put(const ChunkKey& key, std::shared_ptr<const EncodedChun
       old = it->second.meta;
       freed = old->bytes;
     }
+    // A live stream of the key is overtaken by this Put: its reservation
+    // is released with it (not charged twice).
+    auto sit = streaming_.find(key);
+    if (sit != streaming_.end()) freed += sit->second.reserved;
     ASSIGN_OR_RETURN(victims, PickVictimsLocked(key, bytes, freed));
     meta.seq = next_seq_++;
   }
@@ -357,6 +361,8 @@ absl::Status SsdTier::Put(const ChunkKey& key, std::shared_ptr<const EncodedChun
   if (old.has_value()) {
     for (uint32_t i = meta.layers; i < old->layers; ++i) batch.Delete(kv_, LayerKey(key, i));
   }
+  // Layers an overtaken stream wrote beyond this chunk's count.
+  for (uint32_t i = meta.layers; i < StreamLayersLocked(key); ++i) batch.Delete(kv_, LayerKey(key, i));
   for (uint32_t i = 0; i < meta.layers; ++i) {
     batch.Put(kv_, LayerKey(key, i), rocksdb::Slice(chunk->layers[i]));
   }
@@ -426,12 +432,14 @@ absl::StatusOr<uint64_t> SsdTier::DeleteByFingerprint(const Fingerprint& fp) {
   std::vector<std::pair<ChunkKey, Meta>> doomed;
   {
     internal::MutexLock lock(&mu_);
-    EndStreamsLocked(nullptr, &fp, /*deleted=*/true);
     for (const auto& [k, e] : index_) {
       if (e.meta.fingerprint == fp) doomed.push_back({k, e.meta});
     }
+    if (doomed.empty()) {
+      EndStreamsLocked(nullptr, &fp, /*deleted=*/true);
+      return 0;
+    }
   }
-  if (doomed.empty()) return 0;
   rocksdb::WriteBatch batch;
   for (const auto& [k, m] : doomed) AddDeleteLocked(&batch, k, m);
   rocksdb::Status s = db_->Write(write_options_, &batch);
@@ -440,6 +448,7 @@ absl::StatusOr<uint64_t> SsdTier::DeleteByFingerprint(const Fingerprint& fp) {
     return FromRocks(s, "delete by fingerprint");
   }
   internal::MutexLock lock(&mu_);
+  EndStreamsLocked(nullptr, &fp, /*deleted=*/true);
   for (const auto& [k, m] : doomed) RemoveIndexLocked(k);
   counters().deletes.fetch_add(doomed.size(), std::memory_order_relaxed);
   return doomed.size();
@@ -647,11 +656,22 @@ absl::StatusOr<std::vector<std::pair<ChunkKey, Meta>>> SsdTier::PickVictimsLocke
   return victims;
 }
 
+uint32_t SsdTier::StreamLayersLocked(const ChunkKey& key) const {
+  internal::MutexLock lock(&mu_);
+  auto it = streaming_.find(key);
+  return it == streaming_.end() ? 0 : it->second.layers;
+}
+
 void SsdTier::EndStreamsLocked(const ChunkKey* key, const Fingerprint* fp, bool deleted) {
   const StreamFate fate = deleted ? StreamFate::kCancelled : StreamFate::kOvertaken;
   if (key != nullptr) {
     auto it = streaming_.find(*key);
-    if (it != streaming_.end()) it->second.fate = fate;
+    if (it == streaming_.end()) return;
+    it->second.fate = fate;
+    if (!deleted) {  // its reservation went to the Put (see Put's `freed`)
+      used_ -= it->second.reserved;
+      it->second.reserved = 0;
+    }
     return;
   }
   for (auto& [k, st] : streaming_) {

@@ -107,6 +107,7 @@ class SsdTier final : public Tier {
   enum class StreamFate { kLive, kOvertaken, kCancelled };
   struct Stream {
     uint64_t reserved = 0;
+    uint32_t layers = 0;
     Fingerprint fingerprint{};
     StreamFate fate = StreamFate::kLive;
   };
@@ -144,6 +145,9 @@ class SsdTier final : public Tier {
   // after the write that overtakes them.
   void EndStreamsLocked(const ChunkKey* key, const Fingerprint* fp, bool deleted)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // StreamLayersLocked: the layer count of the live stream of `key` (0:
+  // none). Called with write_mu_ held.
+  uint32_t StreamLayersLocked(const ChunkKey& key) const ABSL_LOCKS_EXCLUDED(mu_);
   struct Entry {
     Meta meta;
     std::list<ChunkKey>::iterator lru;

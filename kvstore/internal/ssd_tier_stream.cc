@@ -121,7 +121,7 @@ absl::StatusOr<std::unique_ptr<ChunkWriter>> SsdTier::BeginPut(const ChunkKey& k
     internal::MutexLock lock(&mu_);
     for (const auto& [k, m] : victims) RemoveIndexLocked(k);
     RemoveIndexLocked(key);
-    streaming_[key] = Stream{total_bytes, *fp, StreamFate::kLive};
+    streaming_[key] = Stream{total_bytes, meta.layers, *fp, StreamFate::kLive};
     used_ += total_bytes;
   }
   counters().evictions.fetch_add(victims.size(), std::memory_order_relaxed);

@@ -276,6 +276,41 @@ TEST(SsdStream, AWholePutDuringAStreamStands) {
   EXPECT_EQ(tier->Stats().bytes_used, b.encoded->TotalBytes() + d.encoded->TotalBytes());
 }
 
+// A Put that overtakes a stream takes over its reservation (charged once:
+// nothing else is evicted) and deletes the layers the stream wrote beyond
+// its own layer count.
+TEST(SsdStream, AnOvertakingPutIsChargedOnceAndLeavesNoStrayLayer) {
+  TempDir dir;
+  const TestChunk a = Chunk(16), b = Chunk(17);
+  ChunkSpec three;
+  three.tokens = 64;
+  three.kv_heads = 4;
+  three.head_dim = 16;
+  three.layers = 3;
+  three.token_seed = 16;
+  const TestChunk a3 = MakeChunk(three);
+  ASSERT_EQ(a3.key, a.key);
+  SsdTierOptions o;
+  o.path = dir.path();
+  o.capacity_bytes = a.encoded->TotalBytes() * 5 / 2;
+  o.sync_writes = false;
+  auto tier = CreateSsdTier(o);
+  ASSERT_TRUE(tier.ok());
+  ASSERT_TRUE((*tier)->Put(b.key, b.encoded).ok());
+  {
+    auto w = (*tier)->BeginPut(a.key, a.encoded->header, a.encoded->TotalBytes());
+    ASSERT_TRUE(w.ok()) << w.status();
+    for (const auto& rec : a.encoded->layers) ASSERT_TRUE((*w)->AddLayer(rec).ok());
+    ASSERT_TRUE((*tier)->Put(a3.key, a3.encoded).ok());  // fits beside b once a's reservation is its
+    EXPECT_TRUE(*(*tier)->Contains(b.key)) << "evicted: the Put was charged twice";
+    EXPECT_EQ((*tier)->Stats().bytes_used, b.encoded->TotalBytes() + a3.encoded->TotalBytes());
+    EXPECT_TRUE((*w)->Commit().ok());
+  }
+  ExpectStored(**tier, a3);
+  EXPECT_FALSE((*tier)->GetLayer(a.key, 3)->has_value()) << "the stream's 4th layer was left";
+  EXPECT_EQ((*tier)->Stats().bytes_used, b.encoded->TotalBytes() + a3.encoded->TotalBytes());
+}
+
 // A Delete of the key (or of its fingerprint) during a stream cancels the
 // stream: its next layer or Commit is Aborted and nothing is left.
 TEST(SsdStream, ADeleteDuringAStreamCancelsIt) {

@@ -457,6 +457,46 @@ TEST(Retriever, EmbedderFailureMidBatchAddsNothing) {
   EXPECT_EQ(r->stats().documents, 2);
 }
 
+// An embedder failure in a later batch of a large document (after earlier
+// batches were staged in the index and the catalogue) leaves nothing, and
+// the next ingest works: its ids are new, also for an index that only
+// tombstones removed ids (HNSW), and a rebuild from the catalogue finds no
+// staged vector of the failed one.
+class RetrieverStagingFailure : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RetrieverStagingFailure, ALaterBatchFailingLeavesNothingAndSpendsNoId) {
+  TempDir dir;
+  RetrieverOptions o = Options(dir.path());
+  o.index.factory = GetParam();
+  auto hashed = std::shared_ptr<const Embedder>(HashedEmbedder::Create({.dim = 64}).value());
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  auto armed = std::make_shared<std::atomic<bool>>(true);
+  o.embedder = std::make_shared<FunctionEmbedder>(
+      64, "flaky", [hashed, calls, armed](absl::Span<const std::string> texts) -> absl::StatusOr<std::vector<float>> {
+        if (armed->load() && calls->fetch_add(1) == 1) return absl::UnavailableError("embedder down");
+        return hashed->EmbedDocuments(texts);
+      });
+  Document big = LedgerDocument(700);
+  big.title = "";
+  {
+    auto r = Retriever::Create(o).value();
+    calls->store(0);  // the ingest's second batch fails
+    EXPECT_EQ(r->Ingest({big}).status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(calls->load(), 2);
+    EXPECT_EQ(r->stats().documents, 0);
+    EXPECT_EQ(r->stats().indexed_vectors, 0);
+    armed->store(false);
+    auto st = r->Ingest({big});
+    ASSERT_TRUE(st.ok()) << st.status();
+    EXPECT_EQ(r->stats().indexed_vectors, st->chunks);
+  }
+  std::filesystem::remove(dir.path() + "/index.rkvidx");
+  auto r = Retriever::Create(o).value();
+  EXPECT_EQ(r->stats().indexed_vectors, r->stats().chunks);
+}
+
+INSTANTIATE_TEST_SUITE_P(Factories, RetrieverStagingFailure, ::testing::Values("Flat", "HNSW16"));
+
 class RetrieverRestart : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(RetrieverRestart, RestartServesSameResults) {
