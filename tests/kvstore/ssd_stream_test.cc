@@ -29,14 +29,10 @@ using testing::MakeChunk;
 using testing::TempDir;
 using testing::TestChunk;
 
-TestChunk Chunk(uint32_t seed) {
-  ChunkSpec s;
-  s.tokens = 64;
-  s.kv_heads = 4;
-  s.head_dim = 16;
-  s.layers = 4;
-  s.token_seed = seed;
-  return MakeChunk(s);
+// Chunk: 64 tokens x 4 KV heads x 16 dims; the key depends on `seed` only.
+TestChunk Chunk(uint32_t seed, uint32_t layers = 4, kernels::DType dtype = kernels::DType::kF32) {
+  return MakeChunk(ChunkSpec{.tokens = 64, .layers = layers, .kv_heads = 4, .head_dim = 16,
+                             .dtype = dtype, .token_seed = seed});
 }
 
 std::unique_ptr<Tier> OpenSsd(const std::string& path) {
@@ -70,16 +66,7 @@ void ExpectStored(Tier& tier, const TestChunk& c) {
 }
 
 // Same key as Chunk(seed) (same tokens and fingerprint), other bytes.
-TestChunk F16Twin(uint32_t seed) {
-  ChunkSpec s;
-  s.tokens = 64;
-  s.kv_heads = 4;
-  s.head_dim = 16;
-  s.layers = 4;
-  s.token_seed = seed;
-  s.dtype = kernels::DType::kF16;
-  return MakeChunk(s);
-}
+TestChunk F16Twin(uint32_t seed) { return Chunk(seed, 4, kernels::DType::kF16); }
 
 TEST(SsdStream, InvisibleUntilCommitThenIdenticalToAWholePut) {
   TempDir dir;
@@ -281,14 +268,7 @@ TEST(SsdStream, AWholePutDuringAStreamStands) {
 // its own layer count.
 TEST(SsdStream, AnOvertakingPutIsChargedOnceAndLeavesNoStrayLayer) {
   TempDir dir;
-  const TestChunk a = Chunk(16), b = Chunk(17);
-  ChunkSpec three;
-  three.tokens = 64;
-  three.kv_heads = 4;
-  three.head_dim = 16;
-  three.layers = 3;
-  three.token_seed = 16;
-  const TestChunk a3 = MakeChunk(three);
+  const TestChunk a = Chunk(16), b = Chunk(17), a3 = Chunk(16, 3);
   ASSERT_EQ(a3.key, a.key);
   SsdTierOptions o;
   o.path = dir.path();
