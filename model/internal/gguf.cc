@@ -291,11 +291,13 @@ constexpr GgufArch kGgufArchs[] = {
 };
 
 // GgufRopeFactor: the scaling factor as the pinned llama.cpp reads it:
-// rope.scaling.factor, else the older rope.scale_linear; absent or 0 = 1.
+// rope.scaling.factor when the key is there (even at 0), else the older
+// rope.scale_linear; absent or 0 = 1.
 absl::StatusOr<double> GgufRopeFactor(const Gguf& g, const std::string& path,
                                       const std::string& arch) {
-  double factor = GetNumberOr(g, arch + ".rope.scaling.factor", 0.0);
-  if (factor == 0) factor = GetNumberOr(g, arch + ".rope.scale_linear", 0.0);
+  const std::string key = arch + ".rope.scaling.factor";
+  double factor = g.kv.contains(key) ? GetNumberOr(g, key, 0.0)
+                                     : GetNumberOr(g, arch + ".rope.scale_linear", 0.0);
   if (factor == 0) factor = 1;
   if (!(factor > 0) || !std::isfinite(factor)) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": rope scaling factor ", factor));
@@ -360,8 +362,9 @@ absl::Status ReadGgufScaling(const Gguf& g, const std::string& path, const std::
     }
     YarnParams yp;
     yp.factor = factor;
-    yp.original = GetNumberOr(g, arch + ".rope.scaling.original_context_length",
-                              GetNumberOr(g, arch + ".context_length", 0));
+    // Absent or 0: the training context, as llama.cpp's n_ctx_orig_yarn.
+    yp.original = GetNumberOr(g, arch + ".rope.scaling.original_context_length", 0);
+    if (yp.original == 0) yp.original = GetNumberOr(g, arch + ".context_length", 0);
     if (!(yp.original >= 1)) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": YaRN needs an original context length"));
     }

@@ -169,9 +169,12 @@ absl::StatusOr<std::vector<std::string>> ListShards(const fs::path& dir) {
 // attention_factor (default from mscale / mscale_all_dim, else
 // 0.1 ln(factor) + 1). truncate = false is refused.
 absl::Status ReadHfYarn(const json& rs, const std::string& cfg_path, ModelConfig* c) {
-  auto opt = [&](const char* k, double def, double* out) -> absl::Status {
+  // opt: a number > 0 (>= 0 with `zero_unset`: 0 reads as absent, as
+  // transformers' truthiness test of mscale / mscale_all_dim does).
+  auto opt = [&](const char* k, double def, double* out, bool zero_unset = false) -> absl::Status {
     *out = def;
     if (!rs.contains(k) || rs[k].is_null()) return absl::OkStatus();
+    if (zero_unset && rs[k].is_number() && rs[k].get<double>() == 0) return absl::OkStatus();
     if (!rs[k].is_number() || !(rs[k].get<double>() > 0) || !std::isfinite(rs[k].get<double>())) {
       return absl::InvalidArgumentError(absl::StrCat(cfg_path, ": rope_scaling.", k, " must be a number > 0"));
     }
@@ -188,8 +191,8 @@ absl::Status ReadHfYarn(const json& rs, const std::string& cfg_path, ModelConfig
   RETURN_IF_ERROR(opt("original_max_position_embeddings", c->max_seq_len, &yp.original));
   RETURN_IF_ERROR(opt("beta_fast", 32, &yp.beta_fast));
   RETURN_IF_ERROR(opt("beta_slow", 1, &yp.beta_slow));
-  RETURN_IF_ERROR(opt("mscale", 0, &mscale));
-  RETURN_IF_ERROR(opt("mscale_all_dim", 0, &mscale_all));
+  RETURN_IF_ERROR(opt("mscale", 0, &mscale, /*zero_unset=*/true));
+  RETURN_IF_ERROR(opt("mscale_all_dim", 0, &mscale_all, /*zero_unset=*/true));
   RETURN_IF_ERROR(opt("attention_factor", 0, &attn));
   if (attn == 0) {
     auto get = [&](double m) { return yp.factor <= 1 ? 1.0 : 0.1 * m * std::log(yp.factor) + 1.0; };

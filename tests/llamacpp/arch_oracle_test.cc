@@ -179,6 +179,18 @@ TEST(ArchOracleScalingTest, MetadataNoEngineRunsIsRefusedByName) {
   std::filesystem::remove(path);
 }
 
+// Zeros that mean "default" to the pinned llama.cpp: rope.scaling.factor
+// present at 0 is no scaling (the older rope.scale_linear beside it is not
+// read), and a YaRN original context of 0 is the training context.
+const Variant kZeroVariants[] = {
+    {"llama_factor0_beside_scale_linear", "llama", false, 0, 0, 0, 2.0f, {{"rope.scaling.factor", 0.0f}}},
+    {"qwen2_yarn_original0", "qwen2", false, 0, 4.0f, 0, 0, {}, "", 0, 0},
+};
+
+INSTANTIATE_TEST_SUITE_P(ZeroMeansDefault, ArchOracleTest,
+                         ::testing::Combine(::testing::ValuesIn(kZeroVariants), ::testing::Values(Enc::kF32)),
+                         [](const auto& p) { return std::get<0>(p.param).name; });
+
 INSTANTIATE_TEST_SUITE_P(
     Files, ArchOracleTest,
     ::testing::Combine(::testing::ValuesIn(kVariants),

@@ -26,6 +26,7 @@ struct Variant {
   std::vector<std::pair<std::string, float>> kv_f32 = {};
   std::string scaling_type = {};
   int rope_dims = 0;  // > 0: rope.dimension_count (default head_dim)
+  uint32_t yarn_original = 32768;  // rope.scaling.original_context_length with yarn_factor
 };
 
 inline constexpr int kDim = 256, kLayers = 2, kHeads = 4, kKvHeads = 2, kHeadDim = 64, kFfn = 512,
@@ -71,7 +72,7 @@ inline void WriteRandomModel(const Variant& v, bool f16, const std::string& path
   if (v.yarn_factor > 0) {
     w.KvStr(a + ".rope.scaling.type", "yarn");
     w.KvF32(a + ".rope.scaling.factor", v.yarn_factor);
-    w.KvU32(a + ".rope.scaling.original_context_length", 32768);
+    w.KvU32(a + ".rope.scaling.original_context_length", v.yarn_original);
   }
   if (v.attn_factor > 0) w.KvF32(a + ".rope.scaling.attn_factor", v.attn_factor);
   if (v.scale_linear > 0) w.KvF32(a + ".rope.scale_linear", v.scale_linear);

@@ -407,6 +407,11 @@ TEST_F(SafetensorsTest, RopeScalingYarn) {
   m = LoadModel(dir);
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_NEAR((*m)->config().rope_mscale, (0.2 * std::log(4.0) + 1) / (0.1 * std::log(4.0) + 1), 1e-6);
+  // mscale 0 is "unset" to transformers (a truthiness test): the default.
+  set_cfg({{"type", "yarn"}, {"factor", 4.0}, {"mscale", 0.0}, {"mscale_all_dim", 0.0}});
+  m = LoadModel(dir);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_NEAR((*m)->config().rope_mscale, 0.1 * std::log(4.0) + 1, 1e-6);
   set_cfg({{"type", "yarn"}, {"factor", 4.0}, {"truncate", false}});
   m = LoadModel(dir);
   ASSERT_FALSE(m.ok());
