@@ -1,6 +1,9 @@
 #include "kernels/cpu.h"
 
+#include <cpuid.h>
 #include <omp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -43,6 +46,24 @@ std::atomic<int>& OverrideRef() {
   return v;
 }
 
+// DetectAmx: CPUID.(7,0):EDX bits 24 (AMX-TILE) and 25 (AMX-INT8), then the
+// kernel's permission for the tile data state (Linux >= 5.16).
+bool DetectAmx() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+  if ((d & (1u << 24)) == 0 || (d & (1u << 25)) == 0) return false;
+  constexpr long kReqXcompPerm = 0x1023, kXfeatureXtileData = 18;
+  return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtileData) == 0;
+}
+
+std::atomic<bool>& AmxEnabledRef() {
+  static std::atomic<bool> v{[] {
+    const char* e = std::getenv("RAGKV_AMX");
+    return e == nullptr || std::strcmp(e, "0") != 0;
+  }()};
+  return v;
+}
+
 int DefaultThreads() {
   const int n = omp_get_num_procs();
   return n > 0 ? n : 1;
@@ -69,6 +90,18 @@ Isa ActiveIsa() {
 void SetIsaOverride(Isa isa) { OverrideRef().store(static_cast<int>(isa)); }
 
 Isa IsaCap() { return static_cast<Isa>(OverrideRef().load(std::memory_order_relaxed)); }
+
+bool AmxDetected() {
+  static const bool amx = DetectAmx();
+  return amx;
+}
+
+bool AmxActive() {
+  return ActiveIsa() == Isa::kAvx512 && AmxEnabledRef().load(std::memory_order_relaxed) &&
+         AmxDetected();
+}
+
+void SetAmxEnabled(bool on) { AmxEnabledRef().store(on); }
 
 const char* IsaName(Isa isa) {
   switch (isa) {

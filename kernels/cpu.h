@@ -25,6 +25,16 @@ void SetIsaOverride(Isa isa);
 Isa IsaCap();
 const char* IsaName(Isa isa);
 
+// AmxActive: whether int8 products (Q8_0 weights) may run on AMX tiles: the
+// CPU has AMX-INT8, Linux granted this process the tile state
+// (arch_prctl ARCH_REQ_XCOMP_PERM, asked once), ActiveIsa() is kAvx512, and
+// neither SetAmxEnabled(false) nor RAGKV_AMX=0 turned it off.
+bool AmxActive();
+// AmxDetected: the CPU and the OS support AMX-INT8 (whatever the caps).
+bool AmxDetected();
+// SetAmxEnabled: tests use it to cover the non-AMX int8 path on AMX machines.
+void SetAmxEnabled(bool on);
+
 // SetMaxThreads: cap for OpenMP kernels (>= 1). Default: hardware threads.
 void SetMaxThreads(int n);
 int MaxThreads();

@@ -11,6 +11,7 @@
 #include "kernels/gemm.h"
 #include "kernels/internal/check.h"
 #include "kernels/internal/isa.h"
+#include "kernels/internal/q8.h"
 
 namespace ragkv::kernels {
 namespace {
@@ -94,6 +95,50 @@ absl::Status GemmByTiles(TensorView x, const WeightMatrix& w, TensorView y, floa
   return absl::OkStatus();
 }
 
+// GemmQ8: Q8_0 weights: x quantized to q8_0 blocks once (internal/q8.h,
+// llama.cpp's rule), then int8 products: AMX panels of 32 weight rows when
+// there are many rows of x and the CPU has AMX, else SIMD tiles of weight
+// rows (each times chunks of 64 rows of x, so both stay in cache).
+absl::Status GemmQ8(TensorView x, const WeightMatrix& w, TensorView y, float beta) {
+  const int64_t m = x.shape[0], k = w.cols, ldy = y.stride[0];
+  const bool amx = m > kDotRows && AmxActive();
+  static thread_local internal::Q8Acts calling_thread_acts;
+  internal::Q8Acts& acts = calling_thread_acts;  // the workers share the caller's
+  internal::QuantizeActsQ8(x.as<const float>(), m, x.stride[0], k, amx ? 32 : 1, &acts);
+  float* yd = y.as<float>();
+  if (amx) {
+    const int64_t panels = (w.rows + internal::kAmxPanel - 1) / internal::kAmxPanel;
+    const int threads = static_cast<int>(std::min<int64_t>(MaxThreads(), panels));
+#pragma omp parallel num_threads(threads)
+    {
+      internal::AmxThreadBegin();
+      static thread_local std::vector<uint8_t> pack;
+      pack.resize(static_cast<size_t>(internal::AmxPackBytes(k)));
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t p = 0; p < panels; ++p) {
+        const int64_t j0 = p * internal::kAmxPanel;
+        const int64_t n = std::min<int64_t>(internal::kAmxPanel, w.rows - j0);
+        internal::Q8PanelAmx(acts, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta, pack.data());
+      }
+      internal::AmxThreadEnd();
+    }
+    return absl::OkStatus();
+  }
+  const internal::Q8TileFn tile = internal::ActiveQ8Tile();
+  constexpr int64_t kTileRows = 32, kChunk = 64;
+  const int64_t tiles = (w.rows + kTileRows - 1) / kTileRows;
+  const int threads = static_cast<int>(std::min<int64_t>(MaxThreads(), tiles));
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t j0 = t * kTileRows, n = std::min(kTileRows, w.rows - j0);
+    for (int64_t i0 = 0; i0 < m; i0 += kChunk) {
+      tile(acts, i0, std::min(kChunk, m - i0), w.row(j0), w.row_bytes, n, yd + i0 * ldy + j0,
+           ldy, beta);
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 WeightMatrix WeightMatrix::Rows(int64_t r0, int64_t n) const {
@@ -165,6 +210,7 @@ absl::Status WeightGemm(TensorView x, const WeightMatrix& w, TensorView y, float
                                                 {w.rows, w.cols});
     return Gemm(x, b, /*trans_b=*/true, y, 1.0f, beta);
   }
+  if (w.type == GgmlType::kQ8_0) return GemmQ8(x, w, y, beta);
   if (x.shape[0] <= kDotRows) return GemmByDots(x, w, y, beta);
   return GemmByTiles(x, w, y, beta);
 }

@@ -140,7 +140,27 @@ class LlamaCppEngineTest : public ::testing::TestWithParam<std::string> {
                 g.range, 100 * g.max_abs / g.range);
     EXPECT_LE(g.max_abs, frac * g.range) << "max |diff| " << g.max_abs << " of " << g.range;
     EXPECT_EQ(g.top1, 1.0);
-    EXPECT_EQ(GreedyOn(r.logits), own_greedy_);
+    const std::vector<int32_t> ours = GreedyOn(r.logits);
+    if (GetParam() != "gqa_q8_0" || local) {
+      EXPECT_EQ(ours, own_greedy_);
+      return;
+    }
+    ExpectEqualUpToANearTie(ours, 2 * g.max_abs);
+  }
+  // ExpectEqualUpToANearTie: a quantized file's 32 greedy tokens equal
+  // llama.cpp's own, or part at a step where llama.cpp itself scores the
+  // two tokens within `tie` logits of each other (the engines' K/V differ
+  // by the file's tolerance: random weights make near-ties common).
+  void ExpectEqualUpToANearTie(const std::vector<int32_t>& ours, double tie) {
+    size_t i = 0;
+    while (i < ours.size() && ours[i] == own_greedy_[i]) ++i;
+    if (i == ours.size()) return;
+    std::vector<int32_t> p = prompt_;
+    p.insert(p.end(), own_greedy_.begin(), own_greedy_.begin() + static_cast<long>(i));
+    const std::vector<float> l = *ref_->Logits(p, /*all=*/false);
+    const double gap = l[own_greedy_[i]] - l[ours[i]];
+    std::printf("greedy parts at step %zu: llama.cpp's own gap %.5f (tie bound %.5f)\n", i, gap, tie);
+    EXPECT_LE(gap, tie) << "greedy parted at step " << i << " where llama.cpp is not near a tie";
   }
   std::unique_ptr<lc::LlamaCppEngine> Engine(Client* c, std::string fp = "") {
     lc::LlamaCppEngine::Options o;

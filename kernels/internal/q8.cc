@@ -1,0 +1,89 @@
+#include "kernels/internal/q8.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu.h"
+#include "kernels/internal/isa.h"
+
+namespace ragkv::kernels::internal {
+namespace {
+
+float HalfAt(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return HalfBitsToFloat(h);
+}
+
+// QuantizeBlock: one block of 32 by llama.cpp's x86 rule (q8.h).
+void QuantizeBlock(const float* x, int8_t* q, float* d) {
+  float amax = 0.0f;
+  for (int t = 0; t < kQ8Block; ++t) amax = std::max(amax, std::fabs(x[t]));
+  *d = HalfBitsToFloat(FloatToHalfBits(amax / 127.0f));
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  for (int t = 0; t < kQ8Block; ++t) q[t] = static_cast<int8_t>(std::nearbyint(x[t] * id));
+}
+
+bool HasVnni() {
+  static const bool v = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni") != 0;
+  }();
+  return v;
+}
+
+}  // namespace
+
+void QuantizeActsQ8(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t pad, Q8Acts* a) {
+  a->m = m;
+  a->k = k;
+  a->m_pad = (m + pad - 1) / pad * pad;
+  const int64_t nb = k / kQ8Block;
+  a->q.resize(static_cast<size_t>(a->m_pad * k));
+  a->d.resize(static_cast<size_t>(a->m_pad * nb));
+  std::fill(a->q.begin() + m * k, a->q.end(), int8_t{0});
+  std::fill(a->d.begin() + m * nb, a->d.end(), 0.0f);
+  const int threads = static_cast<int>(std::clamp<int64_t>(m * k / 65536, 1, MaxThreads()));
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t b = 0; b < nb; ++b) {
+      QuantizeBlock(x + i * ldx + b * kQ8Block, a->q.data() + i * k + b * kQ8Block,
+                    a->d.data() + i * nb + b);
+    }
+  }
+}
+
+void Q8TileScalar(const Q8Acts& a, int64_t i0, int64_t m, const uint8_t* w, uint64_t w_row_bytes,
+                  int64_t n, float* y, int64_t ldy, float beta) {
+  const int64_t nb = a.blocks();
+  for (int64_t i = 0; i < m; ++i) {
+    const int8_t* xq = a.qrow(i0 + i);
+    const float* xd = a.drow(i0 + i);
+    for (int64_t j = 0; j < n; ++j) {
+      const uint8_t* wr = w + j * w_row_bytes;
+      float sum = 0.0f;
+      for (int64_t b = 0; b < nb; ++b, wr += kQ8BlockBytes) {
+        const int8_t* wq = reinterpret_cast<const int8_t*>(wr + 2);
+        int32_t dot = 0;
+        for (int t = 0; t < kQ8Block; ++t) dot += int32_t{xq[b * kQ8Block + t]} * wq[t];
+        sum += (xd[b] * HalfAt(wr)) * static_cast<float>(dot);
+      }
+      float& out = y[i * ldy + j];
+      out = beta == 0.0f ? sum : sum + beta * out;
+    }
+  }
+}
+
+Q8TileFn ActiveQ8Tile() {
+  switch (ActiveIsa()) {
+    case Isa::kAvx512: return HasVnni() ? Q8TileVnni : Q8TileAvx2;
+    case Isa::kAvx2: return Q8TileAvx2;
+    case Isa::kScalar: break;
+  }
+  return Q8TileScalar;
+}
+
+}  // namespace ragkv::kernels::internal

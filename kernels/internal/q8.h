@@ -1,0 +1,65 @@
+// q8.h (internal): products of Q8_0 weights with activations quantized to
+// q8_0 blocks, the int8 path llama.cpp's CPU backend takes for Q8_0 files
+// (docs/kernels.md, "Q8_0 weights: int8 products"). The activation rule is
+// llama.cpp's x86 quantize_row_q8_0: per block of 32, amax = max |x|,
+// d = f16(amax / 127), q = round_half_even(x * (127 / amax)) (0 when amax is
+// 0); a block's product is d_x * d_w * (q_x . q_w), the int dot exact.
+// Kernels: scalar, AVX2 (maddubs), AVX-512 VNNI, and AMX-INT8 tiles for many
+// rows. Every kernel computes the same int dots and differs only in the f32
+// summation order of the scaled block sums. Thread-safe (pure).
+#ifndef RAGKV_KERNELS_INTERNAL_Q8_H_
+#define RAGKV_KERNELS_INTERNAL_Q8_H_
+
+#include <cstdint>
+#include <vector>
+
+namespace ragkv::kernels::internal {
+
+inline constexpr int kQ8Block = 32;
+inline constexpr int kQ8BlockBytes = 34;  // f16 d, then 32 int8
+
+// Q8Acts: m rows of k activations as q8_0 blocks: q [m_pad][k] int8 and d
+// [m_pad][k / 32] f32 (each the f16-rounded scale). Rows m..m_pad are zero.
+struct Q8Acts {
+  int64_t m = 0, m_pad = 0, k = 0;
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  int64_t blocks() const { return k / kQ8Block; }
+  const int8_t* qrow(int64_t i) const { return q.data() + i * k; }
+  const float* drow(int64_t i) const { return d.data() + i * blocks(); }
+};
+
+// QuantizeActsQ8: x [m][k] (row stride ldx floats, k a multiple of 32) into
+// a, rows padded with zeros to a multiple of `pad`. Rows in parallel.
+void QuantizeActsQ8(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t pad, Q8Acts* a);
+
+// Q8TileFn: y[(i - i0) * ldy + j] = sum over blocks of x row i (i0 <= i <
+// i0 + m) times weight row j (j < n; q8_0 rows w_row_bytes apart at w),
+// plus beta * y.
+using Q8TileFn = void (*)(const Q8Acts& a, int64_t i0, int64_t m, const uint8_t* w,
+                          uint64_t w_row_bytes, int64_t n, float* y, int64_t ldy, float beta);
+void Q8TileScalar(const Q8Acts& a, int64_t i0, int64_t m, const uint8_t* w, uint64_t w_row_bytes,
+                  int64_t n, float* y, int64_t ldy, float beta);
+void Q8TileAvx2(const Q8Acts& a, int64_t i0, int64_t m, const uint8_t* w, uint64_t w_row_bytes,
+                int64_t n, float* y, int64_t ldy, float beta);
+void Q8TileVnni(const Q8Acts& a, int64_t i0, int64_t m, const uint8_t* w, uint64_t w_row_bytes,
+                int64_t n, float* y, int64_t ldy, float beta);
+// ActiveQ8Tile: the tile kernel for ActiveIsa() (VNNI when the CPU has it).
+Q8TileFn ActiveQ8Tile();
+
+// AMX-INT8 (Sapphire Rapids and later). kAmxPanel weight rows per panel.
+inline constexpr int kAmxPanel = 32;
+// AmxPackBytes: bytes of one packed panel for k columns.
+inline int64_t AmxPackBytes(int64_t k) { return (k / kQ8Block) * (2 * 512 + kAmxPanel * 4); }
+// Q8PanelAmx: y[i * ldy + j] for every row i < a.m and weight row j < n
+// (n <= kAmxPanel) of `w`; a.m_pad a multiple of 32; `pack` AmxPackBytes(k)
+// bytes of scratch. The calling thread must have run AmxThreadBegin.
+void Q8PanelAmx(const Q8Acts& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,
+                int64_t ldy, float beta, uint8_t* pack);
+// AmxThreadBegin / AmxThreadEnd: load / release this thread's tile config.
+void AmxThreadBegin();
+void AmxThreadEnd();
+
+}  // namespace ragkv::kernels::internal
+
+#endif  // RAGKV_KERNELS_INTERNAL_Q8_H_

@@ -1,0 +1,123 @@
+// Q8_0 weights: activations quantized to q8_0 blocks (llama.cpp's x86 rule,
+// kernels/internal/q8.h) and int8 products, on every kernel this machine
+// has (scalar, AVX2, VNNI, AMX), against a naive reference written here:
+// the same rule in plain scalar code, then exact int dots scaled and
+// summed in double.
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/convert.h"
+#include "kernels/internal/q8.h"
+#include "kernels/weight_gemm.h"
+#include "tests/kernels/test_util.h"
+
+namespace ragkv::kernels {
+namespace {
+
+using testing::IsaScope;
+using testing::Isas;
+
+// RandomQ8Rows: q8_0 rows with every int8 value possible (-128 included)
+// and small f16 scales.
+std::vector<uint8_t> RandomQ8Rows(int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> scale(0.002f, 0.02f);
+  std::vector<uint8_t> b(rows * cols / 32 * 34);
+  for (auto& x : b) x = static_cast<uint8_t>(rng());
+  for (size_t o = 0; o < b.size(); o += 34) {
+    const uint16_t h = FloatToHalf(scale(rng));
+    std::memcpy(&b[o], &h, 2);
+  }
+  return b;
+}
+
+// NaiveQuantize: one block by the documented rule.
+void NaiveQuantize(const float* x, int8_t* q, float* d) {
+  float amax = 0;
+  for (int t = 0; t < 32; ++t) amax = std::max(amax, std::fabs(x[t]));
+  *d = HalfToFloat(FloatToHalf(amax / 127.0f));
+  const float id = amax != 0 ? 127.0f / amax : 0.0f;
+  for (int t = 0; t < 32; ++t) {
+    const float v = x[t] * id, f = std::floor(v), r = v - f;
+    // round half to even, spelled out
+    float n = r > 0.5f ? f + 1 : r < 0.5f ? f : (std::fmod(f, 2.0f) == 0 ? f : f + 1);
+    q[t] = static_cast<int8_t>(n);
+  }
+}
+
+TEST(Q8Acts, QuantizationFollowsTheRule) {
+  const int64_t m = 3, k = 128;
+  std::vector<float> x = testing::RandomVec(m * k, 5, -3, 3);
+  for (int t = 32; t < 64; ++t) x[t] = 0.0f;            // an all-zero block
+  for (int t = 64; t < 96; ++t) x[t] = (t % 2 ? 0.5f : -1.5f) * 127;  // exact halves
+  internal::Q8Acts a;
+  internal::QuantizeActsQ8(x.data(), m, k, k, 32, &a);
+  ASSERT_EQ(a.m_pad, 32);
+  for (int64_t i = 0; i < a.m_pad; ++i) {
+    for (int64_t b = 0; b < k / 32; ++b) {
+      int8_t q[32] = {};
+      float d = 0;
+      if (i < m) NaiveQuantize(x.data() + i * k + b * 32, q, &d);
+      EXPECT_EQ(std::memcmp(q, a.qrow(i) + b * 32, 32), 0) << i << "," << b;
+      EXPECT_EQ(d, a.drow(i)[b]) << i << "," << b;
+    }
+  }
+}
+
+class Q8GemmTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(Q8GemmTest, MatchesTheNaiveInt8Reference) {
+  const bool amx = GetParam();
+  if (amx && !AmxDetected()) GTEST_SKIP() << "no AMX-INT8 here";
+  struct Restore {
+    ~Restore() { SetAmxEnabled(true); }
+  } restore;
+  SetAmxEnabled(amx);
+  const int64_t n = 300, k = 512;  // n: not a multiple of any panel
+  const std::vector<uint8_t> wb = RandomQ8Rows(n, k, 3);
+  absl::StatusOr<WeightMatrix> w = MakeWeightMatrix(GgmlType::kQ8_0, wb.data(), n, k);
+  ASSERT_TRUE(w.ok()) << w.status();
+  for (Isa isa : Isas()) {
+    IsaScope scope(isa);
+    for (int64_t m : {1, 3, 8, 9, 33, 100}) {
+      for (float beta : {0.0f, 1.0f}) {
+        const std::vector<float> x = testing::RandomVec(m * k, 11 + m, -2, 2);
+        std::vector<float> y = testing::RandomVec(m * n, 17 + m), y0 = y;
+        ASSERT_TRUE(WeightGemm(TensorView::Contiguous(x.data(), DType::kF32, {m, k}), *w,
+                               TensorView::Contiguous(y.data(), DType::kF32, {m, n}), beta)
+                        .ok());
+        for (int64_t i = 0; i < m; ++i) {
+          std::vector<int8_t> q(k);
+          std::vector<float> d(k / 32);
+          for (int64_t b = 0; b < k / 32; ++b) NaiveQuantize(&x[i * k + b * 32], &q[b * 32], &d[b]);
+          for (int64_t j = 0; j < n; ++j) {
+            double ref = beta * y0[i * n + j], mag = std::abs(ref);
+            for (int64_t b = 0; b < k / 32; ++b) {
+              const uint8_t* blk = &wb[(j * k / 32 + b) * 34];
+              uint16_t h;
+              std::memcpy(&h, blk, 2);
+              int dot = 0;
+              for (int t = 0; t < 32; ++t) dot += q[b * 32 + t] * int8_t(blk[2 + t]);
+              const double s = double(float(d[b] * HalfToFloat(h)));
+              ref += s * dot;
+              mag += std::abs(s * dot);
+            }
+            // int dots exact; f32 sums of 16 scaled block sums (+ beta y).
+            ASSERT_NEAR(y[i * n + j], ref, 2e-6 * mag + 1e-7)
+                << IsaName(isa) << " amx=" << amx << " m=" << m << " beta=" << beta << " at "
+                << i << "," << j;
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, Q8GemmTest, ::testing::Bool(),
+                         [](const auto& p) { return p.param ? "amx" : "simd"; });
+
+}  // namespace
+}  // namespace ragkv::kernels
