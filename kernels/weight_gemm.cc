@@ -98,7 +98,8 @@ absl::Status GemmByTiles(TensorView x, const WeightMatrix& w, TensorView y, floa
 // GemmQ8: Q8_0 weights: x quantized to q8_0 blocks once (internal/q8.h,
 // llama.cpp's rule), then int8 products: AMX panels of 32 weight rows when
 // there are many rows of x and the CPU has AMX, else SIMD tiles of weight
-// rows (each times chunks of 64 rows of x, so both stay in cache).
+// rows (each times chunks of 64 rows of x, so both stay in cache; the
+// caller sends only decode rows here without AMX).
 absl::Status GemmQ8(TensorView x, const WeightMatrix& w, TensorView y, float beta) {
   const int64_t m = x.shape[0], k = w.cols, ldy = y.stride[0];
   const bool amx = m > kDotRows && AmxActive();
@@ -210,7 +211,12 @@ absl::Status WeightGemm(TensorView x, const WeightMatrix& w, TensorView y, float
                                                 {w.rows, w.cols});
     return Gemm(x, b, /*trans_b=*/true, y, 1.0f, beta);
   }
-  if (w.type == GgmlType::kQ8_0) return GemmQ8(x, w, y, beta);
+  // Q8_0 in int8 where that is the faster path: decode rows always, prefill
+  // rows on AMX (the SIMD int8 tile runs prefill at 0.27x llama.cpp where
+  // dequantize-then-sgemm reaches 0.36x: docs/kernels.md).
+  if (w.type == GgmlType::kQ8_0 && (x.shape[0] <= kDotRows || AmxActive())) {
+    return GemmQ8(x, w, y, beta);
+  }
   if (x.shape[0] <= kDotRows) return GemmByDots(x, w, y, beta);
   return GemmByTiles(x, w, y, beta);
 }

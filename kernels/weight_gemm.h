@@ -9,10 +9,11 @@
 // buffer and multiplied there -- by sgemm when x has many rows (prefill: the
 // dequantization is amortized over them), by vector dot products per row
 // when it has few (decode, 1-8 rows), tiles spread over MaxThreads() threads.
-// Q8_0 weights take llama.cpp's int8 path instead: x is quantized to q8_0
-// blocks and multiplied in int8 (AMX tiles for many rows where the CPU has
-// them, else AVX-512 VNNI / AVX2 / scalar dots; kernels/internal/q8.h), so
-// a Q8_0 product carries x's int8 rounding, as llama.cpp's does.
+// Q8_0 weights take llama.cpp's int8 path instead for decode rows, and for
+// every row count on CPUs with AMX: x is quantized to q8_0 blocks and
+// multiplied in int8 (AMX tiles, AVX-512 VNNI / AVX2 / scalar dots;
+// kernels/internal/q8.h), so such a product carries x's int8 rounding, as
+// llama.cpp's does. Without AMX, prefill rows keep dequantize-then-sgemm.
 // Thread-safe; scratch is per thread.
 #ifndef RAGKV_KERNELS_WEIGHT_GEMM_H_
 #define RAGKV_KERNELS_WEIGHT_GEMM_H_
