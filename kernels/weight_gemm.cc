@@ -140,6 +140,26 @@ absl::Status GemmQ8(TensorView x, const WeightMatrix& w, TensorView y, float bet
   return absl::OkStatus();
 }
 
+// GemmQK: decode rows of x times q4_K / q6_K weights: x quantized to q8_K
+// blocks (internal/q8.h, llama.cpp's rule), then int8 dots over tiles of 32
+// weight rows spread over the threads.
+absl::Status GemmQK(TensorView x, const WeightMatrix& w, TensorView y, float beta) {
+  static thread_local internal::Q8KActs calling_thread_acts;
+  internal::Q8KActs& acts = calling_thread_acts;  // the workers share the caller's
+  internal::QuantizeActsQ8K(x.as<const float>(), x.shape[0], x.stride[0], w.cols, &acts);
+  const internal::QKTileFn tile = internal::ActiveQKTile(w.type == GgmlType::kQ6_K);
+  constexpr int64_t kTileRows = 32;
+  const int64_t tiles = (w.rows + kTileRows - 1) / kTileRows, ldy = y.stride[0];
+  const int threads = static_cast<int>(std::min<int64_t>(MaxThreads(), tiles));
+  float* yd = y.as<float>();
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t j0 = t * kTileRows, n = std::min(kTileRows, w.rows - j0);
+    tile(acts, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 WeightMatrix WeightMatrix::Rows(int64_t r0, int64_t n) const {
@@ -216,6 +236,9 @@ absl::Status WeightGemm(TensorView x, const WeightMatrix& w, TensorView y, float
   // dequantize-then-sgemm reaches 0.36x: docs/kernels.md).
   if (w.type == GgmlType::kQ8_0 && (x.shape[0] <= kDotRows || AmxActive())) {
     return GemmQ8(x, w, y, beta);
+  }
+  if ((w.type == GgmlType::kQ4_K || w.type == GgmlType::kQ6_K) && x.shape[0] <= kDotRows) {
+    return GemmQK(x, w, y, beta);
   }
   if (x.shape[0] <= kDotRows) return GemmByDots(x, w, y, beta);
   return GemmByTiles(x, w, y, beta);

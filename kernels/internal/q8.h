@@ -1,6 +1,7 @@
 // q8.h (internal): products of Q8_0 weights with activations quantized to
 // q8_0 blocks, the int8 path llama.cpp's CPU backend takes for Q8_0 files
-// (docs/kernels.md, "Q8_0 weights: int8 products"). The activation rule is
+// (docs/kernels.md, "Q8_0 weights: int8 products"), and of q4_K / q6_K
+// weights with q8_K activations (decode). The activation rule is
 // llama.cpp's x86 quantize_row_q8_0: per block of 32, amax = max |x|,
 // d = f16(amax / 127), q = round_half_even(x * (127 / amax)) (0 when amax is
 // 0); a block's product is d_x * d_w * (q_x . q_w), the int dot exact.
@@ -46,6 +47,37 @@ void Q8TileVnni(const Q8Acts& a, int64_t i0, int64_t m, const uint8_t* w, uint64
                 int64_t n, float* y, int64_t ldy, float beta);
 // ActiveQ8Tile: the tile kernel for ActiveIsa() (VNNI when the CPU has it).
 Q8TileFn ActiveQ8Tile();
+
+// q8_K activations, the partner of q4_K and q6_K weights (llama.cpp's
+// quantize_row_q8_K): per block of 256, max = the value of largest |x|
+// (signed), iscale = -127 / max, q = min(127, round_half_even(iscale * x)),
+// d = 1 / iscale in f32 (q and d all 0 when max is 0), bsums = sums of each
+// 16 consecutive q. A weight block's product is then llama.cpp's: d_x *
+// d_w * sum_j sc_j (q_w . q_x)_j - d_x * dmin_w * sum_j m_j bsum_j (q4_K),
+// d_x * d_w * sum_j sc_j ((q_w . q_x)_j - 32 bsum_j) (q6_K), ints exact.
+inline constexpr int kQ8KBlock = 256;
+struct Q8KActs {
+  int64_t m = 0, k = 0;
+  std::vector<int8_t> q;       // [m][k]
+  std::vector<float> d;        // [m][k / 256]
+  std::vector<int16_t> bsums;  // [m][k / 16]
+  int64_t blocks() const { return k / kQ8KBlock; }
+};
+void QuantizeActsQ8K(const float* x, int64_t m, int64_t ldx, int64_t k, Q8KActs* a);
+// QKTileFn: y[i * ldy + j] (+ beta y) for every row i < a.m and weight row
+// j < n of a q4_K or q6_K matrix (rows w_row_bytes apart at w).
+using QKTileFn = void (*)(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n,
+                          float* y, int64_t ldy, float beta);
+void Q4KTileScalar(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,
+                   int64_t ldy, float beta);
+void Q6KTileScalar(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,
+                   int64_t ldy, float beta);
+void Q4KTileAvx2(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,
+                 int64_t ldy, float beta);
+void Q6KTileAvx2(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,
+                 int64_t ldy, float beta);
+// ActiveQKTile: the q4_K (q6 false) or q6_K tile for ActiveIsa().
+QKTileFn ActiveQKTile(bool q6);
 
 // AMX-INT8 (Sapphire Rapids and later). kAmxPanel weight rows per panel.
 inline constexpr int kAmxPanel = 32;

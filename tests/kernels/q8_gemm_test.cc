@@ -1,5 +1,6 @@
 // Q8_0 weights: activations quantized to q8_0 blocks (llama.cpp's x86 rule,
-// kernels/internal/q8.h) and int8 products, on every kernel this machine
+// kernels/internal/q8.h) and int8 products (and q4_K / q6_K decode rows
+// with q8_K activations), on every kernel this machine
 // has (scalar, AVX2, VNNI, AMX), against a naive reference written here:
 // the same rule in plain scalar code, then exact int dots scaled and
 // summed in double.
@@ -124,6 +125,89 @@ TEST_P(Q8GemmTest, MatchesTheNaiveInt8Reference) {
 
 INSTANTIATE_TEST_SUITE_P(Paths, Q8GemmTest, ::testing::Bool(),
                          [](const auto& p) { return p.param ? "amx" : "simd"; });
+
+// RandomKRows: q4_K (d, dmin at 0, 2) or q6_K (d at 208) rows: random
+// quant and scale bits, small f16 super-block scales.
+std::vector<uint8_t> RandomKRows(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {
+  const int bytes = type == GgmlType::kQ4_K ? 144 : 210;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> scale(0.0005f, 0.005f);
+  std::vector<uint8_t> b(rows * cols / 256 * bytes);
+  for (auto& x : b) x = static_cast<uint8_t>(rng());
+  auto put = [&](size_t off) {
+    const uint16_t h = FloatToHalf(scale(rng));
+    std::memcpy(&b[off], &h, 2);
+  };
+  for (size_t o = 0; o < b.size(); o += bytes) {
+    if (type == GgmlType::kQ4_K) put(o), put(o + 2);
+    else put(o + 208);
+  }
+  return b;
+}
+
+// NaiveQuantizeK: one q8_K block of 256 by the documented rule.
+void NaiveQuantizeK(const float* x, int8_t* q, float* d) {
+  float amax = 0, max = 0;
+  for (int t = 0; t < 256; ++t) {
+    if (std::fabs(x[t]) > amax) amax = std::fabs(x[t]), max = x[t];
+  }
+  *d = 0;
+  std::memset(q, 0, 256);
+  if (amax == 0) return;
+  const float iscale = -127.0f / max;
+  for (int t = 0; t < 256; ++t) {
+    const float v = iscale * x[t], f = std::floor(v), r = v - f;
+    const float n = r > 0.5f ? f + 1 : r < 0.5f ? f : (std::fmod(f, 2.0f) == 0 ? f : f + 1);
+    q[t] = static_cast<int8_t>(std::min(127.0f, n));
+  }
+  *d = 1.0f / iscale;
+}
+
+class QKGemmTest : public ::testing::TestWithParam<GgmlType> {};
+
+// Decode rows of q4_K / q6_K: int8 dots with q8_K activations vs the
+// dequantized weights (ggml's to_float) times the naively quantized x.
+TEST_P(QKGemmTest, DecodeRowsMatchTheNaiveInt8Reference) {
+  const GgmlType type = GetParam();
+  const int64_t n = 300, k = 768;  // 3 super-blocks; n: a tile tail
+  const std::vector<uint8_t> wb = RandomKRows(type, n, k, 5);
+  absl::StatusOr<WeightMatrix> w = MakeWeightMatrix(type, wb.data(), n, k);
+  ASSERT_TRUE(w.ok()) << w.status();
+  std::vector<float> wd(n * k);
+  ASSERT_TRUE(DequantizeRows(*w, 0, n, wd.data()).ok());
+  for (Isa isa : Isas()) {
+    IsaScope scope(isa);
+    for (int64_t m : {1, 3, 4, 5, 8}) {
+      for (float beta : {0.0f, 1.0f}) {
+        std::vector<float> x = testing::RandomVec(m * k, 23 + m, -2, 2);
+        for (int t = 256; t < 512; ++t) x[t] = 0;  // row 0, block 1: all zero
+        std::vector<float> y = testing::RandomVec(m * n, 29 + m), y0 = y;
+        ASSERT_TRUE(WeightGemm(TensorView::Contiguous(x.data(), DType::kF32, {m, k}), *w,
+                               TensorView::Contiguous(y.data(), DType::kF32, {m, n}), beta)
+                        .ok());
+        for (int64_t i = 0; i < m; ++i) {
+          std::vector<int8_t> q(k);
+          std::vector<float> d(k / 256);
+          for (int64_t b = 0; b < k / 256; ++b) NaiveQuantizeK(&x[i * k + b * 256], &q[b * 256], &d[b]);
+          for (int64_t j = 0; j < n; ++j) {
+            double ref = beta * y0[i * n + j], mag = std::abs(ref);
+            for (int64_t t = 0; t < k; ++t) {
+              const double xv = double(d[t / 256]) * q[t];
+              ref += xv * wd[j * k + t];
+              mag += std::abs(xv) * (std::abs(wd[j * k + t]) + 0.02);  // + dmin * 63 terms
+            }
+            // ints exact; f32 scale products and a few sums per super-block.
+            ASSERT_NEAR(y[i * n + j], ref, 1e-5 * mag + 1e-7)
+                << IsaName(isa) << " m=" << m << " beta=" << beta << " at " << i << "," << j;
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, QKGemmTest, ::testing::Values(GgmlType::kQ4_K, GgmlType::kQ6_K),
+                         [](const auto& p) { return p.param == GgmlType::kQ4_K ? "q4_K" : "q6_K"; });
 
 }  // namespace
 }  // namespace ragkv::kernels

@@ -61,11 +61,15 @@ std::vector<uint8_t> RandomBlocks(GgmlType type, int64_t rows, int64_t cols, uin
 }
 
 // BlockStep: Q8_0 multiplies by activations rounded to int8 steps of
-// max|block| / 127 (kernels/internal/q8.h); every other encoding by x itself.
-double BlockStep(GgmlType type, const float* block) {
-  if (type != GgmlType::kQ8_0) return 0;
+// max|block of 32| / 127, and q4_K / q6_K do so on decode rows (m <= 8) with
+// blocks of 256 (kernels/internal/q8.h); every other product uses x itself.
+double BlockStep(GgmlType type, int64_t m, const float* row, int64_t t) {
+  int block = 0;
+  if (type == GgmlType::kQ8_0) block = 32;
+  if ((type == GgmlType::kQ4_K || type == GgmlType::kQ6_K) && m <= 8) block = 256;
+  if (block == 0) return 0;
   double amax = 0;
-  for (int t = 0; t < 32; ++t) amax = std::max(amax, std::abs(double(block[t])));
+  for (int u = 0; u < block; ++u) amax = std::max(amax, std::abs(double(row[t / block * block + u])));
   return amax / 127;
 }
 
@@ -88,16 +92,19 @@ TEST_P(WeightGemmTest, MatchesDequantizeThenNaiveMatmul) {
         ASSERT_TRUE(WeightGemm(TensorView::Contiguous(x.data(), DType::kF32, {m, k}), *w,
                                TensorView::Contiguous(y.data(), DType::kF32, {m, n}), beta)
                         .ok());
+        double step = 0;
         for (int64_t i = 0; i < m; ++i) {
           for (int64_t j = 0; j < n; ++j) {
             double ref = beta * y0[i * n + j], mag = std::abs(beta * y0[i * n + j]), act = 0;
             for (int64_t t = 0; t < k; ++t) {
               ref += double(x[i * k + t]) * wd[j * k + t];
               mag += std::abs(double(x[i * k + t]) * wd[j * k + t]);
-              act += std::abs(double(wd[j * k + t])) * BlockStep(type, &x[i * k + t / 32 * 32]);
+              if (t % 32 == 0) step = BlockStep(type, m, &x[i * k], t);
+              act += std::abs(double(wd[j * k + t])) * step;
             }
             // f32 accumulation over k = 512 terms: a few ulp of the magnitude;
-            // plus, for Q8_0, x's int8 rounding (<= 0.6 of a step per element).
+            // plus x's int8 rounding where it is quantized (<= 0.6 of a step per
+            // element).
             ASSERT_NEAR(y[i * n + j], ref, 1e-5 * mag + 0.6 * act + 1e-7)
                 << IsaName(isa) << " m=" << m << " beta=" << beta << " at " << i << "," << j;
           }
