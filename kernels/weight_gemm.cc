@@ -95,6 +95,26 @@ absl::Status GemmByTiles(TensorView x, const WeightMatrix& w, TensorView y, floa
   return absl::OkStatus();
 }
 
+// AmxPanels: panels of 32 rows of w over the threads, each thread with its
+// tile config and pack scratch; panel(j0, n, pack) does one.
+template <typename Panel>
+void AmxPanels(const WeightMatrix& w, int64_t pack_bytes, int k_bytes, const Panel& panel) {
+  const int64_t panels = (w.rows + internal::kAmxPanel - 1) / internal::kAmxPanel;
+  const int threads = static_cast<int>(std::min<int64_t>(MaxThreads(), panels));
+#pragma omp parallel num_threads(threads)
+  {
+    internal::AmxThreadBegin(k_bytes);
+    static thread_local std::vector<uint8_t> pack;
+    pack.resize(static_cast<size_t>(pack_bytes));
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t p = 0; p < panels; ++p) {
+      const int64_t j0 = p * internal::kAmxPanel;
+      panel(j0, std::min<int64_t>(internal::kAmxPanel, w.rows - j0), pack.data());
+    }
+    internal::AmxThreadEnd();
+  }
+}
+
 // GemmQ8: Q8_0 weights: x quantized to q8_0 blocks once (internal/q8.h,
 // llama.cpp's rule), then int8 products: AMX panels of 32 weight rows when
 // there are many rows of x and the CPU has AMX, else SIMD tiles of weight
@@ -108,21 +128,9 @@ absl::Status GemmQ8(TensorView x, const WeightMatrix& w, TensorView y, float bet
   internal::QuantizeActsQ8(x.as<const float>(), m, x.stride[0], k, amx ? 32 : 1, &acts);
   float* yd = y.as<float>();
   if (amx) {
-    const int64_t panels = (w.rows + internal::kAmxPanel - 1) / internal::kAmxPanel;
-    const int threads = static_cast<int>(std::min<int64_t>(MaxThreads(), panels));
-#pragma omp parallel num_threads(threads)
-    {
-      internal::AmxThreadBegin();
-      static thread_local std::vector<uint8_t> pack;
-      pack.resize(static_cast<size_t>(internal::AmxPackBytes(k)));
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t p = 0; p < panels; ++p) {
-        const int64_t j0 = p * internal::kAmxPanel;
-        const int64_t n = std::min<int64_t>(internal::kAmxPanel, w.rows - j0);
-        internal::Q8PanelAmx(acts, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta, pack.data());
-      }
-      internal::AmxThreadEnd();
-    }
+    AmxPanels(w, internal::AmxPackBytes(k), 32, [&](int64_t j0, int64_t n, uint8_t* pack) {
+      internal::Q8PanelAmx(acts, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta, pack);
+    });
     return absl::OkStatus();
   }
   const internal::Q8TileFn tile = internal::ActiveQ8Tile();
@@ -140,18 +148,32 @@ absl::Status GemmQ8(TensorView x, const WeightMatrix& w, TensorView y, float bet
   return absl::OkStatus();
 }
 
-// GemmQK: decode rows of x times q4_K / q6_K weights: x quantized to q8_K
-// blocks (internal/q8.h, llama.cpp's rule), then int8 dots over tiles of 32
-// weight rows spread over the threads.
+// GemmQK: q4_K / q6_K weights: x quantized to q8_K blocks (internal/q8.h,
+// llama.cpp's rule), then int8 products: AMX panels (many rows of x),
+// else dots over tiles of 32 weight rows spread over the threads.
 absl::Status GemmQK(TensorView x, const WeightMatrix& w, TensorView y, float beta) {
+  const int64_t m = x.shape[0], ldy = y.stride[0];
+  const bool amx = m > kDotRows;  // the caller sends many rows only with AMX
   static thread_local internal::Q8KActs calling_thread_acts;
   internal::Q8KActs& acts = calling_thread_acts;  // the workers share the caller's
-  internal::QuantizeActsQ8K(x.as<const float>(), x.shape[0], x.stride[0], w.cols, &acts);
+  internal::QuantizeActsQ8K(x.as<const float>(), m, x.stride[0], w.cols, amx ? 32 : 1, &acts);
+  float* yd = y.as<float>();
+  if (amx) {
+    if (w.type == GgmlType::kQ6_K) {
+      AmxPanels(w, internal::AmxPackBytesQ6K(w.cols), 16, [&](int64_t j0, int64_t n, uint8_t* pack) {
+        internal::Q6KPanelAmx(acts, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta, pack);
+      });
+      return absl::OkStatus();
+    }
+    AmxPanels(w, internal::AmxPackBytesQ4K(w.cols), 32, [&](int64_t j0, int64_t n, uint8_t* pack) {
+      internal::Q4KPanelAmx(acts, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta, pack);
+    });
+    return absl::OkStatus();
+  }
   const internal::QKTileFn tile = internal::ActiveQKTile(w.type == GgmlType::kQ6_K);
   constexpr int64_t kTileRows = 32;
-  const int64_t tiles = (w.rows + kTileRows - 1) / kTileRows, ldy = y.stride[0];
+  const int64_t tiles = (w.rows + kTileRows - 1) / kTileRows;
   const int threads = static_cast<int>(std::min<int64_t>(MaxThreads(), tiles));
-  float* yd = y.as<float>();
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t j0 = t * kTileRows, n = std::min(kTileRows, w.rows - j0);
@@ -237,7 +259,9 @@ absl::Status WeightGemm(TensorView x, const WeightMatrix& w, TensorView y, float
   if (w.type == GgmlType::kQ8_0 && (x.shape[0] <= kDotRows || AmxActive())) {
     return GemmQ8(x, w, y, beta);
   }
-  if ((w.type == GgmlType::kQ4_K || w.type == GgmlType::kQ6_K) && x.shape[0] <= kDotRows) {
+  // q4_K / q6_K in int8: decode rows, and prefill rows on AMX.
+  const bool kquant = w.type == GgmlType::kQ4_K || w.type == GgmlType::kQ6_K;
+  if (kquant && (x.shape[0] <= kDotRows || AmxActive())) {
     return GemmQK(x, w, y, beta);
   }
   if (x.shape[0] <= kDotRows) return GemmByDots(x, w, y, beta);

@@ -57,13 +57,13 @@ Q8TileFn ActiveQ8Tile();
 // d_x * d_w * sum_j sc_j ((q_w . q_x)_j - 32 bsum_j) (q6_K), ints exact.
 inline constexpr int kQ8KBlock = 256;
 struct Q8KActs {
-  int64_t m = 0, k = 0;
-  std::vector<int8_t> q;       // [m][k]
-  std::vector<float> d;        // [m][k / 256]
-  std::vector<int16_t> bsums;  // [m][k / 16]
+  int64_t m = 0, m_pad = 0, k = 0;  // rows m..m_pad: zero
+  std::vector<int8_t> q;       // [m_pad][k]
+  std::vector<float> d;        // [m_pad][k / 256]
+  std::vector<int16_t> bsums;  // [m_pad][k / 16]
   int64_t blocks() const { return k / kQ8KBlock; }
 };
-void QuantizeActsQ8K(const float* x, int64_t m, int64_t ldx, int64_t k, Q8KActs* a);
+void QuantizeActsQ8K(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t pad, Q8KActs* a);
 // QKTileFn: y[i * ldy + j] (+ beta y) for every row i < a.m and weight row
 // j < n of a q4_K or q6_K matrix (rows w_row_bytes apart at w).
 using QKTileFn = void (*)(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n,
@@ -88,8 +88,18 @@ inline int64_t AmxPackBytes(int64_t k) { return (k / kQ8Block) * (2 * 512 + kAmx
 // bytes of scratch. The calling thread must have run AmxThreadBegin.
 void Q8PanelAmx(const Q8Acts& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,
                 int64_t ldy, float beta, uint8_t* pack);
-// AmxThreadBegin / AmxThreadEnd: load / release this thread's tile config.
-void AmxThreadBegin();
+// Q4KPanelAmx: the same for a q4_K panel and q8_K activations (a.m_pad a
+// multiple of 32); `pack` AmxPackBytesQ4K(k) bytes.
+int64_t AmxPackBytesQ4K(int64_t k);
+void Q4KPanelAmx(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,
+                 int64_t ldy, float beta, uint8_t* pack);
+// Q6KPanelAmx: the same for q6_K; the thread's tiles begun with k_bytes 16.
+int64_t AmxPackBytesQ6K(int64_t k);
+void Q6KPanelAmx(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,
+                 int64_t ldy, float beta, uint8_t* pack);
+// AmxThreadBegin / AmxThreadEnd: load (the products spanning k_bytes of K:
+// 32 for q8_0 / q4_K, 16 for q6_K) / restore this thread's tile config.
+void AmxThreadBegin(int k_bytes = 32);
 void AmxThreadEnd();
 
 }  // namespace ragkv::kernels::internal

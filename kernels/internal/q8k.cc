@@ -109,13 +109,16 @@ void Tile(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, f
 
 }  // namespace
 
-void QuantizeActsQ8K(const float* x, int64_t m, int64_t ldx, int64_t k, Q8KActs* a) {
+void QuantizeActsQ8K(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t pad, Q8KActs* a) {
   a->m = m;
   a->k = k;
+  a->m_pad = (m + pad - 1) / pad * pad;
   const int64_t nb = k / kQ8KBlock;
-  a->q.resize(static_cast<size_t>(m * k));
-  a->d.resize(static_cast<size_t>(m * nb));
-  a->bsums.resize(static_cast<size_t>(m * nb * 16));
+  a->q.assign(static_cast<size_t>(a->m_pad * k), 0);
+  a->d.assign(static_cast<size_t>(a->m_pad * nb), 0.0f);
+  a->bsums.assign(static_cast<size_t>(a->m_pad * nb * 16), 0);
+  const int threads = static_cast<int>(std::clamp<int64_t>(m * k / 65536, 1, MaxThreads()));
+#pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t b = 0; b < nb; ++b) {
       QuantizeBlockK(x + i * ldx + b * kQ8KBlock, a->q.data() + i * k + b * kQ8KBlock,

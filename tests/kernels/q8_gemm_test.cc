@@ -165,8 +165,9 @@ void NaiveQuantizeK(const float* x, int8_t* q, float* d) {
 
 class QKGemmTest : public ::testing::TestWithParam<GgmlType> {};
 
-// Decode rows of q4_K / q6_K: int8 dots with q8_K activations vs the
-// dequantized weights (ggml's to_float) times the naively quantized x.
+// Decode rows of q4_K / q6_K (and prefill rows on AMX): int8 products
+// with q8_K activations vs the dequantized weights (ggml's to_float) times
+// the naively quantized x.
 TEST_P(QKGemmTest, DecodeRowsMatchTheNaiveInt8Reference) {
   const GgmlType type = GetParam();
   const int64_t n = 300, k = 768;  // 3 super-blocks; n: a tile tail
@@ -177,7 +178,9 @@ TEST_P(QKGemmTest, DecodeRowsMatchTheNaiveInt8Reference) {
   ASSERT_TRUE(DequantizeRows(*w, 0, n, wd.data()).ok());
   for (Isa isa : Isas()) {
     IsaScope scope(isa);
-    for (int64_t m : {1, 3, 4, 5, 8}) {
+    std::vector<int64_t> ms = {1, 3, 4, 5, 8};
+    if (AmxActive()) ms.insert(ms.end(), {9, 33, 100});  // AMX panels
+    for (int64_t m : ms) {
       for (float beta : {0.0f, 1.0f}) {
         std::vector<float> x = testing::RandomVec(m * k, 23 + m, -2, 2);
         for (int t = 256; t < 512; ++t) x[t] = 0;  // row 0, block 1: all zero

@@ -60,13 +60,15 @@ std::vector<uint8_t> RandomBlocks(GgmlType type, int64_t rows, int64_t cols, uin
   return b;
 }
 
-// BlockStep: Q8_0 multiplies by activations rounded to int8 steps of
-// max|block of 32| / 127, and q4_K / q6_K do so on decode rows (m <= 8) with
-// blocks of 256 (kernels/internal/q8.h); every other product uses x itself.
+// BlockStep: Q8_0 (blocks of 32) and q4_K / q6_K (blocks of 256) multiply
+// by activations rounded to int8 steps of max|block| / 127 on decode rows
+// (m <= 8), and on every row with AMX (kernels/internal/q8.h);
+// every other product uses x itself.
 double BlockStep(GgmlType type, int64_t m, const float* row, int64_t t) {
   int block = 0;
-  if (type == GgmlType::kQ8_0) block = 32;
-  if ((type == GgmlType::kQ4_K || type == GgmlType::kQ6_K) && m <= 8) block = 256;
+  const bool int8 = m <= 8 || AmxActive();
+  if (type == GgmlType::kQ8_0 && int8) block = 32;
+  if ((type == GgmlType::kQ4_K || type == GgmlType::kQ6_K) && int8) block = 256;
   if (block == 0) return 0;
   double amax = 0;
   for (int u = 0; u < block; ++u) amax = std::max(amax, std::abs(double(row[t / block * block + u])));
