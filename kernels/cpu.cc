@@ -11,7 +11,6 @@
 #include <cstring>
 
 
-extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace ragkv::kernels {
 namespace {
@@ -115,7 +114,6 @@ const char* IsaName(Isa isa) {
 void SetMaxThreads(int n) {
   if (n < 1) n = 1;
   MaxThreadsRef().store(n);
-  openblas_set_num_threads(n);
 }
 
 int MaxThreads() { return MaxThreadsRef().load(std::memory_order_relaxed); }

@@ -12,7 +12,8 @@ namespace ragkv::kernels {
 //   a: [m, k]; b: [k, n] (trans_b=false) or [n, k] (trans_b=true, i.e. a
 //   weight matrix stored out x in, as checkpoints do); c: [m, n].
 // Returns InvalidArgument on dtype/shape/stride mismatch or null data.
-// OpenBLAS threads are capped to MaxThreads().
+// Runs on MaxThreads() OpenMP threads, each a single-threaded OpenBLAS call
+// on a slice of c (OpenBLAS never starts its own pool).
 absl::Status Gemm(TensorView a, TensorView b, bool trans_b, TensorView c, float alpha = 1.0f,
                   float beta = 0.0f);
 

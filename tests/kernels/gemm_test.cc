@@ -1,11 +1,12 @@
-// Gemm vs a naive double reference. Tolerance: 1e-5 * (1 + k) absolute on
-// inputs in [-1, 1].
+// Gemm vs a naive double reference, on 1, 2 and 3 threads. Tolerance:
+// 1e-5 * (1 + k) absolute on inputs in [-1, 1].
 #include "kernels/gemm.h"
 
 #include <cmath>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu.h"
 #include "tests/kernels/test_util.h"
 
 namespace ragkv::kernels {
@@ -28,9 +29,17 @@ TEST(GemmTest, MatchesNaive) {
   const Case cases[] = {{1, 1, 1, false, 1, 0},      {7, 13, 5, true, 1, 0},
                         {64, 288, 288, true, 1, 0},  {33, 17, 129, false, 0.5f, 2},
                         {5, 512, 64, true, 1, 1},    {100, 3, 300, false, -1, 0.25f},
-                        {1, 300, 129, true, 1, 0},   {1, 77, 64, false, 0.5f, 1}};
+                        {1, 300, 129, true, 1, 0},   {1, 77, 64, false, 0.5f, 1},
+                        // >= 2^20 multiply-adds: sliced over threads (by columns, or
+                        // by rows when c is narrow), GEMV included
+                        {1, 4000, 300, true, 1, 0.5f}, {1, 3001, 400, false, 1, 0},
+                        {300, 40, 100, true, 1, 1},    {64, 1000, 64, false, 0.5f, 1}};
+  const int prev_threads = MaxThreads();
+  for (int threads : {1, 2, 3})
   for (const Case& c : cases) {
-    SCOPED_TRACE(::testing::Message() << c.m << "x" << c.n << "x" << c.k << " tb=" << c.tb);
+    SetMaxThreads(threads);
+    SCOPED_TRACE(::testing::Message() << c.m << "x" << c.n << "x" << c.k << " tb=" << c.tb
+                                      << " threads=" << threads);
     const int lda = c.k + 3, ldb = (c.tb ? c.k : c.n) + 1, ldc = c.n + 2;
     auto a = RandomVec(static_cast<size_t>(c.m) * lda, 1);
     auto b = RandomVec(static_cast<size_t>(c.tb ? c.n : c.k) * ldb, 2);
@@ -51,6 +60,7 @@ TEST(GemmTest, MatchesNaive) {
       for (int j = c.n; j < ldc; ++j) ASSERT_EQ(cm[i * ldc + j], c0[i * ldc + j]);
     }
   }
+  SetMaxThreads(prev_threads);
 }
 
 TEST(GemmTest, BadInputs) {
