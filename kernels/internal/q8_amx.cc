@@ -104,28 +104,42 @@ void Group(const Q8Acts& a, int64_t i0, const uint8_t* pack, float* acc) {
 constexpr int64_t kQ4KSub = 2 * 512 + kAmxPanel * 4;
 constexpr int64_t kQ4KSuper = 8 * kQ4KSub + 8 * kAmxPanel * 4;
 
+// ScatterGroups: n values (a multiple of 4) into one column of a VNNI B
+// tile: values 4g..4g+3 at dst + 64 g.
+inline void ScatterGroups(const int8_t* vals, int n, int8_t* dst) {
+  for (int g = 0; g < n / 4; ++g) std::memcpy(dst + g * 64, vals + 4 * g, 4);
+}
+
+inline float HalfAt(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
 void PackQ4K(const uint8_t* w, uint64_t w_row_bytes, int64_t n, int64_t nb, uint8_t* pack) {
-  std::memset(pack, 0, static_cast<size_t>(nb * kQ4KSuper));
+  if (n < kAmxPanel) std::memset(pack, 0, static_cast<size_t>(nb * kQ4KSuper));  // the tail
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  alignas(32) int8_t vals[2][32];
   for (int64_t j = 0; j < n; ++j) {
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = w + j * w_row_bytes + b * 144;
       uint8_t* sup = pack + b * kQ4KSuper;
-      uint16_t h;
-      std::memcpy(&h, blk, 2);
-      const float d = _cvtsh_ss(h);
-      std::memcpy(&h, blk + 2, 2);
-      const float dmin = _cvtsh_ss(h);
+      const float d = HalfAt(blk), dmin = HalfAt(blk + 2);
       const uint8_t* s = blk + 4;
-      for (int sub = 0; sub < 8; ++sub) {
-        const int sc = sub < 4 ? (s[sub] & 63) : ((s[sub + 4] & 0xF) | ((s[sub - 4] >> 6) << 4));
-        const int mn = sub < 4 ? (s[sub + 4] & 63) : ((s[sub + 4] >> 4) | ((s[sub] >> 6) << 4));
-        uint8_t* bq = sup + sub * kQ4KSub;
-        reinterpret_cast<float*>(bq + 1024)[j] = d * static_cast<float>(sc);
-        reinterpret_cast<float*>(sup + 8 * kQ4KSub)[sub * kAmxPanel + j] = dmin * static_cast<float>(mn);
-        const uint8_t* qs = blk + 16 + (sub / 2) * 32;
-        int8_t* dst = reinterpret_cast<int8_t*>(bq) + (j / 16) * 512 + (j % 16) * 4;
-        for (int t = 0; t < 32; ++t) {
-          dst[(t / 4) * 64 + t % 4] = static_cast<int8_t>(sub % 2 ? qs[t] >> 4 : qs[t] & 0xF);
+      for (int c = 0; c < 4; ++c) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * c));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(vals[0]), _mm256_and_si256(v, m4));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(vals[1]),
+                           _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+        for (int half = 0; half < 2; ++half) {
+          const int sub = 2 * c + half;
+          const int sc = sub < 4 ? (s[sub] & 63) : ((s[sub + 4] & 0xF) | ((s[sub - 4] >> 6) << 4));
+          const int mn = sub < 4 ? (s[sub + 4] & 63) : ((s[sub + 4] >> 4) | ((s[sub] >> 6) << 4));
+          uint8_t* bq = sup + sub * kQ4KSub;
+          reinterpret_cast<float*>(bq + 1024)[j] = d * static_cast<float>(sc);
+          reinterpret_cast<float*>(sup + 8 * kQ4KSub)[sub * kAmxPanel + j] =
+              dmin * static_cast<float>(mn);
+          ScatterGroups(vals[half], 32, reinterpret_cast<int8_t*>(bq) + (j / 16) * 512 + (j % 16) * 4);
         }
       }
     }
@@ -170,30 +184,42 @@ void GroupQ4K(const Q8KActs& a, int64_t i0, const uint8_t* pack, float* acc) {
 constexpr int64_t kQ6KGroup = 2 * 256 + kAmxPanel * 4;
 constexpr int64_t kQ6KSuper = 16 * kQ6KGroup;
 
-// Q6KValue: value p (0..255) of a q6_K block minus 32 (ggml's bit layout).
-inline int Q6KValue(const uint8_t* blk, int p) {
-  const int h = p / 128, t = (p % 128) / 32, l = p % 32;
-  const uint8_t lo = blk[64 * h + (t % 2) * 32 + l];
-  const uint8_t hi = blk[128 + 32 * h + l];
-  return ((t < 2 ? lo & 0xF : lo >> 4) | (((hi >> (2 * t)) & 3) << 4)) - 32;
+// Q6KValues: the 256 values of a q6_K block minus 32, in order (ggml's bit
+// layout: per half of 128, four runs of 32 from low / high nibbles of ql
+// and 2-bit fields of qh).
+inline void Q6KValues(const uint8_t* blk, int8_t* vals) {
+  const __m256i m4 = _mm256_set1_epi8(0xF), m30 = _mm256_set1_epi8(0x30);
+  const __m256i k32 = _mm256_set1_epi8(32);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
+    const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
+    const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
+    const __m256i q[4] = {
+        _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30)),
+        _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                        _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30))};
+    for (int t = 0; t < 4; ++t) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(vals + 128 * h + 32 * t),
+                          _mm256_sub_epi8(q[t], k32));
+    }
+  }
 }
 
 void PackQ6K(const uint8_t* w, uint64_t w_row_bytes, int64_t n, int64_t nb, uint8_t* pack) {
-  std::memset(pack, 0, static_cast<size_t>(nb * kQ6KSuper));
+  if (n < kAmxPanel) std::memset(pack, 0, static_cast<size_t>(nb * kQ6KSuper));  // the tail
+  alignas(32) int8_t vals[256];
   for (int64_t j = 0; j < n; ++j) {
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = w + j * w_row_bytes + b * 210;
-      uint16_t h;
-      std::memcpy(&h, blk + 208, 2);
-      const float d = _cvtsh_ss(h);
+      const float d = HalfAt(blk + 208);
       const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
+      Q6KValues(blk, vals);
       for (int g = 0; g < 16; ++g) {
         uint8_t* bq = pack + b * kQ6KSuper + g * kQ6KGroup;
         reinterpret_cast<float*>(bq + 512)[j] = d * static_cast<float>(sc[g]);
-        int8_t* dst = reinterpret_cast<int8_t*>(bq) + (j / 16) * 256 + (j % 16) * 4;
-        for (int t = 0; t < 16; ++t) {
-          dst[(t / 4) * 64 + t % 4] = static_cast<int8_t>(Q6KValue(blk, g * 16 + t));
-        }
+        ScatterGroups(vals + 16 * g, 16, reinterpret_cast<int8_t*>(bq) + (j / 16) * 256 + (j % 16) * 4);
       }
     }
   }
