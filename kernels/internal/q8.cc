@@ -47,10 +47,11 @@ void QuantizeActsQ8(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t p
   std::fill(a->q.begin() + m * k, a->q.end(), int8_t{0});
   std::fill(a->d.begin() + m * nb, a->d.end(), 0.0f);
   const int threads = static_cast<int>(std::clamp<int64_t>(m * k / 65536, 1, MaxThreads()));
+  const auto block = ActiveIsa() == Isa::kScalar ? QuantizeBlock : QuantizeBlockQ8Avx2;
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t b = 0; b < nb; ++b) {
-      QuantizeBlock(x + i * ldx + b * kQ8Block, a->q.data() + i * k + b * kQ8Block,
+      block(x + i * ldx + b * kQ8Block, a->q.data() + i * k + b * kQ8Block,
                     a->d.data() + i * nb + b);
     }
   }

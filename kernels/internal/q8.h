@@ -76,6 +76,10 @@ void Q4KTileAvx2(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64
                  int64_t ldy, float beta);
 void Q6KTileAvx2(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,
                  int64_t ldy, float beta);
+// QuantizeBlock*: one block by the rules above (scalar in q8.cc / q8k.cc,
+// AVX2 in q8k_avx2.cc: bit-identical); QuantizeActs* pick by ActiveIsa().
+void QuantizeBlockQ8Avx2(const float* x, int8_t* q, float* d);
+void QuantizeBlockQ8KAvx2(const float* x, int8_t* q, float* d, int16_t* bsums);
 // ActiveQKTile: the q4_K (q6 false) or q6_K tile for ActiveIsa().
 QKTileFn ActiveQKTile(bool q6);
 

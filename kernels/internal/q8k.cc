@@ -118,10 +118,11 @@ void QuantizeActsQ8K(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t 
   a->d.assign(static_cast<size_t>(a->m_pad * nb), 0.0f);
   a->bsums.assign(static_cast<size_t>(a->m_pad * nb * 16), 0);
   const int threads = static_cast<int>(std::clamp<int64_t>(m * k / 65536, 1, MaxThreads()));
+  const auto block = ActiveIsa() == Isa::kScalar ? QuantizeBlockK : QuantizeBlockQ8KAvx2;
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t b = 0; b < nb; ++b) {
-      QuantizeBlockK(x + i * ldx + b * kQ8KBlock, a->q.data() + i * k + b * kQ8KBlock,
+      block(x + i * ldx + b * kQ8KBlock, a->q.data() + i * k + b * kQ8KBlock,
                      a->d.data() + i * nb + b, a->bsums.data() + (i * nb + b) * 16);
     }
   }

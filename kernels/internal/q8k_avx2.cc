@@ -134,3 +134,83 @@ void Q6KTileAvx2(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64
 }
 
 }  // namespace ragkv::kernels::internal
+
+// ------------------------------------------------------------ quantization
+// The q8.h rules with AVX2: the same float products, the same round-half-
+// even (_mm256_round_ps), the same f16 rounding (F16C), so bit-identical to
+// q8.cc / q8k.cc's scalar code (tests/kernels/q8_gemm_test.cc checks both).
+
+namespace ragkv::kernels::internal {
+namespace {
+
+inline __m256 Abs(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+
+inline float HMax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+inline __m256i RoundToInt(__m256 v) {
+  return _mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+// Pack32: four vectors of 8 int32 (each in [-127, 127]) to 32 int8 in order.
+inline void Pack32(__m256i i0, __m256i i1, __m256i i2, __m256i i3, int8_t* q) {
+  const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_permutevar8x32_epi32(b, order));
+}
+
+inline int32_t HSum(__m256i a, __m256i b) { return HSum(_mm256_add_epi32(a, b)); }
+
+}  // namespace
+
+void QuantizeBlockQ8Avx2(const float* x, int8_t* q, float* d) {
+  __m256 v[4];
+  for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(x + 8 * i);
+  const float amax =
+      HMax(_mm256_max_ps(_mm256_max_ps(Abs(v[0]), Abs(v[1])), _mm256_max_ps(Abs(v[2]), Abs(v[3]))));
+  *d = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT));
+  const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+  Pack32(RoundToInt(_mm256_mul_ps(v[0], id)), RoundToInt(_mm256_mul_ps(v[1], id)),
+         RoundToInt(_mm256_mul_ps(v[2], id)), RoundToInt(_mm256_mul_ps(v[3], id)), q);
+}
+
+void QuantizeBlockQ8KAvx2(const float* x, int8_t* q, float* d, int16_t* bsums) {
+  __m256 mv = _mm256_setzero_ps();
+  for (int i = 0; i < 32; ++i) mv = _mm256_max_ps(mv, Abs(_mm256_loadu_ps(x + 8 * i)));
+  const float amax = HMax(mv);
+  if (amax == 0.0f) {
+    std::memset(q, 0, kQ8KBlock);
+    std::memset(bsums, 0, 16 * sizeof(int16_t));
+    *d = 0.0f;
+    return;
+  }
+  float max = 0.0f;  // the first value of largest magnitude, as the scalar loop keeps
+  for (int i = 0; i < 32; ++i) {
+    const int hit = _mm256_movemask_ps(
+        _mm256_cmp_ps(Abs(_mm256_loadu_ps(x + 8 * i)), _mm256_set1_ps(amax), _CMP_EQ_OQ));
+    if (hit != 0) {
+      max = x[8 * i + __builtin_ctz(static_cast<unsigned>(hit))];
+      break;
+    }
+  }
+  const float iscale = -127.0f / max;
+  const __m256 s = _mm256_set1_ps(iscale), top = _mm256_set1_ps(127.0f);
+  for (int g = 0; g < 8; ++g) {  // 32 values: two bsums of 16
+    __m256i iv[4];
+    for (int i = 0; i < 4; ++i) {
+      const __m256 r = _mm256_round_ps(_mm256_mul_ps(s, _mm256_loadu_ps(x + 32 * g + 8 * i)),
+                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      iv[i] = _mm256_cvtps_epi32(_mm256_min_ps(r, top));
+    }
+    Pack32(iv[0], iv[1], iv[2], iv[3], q + 32 * g);
+    bsums[2 * g] = static_cast<int16_t>(HSum(iv[0], iv[1]));
+    bsums[2 * g + 1] = static_cast<int16_t>(HSum(iv[2], iv[3]));
+  }
+  *d = 1.0f / iscale;
+}
+
+}  // namespace ragkv::kernels::internal

@@ -54,16 +54,19 @@ TEST(Q8Acts, QuantizationFollowsTheRule) {
   std::vector<float> x = testing::RandomVec(m * k, 5, -3, 3);
   for (int t = 32; t < 64; ++t) x[t] = 0.0f;            // an all-zero block
   for (int t = 64; t < 96; ++t) x[t] = (t % 2 ? 0.5f : -1.5f) * 127;  // exact halves
-  internal::Q8Acts a;
-  internal::QuantizeActsQ8(x.data(), m, k, k, 32, &a);
-  ASSERT_EQ(a.m_pad, 32);
-  for (int64_t i = 0; i < a.m_pad; ++i) {
-    for (int64_t b = 0; b < k / 32; ++b) {
-      int8_t q[32] = {};
-      float d = 0;
-      if (i < m) NaiveQuantize(x.data() + i * k + b * 32, q, &d);
-      EXPECT_EQ(std::memcmp(q, a.qrow(i) + b * 32, 32), 0) << i << "," << b;
-      EXPECT_EQ(d, a.drow(i)[b]) << i << "," << b;
+  for (Isa isa : Isas()) {
+    IsaScope scope(isa);
+    internal::Q8Acts a;
+    internal::QuantizeActsQ8(x.data(), m, k, k, 32, &a);
+    ASSERT_EQ(a.m_pad, 32);
+    for (int64_t i = 0; i < a.m_pad; ++i) {
+      for (int64_t b = 0; b < k / 32; ++b) {
+        int8_t q[32] = {};
+        float d = 0;
+        if (i < m) NaiveQuantize(x.data() + i * k + b * 32, q, &d);
+        EXPECT_EQ(std::memcmp(q, a.qrow(i) + b * 32, 32), 0) << IsaName(isa) << " " << i << "," << b;
+        EXPECT_EQ(d, a.drow(i)[b]) << IsaName(isa) << " " << i << "," << b;
+      }
     }
   }
 }
@@ -161,6 +164,34 @@ void NaiveQuantizeK(const float* x, int8_t* q, float* d) {
     q[t] = static_cast<int8_t>(std::min(127.0f, n));
   }
   *d = 1.0f / iscale;
+}
+
+TEST(Q8KActs, QuantizationFollowsTheRule) {
+  const int64_t m = 2, k = 1024;
+  std::vector<float> x = testing::RandomVec(m * k, 7, -3, 3);
+  for (int t = 256; t < 512; ++t) x[t] = 0.0f;  // an all-zero block
+  x[520] = -5.0f, x[700] = 5.0f;                 // equal magnitudes: the first one sets the sign
+  for (int t = 768; t < 1024; ++t) x[t] = float(t % 7 - 3) * 127.0f / 6.0f;  // exact halves
+  for (Isa isa : Isas()) {
+    IsaScope scope(isa);
+    internal::Q8KActs a;
+    internal::QuantizeActsQ8K(x.data(), m, k, k, 32, &a);
+    ASSERT_EQ(a.m_pad, 32);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t b = 0; b < k / 256; ++b) {
+        int8_t q[256];
+        float d;
+        NaiveQuantizeK(&x[i * k + b * 256], q, &d);
+        EXPECT_EQ(std::memcmp(q, a.q.data() + i * k + b * 256, 256), 0) << IsaName(isa) << " " << i << "," << b;
+        EXPECT_EQ(d, a.d[i * 4 + b]) << IsaName(isa) << " " << i << "," << b;
+        for (int g = 0; g < 16; ++g) {
+          int sum = 0;
+          for (int t = 0; t < 16; ++t) sum += q[g * 16 + t];
+          EXPECT_EQ(sum, a.bsums[(i * 4 + b) * 16 + g]) << IsaName(isa) << " " << i << "," << b;
+        }
+      }
+    }
+  }
 }
 
 class QKGemmTest : public ::testing::TestWithParam<GgmlType> {};
