@@ -118,8 +118,7 @@ void AmxPanels(const WeightMatrix& w, int64_t pack_bytes, int k_bytes, const Pan
 // GemmQ8: Q8_0 weights: x quantized to q8_0 blocks once (internal/q8.h,
 // llama.cpp's rule), then int8 products: AMX panels of 32 weight rows when
 // there are many rows of x and the CPU has AMX, else SIMD tiles of weight
-// rows (each times chunks of 64 rows of x, so both stay in cache; the
-// caller sends only decode rows here without AMX).
+// rows (the caller sends only decode rows here without AMX).
 absl::Status GemmQ8(TensorView x, const WeightMatrix& w, TensorView y, float beta) {
   const int64_t m = x.shape[0], k = w.cols, ldy = y.stride[0];
   const bool amx = m > kDotRows && AmxActive();
@@ -134,16 +133,13 @@ absl::Status GemmQ8(TensorView x, const WeightMatrix& w, TensorView y, float bet
     return absl::OkStatus();
   }
   const internal::Q8TileFn tile = internal::ActiveQ8Tile();
-  constexpr int64_t kTileRows = 32, kChunk = 64;
+  constexpr int64_t kTileRows = 32;  // here m <= kDotRows: x stays in L1
   const int64_t tiles = (w.rows + kTileRows - 1) / kTileRows;
   const int threads = static_cast<int>(std::min<int64_t>(MaxThreads(), tiles));
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t j0 = t * kTileRows, n = std::min(kTileRows, w.rows - j0);
-    for (int64_t i0 = 0; i0 < m; i0 += kChunk) {
-      tile(acts, i0, std::min(kChunk, m - i0), w.row(j0), w.row_bytes, n, yd + i0 * ldy + j0,
-           ldy, beta);
-    }
+    tile(acts, 0, m, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta);
   }
   return absl::OkStatus();
 }
@@ -153,7 +149,7 @@ absl::Status GemmQ8(TensorView x, const WeightMatrix& w, TensorView y, float bet
 // else dots over tiles of 32 weight rows spread over the threads.
 absl::Status GemmQK(TensorView x, const WeightMatrix& w, TensorView y, float beta) {
   const int64_t m = x.shape[0], ldy = y.stride[0];
-  const bool amx = m > kDotRows;  // the caller sends many rows only with AMX
+  const bool amx = m > kDotRows && AmxActive();
   static thread_local internal::Q8KActs calling_thread_acts;
   internal::Q8KActs& acts = calling_thread_acts;  // the workers share the caller's
   internal::QuantizeActsQ8K(x.as<const float>(), m, x.stride[0], w.cols, amx ? 32 : 1, &acts);

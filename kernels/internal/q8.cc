@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kernels/cpu.h"
 #include "kernels/internal/isa.h"
@@ -19,9 +20,18 @@ float HalfAt(const uint8_t* p) {
 }
 
 // QuantizeBlock: one block of 32 by llama.cpp's x86 rule (q8.h).
+// A block holding NaN or inf gets q = 0 and d = NaN (q8.h), so it turns
+// its products into NaN on every kernel.
 void QuantizeBlock(const float* x, int8_t* q, float* d) {
   float amax = 0.0f;
-  for (int t = 0; t < kQ8Block; ++t) amax = std::max(amax, std::fabs(x[t]));
+  for (int t = 0; t < kQ8Block; ++t) {
+    if (!std::isfinite(x[t])) {
+      std::memset(q, 0, kQ8Block);
+      *d = std::numeric_limits<float>::quiet_NaN();
+      return;
+    }
+    amax = std::max(amax, std::fabs(x[t]));
+  }
   *d = HalfBitsToFloat(FloatToHalfBits(amax / 127.0f));
   const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
   for (int t = 0; t < kQ8Block; ++t) q[t] = static_cast<int8_t>(std::nearbyint(x[t] * id));

@@ -4,7 +4,9 @@
 // weights with q8_K activations (decode). The activation rule is
 // llama.cpp's x86 quantize_row_q8_0: per block of 32, amax = max |x|,
 // d = f16(amax / 127), q = round_half_even(x * (127 / amax)) (0 when amax is
-// 0); a block's product is d_x * d_w * (q_x . q_w), the int dot exact.
+// 0); a block's product is d_x * d_w * (q_x . q_w), the int dot exact. A
+// block holding NaN or inf (either rule) gets q = 0 and d = NaN, so its
+// products are NaN on every kernel, as the f32 product would be.
 // Kernels: scalar, AVX2 (maddubs), AVX-512 VNNI, and AMX-INT8 tiles for many
 // rows. Every kernel computes the same int dots and differs only in the f32
 // summation order of the scaled block sums. Thread-safe (pure).

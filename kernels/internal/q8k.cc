@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kernels/cpu.h"
 #include "kernels/internal/isa.h"
@@ -21,13 +22,15 @@ float HalfAt(const uint8_t* p) {
 
 void QuantizeBlockK(const float* x, int8_t* q, float* d, int16_t* bsums) {
   float amax = 0.0f, max = 0.0f;
+  bool finite = true;
   for (int t = 0; t < kQ8KBlock; ++t) {
+    finite = finite && std::isfinite(x[t]);
     if (std::fabs(x[t]) > amax) amax = std::fabs(x[t]), max = x[t];
   }
-  if (amax == 0.0f) {
+  if (amax == 0.0f || !finite) {  // NaN / inf: q = 0, d = NaN (q8.h)
     std::memset(q, 0, kQ8KBlock);
     std::memset(bsums, 0, kQ8KBlock / 16 * sizeof(int16_t));
-    *d = 0.0f;
+    *d = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
     return;
   }
   const float iscale = -127.0f / max;

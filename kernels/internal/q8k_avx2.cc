@@ -4,7 +4,9 @@
 // with the block's int scales; the same ints as q8k.cc's scalar tiles.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kernels/internal/q8.h"
 
@@ -165,11 +167,25 @@ inline void Pack32(__m256i i0, __m256i i1, __m256i i2, __m256i i3, int8_t* q) {
 
 inline int32_t HSum(__m256i a, __m256i b) { return HSum(_mm256_add_epi32(a, b)); }
 
+// AllFinite: every lane of v is finite (NaN and inf compare false).
+inline bool AllFinite(__m256 v) {
+  return _mm256_movemask_ps(_mm256_cmp_ps(Abs(v), _mm256_set1_ps(INFINITY), _CMP_LT_OQ)) == 0xFF;
+}
+
+// NonFinite: the q8.h result for a block holding NaN or inf.
+inline void NonFinite(int8_t* q, int n, float* d) {
+  std::memset(q, 0, static_cast<size_t>(n));
+  *d = std::numeric_limits<float>::quiet_NaN();
+}
+
 }  // namespace
 
 void QuantizeBlockQ8Avx2(const float* x, int8_t* q, float* d) {
   __m256 v[4];
   for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(x + 8 * i);
+  if (!AllFinite(v[0]) || !AllFinite(v[1]) || !AllFinite(v[2]) || !AllFinite(v[3])) {
+    return NonFinite(q, kQ8Block, d);
+  }
   const float amax =
       HMax(_mm256_max_ps(_mm256_max_ps(Abs(v[0]), Abs(v[1])), _mm256_max_ps(Abs(v[2]), Abs(v[3]))));
   *d = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT));
@@ -180,7 +196,16 @@ void QuantizeBlockQ8Avx2(const float* x, int8_t* q, float* d) {
 
 void QuantizeBlockQ8KAvx2(const float* x, int8_t* q, float* d, int16_t* bsums) {
   __m256 mv = _mm256_setzero_ps();
-  for (int i = 0; i < 32; ++i) mv = _mm256_max_ps(mv, Abs(_mm256_loadu_ps(x + 8 * i)));
+  bool finite = true;
+  for (int i = 0; i < 32; ++i) {
+    const __m256 v = _mm256_loadu_ps(x + 8 * i);
+    finite = finite && AllFinite(v);
+    mv = _mm256_max_ps(mv, Abs(v));
+  }
+  if (!finite) {
+    std::memset(bsums, 0, 16 * sizeof(int16_t));
+    return NonFinite(q, kQ8KBlock, d);
+  }
   const float amax = HMax(mv);
   if (amax == 0.0f) {
     std::memset(q, 0, kQ8KBlock);

@@ -34,7 +34,10 @@ TEST(GemmTest, MatchesNaive) {
                         // by rows when c is narrow), GEMV included
                         {1, 4000, 300, true, 1, 0.5f}, {1, 3001, 400, false, 1, 0},
                         {300, 40, 100, true, 1, 1},    {64, 1000, 64, false, 0.5f, 1}};
-  const int prev_threads = MaxThreads();
+  struct RestoreThreads {
+    int prev = MaxThreads();
+    ~RestoreThreads() { SetMaxThreads(prev); }
+  } restore;
   for (int threads : {1, 2, 3})
   for (const Case& c : cases) {
     SetMaxThreads(threads);
@@ -60,7 +63,6 @@ TEST(GemmTest, MatchesNaive) {
       for (int j = c.n; j < ldc; ++j) ASSERT_EQ(cm[i * ldc + j], c0[i * ldc + j]);
     }
   }
-  SetMaxThreads(prev_threads);
 }
 
 TEST(GemmTest, BadInputs) {

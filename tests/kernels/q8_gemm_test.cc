@@ -6,6 +6,7 @@
 // summed in double.
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -37,6 +38,13 @@ std::vector<uint8_t> RandomQ8Rows(int64_t rows, int64_t cols, uint32_t seed) {
 
 // NaiveQuantize: one block by the documented rule.
 void NaiveQuantize(const float* x, int8_t* q, float* d) {
+  for (int t = 0; t < 32; ++t) {
+    if (!std::isfinite(x[t])) {  // NaN or inf: q = 0, d = NaN
+      std::memset(q, 0, 32);
+      *d = std::numeric_limits<float>::quiet_NaN();
+      return;
+    }
+  }
   float amax = 0;
   for (int t = 0; t < 32; ++t) amax = std::max(amax, std::fabs(x[t]));
   *d = HalfToFloat(FloatToHalf(amax / 127.0f));
@@ -49,11 +57,22 @@ void NaiveQuantize(const float* x, int8_t* q, float* d) {
   }
 }
 
+// HalvesBlock: n values whose scaled forms are exact halves: v[0] = top
+// (the block's max magnitude, so the multiplier is exactly 1 when |top| =
+// 127), the rest +-0.5, +-1.5, +-2.5 (round half to even: 0, +-2, +-2).
+void HalvesBlock(float* v, int n, float top) {
+  const float halves[] = {0.5f, -0.5f, 1.5f, -1.5f, 2.5f, -2.5f};
+  v[0] = top;
+  for (int t = 1; t < n; ++t) v[t] = halves[t % 6];
+}
+
 TEST(Q8Acts, QuantizationFollowsTheRule) {
-  const int64_t m = 3, k = 128;
+  const int64_t m = 3, k = 192;
   std::vector<float> x = testing::RandomVec(m * k, 5, -3, 3);
-  for (int t = 32; t < 64; ++t) x[t] = 0.0f;            // an all-zero block
-  for (int t = 64; t < 96; ++t) x[t] = (t % 2 ? 0.5f : -1.5f) * 127;  // exact halves
+  for (int t = 32; t < 64; ++t) x[t] = 0.0f;  // an all-zero block
+  HalvesBlock(&x[64], 32, 127.0f);             // multiplier 1: exact halves
+  x[100] = std::numeric_limits<float>::quiet_NaN();  // a NaN block
+  x[130] = -std::numeric_limits<float>::infinity();  // an inf block
   for (Isa isa : Isas()) {
     IsaScope scope(isa);
     internal::Q8Acts a;
@@ -65,7 +84,11 @@ TEST(Q8Acts, QuantizationFollowsTheRule) {
         float d = 0;
         if (i < m) NaiveQuantize(x.data() + i * k + b * 32, q, &d);
         EXPECT_EQ(std::memcmp(q, a.qrow(i) + b * 32, 32), 0) << IsaName(isa) << " " << i << "," << b;
-        EXPECT_EQ(d, a.drow(i)[b]) << IsaName(isa) << " " << i << "," << b;
+        if (std::isnan(d)) {
+          EXPECT_TRUE(std::isnan(a.drow(i)[b])) << IsaName(isa) << " " << i << "," << b;
+        } else {
+          EXPECT_EQ(d, a.drow(i)[b]) << IsaName(isa) << " " << i << "," << b;
+        }
       }
     }
   }
@@ -73,14 +96,15 @@ TEST(Q8Acts, QuantizationFollowsTheRule) {
 
 class Q8GemmTest : public ::testing::TestWithParam<bool> {};
 
-TEST_P(Q8GemmTest, MatchesTheNaiveInt8Reference) {
-  const bool amx = GetParam();
-  if (amx && !AmxDetected()) GTEST_SKIP() << "no AMX-INT8 here";
-  struct Restore {
-    ~Restore() { SetAmxEnabled(true); }
-  } restore;
-  SetAmxEnabled(amx);
-  const int64_t n = 300, k = 512;  // n: not a multiple of any panel
+// Q8Case: n 300 / 280 leaves a last panel of 12 / 24 rows (one or two
+// partial 16-column tiles); k 544 is an odd number of blocks (the AMX
+// pipeline's odd exit); x and y rows are strided (ldx = k + 32, ldy = n + 5).
+struct Q8Shape {
+  int64_t n, k;
+};
+
+void CheckQ8(const Q8Shape& shape, bool amx) {
+  const int64_t n = shape.n, k = shape.k, ldx = k + 32, ldy = n + 5;
   const std::vector<uint8_t> wb = RandomQ8Rows(n, k, 3);
   absl::StatusOr<WeightMatrix> w = MakeWeightMatrix(GgmlType::kQ8_0, wb.data(), n, k);
   ASSERT_TRUE(w.ok()) << w.status();
@@ -88,23 +112,25 @@ TEST_P(Q8GemmTest, MatchesTheNaiveInt8Reference) {
     IsaScope scope(isa);
     for (int64_t m : {1, 3, 8, 9, 33, 100}) {
       for (float beta : {0.0f, 1.0f}) {
-        const std::vector<float> x = testing::RandomVec(m * k, 11 + m, -2, 2);
-        std::vector<float> y = testing::RandomVec(m * n, 17 + m), y0 = y;
+        const std::vector<float> x = testing::RandomVec(m * ldx, 11 + m, -2, 2);
+        std::vector<float> y = testing::RandomVec(m * ldy, 17 + m), y0 = y;
+        TensorView xv = TensorView::Contiguous(const_cast<float*>(x.data()), DType::kF32, {m, k});
+        TensorView yv = TensorView::Contiguous(y.data(), DType::kF32, {m, n});
+        xv.stride[0] = ldx;
+        yv.stride[0] = ldy;
         if (m <= 8 || AmxActive()) {  // what WeightGemm sends to the int8 path
-          ASSERT_TRUE(WeightGemm(TensorView::Contiguous(x.data(), DType::kF32, {m, k}), *w,
-                                 TensorView::Contiguous(y.data(), DType::kF32, {m, n}), beta)
-                          .ok());
+          ASSERT_TRUE(WeightGemm(xv, *w, yv, beta).ok());
         } else {  // the SIMD tile on prefill rows, called directly
           internal::Q8Acts a;
-          internal::QuantizeActsQ8(x.data(), m, k, k, 1, &a);
-          internal::ActiveQ8Tile()(a, 0, m, wb.data(), w->row_bytes, n, y.data(), n, beta);
+          internal::QuantizeActsQ8(x.data(), m, ldx, k, 1, &a);
+          internal::ActiveQ8Tile()(a, 0, m, wb.data(), w->row_bytes, n, y.data(), ldy, beta);
         }
         for (int64_t i = 0; i < m; ++i) {
           std::vector<int8_t> q(k);
           std::vector<float> d(k / 32);
-          for (int64_t b = 0; b < k / 32; ++b) NaiveQuantize(&x[i * k + b * 32], &q[b * 32], &d[b]);
+          for (int64_t b = 0; b < k / 32; ++b) NaiveQuantize(&x[i * ldx + b * 32], &q[b * 32], &d[b]);
           for (int64_t j = 0; j < n; ++j) {
-            double ref = beta * y0[i * n + j], mag = std::abs(ref);
+            double ref = beta * y0[i * ldy + j], mag = std::abs(ref);
             for (int64_t b = 0; b < k / 32; ++b) {
               const uint8_t* blk = &wb[(j * k / 32 + b) * 34];
               uint16_t h;
@@ -115,15 +141,26 @@ TEST_P(Q8GemmTest, MatchesTheNaiveInt8Reference) {
               ref += s * dot;
               mag += std::abs(s * dot);
             }
-            // int dots exact; f32 sums of 16 scaled block sums (+ beta y).
-            ASSERT_NEAR(y[i * n + j], ref, 2e-6 * mag + 1e-7)
-                << IsaName(isa) << " amx=" << amx << " m=" << m << " beta=" << beta << " at "
-                << i << "," << j;
+            // int dots exact; f32 sums of the scaled block sums (+ beta y).
+            ASSERT_NEAR(y[i * ldy + j], ref, 2e-6 * mag + 1e-7)
+                << IsaName(isa) << " amx=" << amx << " n=" << n << " k=" << k << " m=" << m
+                << " beta=" << beta << " at " << i << "," << j;
           }
+          for (int64_t j = n; j < ldy; ++j) ASSERT_EQ(y[i * ldy + j], y0[i * ldy + j]);
         }
       }
     }
   }
+}
+
+TEST_P(Q8GemmTest, MatchesTheNaiveInt8Reference) {
+  const bool amx = GetParam();
+  if (amx && !AmxDetected()) GTEST_SKIP() << "no AMX-INT8 here";
+  struct Restore {
+    ~Restore() { SetAmxEnabled(true); }
+  } restore;
+  SetAmxEnabled(amx);
+  for (const Q8Shape& shape : {Q8Shape{300, 512}, Q8Shape{280, 544}}) CheckQ8(shape, amx);
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, Q8GemmTest, ::testing::Bool(),
@@ -150,6 +187,13 @@ std::vector<uint8_t> RandomKRows(GgmlType type, int64_t rows, int64_t cols, uint
 
 // NaiveQuantizeK: one q8_K block of 256 by the documented rule.
 void NaiveQuantizeK(const float* x, int8_t* q, float* d) {
+  std::memset(q, 0, 256);
+  for (int t = 0; t < 256; ++t) {
+    if (!std::isfinite(x[t])) {  // NaN or inf: q = 0, d = NaN
+      *d = std::numeric_limits<float>::quiet_NaN();
+      return;
+    }
+  }
   float amax = 0, max = 0;
   for (int t = 0; t < 256; ++t) {
     if (std::fabs(x[t]) > amax) amax = std::fabs(x[t]), max = x[t];
@@ -167,11 +211,14 @@ void NaiveQuantizeK(const float* x, int8_t* q, float* d) {
 }
 
 TEST(Q8KActs, QuantizationFollowsTheRule) {
-  const int64_t m = 2, k = 1024;
+  const int64_t m = 2, k = 1536;
   std::vector<float> x = testing::RandomVec(m * k, 7, -3, 3);
   for (int t = 256; t < 512; ++t) x[t] = 0.0f;  // an all-zero block
   x[520] = -5.0f, x[700] = 5.0f;                 // equal magnitudes: the first one sets the sign
-  for (int t = 768; t < 1024; ++t) x[t] = float(t % 7 - 3) * 127.0f / 6.0f;  // exact halves
+  HalvesBlock(&x[768], 256, -127.0f);            // iscale = 1: exact halves
+  x[1030] = std::numeric_limits<float>::quiet_NaN();   // a NaN block...
+  x[1040] = 50.0f;                                      // ...whose max follows the NaN
+  x[1300] = std::numeric_limits<float>::infinity();    // an inf block
   for (Isa isa : Isas()) {
     IsaScope scope(isa);
     internal::Q8KActs a;
@@ -183,11 +230,15 @@ TEST(Q8KActs, QuantizationFollowsTheRule) {
         float d;
         NaiveQuantizeK(&x[i * k + b * 256], q, &d);
         EXPECT_EQ(std::memcmp(q, a.q.data() + i * k + b * 256, 256), 0) << IsaName(isa) << " " << i << "," << b;
-        EXPECT_EQ(d, a.d[i * 4 + b]) << IsaName(isa) << " " << i << "," << b;
+        if (std::isnan(d)) {
+          EXPECT_TRUE(std::isnan(a.d[i * 6 + b])) << IsaName(isa) << " " << i << "," << b;
+        } else {
+          EXPECT_EQ(d, a.d[i * 6 + b]) << IsaName(isa) << " " << i << "," << b;
+        }
         for (int g = 0; g < 16; ++g) {
           int sum = 0;
           for (int t = 0; t < 16; ++t) sum += q[g * 16 + t];
-          EXPECT_EQ(sum, a.bsums[(i * 4 + b) * 16 + g]) << IsaName(isa) << " " << i << "," << b;
+          EXPECT_EQ(sum, a.bsums[(i * 6 + b) * 16 + g]) << IsaName(isa) << " " << i << "," << b;
         }
       }
     }
@@ -201,7 +252,8 @@ class QKGemmTest : public ::testing::TestWithParam<GgmlType> {};
 // the naively quantized x.
 TEST_P(QKGemmTest, DecodeRowsMatchTheNaiveInt8Reference) {
   const GgmlType type = GetParam();
-  const int64_t n = 300, k = 768;  // 3 super-blocks; n: a tile tail
+  const int64_t k = 768;  // 3 super-blocks
+  for (int64_t n : {300, 280}) {  // last panel: 12 / 24 rows
   const std::vector<uint8_t> wb = RandomKRows(type, n, k, 5);
   absl::StatusOr<WeightMatrix> w = MakeWeightMatrix(type, wb.data(), n, k);
   ASSERT_TRUE(w.ok()) << w.status();
@@ -232,11 +284,13 @@ TEST_P(QKGemmTest, DecodeRowsMatchTheNaiveInt8Reference) {
             }
             // ints exact; f32 scale products and a few sums per super-block.
             ASSERT_NEAR(y[i * n + j], ref, 1e-5 * mag + 1e-7)
-                << IsaName(isa) << " m=" << m << " beta=" << beta << " at " << i << "," << j;
+                << IsaName(isa) << " n=" << n << " m=" << m << " beta=" << beta << " at " << i
+                << "," << j;
           }
         }
       }
     }
+  }
   }
 }
 

@@ -152,6 +152,7 @@ class LlamaCppEngineTest : public ::testing::TestWithParam<std::string> {
   // two tokens within `tie` logits of each other (the engines' K/V differ
   // by the file's tolerance: random weights make near-ties common).
   void ExpectEqualUpToANearTie(const std::vector<int32_t>& ours, double tie) {
+    ASSERT_EQ(ours.size(), own_greedy_.size());
     size_t i = 0;
     while (i < ours.size() && ours[i] == own_greedy_[i]) ++i;
     if (i == ours.size()) return;
