@@ -63,6 +63,9 @@ struct Q8KActs {
   std::vector<int8_t> q;       // [m_pad][k]
   std::vector<float> d;        // [m_pad][k / 256]
   std::vector<int16_t> bsums;  // [m_pad][k / 16]
+  // dbsums: d * (bsum_2j + bsum_2j+1), [m_pad][k / 256][8] (the q4_K mins
+  // term's activation side, for the AMX panels).
+  std::vector<float> dbsums;
   int64_t blocks() const { return k / kQ8KBlock; }
 };
 void QuantizeActsQ8K(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t pad, Q8KActs* a);

@@ -120,6 +120,7 @@ void QuantizeActsQ8K(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t 
   a->q.assign(static_cast<size_t>(a->m_pad * k), 0);
   a->d.assign(static_cast<size_t>(a->m_pad * nb), 0.0f);
   a->bsums.assign(static_cast<size_t>(a->m_pad * nb * 16), 0);
+  a->dbsums.assign(static_cast<size_t>(a->m_pad * nb * 8), 0.0f);
   const int threads = static_cast<int>(std::clamp<int64_t>(m * k / 65536, 1, MaxThreads()));
   const auto block = ActiveIsa() == Isa::kScalar ? QuantizeBlockK : QuantizeBlockQ8KAvx2;
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -127,6 +128,12 @@ void QuantizeActsQ8K(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t 
     for (int64_t b = 0; b < nb; ++b) {
       block(x + i * ldx + b * kQ8KBlock, a->q.data() + i * k + b * kQ8KBlock,
                      a->d.data() + i * nb + b, a->bsums.data() + (i * nb + b) * 16);
+    }
+  }
+  for (int64_t r = 0; r < m * nb; ++r) {
+    const int16_t* bs = a->bsums.data() + r * 16;
+    for (int j = 0; j < 8; ++j) {
+      a->dbsums[r * 8 + j] = a->d[r] * static_cast<float>(bs[2 * j] + bs[2 * j + 1]);
     }
   }
 }

@@ -61,20 +61,17 @@ void PackQ4K(const uint8_t* w, uint64_t w_row_bytes, int64_t n, int64_t nb, uint
   }
 }
 
-// SubtractMins: acc[r] -= d_x[r] * sum_j dmin m_j (bsum_2j + bsum_2j+1)[r]
+// SubtractMins: acc[r] -= sum_j dmin m_j * (d_x (bsum_2j + bsum_2j+1))[r]
 // for 16 rows from i0, columns g * 16.., super-block b.
 inline void SubtractMins(const Q8KActs& a, int64_t i0, int64_t b, const float* wm, int64_t g,
                          __m512 acc[16]) {
   const int64_t nb = a.blocks();
   __m512 m[8];
   for (int j = 0; j < 8; ++j) m[j] = _mm512_loadu_ps(wm + j * kAmxPanel + g * 16);
+#pragma GCC unroll 16
   for (int r = 0; r < 16; ++r) {
-    const int16_t* bs = a.bsums.data() + ((i0 + r) * nb + b) * 16;
-    __m512 v = _mm512_setzero_ps();
-    for (int j = 0; j < 8; ++j) {
-      v = _mm512_fmadd_ps(m[j], _mm512_set1_ps(static_cast<float>(bs[2 * j] + bs[2 * j + 1])), v);
-    }
-    acc[r] = _mm512_fnmadd_ps(v, _mm512_set1_ps(a.d[(i0 + r) * nb + b]), acc[r]);
+    const float* dbs = a.dbsums.data() + ((i0 + r) * nb + b) * 8;
+    for (int j = 0; j < 8; ++j) acc[r] = _mm512_fnmadd_ps(m[j], _mm512_set1_ps(dbs[j]), acc[r]);
   }
 }
 
