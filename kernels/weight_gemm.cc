@@ -95,6 +95,20 @@ absl::Status GemmByTiles(TensorView x, const WeightMatrix& w, TensorView y, floa
   return absl::OkStatus();
 }
 
+// RowTiles: tiles of 32 rows of w over the threads (decode rows: x stays in
+// L1); tile(j0, n) does rows [j0, j0 + n).
+template <typename Tile>
+void RowTiles(const WeightMatrix& w, const Tile& tile) {
+  constexpr int64_t kTileRows = 32;
+  const int64_t tiles = (w.rows + kTileRows - 1) / kTileRows;
+  const int threads = static_cast<int>(std::min<int64_t>(MaxThreads(), tiles));
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t j0 = t * kTileRows;
+    tile(j0, std::min(kTileRows, w.rows - j0));
+  }
+}
+
 // AmxPanels: panels of 32 rows of w over the threads, each thread with its
 // tile config and pack scratch; panel(j0, n, pack) does one.
 template <typename Panel>
@@ -133,14 +147,9 @@ absl::Status GemmQ8(TensorView x, const WeightMatrix& w, TensorView y, float bet
     return absl::OkStatus();
   }
   const internal::Q8TileFn tile = internal::ActiveQ8Tile();
-  constexpr int64_t kTileRows = 32;  // here m <= kDotRows: x stays in L1
-  const int64_t tiles = (w.rows + kTileRows - 1) / kTileRows;
-  const int threads = static_cast<int>(std::min<int64_t>(MaxThreads(), tiles));
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (int64_t t = 0; t < tiles; ++t) {
-    const int64_t j0 = t * kTileRows, n = std::min(kTileRows, w.rows - j0);
+  RowTiles(w, [&](int64_t j0, int64_t n) {
     tile(acts, 0, m, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta);
-  }
+  });
   return absl::OkStatus();
 }
 
@@ -167,14 +176,7 @@ absl::Status GemmQK(TensorView x, const WeightMatrix& w, TensorView y, float bet
     return absl::OkStatus();
   }
   const internal::QKTileFn tile = internal::ActiveQKTile(w.type == GgmlType::kQ6_K);
-  constexpr int64_t kTileRows = 32;
-  const int64_t tiles = (w.rows + kTileRows - 1) / kTileRows;
-  const int threads = static_cast<int>(std::min<int64_t>(MaxThreads(), tiles));
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (int64_t t = 0; t < tiles; ++t) {
-    const int64_t j0 = t * kTileRows, n = std::min(kTileRows, w.rows - j0);
-    tile(acts, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta);
-  }
+  RowTiles(w, [&](int64_t j0, int64_t n) { tile(acts, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta); });
   return absl::OkStatus();
 }
 

@@ -95,6 +95,22 @@ inline void Store(const __m512 acc[16], int64_t rows, int64_t n, float* y, int64
   }
 }
 
+// Panel: every 16 x 16 output tile of m rows x n (<= 32) weight columns:
+// body(i0, g, acc) adds rows i0.. and columns g * 16.. into the zeroed
+// acc, which is then stored into y (+ beta y).
+template <typename Body>
+inline void Panel(int64_t m, int64_t n, float* y, int64_t ldy, float beta, const Body& body) {
+  __m512 acc[16];
+  for (int64_t i0 = 0; i0 < m; i0 += 16) {
+    for (int64_t g = 0; g * 16 < n; ++g) {
+      Zero(acc);
+      body(i0, g, acc);
+      Store(acc, m - i0 < 16 ? m - i0 : 16, n - g * 16 < 16 ? n - g * 16 : 16,
+            y + i0 * ldy + g * 16, ldy, beta);
+    }
+  }
+}
+
 }  // namespace ragkv::kernels::internal::amx
 
 #endif  // RAGKV_KERNELS_INTERNAL_AMX_TILES_H_

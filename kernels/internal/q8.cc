@@ -13,12 +13,6 @@
 namespace ragkv::kernels::internal {
 namespace {
 
-float HalfAt(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return HalfBitsToFloat(h);
-}
-
 // QuantizeBlock: one block of 32 by llama.cpp's x86 rule (q8.h).
 // A block holding NaN or inf gets q = 0 and d = NaN (q8.h), so it turns
 // its products into NaN on every kernel.
@@ -80,7 +74,7 @@ void Q8TileScalar(const Q8Acts& a, int64_t i0, int64_t m, const uint8_t* w, uint
         const int8_t* wq = reinterpret_cast<const int8_t*>(wr + 2);
         int32_t dot = 0;
         for (int t = 0; t < kQ8Block; ++t) dot += int32_t{xq[b * kQ8Block + t]} * wq[t];
-        sum += (xd[b] * HalfAt(wr)) * static_cast<float>(dot);
+        sum += (xd[b] * Q8HalfAt(wr)) * static_cast<float>(dot);
       }
       float& out = y[i * ldy + j];
       out = beta == 0.0f ? sum : sum + beta * out;

@@ -14,12 +14,23 @@
 #define RAGKV_KERNELS_INTERNAL_Q8_H_
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
+
+#include "kernels/internal/isa.h"
 
 namespace ragkv::kernels::internal {
 
 inline constexpr int kQ8Block = 32;
 inline constexpr int kQ8BlockBytes = 34;  // f16 d, then 32 int8
+
+// Q8HalfAt: the f16 at p (unaligned) as f32. Static: each ISA's translation
+// unit keeps its own copy (no COMDAT compiled for another ISA is shared).
+static inline float Q8HalfAt(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return HalfBitsToFloat(h);
+}
 
 // Q8Acts: m rows of k activations as q8_0 blocks: q [m_pad][k] int8 and d
 // [m_pad][k / 32] f32 (each the f16-rounded scale). Rows m..m_pad are zero.

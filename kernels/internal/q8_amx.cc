@@ -76,19 +76,13 @@ void Q8PanelAmx(const Q8Acts& a, const uint8_t* w, uint64_t w_row_bytes, int64_t
                 int64_t ldy, float beta, uint8_t* pack) {
   const int64_t nb = a.blocks(), k = a.k, stride = 2 * 512 + kAmxPanel * 4;
   Pack(w, w_row_bytes, n, nb, pack);
-  __m512 acc[16];
-  for (int64_t i0 = 0; i0 < a.m; i0 += 16) {
-    for (int64_t g = 0; g * 16 < n; ++g) {
-      amx::Zero(acc);
-      amx::Run(nb, k, nb, [&](int64_t b) {
-        const uint8_t* bq = pack + b * stride;
-        return amx::Step{a.qrow(i0) + b * kQ8Block, bq + g * 512,
-                         reinterpret_cast<const float*>(bq + 1024) + g * 16, a.drow(i0) + b};
-      }, acc);
-      amx::Store(acc, std::min<int64_t>(16, a.m - i0), std::min<int64_t>(16, n - g * 16),
-                 y + i0 * ldy + g * 16, ldy, beta);
-    }
-  }
+  amx::Panel(a.m, n, y, ldy, beta, [&](int64_t i0, int64_t g, __m512* acc) {
+    amx::Run(nb, k, nb, [&](int64_t b) {
+      const uint8_t* bq = pack + b * stride;
+      return amx::Step{a.qrow(i0) + b * kQ8Block, bq + g * 512,
+                       reinterpret_cast<const float*>(bq + 1024) + g * 16, a.drow(i0) + b};
+    }, acc);
+  });
 }
 
 }  // namespace ragkv::kernels::internal

@@ -14,12 +14,6 @@
 namespace ragkv::kernels::internal {
 namespace {
 
-float HalfAt(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return HalfBitsToFloat(h);
-}
-
 void QuantizeBlockK(const float* x, int8_t* q, float* d, int16_t* bsums) {
   float amax = 0.0f, max = 0.0f;
   bool finite = true;
@@ -69,7 +63,7 @@ float Q4KBlock(const uint8_t* b, const int8_t* x, float dx, const int16_t* bsums
     sumi += sc[2 * c] * lo + sc[2 * c + 1] * hi;
   }
   for (int j = 0; j < 8; ++j) summs += mn[j] * (bsums[2 * j] + bsums[2 * j + 1]);
-  return dx * HalfAt(b) * static_cast<float>(sumi) - dx * HalfAt(b + 2) * static_cast<float>(summs);
+  return dx * Q8HalfAt(b) * static_cast<float>(sumi) - dx * Q8HalfAt(b + 2) * static_cast<float>(summs);
 }
 
 // Q6KBlock: one q6_K block (210 bytes) times 256 q8_K values.
@@ -89,7 +83,7 @@ float Q6KBlock(const uint8_t* b, const int8_t* x, float dx, const int16_t* bsums
     }
     for (int g = 0; g < 8; ++g) sumi += sc[g] * (dots[g] - 32 * bsums[half * 8 + g]);
   }
-  return dx * HalfAt(b + 208) * static_cast<float>(sumi);
+  return dx * Q8HalfAt(b + 208) * static_cast<float>(sumi);
 }
 
 template <float (*Block)(const uint8_t*, const int8_t*, float, const int16_t*), int kBytes>

@@ -129,25 +129,18 @@ void Q4KPanelAmx(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64
                  int64_t ldy, float beta, uint8_t* pack) {
   const int64_t nb = a.blocks(), k = a.k;
   PackQ4K(w, w_row_bytes, n, nb, pack);
-  __m512 acc[16];
-  for (int64_t i0 = 0; i0 < a.m; i0 += 16) {
-    for (int64_t g = 0; g * 16 < n; ++g) {
-      amx::Zero(acc);
-      amx::Run(nb * 8, k, nb, [&](int64_t s) {  // every sub-block, one pipeline
-        const int64_t b = s / 8, sub = s % 8;
-        const uint8_t* bq = pack + b * kQ4KSuper + sub * kQ4KSub;
-        return amx::Step{a.q.data() + i0 * k + b * kQ8KBlock + sub * 32, bq + g * 512,
-                         reinterpret_cast<const float*>(bq + 1024) + g * 16,
-                         a.d.data() + i0 * nb + b};
-      }, acc);
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* sup = pack + b * kQ4KSuper;
-        SubtractMins(a, i0, b, reinterpret_cast<const float*>(sup + 8 * kQ4KSub), g, acc);
-      }
-      amx::Store(acc, std::min<int64_t>(16, a.m - i0), std::min<int64_t>(16, n - g * 16),
-                 y + i0 * ldy + g * 16, ldy, beta);
+  amx::Panel(a.m, n, y, ldy, beta, [&](int64_t i0, int64_t g, __m512* acc) {
+    amx::Run(nb * 8, k, nb, [&](int64_t s) {  // every sub-block, one pipeline
+      const int64_t b = s / 8, sub = s % 8;
+      const uint8_t* bq = pack + b * kQ4KSuper + sub * kQ4KSub;
+      return amx::Step{a.q.data() + i0 * k + b * kQ8KBlock + sub * 32, bq + g * 512,
+                       reinterpret_cast<const float*>(bq + 1024) + g * 16, a.d.data() + i0 * nb + b};
+    }, acc);
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* sup = pack + b * kQ4KSuper;
+      SubtractMins(a, i0, b, reinterpret_cast<const float*>(sup + 8 * kQ4KSub), g, acc);
     }
-  }
+  });
 }
 
 int64_t AmxPackBytesQ6K(int64_t k) { return (k / kQ8KBlock) * kQ6KSuper; }
@@ -156,21 +149,14 @@ void Q6KPanelAmx(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64
                  int64_t ldy, float beta, uint8_t* pack) {
   const int64_t nb = a.blocks(), k = a.k;
   PackQ6K(w, w_row_bytes, n, nb, pack);
-  __m512 acc[16];
-  for (int64_t i0 = 0; i0 < a.m; i0 += 16) {
-    for (int64_t g = 0; g * 16 < n; ++g) {
-      amx::Zero(acc);
-      amx::Run(nb * 16, k, nb, [&](int64_t s) {
-        const int64_t b = s / 16, gg = s % 16;
-        const uint8_t* bq = pack + b * kQ6KSuper + gg * kQ6KGroup;
-        return amx::Step{a.q.data() + i0 * k + b * kQ8KBlock + gg * 16, bq + g * 256,
-                         reinterpret_cast<const float*>(bq + 512) + g * 16,
-                         a.d.data() + i0 * nb + b};
-      }, acc);
-      amx::Store(acc, std::min<int64_t>(16, a.m - i0), std::min<int64_t>(16, n - g * 16),
-                 y + i0 * ldy + g * 16, ldy, beta);
-    }
-  }
+  amx::Panel(a.m, n, y, ldy, beta, [&](int64_t i0, int64_t g, __m512* acc) {
+    amx::Run(nb * 16, k, nb, [&](int64_t s) {
+      const int64_t b = s / 16, gg = s % 16;
+      const uint8_t* bq = pack + b * kQ6KSuper + gg * kQ6KGroup;
+      return amx::Step{a.q.data() + i0 * k + b * kQ8KBlock + gg * 16, bq + g * 256,
+                       reinterpret_cast<const float*>(bq + 512) + g * 16, a.d.data() + i0 * nb + b};
+    }, acc);
+  });
 }
 
 }  // namespace ragkv::kernels::internal
