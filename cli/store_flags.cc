@@ -82,8 +82,9 @@ void AddStoreOptions(CLI::App* cmd, StoreFlags* f, std::string_view scope_view) 
       ->delimiter(',');
   cmd->add_option("--kv-codec", f->kv_codec,
                   scope + "codec of the KV records written: raw (the model's dtype), int8 (per "
-                          "channel), fp8 (e4m3, per head)")
-      ->check(CLI::IsMember({"raw", "int8", "fp8"}))
+                          "channel), fp8 (e4m3, per head), int4 (groups of 32; keys per channel, values "
+                          "per token)")
+      ->check(CLI::IsMember({"raw", "int8", "fp8", "int4"}))
       ->capture_default_str();
   cmd->add_option("--redis", f->redis,
                   scope + "Redis tier: host:port[,host:port...] (cluster seeds), optionally "

@@ -44,7 +44,8 @@ void FixLayerChecksum(std::string* r) {
 void WriteSeeds(const std::string& dir) {
   int n = 0;
   for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
-    for (kv::Codec codec : {kv::Codec::kRaw, kv::Codec::kInt8PerChannel}) {
+    for (kv::Codec codec : {kv::Codec::kRaw, kv::Codec::kInt8PerChannel, kv::Codec::kFp8E4M3PerHead,
+                             kv::Codec::kInt4Grouped}) {
       for (kv::Compression comp : {kv::Compression::kNone, kv::Compression::kZstd}) {
         kv::KvChunkHeader h;
         h.fingerprint[0] = 7;

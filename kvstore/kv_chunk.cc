@@ -8,6 +8,7 @@
 #include "base/status_macros.h"
 #include "kernels/convert.h"
 #include "kernels/quant.h"
+#include "kvstore/internal/kv_codec.h"
 #include "kvstore/internal/xxh3_fast.h"
 #include "xxhash.h"
 #include "zstd.h"
@@ -40,20 +41,8 @@ bool KnownDType(uint8_t d) {
   return d == static_cast<uint8_t>(DType::kF32) || d == static_cast<uint8_t>(DType::kF16) ||
          d == static_cast<uint8_t>(DType::kBF16);
 }
-bool KnownCodec(uint8_t c) { return c <= static_cast<uint8_t>(Codec::kFp8E4M3PerHead); }
+bool KnownCodec(uint8_t c) { return c <= static_cast<uint8_t>(Codec::kInt4Grouped); }
 bool KnownCompression(uint8_t c) { return c <= static_cast<uint8_t>(Compression::kZstd); }
-
-// ScaleCount: f32 scales per tensor (K or V) of a quantized codec: one per
-// (head, channel) for int8, one per head for fp8.
-uint64_t ScaleCount(const KvChunkHeader& h) {
-  return h.codec == Codec::kInt8PerChannel ? uint64_t{h.num_kv_heads} * h.head_dim
-                                           : uint64_t{h.num_kv_heads};
-}
-
-// Quantized payloads: [K scales f32][K codes 1 byte each][V scales][V codes].
-uint64_t QuantPayloadBytes(const KvChunkHeader& h) {
-  return 2 * (ScaleCount(h) * sizeof(float) + h.LayerElements());
-}
 
 uint64_t LayerChecksum(const char* prefix, std::string_view payload) {
   return internal::Xxh3_64(prefix, kLayerChecksumOffset, payload.data(), payload.size());
@@ -93,25 +82,10 @@ absl::Status WriteRawPayload(const KvChunkHeader& h, TensorView k, TensorView v,
     RETURN_IF_ERROR(kernels::Convert(vs, TensorView::Contiguous(out + bytes, h.dtype, {n})));
     return absl::OkStatus();
   }
-  const int64_t H = h.num_kv_heads, T = h.num_tokens(), D = h.head_dim;
-  const size_t scale_bytes = static_cast<size_t>(ScaleCount(h)) * sizeof(float);
-  std::vector<float> buf;
-  std::vector<float> scales(static_cast<size_t>(ScaleCount(h)));
-  char* p = out;
-  for (TensorView t : {k, v}) {
-    ASSIGN_OR_RETURN(const float* x, ToF32(t, &buf));
-    const TensorView xv = TensorView::Contiguous(x, DType::kF32, {H, T, D});
-    if (h.codec == Codec::kInt8PerChannel) {
-      RETURN_IF_ERROR(kernels::QuantizeInt8PerChannel(
-          xv, reinterpret_cast<int8_t*>(p + scale_bytes), scales.data()));
-    } else {
-      RETURN_IF_ERROR(kernels::QuantizeFp8E4M3PerGroup(
-          xv, reinterpret_cast<uint8_t*>(p + scale_bytes), scales.data()));
-    }
-    std::memcpy(p, scales.data(), scale_bytes);
-    p += scale_bytes + static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
+  std::vector<float> kbuf, vbuf;
+  ASSIGN_OR_RETURN(const float* kf, ToF32(k, &kbuf));
+  ASSIGN_OR_RETURN(const float* vf, ToF32(v, &vbuf));
+  return internal::EncodeQuantized(h, kf, vf, out);
 }
 
 // ConvertRows: contiguous [H, T, D] elements of `dtype` at `src` into the f32
@@ -140,17 +114,18 @@ const char* CodecName(Codec c) {
     case Codec::kRaw: return "raw";
     case Codec::kInt8PerChannel: return "int8";
     case Codec::kFp8E4M3PerHead: return "fp8";
+    case Codec::kInt4Grouped: return "int4";
   }
   return "unknown";
 }
 
 absl::StatusOr<Codec> ParseCodec(std::string_view name) {
-  for (Codec c : {Codec::kRaw, Codec::kInt8PerChannel, Codec::kFp8E4M3PerHead}) {
+  for (Codec c : {Codec::kRaw, Codec::kInt8PerChannel, Codec::kFp8E4M3PerHead, Codec::kInt4Grouped}) {
     if (name == CodecName(c)) return c;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown kv codec \"", absl::string_view(name.data(), name.size()),
-                   "\" (want raw, int8 or fp8)"));
+                   "\" (want raw, int8, fp8 or int4)"));
 }
 
 const char* CompressionName(Compression c) {
@@ -162,7 +137,7 @@ const char* CompressionName(Compression c) {
 }
 
 uint64_t KvChunkHeader::RawPayloadBytes() const {
-  if (codec != Codec::kRaw) return QuantPayloadBytes(*this);
+  if (codec != Codec::kRaw) return internal::QuantPayloadBytes(*this);
   return 2 * LayerElements() * kernels::DTypeSize(dtype);
 }
 
@@ -416,21 +391,7 @@ absl::Status DecodeLayerInto(const KvChunkHeader& h, std::string_view blob, uint
     RETURN_IF_ERROR(ConvertRows(raw.data(), h.dtype, dst_k));
     return ConvertRows(raw.data() + bytes, h.dtype, dst_v);
   }
-  const size_t scale_bytes = static_cast<size_t>(ScaleCount(h)) * sizeof(float);
-  const char* p = raw.data();
-  std::vector<float> scales(static_cast<size_t>(ScaleCount(h)));
-  for (TensorView out : {dst_k, dst_v}) {
-    std::memcpy(scales.data(), p, scale_bytes);  // payload offsets need not be 4-aligned
-    if (h.codec == Codec::kInt8PerChannel) {
-      RETURN_IF_ERROR(kernels::DequantizeInt8PerChannel(
-          reinterpret_cast<const int8_t*>(p + scale_bytes), scales.data(), out));
-    } else {
-      RETURN_IF_ERROR(kernels::DequantizeFp8E4M3PerGroup(
-          reinterpret_cast<const uint8_t*>(p + scale_bytes), scales.data(), out));
-    }
-    p += scale_bytes + static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
+  return internal::DecodeQuantized(h, raw, dst_k, dst_v);
 }
 
 absl::StatusOr<RawLayer> RawLayerViews(const KvChunkHeader& h, std::string_view blob,

@@ -11,7 +11,9 @@
 // kInt8PerChannel stores int8 plus one f32 scale per (head, channel) for K and
 // for V (kernels/quant.h), |error| <= scale/2 per element; kFp8E4M3PerHead
 // stores OCP e4m3 codes plus one f32 scale per head for K and for V, error
-// <= max(|x| 2^-4, scale 2^-10). Any may be wrapped in zstd
+// <= max(|x| 2^-4, scale 2^-10); kInt4Grouped stores 4-bit codes with an f16
+// (step, lo) pair per group of 32 (K per channel along the tokens, V per
+// token along the channels; KIVI), error <= step/2. Any may be wrapped in zstd
 // (Compression::kZstd).
 //
 // Errors from decoding untrusted bytes: DataLoss (checksum mismatch,
@@ -54,12 +56,17 @@ inline constexpr uint32_t kMaxTokens = 1u << 20;
 inline constexpr uint64_t kMaxLayerPayloadBytes = uint64_t{4} << 30;
 
 // Codec: how one layer's K/V numbers are represented. Values are on disk.
-enum class Codec : uint8_t { kRaw = 0, kInt8PerChannel = 1, kFp8E4M3PerHead = 2 };
+enum class Codec : uint8_t {
+  kRaw = 0,
+  kInt8PerChannel = 1,
+  kFp8E4M3PerHead = 2,
+  kInt4Grouped = 3,
+};
 // Compression: byte-level wrapping of a layer payload. Values are on disk.
 enum class Compression : uint8_t { kNone = 0, kZstd = 1 };
 const char* CodecName(Codec c);
 const char* CompressionName(Compression c);
-// ParseCodec: "raw" | "int8" | "fp8" (CodecName's spellings) to the enum;
+// ParseCodec: "raw" | "int8" | "fp8" | "int4" (CodecName's spellings) to the enum;
 // InvalidArgument naming the choices otherwise.
 absl::StatusOr<Codec> ParseCodec(std::string_view name);
 
@@ -130,7 +137,8 @@ struct EncodeOptions {
 // `header` (header.digest must be set, i.e. EncodeHeader called first).
 // k, v: [num_kv_heads][num_tokens][head_dim] contiguous, dtype f32/f16/bf16
 // (converted to header.dtype for kRaw; quantized from f32 for kInt8 / kFp8:
-// other dtypes are widened first; fp8 refuses non-finite values).
+// other dtypes are widened first; fp8 refuses non-finite values, int4 also
+// values beyond the f16 range).
 absl::StatusOr<std::string> EncodeLayer(const KvChunkHeader& header, uint32_t layer,
                                         kernels::TensorView k, kernels::TensorView v,
                                         const EncodeOptions& options = {});

@@ -100,7 +100,8 @@ struct SidecarOptions {
   bool metrics_auth = false;
   // kv_codec: codec of the records this server writes (precompute jobs,
   // store-back): "raw" (the model's KV dtype), "int8" (per channel) or
-  // "fp8" (e4m3, per head); docs/kv_format.md. Reads accept every codec.
+  // "fp8" (e4m3, per head) or "int4" (groups of 32); docs/kv_format.md.
+  // Reads accept every codec.
   std::string kv_codec = "raw";
   // redis_url: optional shared Redis tier: host:port[,host:port...]
   // (cluster seeds), optionally redis:// or rediss:// (TLS).

@@ -153,10 +153,10 @@ class BenchQualityCommand : public Command {
     cmd->add_option("--adaptive-max", o_.adaptive_max, "cap of the adaptive ratio")
         ->capture_default_str();
     cmd->add_option("--kv-codecs", o_.kv_codecs,
-                    "store codecs measured against raw records: int8,fp8 (use --kv-dtype f16 "
+                    "store codecs measured against raw records: int8,fp8,int4 (use --kv-dtype f16 "
                     "for the raw f16 baseline)")
         ->delimiter(',')
-        ->check(CLI::IsMember({"raw", "int8", "fp8"}));
+        ->check(CLI::IsMember({"raw", "int8", "fp8", "int4"}));
     cmd->add_option("--csv", o_.csv_path, "write per-strategy CSV");
     cmd->add_option("--png", o_.png_path, "plot quality vs r (gnuplot)");
   }

@@ -34,8 +34,8 @@ class BenchTtftCommand : public Command {
         ->capture_default_str();
     cmd->add_option("--repeats", o_.repeats, "passes over the prompts")->capture_default_str();
     cmd->add_option("--kv-dtype", kv_, "f16|bf16|f32")->capture_default_str();
-    cmd->add_option("--kv-codec", codec_, "codec of the in-process tiers' records: raw|int8|fp8")
-        ->check(CLI::IsMember({"raw", "int8", "fp8"}))
+    cmd->add_option("--kv-codec", codec_, "codec of the in-process tiers' records: raw|int8|fp8|int4")
+        ->check(CLI::IsMember({"raw", "int8", "fp8", "int4"}))
         ->capture_default_str();
     cmd->add_option("--ssd-cold", o_.ssd_cold, "auto|drop|fadvise|direct|none")
         ->capture_default_str();

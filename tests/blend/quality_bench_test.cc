@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -91,14 +92,14 @@ TEST(QualityBenchTest, AdaptiveLinesCarryTheirMeanRatioAndAMatchedFixedRatio) {
 }
 
 // The store codecs on the instrument (f16 records as the baseline): the
-// blend reading 8-bit records agrees with the blend reading f16 (issue 20's
-// goal: <= 0.005 accuracy loss; asserted with one prompt's room on 60
+// blend reading 8- or 4-bit records agrees with the blend reading f16 (issue
+// 20's goal: <= 0.005 accuracy loss; asserted with one prompt's room on 60
 // prompts). Sizes: the instrument's chunks are short (~16 tokens, 2 KV heads
 // of 32), so the per-record header, the 64-byte layer prefixes and int8's
-// per-channel scales weigh: fp8 measured 1.93x smaller, int8 1.51x
-// (KvChunk.EightBitCodecsHalveTheF16Record checks a realistic shape).
+// per-channel scales weigh: fp8 measured 1.93x smaller, int8 1.51x, int4
+// 2.66x (KvChunk.EightBitCodecsHalveTheF16Record checks a realistic shape).
 // Measured figures: docs/benchmarks.md.
-TEST(QualityBenchTest, EightBitCodecsKeepTheInstrumentsAccuracyAtHalfTheBytes) {
+TEST(QualityBenchTest, QuantizedCodecsKeepTheInstrumentsAccuracy) {
   QualityBenchOptions o;
   o.task = "xchunk";
   o.model_path = XchunkModelPath();
@@ -107,22 +108,22 @@ TEST(QualityBenchTest, EightBitCodecsKeepTheInstrumentsAccuracyAtHalfTheBytes) {
   o.chunks = 4;
   o.ratios = {0.15};
   o.kv_dtype = kernels::DType::kF16;
-  o.kv_codecs = {"int8", "fp8"};
+  o.kv_codecs = {"int8", "fp8", "int4"};
   std::ostringstream out;
   auto rows = RunQualityBench(o, out);
   ASSERT_TRUE(rows.ok()) << rows.status();
   const auto* raw = Find(*rows, "gradual", 0.15);
   ASSERT_NE(raw, nullptr) << out.str();
-  for (const char* codec : {"int8", "fp8"}) {
+  const std::map<std::string, double> min_ratio = {{"int8", 1.4}, {"fp8", 1.85}, {"int4", 2.5}};
+  for (const char* codec : {"int8", "fp8", "int4"}) {
     const auto* c = Find(*rows, std::string("codec-") + codec + "-gradual", 0.15);
     const auto* reuse = Find(*rows, std::string("codec-") + codec + "-full-reuse");
     ASSERT_TRUE(c && reuse) << out.str();
     EXPECT_EQ(c->codec, codec);
-    EXPECT_GE(raw->bytes_per_token / c->bytes_per_token, codec == std::string("fp8") ? 1.85 : 1.4)
-        << out.str();
+    EXPECT_GE(raw->bytes_per_token / c->bytes_per_token, min_ratio.at(codec)) << out.str();
     EXPECT_GE(c->accuracy, raw->accuracy - 1.0 / 60 - 1e-9) << out.str();
     EXPECT_NEAR(c->dacc_vs_raw, c->accuracy - raw->accuracy, 1e-12);
-    EXPECT_GE(c->top1_vs_raw, 0.95) << out.str();
+    EXPECT_GE(c->top1_vs_raw, 0.93) << out.str();  // int4 measured 0.970 on 200 prompts
     EXPECT_LT(c->kl_vs_raw, 0.05) << out.str();
     EXPECT_GT(c->kl_vs_raw, 0.0) << out.str();  // the codec did round something
     EXPECT_NE(out.str().find(absl::StrCat("codec codec=", codec, " strategy=gradual r=0.15")),

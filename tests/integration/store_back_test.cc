@@ -148,6 +148,45 @@ TEST(StoreBackTest, RecordsAreWrittenWithTheServersCodec) {
   }
 }
 
+// --kv-codec int4: the stored-back record decodes within int4's bound. Each
+// group of 32 has |err| <= step / 2 with step ~ (max - min) / 15 of the group,
+// so the head's whole span bounds it (plus f16 rounding of lo and step and of
+// precompute's KV).
+TEST(StoreBackTest, Int4RecordsDecodeWithinTheCodecsBound) {
+  if (!HaveTestModel()) GTEST_SKIP() << "test model not found at " << TestModelPath();
+  Fixture f;
+  ASSERT_NO_FATAL_FAILURE(f.Start(/*store_back=*/true, "int4"));
+  EXPECT_EQ(f.WaitForHits(), 2);
+  for (const auto& t : f.tokens) {
+    auto got = f.Stored(t);
+    ASSERT_TRUE(got.ok()) << got.status();
+    auto want = blend::PrecomputeChunk(*f.model, t, kernels::DType::kF32);
+    ASSERT_TRUE(want.ok()) << want.status();
+    const int64_t H = want->info.kv_heads, per = want->info.num_tokens * want->info.head_dim;
+    bool any_rounded = false;
+    for (size_t l = 0; l < want->k.size(); ++l) {
+      for (int which = 0; which < 2; ++which) {
+        const auto& wb = which == 0 ? want->k[l] : want->v[l];
+        const std::string& gb = which == 0 ? got->layers[l].k() : got->layers[l].v();
+        ASSERT_EQ(gb.size(), wb.size());
+        const float* w = reinterpret_cast<const float*>(wb.data());
+        const float* g = reinterpret_cast<const float*>(gb.data());
+        for (int64_t h = 0; h < H; ++h) {
+          float mn = w[h * per], mx = w[h * per];
+          for (int64_t i = h * per; i < (h + 1) * per; ++i) mn = std::min(mn, w[i]), mx = std::max(mx, w[i]);
+          const float amax = std::max(std::fabs(mn), std::fabs(mx));
+          const float bound = (mx - mn) / 15.f / 2.f * 1.01f + amax / 512.f;
+          for (int64_t i = h * per; i < (h + 1) * per; ++i) {
+            ASSERT_LE(std::fabs(g[i] - w[i]), bound) << "layer " << l << " h" << h << " i" << i;
+            any_rounded |= g[i] != w[i];
+          }
+        }
+      }
+    }
+    EXPECT_TRUE(any_rounded);
+  }
+}
+
 TEST(StoreBackTest, OffKeepsMissesMisses) {
   if (!HaveTestModel()) GTEST_SKIP() << "test model not found at " << TestModelPath();
   Fixture f;

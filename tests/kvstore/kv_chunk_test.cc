@@ -38,6 +38,34 @@ struct CodecCase {
 
 class CodecRoundTrip : public ::testing::TestWithParam<CodecCase> {};
 
+// ExpectInt4Bound: int4 groups of 32 (keys: per (head, channel) along the
+// tokens; values: per (head, token) along the channels), each decoded within
+// step/2 of its input, where step is at most a naive (max - min) / 15 plus
+// the f16 rounding of lo (down) and step (up): step <= ((max - min) +
+// ulp16(min)) / 15 * (1 + 2^-10). Plus 1e-6 relative slack for f32 rounding.
+void ExpectInt4Bound(const std::vector<float>& ref, const std::vector<float>& got, int64_t H,
+                     int64_t T, int64_t D, bool keys) {
+  const int64_t outer = keys ? (T + 31) / 32 : D == 0 ? 0 : (D + 31) / 32;
+  for (int64_t hh = 0; hh < H; ++hh) {
+    for (int64_t a = 0; a < (keys ? D : T); ++a) {  // a: channel (keys) or token (values)
+      for (int64_t g = 0; g < outer; ++g) {
+        std::vector<size_t> idx;
+        for (int64_t i = g * 32; i < std::min<int64_t>((g + 1) * 32, keys ? T : D); ++i) {
+          idx.push_back(static_cast<size_t>(keys ? (hh * T + i) * D + a : (hh * T + a) * D + i));
+        }
+        float mn = ref[idx[0]], mx = ref[idx[0]];
+        for (size_t i : idx) mn = std::min(mn, ref[i]), mx = std::max(mx, ref[i]);
+        const float ulp = std::max(std::fabs(mn) / 1024.f, 6.0e-8f);
+        const float step = (mx - mn + ulp) / 15.f * (1 + 1.0f / 1024);
+        for (size_t i : idx) {
+          ASSERT_LE(std::fabs(got[i] - ref[i]), step / 2 * (1 + 1e-5f) + 1e-6f * std::fabs(ref[i]))
+              << (keys ? "K" : "V") << " h" << hh << " a" << a << " g" << g << " i" << i;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(CodecRoundTrip, DecodesWithinStatedBound) {
   const CodecCase cc = GetParam();
   ChunkSpec spec;
@@ -82,6 +110,8 @@ TEST_P(CodecRoundTrip, DecodesWithinStatedBound) {
             ASSERT_LE(std::fabs(got[i] - x), bound) << "h" << hh << " i" << i;
           }
         }
+      } else if (cc.codec == Codec::kInt4Grouped) {
+        ExpectInt4Bound(ref, got, H, T, D, which == 0);
       } else {
         // Int8 per channel: |err| <= scale/2 with scale = max_t |x[h,t,d]| / 127
         // (naive reference), plus 1e-6 relative slack for f32 rounding.
@@ -112,14 +142,17 @@ INSTANTIATE_TEST_SUITE_P(
                       CodecCase{DType::kF16, Codec::kInt8PerChannel, Compression::kNone},
                       CodecCase{DType::kF32, Codec::kInt8PerChannel, Compression::kZstd},
                       CodecCase{DType::kF16, Codec::kFp8E4M3PerHead, Compression::kNone},
-                      CodecCase{DType::kF32, Codec::kFp8E4M3PerHead, Compression::kZstd}));
+                      CodecCase{DType::kF32, Codec::kFp8E4M3PerHead, Compression::kZstd},
+                      CodecCase{DType::kF16, Codec::kInt4Grouped, Compression::kNone},
+                      CodecCase{DType::kF32, Codec::kInt4Grouped, Compression::kZstd}));
 
 // DecodeLayerInto writes the rows of a strided destination (a chunk's rows in
 // the fused cache: head stride = capacity * D, rows dense) exactly as
 // DecodeLayerToF32 writes a contiguous one, for every codec, and touches
 // nothing else.
 TEST(KvChunk, DecodeLayerIntoStridedRowsEqualsTheContiguousDecode) {
-  for (Codec codec : {Codec::kRaw, Codec::kInt8PerChannel, Codec::kFp8E4M3PerHead}) {
+  for (Codec codec : {Codec::kRaw, Codec::kInt8PerChannel, Codec::kFp8E4M3PerHead,
+                      Codec::kInt4Grouped}) {
     for (Compression comp : {Compression::kNone, Compression::kZstd}) {
       ChunkSpec spec;
       spec.tokens = 21;
@@ -166,14 +199,15 @@ TEST(KvChunk, DecodeLayerIntoStridedRowsEqualsTheContiguousDecode) {
 }
 
 TEST(KvChunk, CodecNamesParseBackAndUnknownNamesAreRefused) {
-  for (Codec c : {Codec::kRaw, Codec::kInt8PerChannel, Codec::kFp8E4M3PerHead}) {
+  for (Codec c : {Codec::kRaw, Codec::kInt8PerChannel, Codec::kFp8E4M3PerHead,
+                  Codec::kInt4Grouped}) {
     auto back = ParseCodec(CodecName(c));
     ASSERT_TRUE(back.ok());
     EXPECT_EQ(*back, c);
   }
   auto bad = ParseCodec("fp4");
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.status().message().find("raw, int8 or fp8"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("raw, int8, fp8 or int4"), std::string::npos);
 }
 
 // Record sizes: an 8-bit codec stores ~1 byte per element plus its scales,
@@ -190,6 +224,31 @@ TEST(KvChunk, EightBitCodecsHalveTheF16Record) {
   for (Codec c : {Codec::kInt8PerChannel, Codec::kFp8E4M3PerHead}) {
     h.codec = c;
     EXPECT_GE(f16 / static_cast<double>(h.UncompressedBytes()), 1.9) << CodecName(c);
+  }
+  // int4: 4 bits per element plus one f16 pair per 32 (1 bit per element):
+  // 16 / 5 = 3.2x at most, >= 3x with the header and record prefixes.
+  h.codec = Codec::kInt4Grouped;
+  EXPECT_GE(f16 / static_cast<double>(h.UncompressedBytes()), 3.0);
+  EXPECT_LE(f16 / static_cast<double>(h.UncompressedBytes()), 3.2);
+}
+
+// The int4 codec refuses, by name, values it cannot represent (non-finite or
+// beyond the f16 range of its group parameters) instead of storing garbage.
+TEST(KvChunk, Int4RefusesValuesOutsideItsRange) {
+  for (float bad : {std::nanf(""), INFINITY, 70000.0f, -1e30f}) {
+    ChunkSpec spec;
+    spec.dtype = DType::kF32;
+    spec.codec = Codec::kInt4Grouped;
+    TestChunk c = MakeChunk(spec);
+    std::vector<float> k = c.k[0];
+    k[k.size() / 2] = bad;
+    const int64_t H = spec.kv_heads, T = spec.tokens, D = spec.head_dim;
+    absl::Status s =
+        EncodeLayer(c.header, 0, kernels::TensorView::Contiguous(k.data(), DType::kF32, {H, T, D}),
+                    kernels::TensorView::Contiguous(c.v[0].data(), DType::kF32, {H, T, D}))
+            .status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("int4"), std::string::npos) << s;
   }
 }
 
