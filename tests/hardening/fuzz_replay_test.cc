@@ -120,7 +120,7 @@ TEST(FuzzReplay, GeneratedSeedsParse) {
       ++n;
     }
   }
-  EXPECT_EQ(n, 24);
+  EXPECT_EQ(n, 48);  // 3 dtypes x 4 codecs x 2 compressions x 2 seeds each
   auto tok = ragkv::model::LoadTokenizer(dir + "/tok.json");
   EXPECT_TRUE(tok.ok()) << tok.status();
   const std::string st = TinyLlamaSeed();
