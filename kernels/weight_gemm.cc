@@ -129,20 +129,22 @@ void AmxPanels(const WeightMatrix& w, int64_t pack_bytes, int k_bytes, const Pan
   }
 }
 
-// GemmQ8: Q8_0 weights: x quantized to q8_0 blocks once (internal/q8.h,
-// llama.cpp's rule), then int8 products: AMX panels of 32 weight rows when
-// there are many rows of x and the CPU has AMX, else SIMD tiles of weight
-// rows (the caller sends only decode rows here without AMX).
+// GemmQ8: Q8_0 weights, and on AMX prefill rows q4_0 / q4_1 / q5_0 / q5_1:
+// x quantized to q8_0 blocks once (internal/q8.h, llama.cpp's rule), then
+// int8 products: AMX panels of 32 weight rows when there are many rows of x
+// and the CPU has AMX, else SIMD tiles of Q8_0 weight rows (the caller sends
+// only Q8_0 decode rows here without AMX).
 absl::Status GemmQ8(TensorView x, const WeightMatrix& w, TensorView y, float beta) {
   const int64_t m = x.shape[0], k = w.cols, ldy = y.stride[0];
   const bool amx = m > kDotRows && AmxActive();
   static thread_local internal::Q8Acts calling_thread_acts;
   internal::Q8Acts& acts = calling_thread_acts;  // the workers share the caller's
   internal::QuantizeActsQ8(x.as<const float>(), m, x.stride[0], k, amx ? 32 : 1, &acts);
+  if (w.type == GgmlType::kQ4_1 || w.type == GgmlType::kQ5_1) internal::SumActsQ8(&acts);
   float* yd = y.as<float>();
   if (amx) {
     AmxPanels(w, internal::AmxPackBytes(k), 32, [&](int64_t j0, int64_t n, uint8_t* pack) {
-      internal::Q8PanelAmx(acts, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta, pack);
+      internal::Q8PanelAmx(acts, w.type, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta, pack);
     });
     return absl::OkStatus();
   }
@@ -153,9 +155,10 @@ absl::Status GemmQ8(TensorView x, const WeightMatrix& w, TensorView y, float bet
   return absl::OkStatus();
 }
 
-// GemmQK: q4_K / q6_K weights: x quantized to q8_K blocks (internal/q8.h,
-// llama.cpp's rule), then int8 products: AMX panels (many rows of x),
-// else dots over tiles of 32 weight rows spread over the threads.
+// GemmQK: q4_K / q6_K weights (and q5_K on AMX prefill rows): x quantized
+// to q8_K blocks (internal/q8.h, llama.cpp's rule), then int8 products: AMX
+// panels (many rows of x), else dots over tiles of 32 weight rows spread
+// over the threads (q4_K / q6_K only).
 absl::Status GemmQK(TensorView x, const WeightMatrix& w, TensorView y, float beta) {
   const int64_t m = x.shape[0], ldy = y.stride[0];
   const bool amx = m > kDotRows && AmxActive();
@@ -171,7 +174,7 @@ absl::Status GemmQK(TensorView x, const WeightMatrix& w, TensorView y, float bet
       return absl::OkStatus();
     }
     AmxPanels(w, internal::AmxPackBytesQ4K(w.cols), 32, [&](int64_t j0, int64_t n, uint8_t* pack) {
-      internal::Q4KPanelAmx(acts, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta, pack);
+      internal::Q4KPanelAmx(acts, w.type, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta, pack);
     });
     return absl::OkStatus();
   }
@@ -262,6 +265,11 @@ absl::Status WeightGemm(TensorView x, const WeightMatrix& w, TensorView y, float
   if (kquant && (x.shape[0] <= kDotRows || AmxActive())) {
     return GemmQK(x, w, y, beta);
   }
+  // The other encodings in int8 on AMX prefill rows only (their decode rows
+  // dequantize then dot: no int8 decode kernel for them yet).
+  const bool prefill_amx = x.shape[0] > kDotRows && AmxActive();
+  if (prefill_amx && internal::AmxBlock32(w.type)) return GemmQ8(x, w, y, beta);
+  if (prefill_amx && w.type == GgmlType::kQ5_K) return GemmQK(x, w, y, beta);
   if (x.shape[0] <= kDotRows) return GemmByDots(x, w, y, beta);
   return GemmByTiles(x, w, y, beta);
 }

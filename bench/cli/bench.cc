@@ -43,7 +43,7 @@ class BenchPrefillCommand : public Command {
     cmd->add_option("--llamacpp-dir", o_.llamacpp_dir,
                     "llama.cpp library dir (default: scripts/setup-llamacpp's)");
     cmd->add_option("--encoding", o_.encoding,
-                    "synthetic model's GGUF encoding under --compare: f32|f16|q8_0|q4_0|q4_k_m|"
+                    "synthetic model's GGUF encoding under --compare: f32|f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|"
                     "q5_k_m|q6_k")
         ->capture_default_str();
   }

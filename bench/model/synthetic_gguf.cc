@@ -55,10 +55,11 @@ absl::Status WriteSyntheticGguf(const std::string& spec, const std::string& enco
                                 const std::string& lib_dir, const std::string& path) {
   // llama_ftype values of the pinned llama.h.
   static const std::map<std::string, int> kFtypes = {
-      {"q4_0", 2}, {"q8_0", 7}, {"q4_k_m", 15}, {"q5_k_m", 17}, {"q6_k", 18}};
+      {"q4_0", 2}, {"q4_1", 3}, {"q8_0", 7}, {"q5_0", 8}, {"q5_1", 9}, {"q4_k_m", 15},
+      {"q5_k_m", 17}, {"q6_k", 18}};
   if (encoding != "f32" && encoding != "f16" && !kFtypes.count(encoding)) {
     return absl::InvalidArgumentError("unknown --encoding " + encoding +
-                                      " (f32, f16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k)");
+                                      " (f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m, q6_k)");
   }
   ASSIGN_OR_RETURN(SyntheticSpec s, ParseSyntheticSpec(spec));
   ASSIGN_OR_RETURN(ModelParts parts, MakeSyntheticParts(s));

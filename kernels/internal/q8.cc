@@ -61,6 +61,21 @@ void QuantizeActsQ8(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t p
   }
 }
 
+void SumActsQ8(Q8Acts* a) {
+  const int64_t nb = a->blocks(), rows = a->m_pad;
+  a->s.assign(static_cast<size_t>(rows * nb), 0.0f);
+  const int threads = static_cast<int>(std::clamp<int64_t>(a->m * a->k / 65536, 1, MaxThreads()));
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t i = 0; i < a->m; ++i) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const int8_t* q = a->qrow(i) + b * kQ8Block;
+      int sum = 0;
+      for (int t = 0; t < kQ8Block; ++t) sum += q[t];
+      a->s[i * nb + b] = a->d[i * nb + b] * static_cast<float>(sum);
+    }
+  }
+}
+
 void Q8TileScalar(const Q8Acts& a, int64_t i0, int64_t m, const uint8_t* w, uint64_t w_row_bytes,
                   int64_t n, float* y, int64_t ldy, float beta) {
   const int64_t nb = a.blocks();

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/ggml_quant.h"
 #include "kernels/internal/isa.h"
 
 namespace ragkv::kernels::internal {
@@ -38,6 +39,9 @@ struct Q8Acts {
   int64_t m = 0, m_pad = 0, k = 0;
   std::vector<int8_t> q;
   std::vector<float> d;
+  // s: d * (sum of the block's q), [m_pad][k / 32]; filled by SumActsQ8
+  // (the mins term of q4_1 / q5_1 weights), empty otherwise.
+  std::vector<float> s;
   int64_t blocks() const { return k / kQ8Block; }
   const int8_t* qrow(int64_t i) const { return q.data() + i * k; }
   const float* drow(int64_t i) const { return d.data() + i * blocks(); }
@@ -46,6 +50,8 @@ struct Q8Acts {
 // QuantizeActsQ8: x [m][k] (row stride ldx floats, k a multiple of 32) into
 // a, rows padded with zeros to a multiple of `pad`. Rows in parallel.
 void QuantizeActsQ8(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t pad, Q8Acts* a);
+// SumActsQ8: a->s from a->q and a->d (padding rows: 0).
+void SumActsQ8(Q8Acts* a);
 
 // Q8TileFn: y[(i - i0) * ldy + j] = sum over blocks of x row i (i0 <= i <
 // i0 + m) times weight row j (j < n; q8_0 rows w_row_bytes apart at w),
@@ -101,18 +107,27 @@ QKTileFn ActiveQKTile(bool q6);
 
 // AMX-INT8 (Sapphire Rapids and later). kAmxPanel weight rows per panel.
 inline constexpr int kAmxPanel = 32;
-// AmxPackBytes: bytes of one packed panel for k columns.
-inline int64_t AmxPackBytes(int64_t k) { return (k / kQ8Block) * (2 * 512 + kAmxPanel * 4); }
+// AmxPackBytes: bytes of one packed panel for k columns (per block of 32:
+// two B tiles, 32 f32 scales, 32 f32 mins).
+inline int64_t AmxPackBytes(int64_t k) { return (k / kQ8Block) * (2 * 512 + 2 * kAmxPanel * 4); }
+// AmxBlock32: the weight encodings with blocks of 32 elements that the
+// q8_0 panel multiplies: q8_0, q4_0, q5_0 (d * q, q signed), q4_1, q5_1
+// (d * q + m: the mins term m * a.s, so SumActsQ8 must have run).
+inline bool AmxBlock32(GgmlType t) {
+  return t == GgmlType::kQ8_0 || t == GgmlType::kQ4_0 || t == GgmlType::kQ4_1 ||
+         t == GgmlType::kQ5_0 || t == GgmlType::kQ5_1;
+}
 // Q8PanelAmx: y[i * ldy + j] for every row i < a.m and weight row j < n
-// (n <= kAmxPanel) of `w`; a.m_pad a multiple of 32; `pack` AmxPackBytes(k)
-// bytes of scratch. The calling thread must have run AmxThreadBegin.
-void Q8PanelAmx(const Q8Acts& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,
-                int64_t ldy, float beta, uint8_t* pack);
-// Q4KPanelAmx: the same for a q4_K panel and q8_K activations (a.m_pad a
-// multiple of 32); `pack` AmxPackBytesQ4K(k) bytes.
+// (n <= kAmxPanel) of `w`, of encoding `type` (AmxBlock32); a.m_pad a
+// multiple of 32; `pack` AmxPackBytes(k) bytes of scratch. The calling
+// thread must have run AmxThreadBegin.
+void Q8PanelAmx(const Q8Acts& a, GgmlType type, const uint8_t* w, uint64_t w_row_bytes, int64_t n,
+                float* y, int64_t ldy, float beta, uint8_t* pack);
+// Q4KPanelAmx: the same for a q4_K or q5_K panel (`type`) and q8_K
+// activations (a.m_pad a multiple of 32); `pack` AmxPackBytesQ4K(k) bytes.
 int64_t AmxPackBytesQ4K(int64_t k);
-void Q4KPanelAmx(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,
-                 int64_t ldy, float beta, uint8_t* pack);
+void Q4KPanelAmx(const Q8KActs& a, GgmlType type, const uint8_t* w, uint64_t w_row_bytes, int64_t n,
+                 float* y, int64_t ldy, float beta, uint8_t* pack);
 // Q6KPanelAmx: the same for q6_K; the thread's tiles begun with k_bytes 16.
 int64_t AmxPackBytesQ6K(int64_t k);
 void Q6KPanelAmx(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,

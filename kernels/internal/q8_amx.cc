@@ -1,6 +1,8 @@
 // q8_amx.cc (internal): the AMX tile config and Q8PanelAmx of q8.h
-// (CMakeLists.txt: flags; the step loop: amx_tiles.h). Q8_0: one step per
-// block of 32, scale d_x * d_w.
+// (CMakeLists.txt: flags; the step loop: amx_tiles.h). Blocks of 32 (q8_0,
+// q4_0, q4_1, q5_0, q5_1): the weight codes unpacked to int8 in the packed
+// panel, one step per block with scale d_x * d_w, plus m_w * d_x * sum(q_x)
+// per block for the encodings with a min (llama.cpp's q8_1 product).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -20,25 +22,94 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-// Pack: one panel of n <= 32 weight rows: per block, B0 and B1 (512 bytes
-// each, zero rows past n), then the 32 f32 weight scales.
-void Pack(const uint8_t* w, uint64_t w_row_bytes, int64_t n, int64_t nb, uint8_t* pack) {
-  const int64_t stride = 2 * 512 + kAmxPanel * 4;
+// One packed block of 32: B0 and B1 (512 bytes each, zero rows past n),
+// the 32 f32 weight scales, then the 32 f32 mins (q4_1 / q5_1 only).
+constexpr int64_t kBlockStride = 2 * 512 + 2 * kAmxPanel * 4;
+
+inline float HalfAt(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// Nibbles: the 16 bytes at qs as 32 values 0..15, low nibbles first
+// (elements 0..15), then high nibbles (ggml's q4_0 / q5_0 order).
+inline __m256i Nibbles(const uint8_t* qs) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i m4 = _mm_set1_epi8(0xF);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+}
+
+// FifthBits: byte e = 16 when bit e of the 32 bits at qh is set, else 0.
+inline __m256i FifthBits(const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  const __m256i shuf = _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202,
+                                          0x0303030303030303);
+  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), shuf);
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(16));
+}
+
+// Unpack: one block of `type` as 32 int8 values, its scale and min (0 for
+// the symmetric encodings), by ggml's bit layouts (docs/ggml_quant.md).
+void Unpack(GgmlType type, const uint8_t* blk, int8_t* vals, float* d, float* m) {
+  __m256i v;
+  *d = HalfAt(blk);
+  *m = 0.0f;
+  switch (type) {
+    case GgmlType::kQ4_0:
+      v = _mm256_sub_epi8(Nibbles(blk + 2), _mm256_set1_epi8(8));
+      break;
+    case GgmlType::kQ4_1:
+      *m = HalfAt(blk + 2);
+      v = Nibbles(blk + 4);
+      break;
+    case GgmlType::kQ5_0:
+      v = _mm256_sub_epi8(_mm256_or_si256(Nibbles(blk + 6), FifthBits(blk + 2)), _mm256_set1_epi8(16));
+      break;
+    case GgmlType::kQ5_1:
+      *m = HalfAt(blk + 2);
+      v = _mm256_or_si256(Nibbles(blk + 8), FifthBits(blk + 4));
+      break;
+    default:  // q8_0
+      v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(vals), v);
+}
+
+// Pack: one panel of n <= 32 weight rows of `type`, kBlockStride per block.
+void Pack(GgmlType type, const uint8_t* w, uint64_t w_row_bytes, int64_t n, int64_t nb,
+          uint8_t* pack) {
+  const int64_t block_bytes = GgmlTypeOf(static_cast<uint32_t>(type))->block_bytes;
+  alignas(32) int8_t vals[32];
   for (int64_t b = 0; b < nb; ++b) {
-    int8_t* bq = reinterpret_cast<int8_t*>(pack + b * stride);
-    float* bd = reinterpret_cast<float*>(pack + b * stride + 1024);
+    int8_t* bq = reinterpret_cast<int8_t*>(pack + b * kBlockStride);
+    float* bd = reinterpret_cast<float*>(pack + b * kBlockStride + 1024);
+    float* bm = bd + kAmxPanel;
     for (int64_t j = 0; j < kAmxPanel; ++j) {
       int8_t* dst = bq + (j / 16) * 512 + (j % 16) * 4;
       if (j >= n) {
         for (int kk = 0; kk < 8; ++kk) std::memset(dst + kk * 64, 0, 4);
-        bd[j] = 0.0f;
+        bd[j] = bm[j] = 0.0f;
         continue;
       }
-      const uint8_t* blk = w + j * w_row_bytes + b * kQ8BlockBytes;
-      uint16_t h;
-      std::memcpy(&h, blk, 2);
-      bd[j] = _cvtsh_ss(h);
-      for (int kk = 0; kk < 8; ++kk) std::memcpy(dst + kk * 64, blk + 2 + kk * 4, 4);
+      Unpack(type, w + j * w_row_bytes + b * block_bytes, vals, &bd[j], &bm[j]);
+      for (int kk = 0; kk < 8; ++kk) std::memcpy(dst + kk * 64, vals + kk * 4, 4);
+    }
+  }
+}
+
+// AddMins: acc[r] += m_j * s[r] over the blocks, for 16 rows from i0 and
+// columns g * 16.. (the q4_1 / q5_1 mins term).
+void AddMins(const Q8Acts& a, const uint8_t* pack, int64_t i0, int64_t g, __m512 acc[16]) {
+  const int64_t nb = a.blocks();
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m512 m = _mm512_loadu_ps(
+        reinterpret_cast<const float*>(pack + b * kBlockStride + 1024) + kAmxPanel + g * 16);
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) {
+      acc[r] = _mm512_fmadd_ps(m, _mm512_set1_ps(a.s[(i0 + r) * nb + b]), acc[r]);
     }
   }
 }
@@ -72,16 +143,18 @@ void AmxThreadEnd() {
   }
 }
 
-void Q8PanelAmx(const Q8Acts& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,
-                int64_t ldy, float beta, uint8_t* pack) {
-  const int64_t nb = a.blocks(), k = a.k, stride = 2 * 512 + kAmxPanel * 4;
-  Pack(w, w_row_bytes, n, nb, pack);
+void Q8PanelAmx(const Q8Acts& a, GgmlType type, const uint8_t* w, uint64_t w_row_bytes, int64_t n,
+                float* y, int64_t ldy, float beta, uint8_t* pack) {
+  const int64_t nb = a.blocks(), k = a.k;
+  const bool mins = type == GgmlType::kQ4_1 || type == GgmlType::kQ5_1;
+  Pack(type, w, w_row_bytes, n, nb, pack);
   amx::Panel(a.m, n, y, ldy, beta, [&](int64_t i0, int64_t g, __m512* acc) {
     amx::Run(nb, k, nb, [&](int64_t b) {
-      const uint8_t* bq = pack + b * stride;
+      const uint8_t* bq = pack + b * kBlockStride;
       return amx::Step{a.qrow(i0) + b * kQ8Block, bq + g * 512,
                        reinterpret_cast<const float*>(bq + 1024) + g * 16, a.drow(i0) + b};
     }, acc);
+    if (mins) AddMins(a, pack, i0, g, acc);
   });
 }
 

@@ -1,7 +1,7 @@
 // q8k_amx.cc (internal): Q4KPanelAmx and Q6KPanelAmx of q8.h (CMakeLists.txt:
-// flags; the step loop: amx_tiles.h). q4_K: one step per sub-block of 32
-// (nibbles unpacked to int8 in the packed panel, scale d_x * d_w sc_j), the
-// mins term once per super-block; q6_K: one step per group of 16 (q - 32 as
+// flags; the step loop: amx_tiles.h). q4_K / q5_K: one step per sub-block
+// of 32 (4- or 5-bit codes unpacked to int8 in the packed panel, scale d_x *
+// d_w sc_j), the mins term once per super-block; q6_K: one step per group of 16 (q - 32 as
 // int8, scale d_x * d_w sc_g; tiles begun with K = 16 bytes).
 #include <immintrin.h>
 
@@ -31,21 +31,37 @@ inline float HalfAt(const uint8_t* p) {
   return _cvtsh_ss(h);
 }
 
-void PackQ4K(const uint8_t* w, uint64_t w_row_bytes, int64_t n, int64_t nb, uint8_t* pack) {
+// FifthBit: 16 where bit `bit` of each of the 32 qh bytes is set, else 0
+// (q5_K: sub-block s of a super-block takes bit s of qh[l] for element l).
+inline __m256i FifthBit(__m256i qh, int bit) {
+  const __m256i one = _mm256_set1_epi8(1);
+  return _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(bit)), one), 4);
+}
+
+// PackQ4K: a q4_K (q5 false) or q5_K panel: the same scales and mins; q5_K
+// adds a fifth bit per value from its 32 qh bytes (values 0..31).
+void PackQ4K(bool q5, const uint8_t* w, uint64_t w_row_bytes, int64_t n, int64_t nb, uint8_t* pack) {
   if (n < kAmxPanel) std::memset(pack, 0, static_cast<size_t>(nb * kQ4KSuper));  // the tail
   const __m256i m4 = _mm256_set1_epi8(0xF);
+  const int64_t block_bytes = q5 ? 176 : 144, qs_at = q5 ? 48 : 16;
   alignas(32) int8_t vals[2][32];
   for (int64_t j = 0; j < n; ++j) {
     for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blk = w + j * w_row_bytes + b * 144;
+      const uint8_t* blk = w + j * w_row_bytes + b * block_bytes;
       uint8_t* sup = pack + b * kQ4KSuper;
       const float d = HalfAt(blk), dmin = HalfAt(blk + 2);
       const uint8_t* s = blk + 4;
+      const __m256i qh = q5 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16))
+                            : _mm256_setzero_si256();
       for (int c = 0; c < 4; ++c) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * c));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(vals[0]), _mm256_and_si256(v, m4));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(vals[1]),
-                           _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + qs_at + 32 * c));
+        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if (q5) {
+          lo = _mm256_or_si256(lo, FifthBit(qh, 2 * c));
+          hi = _mm256_or_si256(hi, FifthBit(qh, 2 * c + 1));
+        }
+        _mm256_store_si256(reinterpret_cast<__m256i*>(vals[0]), lo);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(vals[1]), hi);
         for (int half = 0; half < 2; ++half) {
           const int sub = 2 * c + half;
           const int sc = sub < 4 ? (s[sub] & 63) : ((s[sub + 4] & 0xF) | ((s[sub - 4] >> 6) << 4));
@@ -125,10 +141,10 @@ void PackQ6K(const uint8_t* w, uint64_t w_row_bytes, int64_t n, int64_t nb, uint
 
 int64_t AmxPackBytesQ4K(int64_t k) { return (k / kQ8KBlock) * kQ4KSuper; }
 
-void Q4KPanelAmx(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,
-                 int64_t ldy, float beta, uint8_t* pack) {
+void Q4KPanelAmx(const Q8KActs& a, GgmlType type, const uint8_t* w, uint64_t w_row_bytes, int64_t n,
+                 float* y, int64_t ldy, float beta, uint8_t* pack) {
   const int64_t nb = a.blocks(), k = a.k;
-  PackQ4K(w, w_row_bytes, n, nb, pack);
+  PackQ4K(type == GgmlType::kQ5_K, w, w_row_bytes, n, nb, pack);
   amx::Panel(a.m, n, y, ldy, beta, [&](int64_t i0, int64_t g, __m512* acc) {
     amx::Run(nb * 8, k, nb, [&](int64_t s) {  // every sub-block, one pipeline
       const int64_t b = s / 8, sub = s % 8;

@@ -1,6 +1,7 @@
 // Q8_0 weights: activations quantized to q8_0 blocks (llama.cpp's x86 rule,
 // kernels/internal/q8.h) and int8 products (and q4_K / q6_K decode rows
-// with q8_K activations), on every kernel this machine
+// with q8_K activations; q4_0 / q4_1 / q5_0 / q5_1 / q5_K prefill rows on
+// AMX), on every kernel this machine
 // has (scalar, AVX2, VNNI, AMX), against a naive reference written here:
 // the same rule in plain scalar code, then exact int dots scaled and
 // summed in double.
@@ -166,10 +167,10 @@ TEST_P(Q8GemmTest, MatchesTheNaiveInt8Reference) {
 INSTANTIATE_TEST_SUITE_P(Paths, Q8GemmTest, ::testing::Bool(),
                          [](const auto& p) { return p.param ? "amx" : "simd"; });
 
-// RandomKRows: q4_K (d, dmin at 0, 2) or q6_K (d at 208) rows: random
-// quant and scale bits, small f16 super-block scales.
+// RandomKRows: q4_K / q5_K (d, dmin at 0, 2) or q6_K (d at 208) rows:
+// random quant and scale bits, small f16 super-block scales.
 std::vector<uint8_t> RandomKRows(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {
-  const int bytes = type == GgmlType::kQ4_K ? 144 : 210;
+  const int bytes = type == GgmlType::kQ4_K ? 144 : type == GgmlType::kQ5_K ? 176 : 210;
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> scale(0.0005f, 0.005f);
   std::vector<uint8_t> b(rows * cols / 256 * bytes);
@@ -179,8 +180,8 @@ std::vector<uint8_t> RandomKRows(GgmlType type, int64_t rows, int64_t cols, uint
     std::memcpy(&b[off], &h, 2);
   };
   for (size_t o = 0; o < b.size(); o += bytes) {
-    if (type == GgmlType::kQ4_K) put(o), put(o + 2);
-    else put(o + 208);
+    if (type == GgmlType::kQ6_K) put(o + 208);
+    else put(o), put(o + 2);
   }
   return b;
 }
@@ -247,9 +248,9 @@ TEST(Q8KActs, QuantizationFollowsTheRule) {
 
 class QKGemmTest : public ::testing::TestWithParam<GgmlType> {};
 
-// Decode rows of q4_K / q6_K (and prefill rows on AMX): int8 products
-// with q8_K activations vs the dequantized weights (ggml's to_float) times
-// the naively quantized x.
+// Decode rows of q4_K / q6_K (and prefill rows on AMX; q5_K: prefill rows
+// on AMX only): int8 products with q8_K activations vs the dequantized
+// weights (ggml's to_float) times the naively quantized x.
 TEST_P(QKGemmTest, DecodeRowsMatchTheNaiveInt8Reference) {
   const GgmlType type = GetParam();
   const int64_t k = 768;  // 3 super-blocks
@@ -261,7 +262,8 @@ TEST_P(QKGemmTest, DecodeRowsMatchTheNaiveInt8Reference) {
   ASSERT_TRUE(DequantizeRows(*w, 0, n, wd.data()).ok());
   for (Isa isa : Isas()) {
     IsaScope scope(isa);
-    std::vector<int64_t> ms = {1, 3, 4, 5, 8};
+    std::vector<int64_t> ms;
+    if (type != GgmlType::kQ5_K) ms = {1, 3, 4, 5, 8};
     if (AmxActive()) ms.insert(ms.end(), {9, 33, 100});  // AMX panels
     for (int64_t m : ms) {
       for (float beta : {0.0f, 1.0f}) {
@@ -294,8 +296,88 @@ TEST_P(QKGemmTest, DecodeRowsMatchTheNaiveInt8Reference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, QKGemmTest, ::testing::Values(GgmlType::kQ4_K, GgmlType::kQ6_K),
-                         [](const auto& p) { return p.param == GgmlType::kQ4_K ? "q4_K" : "q6_K"; });
+INSTANTIATE_TEST_SUITE_P(Types, QKGemmTest,
+                         ::testing::Values(GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K),
+                         [](const auto& p) {
+                           return std::string(GgmlTypeOf(static_cast<uint32_t>(p.param))->name);
+                         });
+
+// RandomBlock32Rows: rows of a block-32 encoding: random code bits, small
+// f16 d (and m, signed, for q4_1 / q5_1) at offsets 0 (and 2).
+std::vector<uint8_t> RandomBlock32Rows(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {
+  const GgmlTypeInfo info = *GgmlTypeOf(static_cast<uint32_t>(type));
+  const bool mins = type == GgmlType::kQ4_1 || type == GgmlType::kQ5_1;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> scale(0.002f, 0.02f);
+  std::vector<uint8_t> b(rows * cols / 32 * info.block_bytes);
+  for (auto& x : b) x = static_cast<uint8_t>(rng());
+  auto put = [&](size_t off, float v) {
+    const uint16_t h = FloatToHalf(v);
+    std::memcpy(&b[off], &h, 2);
+  };
+  for (size_t o = 0; o < b.size(); o += info.block_bytes) {
+    put(o, scale(rng));
+    if (mins) put(o + 2, -8 * scale(rng));
+  }
+  return b;
+}
+
+class Block32GemmTest : public ::testing::TestWithParam<GgmlType> {};
+
+// Prefill rows of q4_0 / q4_1 / q5_0 / q5_1 on AMX: int8 products with
+// q8_0 activations (the mins term from d_x * sum(q_x)) vs the dequantized
+// weights (ggml's to_float) times the naively quantized x. k = 544: an odd
+// number of blocks; n = 300 / 280: partial last panels; x and y strided.
+TEST_P(Block32GemmTest, PrefillRowsOnAmxMatchTheNaiveInt8Reference) {
+  const GgmlType type = GetParam();
+  const int64_t k = 544, ldx = k + 32;
+  IsaScope scope(Isa::kAvx512);
+  if (!AmxActive()) GTEST_SKIP() << "no AMX-INT8 here (or capped off)";
+  for (int64_t n : {300, 280}) {
+    const int64_t ldy = n + 5;
+    const std::vector<uint8_t> wb = RandomBlock32Rows(type, n, k, 5);
+    absl::StatusOr<WeightMatrix> w = MakeWeightMatrix(type, wb.data(), n, k);
+    ASSERT_TRUE(w.ok()) << w.status();
+    std::vector<float> wd(n * k);
+    ASSERT_TRUE(DequantizeRows(*w, 0, n, wd.data()).ok());
+    for (int64_t m : {9, 33, 100}) {
+      for (float beta : {0.0f, 1.0f}) {
+        std::vector<float> x = testing::RandomVec(m * ldx, 31 + m, -2, 2);
+        for (int t = 64; t < 96; ++t) x[t] = 0;  // row 0, block 2: all zero
+        std::vector<float> y = testing::RandomVec(m * ldy, 37 + m), y0 = y;
+        TensorView xv = TensorView::Contiguous(x.data(), DType::kF32, {m, k});
+        TensorView yv = TensorView::Contiguous(y.data(), DType::kF32, {m, n});
+        xv.stride[0] = ldx;
+        yv.stride[0] = ldy;
+        ASSERT_TRUE(WeightGemm(xv, *w, yv, beta).ok());
+        for (int64_t i = 0; i < m; ++i) {
+          std::vector<int8_t> q(k);
+          std::vector<float> d(k / 32);
+          for (int64_t b = 0; b < k / 32; ++b) NaiveQuantize(&x[i * ldx + b * 32], &q[b * 32], &d[b]);
+          for (int64_t j = 0; j < n; ++j) {
+            double ref = beta * y0[i * ldy + j], mag = std::abs(ref);
+            for (int64_t t = 0; t < k; ++t) {
+              const double xv = double(d[t / 32]) * q[t];
+              ref += xv * wd[j * k + t];
+              mag += std::abs(xv * wd[j * k + t]);
+            }
+            // ints exact; f32 scale products and one sum per block.
+            ASSERT_NEAR(y[i * ldy + j], ref, 1e-5 * mag + 1e-7)
+                << "n=" << n << " m=" << m << " beta=" << beta << " at " << i << "," << j;
+          }
+          for (int64_t j = n; j < ldy; ++j) ASSERT_EQ(y[i * ldy + j], y0[i * ldy + j]);
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, Block32GemmTest,
+                         ::testing::Values(GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
+                                           GgmlType::kQ5_1),
+                         [](const auto& p) {
+                           return std::string(GgmlTypeOf(static_cast<uint32_t>(p.param))->name);
+                         });
 
 }  // namespace
 }  // namespace ragkv::kernels
