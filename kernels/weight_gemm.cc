@@ -129,11 +129,11 @@ void AmxPanels(const WeightMatrix& w, int64_t pack_bytes, int k_bytes, const Pan
   }
 }
 
-// GemmQ8: Q8_0 weights, and on AMX prefill rows q4_0 / q4_1 / q5_0 / q5_1:
-// x quantized to q8_0 blocks once (internal/q8.h, llama.cpp's rule), then
-// int8 products: AMX panels of 32 weight rows when there are many rows of x
-// and the CPU has AMX, else SIMD tiles of Q8_0 weight rows (the caller sends
-// only Q8_0 decode rows here without AMX).
+// GemmQ8: weights in blocks of 32 (internal::Block32: q8_0, q4_0, q4_1,
+// q5_0, q5_1): x quantized to q8_0 blocks once (internal/q8.h, llama.cpp's
+// rule), then int8 products: AMX panels of 32 weight rows when there are
+// many rows of x and the CPU has AMX, else SIMD tiles of weight rows (the
+// caller sends only decode rows here without AMX).
 absl::Status GemmQ8(TensorView x, const WeightMatrix& w, TensorView y, float beta) {
   const int64_t m = x.shape[0], k = w.cols, ldy = y.stride[0];
   const bool amx = m > kDotRows && AmxActive();
@@ -150,15 +150,15 @@ absl::Status GemmQ8(TensorView x, const WeightMatrix& w, TensorView y, float bet
   }
   const internal::Q8TileFn tile = internal::ActiveQ8Tile();
   RowTiles(w, [&](int64_t j0, int64_t n) {
-    tile(acts, 0, m, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta);
+    tile(acts, w.type, 0, m, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta);
   });
   return absl::OkStatus();
 }
 
-// GemmQK: q4_K / q6_K weights (and q5_K on AMX prefill rows): x quantized
-// to q8_K blocks (internal/q8.h, llama.cpp's rule), then int8 products: AMX
-// panels (many rows of x), else dots over tiles of 32 weight rows spread
-// over the threads (q4_K / q6_K only).
+// GemmQK: q4_K / q5_K / q6_K weights: x quantized to q8_K blocks
+// (internal/q8.h, llama.cpp's rule), then int8 products: AMX panels (many
+// rows of x), else dots over tiles of 32 weight rows spread over the
+// threads.
 absl::Status GemmQK(TensorView x, const WeightMatrix& w, TensorView y, float beta) {
   const int64_t m = x.shape[0], ldy = y.stride[0];
   const bool amx = m > kDotRows && AmxActive();
@@ -178,7 +178,7 @@ absl::Status GemmQK(TensorView x, const WeightMatrix& w, TensorView y, float bet
     });
     return absl::OkStatus();
   }
-  const internal::QKTileFn tile = internal::ActiveQKTile(w.type == GgmlType::kQ6_K);
+  const internal::QKTileFn tile = internal::ActiveQKTile(w.type);
   RowTiles(w, [&](int64_t j0, int64_t n) { tile(acts, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta); });
   return absl::OkStatus();
 }
@@ -254,22 +254,16 @@ absl::Status WeightGemm(TensorView x, const WeightMatrix& w, TensorView y, float
                                                 {w.rows, w.cols});
     return Gemm(x, b, /*trans_b=*/true, y, 1.0f, beta);
   }
-  // Q8_0 in int8 where that is the faster path: decode rows always, prefill
-  // rows on AMX (the SIMD int8 tile runs prefill at 0.27x llama.cpp where
-  // dequantize-then-sgemm reaches 0.36x: docs/kernels.md).
-  if (w.type == GgmlType::kQ8_0 && (x.shape[0] <= kDotRows || AmxActive())) {
-    return GemmQ8(x, w, y, beta);
+  // The int8 paths where they are the faster ones: decode rows always,
+  // prefill rows on AMX (without AMX the SIMD int8 tile ran Q8_0 prefill at
+  // 0.27x llama.cpp where dequantize-then-sgemm reaches 0.36x:
+  // docs/kernels.md).
+  if (x.shape[0] <= kDotRows || AmxActive()) {
+    if (internal::Block32(w.type)) return GemmQ8(x, w, y, beta);
+    if (w.type == GgmlType::kQ4_K || w.type == GgmlType::kQ5_K || w.type == GgmlType::kQ6_K) {
+      return GemmQK(x, w, y, beta);
+    }
   }
-  // q4_K / q6_K in int8: decode rows, and prefill rows on AMX.
-  const bool kquant = w.type == GgmlType::kQ4_K || w.type == GgmlType::kQ6_K;
-  if (kquant && (x.shape[0] <= kDotRows || AmxActive())) {
-    return GemmQK(x, w, y, beta);
-  }
-  // The other encodings in int8 on AMX prefill rows only (their decode rows
-  // dequantize then dot: no int8 decode kernel for them yet).
-  const bool prefill_amx = x.shape[0] > kDotRows && AmxActive();
-  if (prefill_amx && internal::AmxBlock32(w.type)) return GemmQ8(x, w, y, beta);
-  if (prefill_amx && w.type == GgmlType::kQ5_K) return GemmQK(x, w, y, beta);
   if (x.shape[0] <= kDotRows) return GemmByDots(x, w, y, beta);
   return GemmByTiles(x, w, y, beta);
 }

@@ -76,21 +76,55 @@ void SumActsQ8(Q8Acts* a) {
   }
 }
 
-void Q8TileScalar(const Q8Acts& a, int64_t i0, int64_t m, const uint8_t* w, uint64_t w_row_bytes,
-                  int64_t n, float* y, int64_t ldy, float beta) {
+namespace {
+
+// UnpackBlock: one block of `type` (Block32) as 32 int8 values, its scale
+// and min (0 without one): the scalar twin of block32.inc's Unpack32.
+int64_t UnpackBlock(GgmlType type, const uint8_t* blk, int8_t* v, float* d, float* m) {
+  *d = Q8HalfAt(blk);
+  *m = 0.0f;
+  if (type == GgmlType::kQ8_0) {
+    std::memcpy(v, blk + 2, kQ8Block);
+    return kQ8BlockBytes;
+  }
+  const bool has_min = type == GgmlType::kQ4_1 || type == GgmlType::kQ5_1;
+  const bool five = type == GgmlType::kQ5_0 || type == GgmlType::kQ5_1;
+  if (has_min) *m = Q8HalfAt(blk + 2);
+  const uint8_t* p = blk + (has_min ? 4 : 2);
+  uint32_t qh = 0;
+  if (five) std::memcpy(&qh, p, 4), p += 4;
+  const int offset = has_min ? 0 : (five ? 16 : 8);
+  for (int t = 0; t < 16; ++t) {
+    const int lo = (p[t] & 0xF) | (five ? ((qh >> t) & 1) << 4 : 0);
+    const int hi = (p[t] >> 4) | (five ? ((qh >> (t + 16)) & 1) << 4 : 0);
+    v[t] = static_cast<int8_t>(lo - offset);
+    v[t + 16] = static_cast<int8_t>(hi - offset);
+  }
+  return (p - blk) + 16;
+}
+
+}  // namespace
+
+void Q8TileScalar(const Q8Acts& a, GgmlType type, int64_t i0, int64_t m, const uint8_t* w,
+                  uint64_t w_row_bytes, int64_t n, float* y, int64_t ldy, float beta) {
   const int64_t nb = a.blocks();
+  const bool mins = type == GgmlType::kQ4_1 || type == GgmlType::kQ5_1;
+  int8_t wq[kQ8Block];
   for (int64_t i = 0; i < m; ++i) {
     const int8_t* xq = a.qrow(i0 + i);
     const float* xd = a.drow(i0 + i);
     for (int64_t j = 0; j < n; ++j) {
       const uint8_t* wr = w + j * w_row_bytes;
-      float sum = 0.0f;
-      for (int64_t b = 0; b < nb; ++b, wr += kQ8BlockBytes) {
-        const int8_t* wq = reinterpret_cast<const int8_t*>(wr + 2);
+      float sum = 0.0f, min_sum = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        float dw, mw;
+        wr += UnpackBlock(type, wr, wq, &dw, &mw);
         int32_t dot = 0;
         for (int t = 0; t < kQ8Block; ++t) dot += int32_t{xq[b * kQ8Block + t]} * wq[t];
-        sum += (xd[b] * Q8HalfAt(wr)) * static_cast<float>(dot);
+        sum += (xd[b] * dw) * static_cast<float>(dot);
+        if (mins) min_sum += mw * a.s[(i0 + i) * nb + b];
       }
+      sum += min_sum;
       float& out = y[i * ldy + j];
       out = beta == 0.0f ? sum : sum + beta * out;
     }

@@ -53,17 +53,26 @@ void QuantizeActsQ8(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t p
 // SumActsQ8: a->s from a->q and a->d (padding rows: 0).
 void SumActsQ8(Q8Acts* a);
 
+// Block32: the weight encodings with blocks of 32 elements that multiply
+// q8_0 activations: q8_0, q4_0, q5_0 (d * q, q signed), q4_1, q5_1 (d * q +
+// m: the mins term m * a.s, so SumActsQ8 must have run).
+inline bool Block32(GgmlType t) {
+  return t == GgmlType::kQ8_0 || t == GgmlType::kQ4_0 || t == GgmlType::kQ4_1 ||
+         t == GgmlType::kQ5_0 || t == GgmlType::kQ5_1;
+}
+
 // Q8TileFn: y[(i - i0) * ldy + j] = sum over blocks of x row i (i0 <= i <
-// i0 + m) times weight row j (j < n; q8_0 rows w_row_bytes apart at w),
-// plus beta * y.
-using Q8TileFn = void (*)(const Q8Acts& a, int64_t i0, int64_t m, const uint8_t* w,
+// i0 + m) times weight row j (j < n; rows of `type`, a Block32 type,
+// w_row_bytes apart at w), plus beta * y. For q4_1 / q5_1 SumActsQ8 must
+// have run (the mins term).
+using Q8TileFn = void (*)(const Q8Acts& a, GgmlType type, int64_t i0, int64_t m, const uint8_t* w,
                           uint64_t w_row_bytes, int64_t n, float* y, int64_t ldy, float beta);
-void Q8TileScalar(const Q8Acts& a, int64_t i0, int64_t m, const uint8_t* w, uint64_t w_row_bytes,
-                  int64_t n, float* y, int64_t ldy, float beta);
-void Q8TileAvx2(const Q8Acts& a, int64_t i0, int64_t m, const uint8_t* w, uint64_t w_row_bytes,
-                int64_t n, float* y, int64_t ldy, float beta);
-void Q8TileVnni(const Q8Acts& a, int64_t i0, int64_t m, const uint8_t* w, uint64_t w_row_bytes,
-                int64_t n, float* y, int64_t ldy, float beta);
+void Q8TileScalar(const Q8Acts& a, GgmlType type, int64_t i0, int64_t m, const uint8_t* w,
+                  uint64_t w_row_bytes, int64_t n, float* y, int64_t ldy, float beta);
+void Q8TileAvx2(const Q8Acts& a, GgmlType type, int64_t i0, int64_t m, const uint8_t* w,
+                uint64_t w_row_bytes, int64_t n, float* y, int64_t ldy, float beta);
+void Q8TileVnni(const Q8Acts& a, GgmlType type, int64_t i0, int64_t m, const uint8_t* w,
+                uint64_t w_row_bytes, int64_t n, float* y, int64_t ldy, float beta);
 // ActiveQ8Tile: the tile kernel for ActiveIsa() (VNNI when the CPU has it).
 Q8TileFn ActiveQ8Tile();
 
@@ -72,8 +81,8 @@ Q8TileFn ActiveQ8Tile();
 // (signed), iscale = -127 / max, q = min(127, round_half_even(iscale * x)),
 // d = 1 / iscale in f32 (q and d all 0 when max is 0), bsums = sums of each
 // 16 consecutive q. A weight block's product is then llama.cpp's: d_x *
-// d_w * sum_j sc_j (q_w . q_x)_j - d_x * dmin_w * sum_j m_j bsum_j (q4_K),
-// d_x * d_w * sum_j sc_j ((q_w . q_x)_j - 32 bsum_j) (q6_K), ints exact.
+// d_w * sum_j sc_j (q_w . q_x)_j - d_x * dmin_w * sum_j m_j bsum_j (q4_K,
+// and q5_K with 5-bit q_w), d_x * d_w * sum_j sc_j ((q_w . q_x)_j - 32 bsum_j) (q6_K), ints exact.
 inline constexpr int kQ8KBlock = 256;
 struct Q8KActs {
   int64_t m = 0, m_pad = 0, k = 0;  // rows m..m_pad: zero
@@ -87,14 +96,18 @@ struct Q8KActs {
 };
 void QuantizeActsQ8K(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t pad, Q8KActs* a);
 // QKTileFn: y[i * ldy + j] (+ beta y) for every row i < a.m and weight row
-// j < n of a q4_K or q6_K matrix (rows w_row_bytes apart at w).
+// j < n of a q4_K, q5_K or q6_K matrix (rows w_row_bytes apart at w).
 using QKTileFn = void (*)(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n,
                           float* y, int64_t ldy, float beta);
 void Q4KTileScalar(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,
                    int64_t ldy, float beta);
+void Q5KTileScalar(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,
+                   int64_t ldy, float beta);
 void Q6KTileScalar(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,
                    int64_t ldy, float beta);
 void Q4KTileAvx2(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,
+                 int64_t ldy, float beta);
+void Q5KTileAvx2(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,
                  int64_t ldy, float beta);
 void Q6KTileAvx2(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,
                  int64_t ldy, float beta);
@@ -102,23 +115,16 @@ void Q6KTileAvx2(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64
 // AVX2 in q8k_avx2.cc: bit-identical); QuantizeActs* pick by ActiveIsa().
 void QuantizeBlockQ8Avx2(const float* x, int8_t* q, float* d);
 void QuantizeBlockQ8KAvx2(const float* x, int8_t* q, float* d, int16_t* bsums);
-// ActiveQKTile: the q4_K (q6 false) or q6_K tile for ActiveIsa().
-QKTileFn ActiveQKTile(bool q6);
+// ActiveQKTile: the q4_K, q5_K or q6_K (`type`) tile for ActiveIsa().
+QKTileFn ActiveQKTile(GgmlType type);
 
 // AMX-INT8 (Sapphire Rapids and later). kAmxPanel weight rows per panel.
 inline constexpr int kAmxPanel = 32;
 // AmxPackBytes: bytes of one packed panel for k columns (per block of 32:
 // two B tiles, 32 f32 scales, 32 f32 mins).
 inline int64_t AmxPackBytes(int64_t k) { return (k / kQ8Block) * (2 * 512 + 2 * kAmxPanel * 4); }
-// AmxBlock32: the weight encodings with blocks of 32 elements that the
-// q8_0 panel multiplies: q8_0, q4_0, q5_0 (d * q, q signed), q4_1, q5_1
-// (d * q + m: the mins term m * a.s, so SumActsQ8 must have run).
-inline bool AmxBlock32(GgmlType t) {
-  return t == GgmlType::kQ8_0 || t == GgmlType::kQ4_0 || t == GgmlType::kQ4_1 ||
-         t == GgmlType::kQ5_0 || t == GgmlType::kQ5_1;
-}
 // Q8PanelAmx: y[i * ldy + j] for every row i < a.m and weight row j < n
-// (n <= kAmxPanel) of `w`, of encoding `type` (AmxBlock32); a.m_pad a
+// (n <= kAmxPanel) of `w`, of encoding `type` (Block32); a.m_pad a
 // multiple of 32; `pack` AmxPackBytes(k) bytes of scratch. The calling
 // thread must have run AmxThreadBegin.
 void Q8PanelAmx(const Q8Acts& a, GgmlType type, const uint8_t* w, uint64_t w_row_bytes, int64_t n,

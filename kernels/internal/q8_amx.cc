@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "kernels/internal/amx_tiles.h"
+#include "kernels/internal/block32.inc"
 #include "kernels/internal/q8.h"
 
 namespace ragkv::kernels::internal {
@@ -26,62 +27,10 @@ struct alignas(64) TileConfig {
 // the 32 f32 weight scales, then the 32 f32 mins (q4_1 / q5_1 only).
 constexpr int64_t kBlockStride = 2 * 512 + 2 * kAmxPanel * 4;
 
-inline float HalfAt(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-
-// Nibbles: the 16 bytes at qs as 32 values 0..15, low nibbles first
-// (elements 0..15), then high nibbles (ggml's q4_0 / q5_0 order).
-inline __m256i Nibbles(const uint8_t* qs) {
-  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m128i m4 = _mm_set1_epi8(0xF);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
-}
-
-// FifthBits: byte e = 16 when bit e of the 32 bits at qh is set, else 0.
-inline __m256i FifthBits(const uint8_t* qh) {
-  uint32_t bits;
-  std::memcpy(&bits, qh, 4);
-  const __m256i shuf = _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202,
-                                          0x0303030303030303);
-  const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), shuf);
-  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201));
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), _mm256_set1_epi8(16));
-}
-
-// Unpack: one block of `type` as 32 int8 values, its scale and min (0 for
-// the symmetric encodings), by ggml's bit layouts (docs/ggml_quant.md).
-void Unpack(GgmlType type, const uint8_t* blk, int8_t* vals, float* d, float* m) {
-  __m256i v;
-  *d = HalfAt(blk);
-  *m = 0.0f;
-  switch (type) {
-    case GgmlType::kQ4_0:
-      v = _mm256_sub_epi8(Nibbles(blk + 2), _mm256_set1_epi8(8));
-      break;
-    case GgmlType::kQ4_1:
-      *m = HalfAt(blk + 2);
-      v = Nibbles(blk + 4);
-      break;
-    case GgmlType::kQ5_0:
-      v = _mm256_sub_epi8(_mm256_or_si256(Nibbles(blk + 6), FifthBits(blk + 2)), _mm256_set1_epi8(16));
-      break;
-    case GgmlType::kQ5_1:
-      *m = HalfAt(blk + 2);
-      v = _mm256_or_si256(Nibbles(blk + 8), FifthBits(blk + 4));
-      break;
-    default:  // q8_0
-      v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-  }
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(vals), v);
-}
-
 // Pack: one panel of n <= 32 weight rows of `type`, kBlockStride per block.
 void Pack(GgmlType type, const uint8_t* w, uint64_t w_row_bytes, int64_t n, int64_t nb,
           uint8_t* pack) {
-  const int64_t block_bytes = GgmlTypeOf(static_cast<uint32_t>(type))->block_bytes;
+  const int64_t block_bytes = Block32Bytes(type);
   alignas(32) int8_t vals[32];
   for (int64_t b = 0; b < nb; ++b) {
     int8_t* bq = reinterpret_cast<int8_t*>(pack + b * kBlockStride);
@@ -94,7 +43,8 @@ void Pack(GgmlType type, const uint8_t* w, uint64_t w_row_bytes, int64_t n, int6
         bd[j] = bm[j] = 0.0f;
         continue;
       }
-      Unpack(type, w + j * w_row_bytes + b * block_bytes, vals, &bd[j], &bm[j]);
+      const __m256i v = Unpack32(type, w + j * w_row_bytes + b * block_bytes, &bd[j], &bm[j]);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(vals), v);
       for (int kk = 0; kk < 8; ++kk) std::memcpy(dst + kk * 64, vals + kk * 4, 4);
     }
   }

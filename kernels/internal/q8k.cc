@@ -1,4 +1,4 @@
-// q8k.cc (internal): q8_K activations and the scalar q4_K / q6_K tiles of
+// q8k.cc (internal): q8_K activations and the scalar q4_K / q5_K / q6_K tiles of
 // q8.h (the AVX2 twins: q8k_avx2.cc).
 #include <omp.h>
 
@@ -48,17 +48,22 @@ void Q4KScalesMins(const uint8_t* s, int* sc, int* mn) {
   }
 }
 
-// Q4KBlock: one q4_K block (144 bytes) times 256 q8_K values.
-float Q4KBlock(const uint8_t* b, const int8_t* x, float dx, const int16_t* bsums) {
+// Q45KBlock: one q4_K block (144 bytes; q5 false) or q5_K block (176
+// bytes: the fifth bits qh at +16, the nibbles at +48) times 256 q8_K values.
+template <bool q5>
+float Q45KBlock(const uint8_t* b, const int8_t* x, float dx, const int16_t* bsums) {
   int sc[8], mn[8];
   Q4KScalesMins(b + 4, sc, mn);
-  const uint8_t* qs = b + 16;
+  const uint8_t* qh = b + 16;
+  const uint8_t* qs = b + (q5 ? 48 : 16);
   int32_t sumi = 0, summs = 0;
   for (int c = 0; c < 4; ++c, qs += 32) {
     int32_t lo = 0, hi = 0;
     for (int t = 0; t < 32; ++t) {
-      lo += (qs[t] & 0xF) * x[c * 64 + t];
-      hi += (qs[t] >> 4) * x[c * 64 + 32 + t];
+      const int lo5 = q5 ? ((qh[t] >> (2 * c)) & 1) << 4 : 0;
+      const int hi5 = q5 ? ((qh[t] >> (2 * c + 1)) & 1) << 4 : 0;
+      lo += ((qs[t] & 0xF) | lo5) * x[c * 64 + t];
+      hi += ((qs[t] >> 4) | hi5) * x[c * 64 + 32 + t];
     }
     sumi += sc[2 * c] * lo + sc[2 * c + 1] * hi;
   }
@@ -134,7 +139,12 @@ void QuantizeActsQ8K(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t 
 
 void Q4KTileScalar(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,
                    int64_t ldy, float beta) {
-  Tile<Q4KBlock, 144>(a, w, w_row_bytes, n, y, ldy, beta);
+  Tile<Q45KBlock<false>, 144>(a, w, w_row_bytes, n, y, ldy, beta);
+}
+
+void Q5KTileScalar(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,
+                   int64_t ldy, float beta) {
+  Tile<Q45KBlock<true>, 176>(a, w, w_row_bytes, n, y, ldy, beta);
 }
 
 void Q6KTileScalar(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,
@@ -142,9 +152,13 @@ void Q6KTileScalar(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int
   Tile<Q6KBlock, 210>(a, w, w_row_bytes, n, y, ldy, beta);
 }
 
-QKTileFn ActiveQKTile(bool q6) {
-  if (ActiveIsa() == Isa::kScalar) return q6 ? Q6KTileScalar : Q4KTileScalar;
-  return q6 ? Q6KTileAvx2 : Q4KTileAvx2;
+QKTileFn ActiveQKTile(GgmlType type) {
+  const bool scalar = ActiveIsa() == Isa::kScalar;
+  switch (type) {
+    case GgmlType::kQ6_K: return scalar ? Q6KTileScalar : Q6KTileAvx2;
+    case GgmlType::kQ5_K: return scalar ? Q5KTileScalar : Q5KTileAvx2;
+    default: return scalar ? Q4KTileScalar : Q4KTileAvx2;
+  }
 }
 
 }  // namespace ragkv::kernels::internal

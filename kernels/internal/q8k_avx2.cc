@@ -1,4 +1,4 @@
-// q8k_avx2.cc (internal): the AVX2 q4_K / q6_K tiles of q8.h (CMakeLists.txt:
+// q8k_avx2.cc (internal): the AVX2 q4_K / q5_K / q6_K tiles of q8.h (CMakeLists.txt:
 // flags). Unsigned weight quants times signed q8_K values by maddubs (no
 // int16 saturation: 63 * 127 * 2 < 32767), then scaled per 16 or 32 by madd
 // with the block's int scales; the same ints as q8k.cc's scalar tiles.
@@ -38,13 +38,22 @@ inline __m256i Scales(int lo, int hi) {
                           _mm_set1_epi16(static_cast<int16_t>(lo)));
 }
 
-// Q4KRows: R rows of q8_K activations (from i) times one q4_K weight row.
-template <int R>
-void Q4KRows(const Q8KActs& a, int64_t i, const uint8_t* wr, float* y, int64_t ldy, float beta) {
+// FifthBit: byte l = 16 where bit `bit` of byte l of hb is set (the 16-bit
+// shifts carry bits across bytes only into bits the mask drops).
+inline __m256i FifthBit(__m256i hb, int bit) {
+  const __m256i v = bit <= 4 ? _mm256_slli_epi16(hb, 4 - bit) : _mm256_srli_epi16(hb, bit - 4);
+  return _mm256_and_si256(v, _mm256_set1_epi8(16));
+}
+
+// Q45KRows: R rows of q8_K activations (from i) times one q4_K weight row
+// (q5 false: 144-byte blocks) or q5_K row (176 bytes: fifth bits at +16,
+// nibbles at +48; values 0..31, and 31 * 127 * 2 < 32767 for maddubs).
+template <int R, bool q5>
+void Q45KRows(const Q8KActs& a, int64_t i, const uint8_t* wr, float* y, int64_t ldy, float beta) {
   const int64_t nb = a.blocks();
   const __m256i m4 = _mm256_set1_epi8(0xF);
   float sum[R] = {};
-  for (int64_t b = 0; b < nb; ++b, wr += 144) {
+  for (int64_t b = 0; b < nb; ++b, wr += q5 ? 176 : 144) {
     const uint8_t* s = wr + 4;
     int sc[8], mn[8];
     for (int j = 0; j < 8; ++j) {
@@ -52,10 +61,15 @@ void Q4KRows(const Q8KActs& a, int64_t i, const uint8_t* wr, float* y, int64_t l
       mn[j] = j < 4 ? (s[j + 4] & 63) : ((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
     }
     __m256i q[8], s16[8];
+    const __m256i hb = q5 ? Load(wr + 16) : _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
-      const __m256i v = Load(wr + 16 + 32 * c);
+      const __m256i v = Load(wr + (q5 ? 48 : 16) + 32 * c);
       q[2 * c] = _mm256_and_si256(v, m4);
       q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      if (q5) {
+        q[2 * c] = _mm256_or_si256(q[2 * c], FifthBit(hb, 2 * c));
+        q[2 * c + 1] = _mm256_or_si256(q[2 * c + 1], FifthBit(hb, 2 * c + 1));
+      }
       s16[2 * c] = _mm256_set1_epi16(static_cast<int16_t>(sc[2 * c]));
       s16[2 * c + 1] = _mm256_set1_epi16(static_cast<int16_t>(sc[2 * c + 1]));
     }
@@ -127,7 +141,12 @@ void Tile(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, f
 
 void Q4KTileAvx2(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,
                  int64_t ldy, float beta) {
-  Tile<Q4KRows<4>, Q4KRows<1>>(a, w, w_row_bytes, n, y, ldy, beta);
+  Tile<Q45KRows<4, false>, Q45KRows<1, false>>(a, w, w_row_bytes, n, y, ldy, beta);
+}
+
+void Q5KTileAvx2(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,
+                 int64_t ldy, float beta) {
+  Tile<Q45KRows<4, true>, Q45KRows<1, true>>(a, w, w_row_bytes, n, y, ldy, beta);
 }
 
 void Q6KTileAvx2(const Q8KActs& a, const uint8_t* w, uint64_t w_row_bytes, int64_t n, float* y,

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -124,7 +125,7 @@ void CheckQ8(const Q8Shape& shape, bool amx) {
         } else {  // the SIMD tile on prefill rows, called directly
           internal::Q8Acts a;
           internal::QuantizeActsQ8(x.data(), m, ldx, k, 1, &a);
-          internal::ActiveQ8Tile()(a, 0, m, wb.data(), w->row_bytes, n, y.data(), ldy, beta);
+          internal::ActiveQ8Tile()(a, GgmlType::kQ8_0, 0, m, wb.data(), w->row_bytes, n, y.data(), ldy, beta);
         }
         for (int64_t i = 0; i < m; ++i) {
           std::vector<int8_t> q(k);
@@ -248,8 +249,8 @@ TEST(Q8KActs, QuantizationFollowsTheRule) {
 
 class QKGemmTest : public ::testing::TestWithParam<GgmlType> {};
 
-// Decode rows of q4_K / q6_K (and prefill rows on AMX; q5_K: prefill rows
-// on AMX only): int8 products with q8_K activations vs the dequantized
+// Decode rows of q4_K / q5_K / q6_K on every ISA (and prefill rows on
+// AMX): int8 products with q8_K activations vs the dequantized
 // weights (ggml's to_float) times the naively quantized x.
 TEST_P(QKGemmTest, DecodeRowsMatchTheNaiveInt8Reference) {
   const GgmlType type = GetParam();
@@ -262,8 +263,7 @@ TEST_P(QKGemmTest, DecodeRowsMatchTheNaiveInt8Reference) {
   ASSERT_TRUE(DequantizeRows(*w, 0, n, wd.data()).ok());
   for (Isa isa : Isas()) {
     IsaScope scope(isa);
-    std::vector<int64_t> ms;
-    if (type != GgmlType::kQ5_K) ms = {1, 3, 4, 5, 8};
+    std::vector<int64_t> ms = {1, 3, 4, 5, 8};
     if (AmxActive()) ms.insert(ms.end(), {9, 33, 100});  // AMX panels
     for (int64_t m : ms) {
       for (float beta : {0.0f, 1.0f}) {
@@ -324,49 +324,60 @@ std::vector<uint8_t> RandomBlock32Rows(GgmlType type, int64_t rows, int64_t cols
 
 class Block32GemmTest : public ::testing::TestWithParam<GgmlType> {};
 
-// Prefill rows of q4_0 / q4_1 / q5_0 / q5_1 on AMX: int8 products with
+// Rows of q4_0 / q4_1 / q5_0 / q5_1: decode rows on every ISA (scalar,
+// AVX2, AVX-512 VNNI tiles) and prefill rows on AMX: int8 products with
 // q8_0 activations (the mins term from d_x * sum(q_x)) vs the dequantized
 // weights (ggml's to_float) times the naively quantized x. k = 544: an odd
-// number of blocks; n = 300 / 280: partial last panels; x and y strided.
-TEST_P(Block32GemmTest, PrefillRowsOnAmxMatchTheNaiveInt8Reference) {
+// number of blocks; n = 300 / 280: partial last tiles and panels; x and y
+// strided.
+void CheckBlock32(GgmlType type, int64_t n, int64_t m, const WeightMatrix& w,
+                  const std::vector<float>& wd, const std::string& where) {
+  const int64_t k = w.cols, ldx = k + 32, ldy = n + 5;
+  for (float beta : {0.0f, 1.0f}) {
+    std::vector<float> x = testing::RandomVec(m * ldx, 31 + m, -2, 2);
+    for (int t = 64; t < 96; ++t) x[t] = 0;  // row 0, block 2: all zero
+    std::vector<float> y = testing::RandomVec(m * ldy, 37 + m), y0 = y;
+    TensorView xv = TensorView::Contiguous(x.data(), DType::kF32, {m, k});
+    TensorView yv = TensorView::Contiguous(y.data(), DType::kF32, {m, n});
+    xv.stride[0] = ldx;
+    yv.stride[0] = ldy;
+    ASSERT_TRUE(WeightGemm(xv, w, yv, beta).ok());
+    for (int64_t i = 0; i < m; ++i) {
+      std::vector<int8_t> q(k);
+      std::vector<float> d(k / 32);
+      for (int64_t b = 0; b < k / 32; ++b) NaiveQuantize(&x[i * ldx + b * 32], &q[b * 32], &d[b]);
+      for (int64_t j = 0; j < n; ++j) {
+        double ref = beta * y0[i * ldy + j], mag = std::abs(ref);
+        for (int64_t t = 0; t < k; ++t) {
+          const double xv = double(d[t / 32]) * q[t];
+          ref += xv * wd[j * k + t];
+          mag += std::abs(xv * wd[j * k + t]);
+        }
+        // ints exact; f32 scale products and one sum per block.
+        ASSERT_NEAR(y[i * ldy + j], ref, 1e-5 * mag + 1e-7)
+            << where << " n=" << n << " m=" << m << " beta=" << beta << " at " << i << "," << j;
+      }
+      for (int64_t j = n; j < ldy; ++j) ASSERT_EQ(y[i * ldy + j], y0[i * ldy + j]);
+    }
+  }
+}
+
+TEST_P(Block32GemmTest, RowsMatchTheNaiveInt8Reference) {
   const GgmlType type = GetParam();
-  const int64_t k = 544, ldx = k + 32;
-  IsaScope scope(Isa::kAvx512);
-  if (!AmxActive()) GTEST_SKIP() << "no AMX-INT8 here (or capped off)";
+  const int64_t k = 544;
   for (int64_t n : {300, 280}) {
-    const int64_t ldy = n + 5;
     const std::vector<uint8_t> wb = RandomBlock32Rows(type, n, k, 5);
     absl::StatusOr<WeightMatrix> w = MakeWeightMatrix(type, wb.data(), n, k);
     ASSERT_TRUE(w.ok()) << w.status();
     std::vector<float> wd(n * k);
     ASSERT_TRUE(DequantizeRows(*w, 0, n, wd.data()).ok());
-    for (int64_t m : {9, 33, 100}) {
-      for (float beta : {0.0f, 1.0f}) {
-        std::vector<float> x = testing::RandomVec(m * ldx, 31 + m, -2, 2);
-        for (int t = 64; t < 96; ++t) x[t] = 0;  // row 0, block 2: all zero
-        std::vector<float> y = testing::RandomVec(m * ldy, 37 + m), y0 = y;
-        TensorView xv = TensorView::Contiguous(x.data(), DType::kF32, {m, k});
-        TensorView yv = TensorView::Contiguous(y.data(), DType::kF32, {m, n});
-        xv.stride[0] = ldx;
-        yv.stride[0] = ldy;
-        ASSERT_TRUE(WeightGemm(xv, *w, yv, beta).ok());
-        for (int64_t i = 0; i < m; ++i) {
-          std::vector<int8_t> q(k);
-          std::vector<float> d(k / 32);
-          for (int64_t b = 0; b < k / 32; ++b) NaiveQuantize(&x[i * ldx + b * 32], &q[b * 32], &d[b]);
-          for (int64_t j = 0; j < n; ++j) {
-            double ref = beta * y0[i * ldy + j], mag = std::abs(ref);
-            for (int64_t t = 0; t < k; ++t) {
-              const double xv = double(d[t / 32]) * q[t];
-              ref += xv * wd[j * k + t];
-              mag += std::abs(xv * wd[j * k + t]);
-            }
-            // ints exact; f32 scale products and one sum per block.
-            ASSERT_NEAR(y[i * ldy + j], ref, 1e-5 * mag + 1e-7)
-                << "n=" << n << " m=" << m << " beta=" << beta << " at " << i << "," << j;
-          }
-          for (int64_t j = n; j < ldy; ++j) ASSERT_EQ(y[i * ldy + j], y0[i * ldy + j]);
-        }
+    for (Isa isa : Isas()) {
+      IsaScope scope(isa);
+      std::vector<int64_t> ms = {1, 3, 4, 5, 8};
+      if (AmxActive()) ms.insert(ms.end(), {9, 33, 100});  // AMX panels
+      for (int64_t m : ms) {
+        CheckBlock32(type, n, m, *w, wd, IsaName(isa));
+        if (HasFatalFailure()) return;
       }
     }
   }

@@ -60,19 +60,19 @@ std::vector<uint8_t> RandomBlocks(GgmlType type, int64_t rows, int64_t cols, uin
   return b;
 }
 
-// BlockStep: Q8_0 (blocks of 32) and q4_K / q6_K (blocks of 256) multiply
-// by activations rounded to int8 steps of max|block| / 127 on decode rows
-// (m <= 8), and on every row with AMX (kernels/internal/q8.h); q4_0 / q4_1
-// / q5_0 / q5_1 (blocks of 32) and q5_K (256) on prefill rows with AMX;
-// every other product uses x itself.
+// BlockStep: the quantized encodings multiply by activations rounded to
+// int8 steps of max|block| / 127 (kernels/internal/q8.h) on decode rows (m
+// <= 8), and on every row with AMX: blocks of 32 for q8_0 / q4_0 / q4_1 /
+// q5_0 / q5_1, of 256 for q4_K / q5_K / q6_K. Every other product uses x
+// itself.
 double BlockStep(GgmlType type, int64_t m, const float* row, int64_t t) {
   int block = 0;
-  const bool int8 = m <= 8 || AmxActive(), amx_prefill = m > 8 && AmxActive();
-  const bool b32 = type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1 ||
-                   type == GgmlType::kQ5_0 || type == GgmlType::kQ5_1;
-  if ((type == GgmlType::kQ8_0 && int8) || (b32 && amx_prefill)) block = 32;
-  if ((type == GgmlType::kQ4_K || type == GgmlType::kQ6_K) && int8) block = 256;
-  if (type == GgmlType::kQ5_K && amx_prefill) block = 256;
+  const bool int8 = m <= 8 || AmxActive();
+  const bool b32 = type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0 ||
+                   type == GgmlType::kQ4_1 || type == GgmlType::kQ5_0 || type == GgmlType::kQ5_1;
+  const bool b256 = type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K;
+  if (b32 && int8) block = 32;
+  if (b256 && int8) block = 256;
   if (block == 0) return 0;
   double amax = 0;
   for (int u = 0; u < block; ++u) amax = std::max(amax, std::abs(double(row[t / block * block + u])));
