@@ -55,6 +55,10 @@ enum class SearchMode {
   kLexical,  // reciprocal rank fusion of BM25 and BM25 with feedback (no dense)
 };
 
+// The status payload (type URL) of a settings refusal (RetrieverOptions::
+// on_setting_change).
+inline constexpr char kSettingsRefused[] = "type.ragkv.dev/retrieval.SettingsRefused";
+
 struct RetrieverOptions {
   // Directory for the catalogue and index (created if missing). Required.
   std::string dir;
@@ -107,6 +111,10 @@ struct RetrieverOptions {
   // Caller-supplied vectors (embeds_text() false) are never recomputed, and
   // another tokenizer or chunker changes the chunks themselves: both always
   // refused (re-ingest into a new directory).
+  // A refusal is FailedPrecondition with the payload kSettingsRefused:
+  // "reembed" when an unfinished re-embed is among the reasons, else
+  // "changed" (so a caller can name its own way out without reading the
+  // message).
   enum class SettingChange { kUpgrade, kRebuild, kRefuse };
   SettingChange on_setting_change = SettingChange::kUpgrade;
   // Rebuild the vector index when tombstones exceed this share (HNSW/IVF).

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -60,6 +61,7 @@ absl::Status Retriever::CheckSettings(SettingsPlan* plan) {
   if (target && target->empty()) target.reset();
   CatalogueMutation init;
   std::string refused;  // every setting that differs and is not re-derived
+  bool unfinished_reembed = false;
   auto refuse = [&](const std::string& what) { absl::StrAppend(&refused, refused.empty() ? "" : "; ", what); };
   for (const auto& [key, value] : fingerprints) {
     ASSIGN_OR_RETURN(std::optional<std::string> stored, catalogue_->GetMeta(key));
@@ -78,6 +80,7 @@ absl::Status Retriever::CheckSettings(SettingsPlan* plan) {
         plan->reembed_from = *stored;
         plan->settle.emplace_back(key, value);
       } else {
+        unfinished_reembed = true;
         refuse(absl::StrCat(key, " '", *stored, "' and an unfinished re-embed to '", *target,
                             "' (its vectors are mixed), now '", value, "': open it with '", *target,
                             "' to finish the re-embed, or rebuild it"));
@@ -103,7 +106,10 @@ absl::Status Retriever::CheckSettings(SettingsPlan* plan) {
     }
   }
   if (!refused.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat("Retriever: ", options_.dir, " was created with ", refused));
+    absl::Status st = absl::FailedPreconditionError(
+        absl::StrCat("Retriever: ", options_.dir, " was created with ", refused));
+    st.SetPayload(kSettingsRefused, absl::Cord(unfinished_reembed ? "reembed" : "changed"));
+    return st;
   }
   // A re-embed writes `settle` with its last batch; an index rebuild alone
   // leaves the vectors as they are, so its settings are recorded now.

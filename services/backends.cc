@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "absl/strings/match.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/log.h"
@@ -72,15 +72,14 @@ absl::Status OpenRetriever(const BackendOptions& o, Backends* b) {
   ro.on_setting_change = rs.rebuild ? retrieval::RetrieverOptions::SettingChange::kRebuild
                                     : retrieval::RetrieverOptions::SettingChange::kUpgrade;
   absl::StatusOr<std::unique_ptr<retrieval::Retriever>> r = retrieval::Retriever::Create(ro);
-  // The settings refusal (Retriever::CheckSettings) gets the way out.
-  if (absl::IsFailedPrecondition(r.status()) &&
-      absl::StrContains(r.status().message(), "unfinished re-embed")) {
+  // A settings refusal (retriever.h: kSettingsRefused) gets the way out.
+  const auto refused = r.status().GetPayload(retrieval::kSettingsRefused);
+  if (refused && *refused == "reembed") {
     return absl::FailedPreconditionError(absl::StrCat(
         r.status().message(), rs.rebuild ? "" : " (--retrieval-rebuild re-embeds everything with this "
                                                 "--embedder)"));
   }
-  if (absl::IsFailedPrecondition(r.status()) &&
-      absl::StrContains(r.status().message(), " was created with ")) {
+  if (refused) {
     return absl::FailedPreconditionError(absl::StrCat(
         r.status().message(), "; serve the setting it was built with",
         rs.rebuild ? "" : ", or pass --retrieval-rebuild to re-embed / re-index it from its catalogue",

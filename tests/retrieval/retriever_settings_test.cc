@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "retrieval/embedder.h"
@@ -105,6 +106,7 @@ TEST(Retriever, ReembedsWhenTheTextEmbedderChanges) {
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(std::string(refused.message()).find("seed=1"), std::string::npos) << refused;
   EXPECT_NE(std::string(refused.message()).find("seed=2"), std::string::npos) << refused;
+  EXPECT_EQ(refused.GetPayload(kSettingsRefused), absl::Cord("changed")) << refused;
   o.on_setting_change = RetrieverOptions::SettingChange::kRebuild;
   auto ref = Retriever::Create(with_seed(fresh.path(), 2)).value();
   ASSERT_TRUE(ref->Ingest(SmallCorpus()).ok());
@@ -231,6 +233,7 @@ TEST(Retriever, InterruptedReembedIsFinishedOrRefusedNeverServedMixed) {
     EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
     EXPECT_NE(std::string(refused.message()).find("unfinished re-embed to 'function:toy-v2:dim=8'"),
               std::string::npos) << refused;
+    EXPECT_EQ(refused.GetPayload(kSettingsRefused), absl::Cord("reembed")) << refused;
   }
   {
     auto back = OpenToy(dir.path(), v1, RetrieverOptions::SettingChange::kRebuild);
