@@ -21,6 +21,7 @@
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "retrieval/retriever.h"
+#include "services/internal/blend_pieces.h"
 #include "services/internal/grpc_util.h"
 #include "services/internal/kv_wire.h"
 #include "services/internal/prefix_cache.h"
@@ -37,167 +38,13 @@ double MsSince(Clock::time_point t0) {
 
 using internal::BlendLayout;
 using internal::Piece;
-
-// OpenStored: the store's record of `chunk_tokens` (the chunk's whole
-// token list) as p's source, rows [begin, end) of it; a miss leaves p fresh.
-absl::Status OpenStored(const ServiceContext* ctx, absl::Span<const int32_t> chunk_tokens,
-                        int64_t begin, int64_t end, Piece* p, double* fetch_ms) {
-  if (ctx->store == nullptr || chunk_tokens.empty()) return absl::OkStatus();
-  const auto t0 = Clock::now();
-  const auto& fp = ctx->model->fingerprint();
-  ASSIGN_OR_RETURN(std::unique_ptr<blend::StoreKvSource> s,
-                   blend::StoreKvSource::Open(ctx->store, kvstore::ChunkKey::Of(fp, chunk_tokens), fp));
-  *fetch_ms += MsSince(t0);
-  if (s == nullptr) return absl::OkStatus();
-  blend::StoreKvSource* stream = s.get();
-  if (begin == 0 && end == static_cast<int64_t>(chunk_tokens.size())) {
-    p->source = std::move(s);
-  } else {
-    ASSIGN_OR_RETURN(p->source, blend::SliceKvSource::Create(std::move(s), begin, end));
-  }
-  p->store = stream;
-  p->stored = true;
-  return absl::OkStatus();
-}
-
-// ReopenAll: every piece's stored record opened again, but the failed ones
-// (the streams were consumed by a blend that failed on one load); a miss
-// leaves a piece fresh.
-absl::Status ReopenAll(const ServiceContext* ctx, std::vector<Piece>* pieces, double* fetch_ms) {
-  for (Piece& p : *pieces) {
-    p.source.reset();
-    p.store = nullptr;
-    p.covered = false;
-    if (!p.stored || p.failed) continue;
-    const std::vector<int32_t>& key_tokens = p.whole.empty() ? p.tokens : p.whole;
-    const int64_t begin = p.whole.empty() ? 0 : p.chunk_begin;
-    RETURN_IF_ERROR(OpenStored(ctx, key_tokens, begin,
-                               begin + static_cast<int64_t>(p.tokens.size()), &p, fetch_ms));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<int32_t>> TokensOfText(const ServiceContext* ctx,
-                                                  const std::string& text) {
-  if (ctx->tokenizer == nullptr) return absl::FailedPreconditionError("no tokenizer loaded");
-  return ctx->tokenizer->Encode(text, /*add_bos=*/false, /*add_eos=*/false);
-}
-
-absl::Status ResolveChunk(const ServiceContext* ctx, uint64_t chunk_id, Piece* p,
-                          double* fetch_ms) {
-  if (ctx->retriever == nullptr) {
-    return absl::FailedPreconditionError("chunk segments need the retrieval service");
-  }
-  ASSIGN_OR_RETURN(auto ch, ctx->retriever->GetChunk(static_cast<int64_t>(chunk_id)));
-  if (!ch) return absl::NotFoundError(absl::StrFormat("unknown chunk id %d", chunk_id));
-  p->is_chunk = true;
-  p->chunk_id = chunk_id;
-  p->tokens = std::move(ch->token_ids);
-  return OpenStored(ctx, p->tokens, 0, static_cast<int64_t>(p->tokens.size()), p, fetch_ms);
-}
-
-// ResolveRaw: the raw prompt cut into pieces: the catalogue's chunks found
-// in it (Retriever::FindChunks; never inside the query tail) with their
-// stored KV, and fresh pieces between them; the last piece holds the query.
-absl::Status ResolveRaw(const ServiceContext* ctx, const v1::RawPrompt& raw,
-                        std::vector<Piece>* pieces, double* fetch_ms) {
-  if (ctx->retriever == nullptr) {
-    return absl::FailedPreconditionError(
-        "raw prompts need the retrieval service (its catalogue holds the chunks' tokens)");
-  }
-  const absl::Span<const int32_t> ids(raw.ids().data(), raw.ids().size());
-  const int64_t context = ctx->model->config().max_seq_len;
-  if (static_cast<int64_t>(ids.size()) > context) {
-    return absl::OutOfRangeError(absl::StrFormat(
-        "the raw prompt has %d tokens, over the model context of %d", ids.size(), context));
-  }
-  const size_t query = std::max<size_t>(1, raw.query_tokens());
-  ASSIGN_OR_RETURN(std::vector<retrieval::ChunkMatch> found,
-                   ctx->retriever->FindChunks(ids.subspan(0, ids.size() - query)));
-  if (found.empty()) return absl::NotFoundError("no stored chunk found in the raw prompt");
-  if (found.size() > static_cast<size_t>(internal::kMaxBlendSegments / 2)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "the raw prompt holds %d chunk matches (max %d)", found.size(), internal::kMaxBlendSegments / 2));
-  }
-  size_t at = 0;
-  auto fresh = [&](size_t end) {
-    if (end <= at) return;
-    Piece& p = pieces->emplace_back();
-    p.tokens.assign(ids.begin() + at, ids.begin() + end);
-    at = end;
-  };
-  for (const retrieval::ChunkMatch& m : found) {
-    fresh(m.prompt_begin);
-    Piece& p = pieces->emplace_back();
-    p.is_chunk = true;
-    p.chunk_id = static_cast<uint64_t>(m.chunk_id);
-    p.chunk_begin = m.chunk_begin;
-    p.tokens.assign(ids.begin() + m.prompt_begin, ids.begin() + m.prompt_end());
-    at = m.prompt_end();
-    if (m.whole()) {
-      RETURN_IF_ERROR(OpenStored(ctx, p.tokens, 0, m.size(), &p, fetch_ms));
-      continue;
-    }
-    ASSIGN_OR_RETURN(std::optional<retrieval::ChunkRecord> ch, ctx->retriever->GetChunk(m.chunk_id));
-    if (!ch) {  // deleted since it was matched: plain fresh rows
-      p.is_chunk = false;
-      p.chunk_id = 0;
-      p.chunk_begin = 0;
-      continue;
-    }
-    RETURN_IF_ERROR(OpenStored(ctx, ch->token_ids, m.chunk_begin, m.chunk_end, &p, fetch_ms));
-    p.whole = std::move(ch->token_ids);
-  }
-  fresh(ids.size());
-  if (std::none_of(pieces->begin(), pieces->end(), [](const Piece& p) { return p.is_chunk; })) {
-    return absl::NotFoundError("the chunks found in the raw prompt were deleted meanwhile");
-  }
-  return absl::OkStatus();
-}
+using internal::ReopenAll;
+using internal::ResolvePieces;
+using internal::ResolveRaw;
 
 // LayerDoneFn: the Blender's / controller's per-layer callback.
 using LayerDoneFn =
     std::function<absl::Status(int, const model::KVCache&, absl::Span<const int32_t>)>;
-
-// ResolvePieces: resolves segment i into (*pieces)[i] (pieces is sized to
-// segments); errors on a segment without source or tokens, or a chunk last;
-// OUT_OF_RANGE as soon as the prompt outgrows the model's context (before
-// the Blender sizes anything from it).
-absl::Status ResolvePieces(const ServiceContext* ctx,
-                           const google::protobuf::RepeatedPtrField<v1::Segment>& segments,
-                           std::vector<Piece>* pieces, double* fetch_ms) {
-  const int64_t context = ctx->model->config().max_seq_len;
-  int64_t total = 1;  // a BOS the options may add
-  for (int i = 0; i < segments.size(); ++i) {
-    const v1::Segment& s = segments[i];
-    Piece& p = (*pieces)[i];
-    switch (s.source_case()) {
-      case v1::Segment::kChunkId:
-        RETURN_IF_ERROR(ResolveChunk(ctx, s.chunk_id(), &p, fetch_ms));
-        break;
-      case v1::Segment::kTokens:
-        p.tokens.assign(s.tokens().ids().begin(), s.tokens().ids().end());
-        break;
-      case v1::Segment::kText: {
-        ASSIGN_OR_RETURN(p.tokens, TokensOfText(ctx, s.text()));
-        break;
-      }
-      default:
-        return absl::InvalidArgumentError(absl::StrFormat("segment %d has no source", i));
-    }
-    if (p.tokens.empty()) return absl::InvalidArgumentError(absl::StrFormat("segment %d is empty", i));
-    total += static_cast<int64_t>(p.tokens.size());
-    if (total > context) {
-      return absl::OutOfRangeError(absl::StrFormat(
-          "the prompt reaches %d tokens at segment %d, over the model context of %d", total, i,
-          context));
-    }
-  }
-  if (pieces->back().is_chunk) {
-    return absl::InvalidArgumentError("the last segment must be the query (tokens or text)");
-  }
-  return absl::OkStatus();
-}
 
 // MapSegments: fills *out from the resolved pieces and the header's spans.
 void MapSegments(const ServiceContext* ctx, const v1::BlendOptions& opts,
@@ -540,103 +387,137 @@ absl::Status SendSummary(const ServiceContext* ctx, const blend::BlendOptions& b
   return absl::OkStatus();
 }
 
-// RunBlend: resolves `segments`, blends, and streams the result into `w`.
+// BlendRun: one Blend / RetrieveAndBlend request's state across its stages
+// (not movable once streaming: the layer callback points into it).
+struct BlendRun {
+  const ServiceContext* ctx = nullptr;
+  StageMs times;
+  kernels::DType out_dtype = kernels::DType::kF32;
+  std::vector<Piece> pieces;
+  BlendLayout layout;
+  blend::BlendOptions bo;
+  std::vector<blend::Tier> served;  // the tiers that served the chunks
+  bool controlled = false;          // the loading controller picks r
+  std::string reason, gate_reason;
+  LayerStream stream;
+  LayerDoneFn send_layer;
+  std::vector<v1::FailedLoad> failed;
+};
+
+// PrepareRun: resolves every segment (or the raw prompt), maps them onto
+// the prompt and settles the strategy, ratio and controller.
+absl::Status PrepareRun(const google::protobuf::RepeatedPtrField<v1::Segment>& segments,
+                        const v1::RawPrompt* raw, const v1::BlendOptions& opts, BlendRun* run) {
+  const ServiceContext* ctx = run->ctx;
+  if (opts.output_dtype() != v1::DTYPE_UNSPECIFIED) {
+    ASSIGN_OR_RETURN(run->out_dtype, internal::FromWire(opts.output_dtype()));
+  }
+  if (raw != nullptr) {
+    RETURN_IF_ERROR(ResolveRaw(ctx, *raw, &run->pieces, &run->times.fetch_ms));
+  } else {
+    run->pieces.resize(segments.size());
+    RETURN_IF_ERROR(ResolvePieces(ctx, segments, &run->pieces, &run->times.fetch_ms));
+  }
+  MapSegments(ctx, opts, run->pieces, &run->layout);
+  run->bo = StrategyOptions(opts);
+  // BLEND_MODE_AUTO: the loading controller picks r among the tiers that
+  // served the chunks (ChooseRatioAndTier), then learns from the run.
+  run->served = ServedTiers(ctx, run->pieces);
+  run->controlled =
+      opts.mode() == v1::BLEND_MODE_AUTO && ctx->controller != nullptr && !run->served.empty();
+  run->gate_reason = ApplyQualityGate(ctx, opts, &run->bo, &run->controlled);
+  if (opts.mode() == v1::BLEND_MODE_AUTO && !run->controlled) {
+    run->reason = ctx->controller == nullptr ? "no loading controller: default ratio"
+                                             : "no cached chunk: default ratio";
+  }
+  return absl::OkStatus();
+}
+
+// StartLayerStream: the header now, then each layer as soon as the Blender
+// finishes it (on_layer_done: layer l goes out while l+1 computes).
+absl::Status StartLayerStream(const v1::BlendOptions& opts, const std::vector<uint64_t>& retrieved,
+                              internal::StreamWriter<v1::BlendResponse>* w, BlendRun* run) {
+  const ServiceContext* ctx = run->ctx;
+  const model::ModelConfig& mc = ctx->model->config();
+  RETURN_IF_ERROR(SendHeader(ctx, run->out_dtype, retrieved, run->pieces, &run->layout, w));
+  const auto t_prefix = Clock::now();
+  RETURN_IF_ERROR(internal::ApplyPrefixCache(ctx, &run->pieces, &run->layout));
+  run->times.fetch_ms += MsSince(t_prefix);
+  LayerStream& stream = run->stream;
+  stream.w = w;
+  stream.out_dtype = run->out_dtype;
+  stream.T = run->layout.T;
+  stream.accept_restart = opts.accept_restart();
+  stream.bytes = static_cast<size_t>(mc.n_kv_heads) * run->layout.T * mc.head_dim *
+                 kernels::DTypeSize(run->out_dtype);
+  run->send_layer = [&stream](int l, const model::KVCache& cache,
+                              absl::Span<const int32_t> rows) -> absl::Status {
+    return SendLayer(&stream, l, cache, rows);
+  };
+  run->bo.on_layer_done = run->send_layer;
+  return absl::OkStatus();
+}
+
+// BlendWithRecovery: blends; a chunk whose stored KV fails mid-blend is
+// recomputed: blend again with it as a miss (each round removes one
+// source, so this ends).
+absl::StatusOr<blend::BlendResult> BlendWithRecovery(BlendRun* run) {
+  const ServiceContext* ctx = run->ctx;
+  for (;;) {
+    absl::StatusOr<blend::BlendResult> blended =
+        BlendPieces(ctx, run->layout.segs, run->served, run->controlled, run->send_layer, &run->bo,
+                    &run->reason);
+    if (blended.ok()) return blended;
+    ASSIGN_OR_RETURN(const bool again,
+                     RecoverFailedLoad(ctx, blended.status(), &run->pieces, &run->layout,
+                                       &run->stream, &run->failed, &run->times.fetch_ms));
+    if (!again) return blended.status();
+    run->served = ServedTiers(ctx, run->pieces);  // AUTO decides on what is left
+    if (run->controlled && run->served.empty()) {
+      run->controlled = false;
+      run->bo.ratio = kDefaultRecomputeRatio;
+      run->reason = "no cached chunk: default ratio";
+    }
+  }
+}
+
+// RunBlend: resolves `segments`, blends, and streams the result into `w`:
+// header, layers, summary; then schedules the misses for storing.
 absl::Status RunBlend(const ServiceContext* ctx,
                       const google::protobuf::RepeatedPtrField<v1::Segment>& segments,
                       const v1::RawPrompt* raw, const v1::BlendOptions& opts,
                       std::vector<uint64_t> retrieved, double retrieve_ms,
                       internal::StreamWriter<v1::BlendResponse>* w) {
-  StageMs times;
-  times.t_total = Clock::now();
-  times.retrieve_ms = retrieve_ms;
+  BlendRun run;
+  run.ctx = ctx;
+  run.times.t_total = Clock::now();
+  run.times.retrieve_ms = retrieve_ms;
   if (ctx->model == nullptr || ctx->blender == nullptr) {
     return absl::FailedPreconditionError("this server has no model loaded (--model)");
   }
   // The request itself was validated by the handler (internal/validate.h).
   if (segments.empty() && raw == nullptr) return absl::InvalidArgumentError("no segments");
-  kernels::DType out_dtype = kernels::DType::kF32;
-  if (opts.output_dtype() != v1::DTYPE_UNSPECIFIED) {
-    ASSIGN_OR_RETURN(out_dtype, internal::FromWire(opts.output_dtype()));
-  }
-  // Resolve every segment.
-  std::vector<Piece> pieces;
-  if (raw != nullptr) {
-    RETURN_IF_ERROR(ResolveRaw(ctx, *raw, &pieces, &times.fetch_ms));
-  } else {
-    pieces.resize(segments.size());
-    RETURN_IF_ERROR(ResolvePieces(ctx, segments, &pieces, &times.fetch_ms));
-  }
-  BlendLayout layout;
-  MapSegments(ctx, opts, pieces, &layout);
-  blend::BlendOptions bo = StrategyOptions(opts);
-  // BLEND_MODE_AUTO: the loading controller picks r among the tiers that
-  // served the chunks (ChooseRatioAndTier), then learns from the run.
-  std::vector<blend::Tier> served = ServedTiers(ctx, pieces);
-  bool controlled =
-      opts.mode() == v1::BLEND_MODE_AUTO && ctx->controller != nullptr && !served.empty();
-  const std::string gate_reason = ApplyQualityGate(ctx, opts, &bo, &controlled);
-
-  std::string reason;
-  if (opts.mode() == v1::BLEND_MODE_AUTO && !controlled) {
-    reason = ctx->controller == nullptr ? "no loading controller: default ratio"
-                                        : "no cached chunk: default ratio";
-  }
-  // Stream: the header now, each layer as soon as the Blender finishes it
-  // (on_layer_done: layer l goes out while l+1 computes), the summary last.
-  const model::ModelConfig& mc = ctx->model->config();
-  const int L = mc.n_layers;
-  RETURN_IF_ERROR(SendHeader(ctx, out_dtype, retrieved, pieces, &layout, w));
-  const auto t_prefix = Clock::now();
-  RETURN_IF_ERROR(internal::ApplyPrefixCache(ctx, &pieces, &layout));
-  times.fetch_ms += MsSince(t_prefix);
-  LayerStream stream;
-  stream.w = w;
-  stream.out_dtype = out_dtype;
-  stream.T = layout.T;
-  stream.accept_restart = opts.accept_restart();
-  stream.bytes = static_cast<size_t>(mc.n_kv_heads) * layout.T * mc.head_dim *
-                 kernels::DTypeSize(out_dtype);
-  const LayerDoneFn send_layer = [&stream](int l, const model::KVCache& cache,
-                                           absl::Span<const int32_t> rows) -> absl::Status {
-    return SendLayer(&stream, l, cache, rows);
-  };
-  bo.on_layer_done = send_layer;
-
-  // A chunk whose stored KV fails mid-blend is recomputed: blend again with
-  // it as a miss (each round removes one source, so this ends).
+  RETURN_IF_ERROR(PrepareRun(segments, raw, opts, &run));
+  RETURN_IF_ERROR(StartLayerStream(opts, retrieved, w, &run));
   const auto t_blend = Clock::now();
-  std::vector<v1::FailedLoad> failed;
-  absl::StatusOr<blend::BlendResult> blended;
-  for (;;) {
-    blended = BlendPieces(ctx, layout.segs, served, controlled, send_layer, &bo, &reason);
-    if (blended.ok()) break;
-    ASSIGN_OR_RETURN(const bool again, RecoverFailedLoad(ctx, blended.status(), &pieces, &layout,
-                                                         &stream, &failed, &times.fetch_ms));
-    if (!again) return blended.status();
-    served = ServedTiers(ctx, pieces);  // AUTO decides on what is left
-    if (controlled && served.empty()) {
-      controlled = false;
-      bo.ratio = kDefaultRecomputeRatio;
-      reason = "no cached chunk: default ratio";
-    }
-  }
-  blend::BlendResult& r = *blended;
-  times.blend_ms = MsSince(t_blend);
-  std::vector<std::vector<int32_t>> misses = Misses(ctx, pieces);  // failed ones included
-  const int64_t exact_rows = internal::ExactRows(layout, bo.strategy);  // reads the sources
-  ObserveBandwidth(ctx, bo, served, pieces, r);
-  ObserveTierReads(ctx, bo.strategy, pieces);
-  for (auto& p : pieces) p.source.reset();  // release pinned layers early (segs dangle now)
-  layout.exact.reset();
+  ASSIGN_OR_RETURN(blend::BlendResult r, BlendWithRecovery(&run));
+  run.times.blend_ms = MsSince(t_blend);
+  std::vector<std::vector<int32_t>> misses = Misses(ctx, run.pieces);  // failed ones included
+  const int64_t exact_rows = internal::ExactRows(run.layout, run.bo.strategy);  // reads the sources
+  ObserveBandwidth(ctx, run.bo, run.served, run.pieces, r);
+  ObserveTierReads(ctx, run.bo.strategy, run.pieces);
+  for (auto& p : run.pieces) p.source.reset();  // release pinned layers early (segs dangle now)
+  run.layout.exact.reset();
 
-  if (stream.layers_sent != L || r.total_tokens != layout.T) {
+  const int L = ctx->model->config().n_layers;
+  if (run.stream.layers_sent != L || r.total_tokens != run.layout.T) {
     return absl::InternalError("blend: not every layer was streamed");
   }
-  RETURN_IF_ERROR(SendSummary(ctx, bo, reason, gate_reason, r, stream, L, times, failed,
-                              static_cast<int64_t>(layout.exact_tokens.size())));
+  RETURN_IF_ERROR(SendSummary(ctx, run.bo, run.reason, run.gate_reason, r, run.stream, L, run.times,
+                              run.failed, static_cast<int64_t>(run.layout.exact_tokens.size())));
   if (ctx->store_back == nullptr) return absl::OkStatus();
   for (std::vector<int32_t>& t : misses) ctx->store_back->Schedule(std::move(t));
-  internal::StorePrefixCache(ctx, layout, pieces, r.cache, exact_rows);
+  internal::StorePrefixCache(ctx, run.layout, run.pieces, r.cache, exact_rows);
   return absl::OkStatus();
 }
 
