@@ -49,6 +49,7 @@ void StoreKvSource::Produce(kvstore::TieredStore* store, kvstore::ChunkKey key,
       info_.kv_heads = static_cast<int>(header.num_kv_heads);
       info_.head_dim = static_cast<int>(header.head_dim);
       info_.num_tokens = header.num_tokens();
+      tier_index_ = layer.tier_index;  // known with the first layer, for ServedTiers
       have_header_ = true;
     }
     auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

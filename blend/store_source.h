@@ -46,15 +46,15 @@ class StoreKvSource : public KvSource {
   // before layer `layer` arrived; FailedPrecondition if called out of order.
   absl::Status ReadLayer(int layer, kernels::TensorView dst_k, kernels::TensorView dst_v) override;
 
-  // tier_index: the tier that served the first layers.
+  // tier_index: the tier that served the first layers (known once Open
+  // returns a source).
   size_t tier_index() const;
   // bytes_read: layer-record bytes consumed so far.
   uint64_t bytes_read() const;
   // read_seconds: time the stream spent reading the tiers so far (its waits
   // for room in the queue excluded): the tier read latency of this chunk.
   double read_seconds() const;
-  // finished: the stream has delivered every layer (or failed) and
-  // tier_index() is final.
+  // finished: the stream has delivered every layer (or failed).
   bool finished() const;
 
  private:

@@ -285,7 +285,7 @@ class TieredStore::Impl {
       NoteCorrupt(*tiers_[i], key, absl::StrCat("layer ", layer, ": ", r.status().message()));
       return std::nullopt;
     }
-    return LoadedLayer{layer, std::move(*blob)};
+    return LoadedLayer{layer, std::move(*blob), i};
   }
 
   // ReadAllLayers: every layer of `h` from tier i, verified, or nullopt.

@@ -68,7 +68,8 @@ struct TieredStoreOptions {
 // pinned (zero-copy from the RAM tier) for as long as the LoadedLayer lives.
 struct LoadedLayer {
   uint32_t layer = 0;
-  PinnedBytes blob;  // the layer record (kv_chunk.h format)
+  PinnedBytes blob;       // the layer record (kv_chunk.h format)
+  size_t tier_index = 0;  // the tier that served this layer
 
   // DecodeToF32: K and V as f32 [kv_heads][tokens][head_dim] each
   // (header.LayerElements() floats per output).

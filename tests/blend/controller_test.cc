@@ -189,5 +189,31 @@ TEST_F(ControllerTest, StoreSourceStreamsLayers) {
             0.5);
 }
 
+// The serving tier is known as soon as Open returns a source (the loading
+// controller reads it before any layer is consumed), for a chunk that only
+// the second tier holds, with room for one layer only: the stream cannot
+// have finished.
+TEST_F(ControllerTest, StoreSourceNamesItsTierBeforeTheLayersAreRead) {
+  std::vector<std::shared_ptr<kvstore::Tier>> tiers;
+  for (int i = 0; i < 2; ++i) tiers.push_back(kvstore::CreateRamTier({}).value());
+  kvstore::TieredStoreOptions so;
+  so.promote_on_hit = false;
+  auto store = kvstore::TieredStore::Create(so, tiers);
+  ASSERT_TRUE(store.ok()) << store.status();
+  std::mt19937 rng(5);
+  Prompt p;
+  p.Add(*model_, SegmentKind::kChunk, RandomTokens(&rng, 24, 300), true);
+  auto enc = EncodeForStore(*p.kv[0]);
+  ASSERT_TRUE(enc.ok()) << enc.status();
+  ASSERT_TRUE(tiers[1]->Put(enc->key, enc->chunk).ok());
+  auto src = StoreKvSource::Open(store->get(), enc->key, model_->fingerprint(),
+                                 /*max_buffered_layers=*/1);
+  ASSERT_TRUE(src.ok()) << src.status();
+  ASSERT_NE(*src, nullptr);
+  ASSERT_GT(model_->config().n_layers, 2);
+  EXPECT_FALSE((*src)->finished());
+  EXPECT_EQ((*src)->tier_index(), 1u);
+}
+
 }  // namespace
 }  // namespace ragkv::blend
