@@ -10,8 +10,6 @@
 #include <cstdlib>
 #include <cstring>
 
-
-
 namespace ragkv::kernels {
 namespace {
 
@@ -63,6 +61,19 @@ std::atomic<bool>& AmxEnabledRef() {
   return v;
 }
 
+std::atomic<bool>& VnniPanelsRef() {
+  static std::atomic<bool> v{[] {
+    const char* e = std::getenv("RAGKV_VNNI_PANELS");
+    return e == nullptr || std::strcmp(e, "0") != 0;
+  }()};
+  return v;
+}
+
+bool DetectVnni() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512vnni") != 0;
+}
+
 int DefaultThreads() {
   const int n = omp_get_num_procs();
   return n > 0 ? n : 1;
@@ -101,6 +112,16 @@ bool AmxActive() {
 }
 
 void SetAmxEnabled(bool on) { AmxEnabledRef().store(on); }
+
+bool VnniPanelsActive() {
+  static const bool vnni = DetectVnni();
+  return vnni && ActiveIsa() == Isa::kAvx512 && !AmxActive() &&
+         VnniPanelsRef().load(std::memory_order_relaxed);
+}
+
+void SetVnniPanelsEnabled(bool on) { VnniPanelsRef().store(on); }
+
+bool Int8PrefillActive() { return AmxActive() || VnniPanelsActive(); }
 
 const char* IsaName(Isa isa) {
   switch (isa) {

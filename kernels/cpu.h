@@ -35,6 +35,20 @@ bool AmxDetected();
 // SetAmxEnabled: tests use it to cover the non-AMX int8 path on AMX machines.
 void SetAmxEnabled(bool on);
 
+// VnniPanelsActive: whether prefill rows of quantized weights multiply in
+// int8 on AVX-512 VNNI panels (the CPUs without AMX; docs/kernels.md
+// "Prefill rows in int8"): ActiveIsa() is kAvx512, the CPU has AVX512-VNNI,
+// AmxActive() is false, and neither SetVnniPanelsEnabled(false) nor
+// RAGKV_VNNI_PANELS=0 turned it off. Otherwise such rows dequantize a tile
+// and run sgemm.
+bool VnniPanelsActive();
+// Int8PrefillActive: AmxActive() || VnniPanelsActive(): prefill rows of
+// quantized weights multiply in int8 (activations rounded as llama.cpp
+// rounds them).
+bool Int8PrefillActive();
+// SetVnniPanelsEnabled: tests and benches compare the two prefill paths.
+void SetVnniPanelsEnabled(bool on);
+
 // SetMaxThreads: cap for OpenMP kernels (>= 1). Default: hardware threads.
 void SetMaxThreads(int n);
 int MaxThreads();

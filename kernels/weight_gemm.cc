@@ -11,6 +11,7 @@
 #include "kernels/gemm.h"
 #include "kernels/internal/check.h"
 #include "kernels/internal/isa.h"
+#include "kernels/internal/panel.h"
 #include "kernels/internal/q8.h"
 
 namespace ragkv::kernels {
@@ -109,42 +110,63 @@ void RowTiles(const WeightMatrix& w, const Tile& tile) {
   }
 }
 
-// AmxPanels: panels of 32 rows of w over the threads, each thread with its
-// tile config and pack scratch; panel(j0, n, pack) does one.
+// Int8Panels: prefill rows on packed panels of 32 weight rows (panel.h)
+// spread over the threads, each with its pack scratch (and, on AMX, its
+// tile config, K spanning amx_k_bytes a step); panel(j0, n, pack) does one.
 template <typename Panel>
-void AmxPanels(const WeightMatrix& w, int64_t pack_bytes, int k_bytes, const Panel& panel) {
-  const int64_t panels = (w.rows + internal::kAmxPanel - 1) / internal::kAmxPanel;
+void Int8Panels(const WeightMatrix& w, int64_t pack_bytes, bool amx, int amx_k_bytes,
+                const Panel& panel) {
+  const int64_t panels = (w.rows + internal::kPanelRows - 1) / internal::kPanelRows;
   const int threads = static_cast<int>(std::min<int64_t>(MaxThreads(), panels));
 #pragma omp parallel num_threads(threads)
   {
-    internal::AmxThreadBegin(k_bytes);
+    if (amx) internal::AmxThreadBegin(amx_k_bytes);
     static thread_local std::vector<uint8_t> pack;
     pack.resize(static_cast<size_t>(pack_bytes));
 #pragma omp for schedule(dynamic, 1)
     for (int64_t p = 0; p < panels; ++p) {
-      const int64_t j0 = p * internal::kAmxPanel;
-      panel(j0, std::min<int64_t>(internal::kAmxPanel, w.rows - j0), pack.data());
+      const int64_t j0 = p * internal::kPanelRows;
+      panel(j0, std::min<int64_t>(internal::kPanelRows, w.rows - j0), pack.data());
     }
-    internal::AmxThreadEnd();
+    if (amx) internal::AmxThreadEnd();
   }
+}
+
+// PrefillPath: how rows beyond kDotRows multiply quantized weights in int8.
+enum class PrefillPath { kNone, kAmx, kVnni };
+
+PrefillPath Int8Prefill(int64_t m) {
+  if (m <= kDotRows) return PrefillPath::kNone;
+  if (AmxActive()) return PrefillPath::kAmx;
+  return VnniPanelsActive() ? PrefillPath::kVnni : PrefillPath::kNone;
 }
 
 // GemmQ8: weights in blocks of 32 (internal::Block32: q8_0, q4_0, q4_1,
 // q5_0, q5_1): x quantized to q8_0 blocks once (internal/q8.h, llama.cpp's
-// rule), then int8 products: AMX panels of 32 weight rows when there are
-// many rows of x and the CPU has AMX, else SIMD tiles of weight rows (the
-// caller sends only decode rows here without AMX).
+// rule), then int8 products: packed panels of 32 weight rows (AMX tiles, or
+// AVX-512 VNNI without AMX) for prefill rows, SIMD tiles of weight rows for
+// decode rows.
 absl::Status GemmQ8(TensorView x, const WeightMatrix& w, TensorView y, float beta) {
   const int64_t m = x.shape[0], k = w.cols, ldy = y.stride[0];
-  const bool amx = m > kDotRows && AmxActive();
+  const PrefillPath path = Int8Prefill(m);
   static thread_local internal::Q8Acts calling_thread_acts;
+  static thread_local std::vector<int32_t> calling_thread_zp;
   internal::Q8Acts& acts = calling_thread_acts;  // the workers share the caller's
-  internal::QuantizeActsQ8(x.as<const float>(), m, x.stride[0], k, amx ? 32 : 1, &acts);
+  internal::QuantizeActsQ8(x.as<const float>(), m, x.stride[0], k,
+                           path == PrefillPath::kAmx ? 32 : 1, &acts);
   if (w.type == GgmlType::kQ4_1 || w.type == GgmlType::kQ5_1) internal::SumActsQ8(&acts);
   float* yd = y.as<float>();
-  if (amx) {
-    AmxPanels(w, internal::AmxPackBytes(k), 32, [&](int64_t j0, int64_t n, uint8_t* pack) {
-      internal::Q8PanelAmx(acts, w.type, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta, pack);
+  if (path != PrefillPath::kNone) {
+    const bool amx = path == PrefillPath::kAmx;
+    std::vector<int32_t>& zp = calling_thread_zp;
+    if (!amx) internal::ZeroPointSums(acts.q.data(), m, k, internal::kQ8Block, &zp);
+    Int8Panels(w, internal::AmxPackBytes(k), amx, 32, [&](int64_t j0, int64_t n, uint8_t* pack) {
+      if (amx) {
+        internal::Q8PanelAmx(acts, w.type, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta, pack);
+      } else {
+        internal::Q8PanelVnni(acts, zp.data(), w.type, w.row(j0), w.row_bytes, n, yd + j0, ldy,
+                              beta, pack);
+      }
     });
     return absl::OkStatus();
   }
@@ -155,27 +177,42 @@ absl::Status GemmQ8(TensorView x, const WeightMatrix& w, TensorView y, float bet
   return absl::OkStatus();
 }
 
+// QKPanels: prefill rows of q4_K / q5_K / q6_K on packed panels (AMX or
+// VNNI, path).
+void QKPanels(const internal::Q8KActs& acts, const WeightMatrix& w, PrefillPath path, float* yd,
+              int64_t ldy, float beta) {
+  const bool amx = path == PrefillPath::kAmx, q6 = w.type == GgmlType::kQ6_K;
+  static thread_local std::vector<int32_t> calling_thread_zp;
+  std::vector<int32_t>& zp = calling_thread_zp;
+  if (!amx) internal::ZeroPointSums(acts.q.data(), acts.m, w.cols, q6 ? 16 : 32, &zp);
+  const int64_t pack_bytes = q6 ? internal::AmxPackBytesQ6K(w.cols) : internal::AmxPackBytesQ4K(w.cols);
+  Int8Panels(w, pack_bytes, amx, q6 ? 16 : 32, [&](int64_t j0, int64_t n, uint8_t* pack) {
+    const uint8_t* wr = w.row(j0);
+    if (amx && q6) internal::Q6KPanelAmx(acts, wr, w.row_bytes, n, yd + j0, ldy, beta, pack);
+    if (amx && !q6) internal::Q4KPanelAmx(acts, w.type, wr, w.row_bytes, n, yd + j0, ldy, beta, pack);
+    if (!amx && q6) {
+      internal::Q6KPanelVnni(acts, zp.data(), wr, w.row_bytes, n, yd + j0, ldy, beta, pack);
+    }
+    if (!amx && !q6) {
+      internal::Q4KPanelVnni(acts, zp.data(), w.type, wr, w.row_bytes, n, yd + j0, ldy, beta, pack);
+    }
+  });
+}
+
 // GemmQK: q4_K / q5_K / q6_K weights: x quantized to q8_K blocks
-// (internal/q8.h, llama.cpp's rule), then int8 products: AMX panels (many
-// rows of x), else dots over tiles of 32 weight rows spread over the
+// (internal/q8.h, llama.cpp's rule), then int8 products: packed panels
+// (prefill rows), else dots over tiles of 32 weight rows spread over the
 // threads.
 absl::Status GemmQK(TensorView x, const WeightMatrix& w, TensorView y, float beta) {
   const int64_t m = x.shape[0], ldy = y.stride[0];
-  const bool amx = m > kDotRows && AmxActive();
+  const PrefillPath path = Int8Prefill(m);
   static thread_local internal::Q8KActs calling_thread_acts;
   internal::Q8KActs& acts = calling_thread_acts;  // the workers share the caller's
-  internal::QuantizeActsQ8K(x.as<const float>(), m, x.stride[0], w.cols, amx ? 32 : 1, &acts);
+  internal::QuantizeActsQ8K(x.as<const float>(), m, x.stride[0], w.cols,
+                            path == PrefillPath::kAmx ? 32 : 1, &acts);
   float* yd = y.as<float>();
-  if (amx) {
-    if (w.type == GgmlType::kQ6_K) {
-      AmxPanels(w, internal::AmxPackBytesQ6K(w.cols), 16, [&](int64_t j0, int64_t n, uint8_t* pack) {
-        internal::Q6KPanelAmx(acts, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta, pack);
-      });
-      return absl::OkStatus();
-    }
-    AmxPanels(w, internal::AmxPackBytesQ4K(w.cols), 32, [&](int64_t j0, int64_t n, uint8_t* pack) {
-      internal::Q4KPanelAmx(acts, w.type, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta, pack);
-    });
+  if (path != PrefillPath::kNone) {
+    QKPanels(acts, w, path, yd, ldy, beta);
     return absl::OkStatus();
   }
   const internal::QKTileFn tile = internal::ActiveQKTile(w.type);
@@ -255,10 +292,9 @@ absl::Status WeightGemm(TensorView x, const WeightMatrix& w, TensorView y, float
     return Gemm(x, b, /*trans_b=*/true, y, 1.0f, beta);
   }
   // The int8 paths where they are the faster ones: decode rows always,
-  // prefill rows on AMX (without AMX the SIMD int8 tile ran Q8_0 prefill at
-  // 0.27x llama.cpp where dequantize-then-sgemm reaches 0.36x:
-  // docs/kernels.md).
-  if (x.shape[0] <= kDotRows || AmxActive()) {
+  // prefill rows on packed panels (AMX tiles, or AVX-512 VNNI); an AVX2-only
+  // CPU dequantizes a tile and runs sgemm for prefill rows (docs/kernels.md).
+  if (x.shape[0] <= kDotRows || Int8Prefill(x.shape[0]) != PrefillPath::kNone) {
     if (internal::Block32(w.type)) return GemmQ8(x, w, y, beta);
     if (w.type == GgmlType::kQ4_K || w.type == GgmlType::kQ5_K || w.type == GgmlType::kQ6_K) {
       return GemmQK(x, w, y, beta);

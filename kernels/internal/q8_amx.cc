@@ -1,5 +1,5 @@
 // q8_amx.cc (internal): the AMX tile config and Q8PanelAmx of q8.h
-// (CMakeLists.txt: flags; the step loop: amx_tiles.h). Blocks of 32 (q8_0,
+// (CMakeLists.txt: flags; the step loop: amx_tiles.h; the panels: panel.h). Blocks of 32 (q8_0,
 // q4_0, q4_1, q5_0, q5_1): the weight codes unpacked to int8 in the packed
 // panel, one step per block with scale d_x * d_w, plus m_w * d_x * sum(q_x)
 // per block for the encodings with a min (llama.cpp's q8_1 product).
@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "kernels/internal/amx_tiles.h"
-#include "kernels/internal/block32.inc"
+#include "kernels/internal/panel.h"
 #include "kernels/internal/q8.h"
 
 namespace ragkv::kernels::internal {
@@ -23,40 +23,13 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-// One packed block of 32: B0 and B1 (512 bytes each, zero rows past n),
-// the 32 f32 weight scales, then the 32 f32 mins (q4_1 / q5_1 only).
-constexpr int64_t kBlockStride = 2 * 512 + 2 * kAmxPanel * 4;
-
-// Pack: one panel of n <= 32 weight rows of `type`, kBlockStride per block.
-void Pack(GgmlType type, const uint8_t* w, uint64_t w_row_bytes, int64_t n, int64_t nb,
-          uint8_t* pack) {
-  const int64_t block_bytes = Block32Bytes(type);
-  alignas(32) int8_t vals[32];
-  for (int64_t b = 0; b < nb; ++b) {
-    int8_t* bq = reinterpret_cast<int8_t*>(pack + b * kBlockStride);
-    float* bd = reinterpret_cast<float*>(pack + b * kBlockStride + 1024);
-    float* bm = bd + kAmxPanel;
-    for (int64_t j = 0; j < kAmxPanel; ++j) {
-      int8_t* dst = bq + (j / 16) * 512 + (j % 16) * 4;
-      if (j >= n) {
-        for (int kk = 0; kk < 8; ++kk) std::memset(dst + kk * 64, 0, 4);
-        bd[j] = bm[j] = 0.0f;
-        continue;
-      }
-      const __m256i v = Unpack32(type, w + j * w_row_bytes + b * block_bytes, &bd[j], &bm[j]);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(vals), v);
-      for (int kk = 0; kk < 8; ++kk) std::memcpy(dst + kk * 64, vals + kk * 4, 4);
-    }
-  }
-}
-
 // AddMins: acc[r] += m_j * s[r] over the blocks, for 16 rows from i0 and
 // columns g * 16.. (the q4_1 / q5_1 mins term).
 void AddMins(const Q8Acts& a, const uint8_t* pack, int64_t i0, int64_t g, __m512 acc[16]) {
   const int64_t nb = a.blocks();
   for (int64_t b = 0; b < nb; ++b) {
     const __m512 m = _mm512_loadu_ps(
-        reinterpret_cast<const float*>(pack + b * kBlockStride + 1024) + kAmxPanel + g * 16);
+        reinterpret_cast<const float*>(pack + b * kBlock32Stride + 1024) + kAmxPanel + g * 16);
 #pragma GCC unroll 16
     for (int r = 0; r < 16; ++r) {
       acc[r] = _mm512_fmadd_ps(m, _mm512_set1_ps(a.s[(i0 + r) * nb + b]), acc[r]);
@@ -97,10 +70,10 @@ void Q8PanelAmx(const Q8Acts& a, GgmlType type, const uint8_t* w, uint64_t w_row
                 float* y, int64_t ldy, float beta, uint8_t* pack) {
   const int64_t nb = a.blocks(), k = a.k;
   const bool mins = type == GgmlType::kQ4_1 || type == GgmlType::kQ5_1;
-  Pack(type, w, w_row_bytes, n, nb, pack);
+  PackBlock32(type, w, w_row_bytes, n, nb, pack);
   amx::Panel(a.m, n, y, ldy, beta, [&](int64_t i0, int64_t g, __m512* acc) {
     amx::Run(nb, k, nb, [&](int64_t b) {
-      const uint8_t* bq = pack + b * kBlockStride;
+      const uint8_t* bq = pack + b * kBlock32Stride;
       return amx::Step{a.qrow(i0) + b * kQ8Block, bq + g * 512,
                        reinterpret_cast<const float*>(bq + 1024) + g * 16, a.drow(i0) + b};
     }, acc);

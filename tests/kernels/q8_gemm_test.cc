@@ -1,8 +1,7 @@
 // Q8_0 weights: activations quantized to q8_0 blocks (llama.cpp's x86 rule,
 // kernels/internal/q8.h) and int8 products (and q4_K / q6_K decode rows
-// with q8_K activations; q4_0 / q4_1 / q5_0 / q5_1 / q5_K prefill rows on
-// AMX), on every kernel this machine
-// has (scalar, AVX2, VNNI, AMX), against a naive reference written here:
+// with q8_K activations; every type's prefill rows on AMX or AVX-512 VNNI
+// panels), on every kernel this machine has (scalar, AVX2, VNNI, AMX), against a naive reference written here:
 // the same rule in plain scalar code, then exact int dots scaled and
 // summed in double.
 #include <cmath>
@@ -96,7 +95,18 @@ TEST(Q8Acts, QuantizationFollowsTheRule) {
   }
 }
 
-class Q8GemmTest : public ::testing::TestWithParam<bool> {};
+// Path: the prefill-row kernel under test (AMX tiles, AVX-512 VNNI panels,
+// or, both off, the SIMD row tiles called directly).
+enum class Path { kAmx, kVnni, kTiles };
+class Q8GemmTest : public ::testing::TestWithParam<Path> {};
+
+// AmxSettings: AMX on, and also off where the CPU has it (the VNNI panels
+// then run the prefill rows), restored when the scope ends.
+std::vector<bool> AmxSettings() { return AmxDetected() ? std::vector<bool>{true, false} : std::vector<bool>{true}; }
+struct AmxScope {
+  explicit AmxScope(bool on) { SetAmxEnabled(on); }
+  ~AmxScope() { SetAmxEnabled(true); }
+};
 
 // Q8Case: n 300 / 280 leaves a last panel of 12 / 24 rows (one or two
 // partial 16-column tiles); k 544 is an odd number of blocks (the AMX
@@ -105,14 +115,14 @@ struct Q8Shape {
   int64_t n, k;
 };
 
-void CheckQ8(const Q8Shape& shape, bool amx) {
+void CheckQ8(const Q8Shape& shape, const char* path) {
   const int64_t n = shape.n, k = shape.k, ldx = k + 32, ldy = n + 5;
   const std::vector<uint8_t> wb = RandomQ8Rows(n, k, 3);
   absl::StatusOr<WeightMatrix> w = MakeWeightMatrix(GgmlType::kQ8_0, wb.data(), n, k);
   ASSERT_TRUE(w.ok()) << w.status();
   for (Isa isa : Isas()) {
     IsaScope scope(isa);
-    for (int64_t m : {1, 3, 8, 9, 33, 100}) {
+    for (int64_t m : {1, 3, 8, 9, 34, 103}) {
       for (float beta : {0.0f, 1.0f}) {
         const std::vector<float> x = testing::RandomVec(m * ldx, 11 + m, -2, 2);
         std::vector<float> y = testing::RandomVec(m * ldy, 17 + m), y0 = y;
@@ -120,7 +130,7 @@ void CheckQ8(const Q8Shape& shape, bool amx) {
         TensorView yv = TensorView::Contiguous(y.data(), DType::kF32, {m, n});
         xv.stride[0] = ldx;
         yv.stride[0] = ldy;
-        if (m <= 8 || AmxActive()) {  // what WeightGemm sends to the int8 path
+        if (m <= 8 || Int8PrefillActive()) {  // what WeightGemm sends to the int8 path
           ASSERT_TRUE(WeightGemm(xv, *w, yv, beta).ok());
         } else {  // the SIMD tile on prefill rows, called directly
           internal::Q8Acts a;
@@ -145,7 +155,7 @@ void CheckQ8(const Q8Shape& shape, bool amx) {
             }
             // int dots exact; f32 sums of the scaled block sums (+ beta y).
             ASSERT_NEAR(y[i * ldy + j], ref, 2e-6 * mag + 1e-7)
-                << IsaName(isa) << " amx=" << amx << " n=" << n << " k=" << k << " m=" << m
+                << IsaName(isa) << " path=" << path << " n=" << n << " k=" << k << " m=" << m
                 << " beta=" << beta << " at " << i << "," << j;
           }
           for (int64_t j = n; j < ldy; ++j) ASSERT_EQ(y[i * ldy + j], y0[i * ldy + j]);
@@ -156,17 +166,22 @@ void CheckQ8(const Q8Shape& shape, bool amx) {
 }
 
 TEST_P(Q8GemmTest, MatchesTheNaiveInt8Reference) {
-  const bool amx = GetParam();
-  if (amx && !AmxDetected()) GTEST_SKIP() << "no AMX-INT8 here";
+  const Path path = GetParam();
+  if (path == Path::kAmx && !AmxDetected()) GTEST_SKIP() << "no AMX-INT8 here";
   struct Restore {
-    ~Restore() { SetAmxEnabled(true); }
+    ~Restore() { SetAmxEnabled(true), SetVnniPanelsEnabled(true); }
   } restore;
-  SetAmxEnabled(amx);
-  for (const Q8Shape& shape : {Q8Shape{300, 512}, Q8Shape{280, 544}}) CheckQ8(shape, amx);
+  SetAmxEnabled(path == Path::kAmx);
+  SetVnniPanelsEnabled(path == Path::kVnni);
+  if (path == Path::kVnni && !VnniPanelsActive()) GTEST_SKIP() << "no AVX512-VNNI here";
+  const char* name = path == Path::kAmx ? "amx" : path == Path::kVnni ? "vnni" : "tiles";
+  for (const Q8Shape& shape : {Q8Shape{300, 512}, Q8Shape{280, 544}}) CheckQ8(shape, name);
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, Q8GemmTest, ::testing::Bool(),
-                         [](const auto& p) { return p.param ? "amx" : "simd"; });
+INSTANTIATE_TEST_SUITE_P(Paths, Q8GemmTest, ::testing::Values(Path::kAmx, Path::kVnni, Path::kTiles),
+                         [](const auto& p) {
+                           return p.param == Path::kAmx ? "amx" : p.param == Path::kVnni ? "vnni" : "tiles";
+                         });
 
 // RandomKRows: q4_K / q5_K (d, dmin at 0, 2) or q6_K (d at 208) rows:
 // random quant and scale bits, small f16 super-block scales.
@@ -261,10 +276,12 @@ TEST_P(QKGemmTest, DecodeRowsMatchTheNaiveInt8Reference) {
   ASSERT_TRUE(w.ok()) << w.status();
   std::vector<float> wd(n * k);
   ASSERT_TRUE(DequantizeRows(*w, 0, n, wd.data()).ok());
+  for (bool amx : AmxSettings())
   for (Isa isa : Isas()) {
+    AmxScope amx_scope(amx);
     IsaScope scope(isa);
     std::vector<int64_t> ms = {1, 3, 4, 5, 8};
-    if (AmxActive()) ms.insert(ms.end(), {9, 33, 100});  // AMX panels
+    if (Int8PrefillActive()) ms.insert(ms.end(), {9, 34, 103});  // AMX or VNNI panels (row tails 1, 2, 3)
     for (int64_t m : ms) {
       for (float beta : {0.0f, 1.0f}) {
         std::vector<float> x = testing::RandomVec(m * k, 23 + m, -2, 2);
@@ -371,10 +388,12 @@ TEST_P(Block32GemmTest, RowsMatchTheNaiveInt8Reference) {
     ASSERT_TRUE(w.ok()) << w.status();
     std::vector<float> wd(n * k);
     ASSERT_TRUE(DequantizeRows(*w, 0, n, wd.data()).ok());
+    for (bool amx : AmxSettings())
     for (Isa isa : Isas()) {
+      AmxScope amx_scope(amx);
       IsaScope scope(isa);
       std::vector<int64_t> ms = {1, 3, 4, 5, 8};
-      if (AmxActive()) ms.insert(ms.end(), {9, 33, 100});  // AMX panels
+      if (Int8PrefillActive()) ms.insert(ms.end(), {9, 34, 103});  // AMX or VNNI panels (row tails 1, 2, 3)
       for (int64_t m : ms) {
         CheckBlock32(type, n, m, *w, wd, IsaName(isa));
         if (HasFatalFailure()) return;

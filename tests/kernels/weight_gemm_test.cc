@@ -62,12 +62,12 @@ std::vector<uint8_t> RandomBlocks(GgmlType type, int64_t rows, int64_t cols, uin
 
 // BlockStep: the quantized encodings multiply by activations rounded to
 // int8 steps of max|block| / 127 (kernels/internal/q8.h) on decode rows (m
-// <= 8), and on every row with AMX: blocks of 32 for q8_0 / q4_0 / q4_1 /
+// <= 8), and on every row with AMX or VNNI panels: blocks of 32 for q8_0 / q4_0 / q4_1 /
 // q5_0 / q5_1, of 256 for q4_K / q5_K / q6_K. Every other product uses x
 // itself.
 double BlockStep(GgmlType type, int64_t m, const float* row, int64_t t) {
   int block = 0;
-  const bool int8 = m <= 8 || AmxActive();
+  const bool int8 = m <= 8 || Int8PrefillActive();
   const bool b32 = type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0 ||
                    type == GgmlType::kQ4_1 || type == GgmlType::kQ5_0 || type == GgmlType::kQ5_1;
   const bool b256 = type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K;
