@@ -36,8 +36,8 @@ bool AmxDetected();
 void SetAmxEnabled(bool on);
 
 // VnniPanelsActive: whether prefill rows of quantized weights multiply in
-// int8 on AVX-512 VNNI panels (the CPUs without AMX; docs/kernels.md
-// "Prefill rows in int8"): ActiveIsa() is kAvx512, the CPU has AVX512-VNNI,
+// int8 on AVX-512 VNNI panels (where AMX is not active; docs/kernels.md
+// "AVX-512 VNNI panels"): ActiveIsa() is kAvx512, the CPU has AVX512-VNNI,
 // AmxActive() is false, and neither SetVnniPanelsEnabled(false) nor
 // RAGKV_VNNI_PANELS=0 turned it off. Otherwise such rows dequantize a tile
 // and run sgemm.

@@ -1,7 +1,7 @@
 // panel.h (internal): packed weight panels for int8 prefill rows, and the
 // two kernels that consume them: AMX tiles (q8_amx.cc, q8k_amx.cc) and
-// AVX-512 VNNI (q8_panel_vnni.cc) for CPUs without AMX (docs/kernels.md,
-// "Prefill rows in int8").
+// AVX-512 VNNI (q8_panel_vnni.cc) where AMX is not active (docs/kernels.md,
+// "AVX-512 VNNI panels").
 //
 // A panel is kPanelRows (32) weight rows, repacked per call into steps: one
 // step is a span of K (a block of 32 for q8_0 / q4_0 / q4_1 / q5_0 / q5_1 and

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu.h"
 #include "kernels/internal/isa.h"
+#include "kernels/internal/panel.h"
 
 namespace ragkv::kernels::internal {
 namespace {
@@ -127,6 +128,25 @@ void Q8TileScalar(const Q8Acts& a, GgmlType type, int64_t i0, int64_t m, const u
       sum += min_sum;
       float& out = y[i * ldy + j];
       out = beta == 0.0f ? sum : sum + beta * out;
+    }
+  }
+}
+
+// ZeroPointSums (panel.h) lives here, compiled for the baseline ISA: the
+// std::vector it sizes must not be instantiated in an AVX-512 translation
+// unit (docs/kernels.md, "ISA dispatch").
+void ZeroPointSums(const int8_t* q, int64_t rows, int64_t k, int step, std::vector<int32_t>* out) {
+  const int64_t steps = k / step;
+  out->resize(static_cast<size_t>(rows * steps));
+  int32_t* o = out->data();
+  const int threads = static_cast<int>(std::clamp<int64_t>(rows * k / 65536, 1, MaxThreads()));
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t s = 0; s < steps; ++s) {
+      const int8_t* p = q + i * k + s * step;
+      int32_t sum = 0;
+      for (int t = 0; t < step; ++t) sum += p[t];
+      o[i * steps + s] = -128 * sum;
     }
   }
 }

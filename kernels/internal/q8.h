@@ -7,8 +7,8 @@
 // 0); a block's product is d_x * d_w * (q_x . q_w), the int dot exact. A
 // block holding NaN or inf (either rule) gets q = 0 and d = NaN, so its
 // products are NaN on every kernel, as the f32 product would be.
-// Kernels: scalar, AVX2 (maddubs), AVX-512 VNNI, and AMX-INT8 tiles for many
-// rows. Every kernel computes the same int dots and differs only in the f32
+// Kernels: scalar, AVX2 (maddubs), AVX-512 VNNI dots, and for many rows the
+// packed panels of panel.h (AMX-INT8 tiles, or AVX-512 VNNI). Every kernel computes the same int dots and differs only in the f32
 // summation order of the scaled block sums. Thread-safe (pure).
 #ifndef RAGKV_KERNELS_INTERNAL_Q8_H_
 #define RAGKV_KERNELS_INTERNAL_Q8_H_

@@ -7,7 +7,6 @@
 // (scaled by d_w * d_x as the AMX tiles scale them), f32 ones over the steps.
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstring>
 
 #include "kernels/internal/panel.h"
@@ -120,19 +119,6 @@ void Panel(int64_t m, const Rows& x, int64_t steps, int64_t group_bytes, const S
 }
 
 }  // namespace
-
-void ZeroPointSums(const int8_t* q, int64_t rows, int64_t k, int step, std::vector<int32_t>* out) {
-  const int64_t steps = k / step;
-  out->resize(static_cast<size_t>(rows * steps));
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t s = 0; s < steps; ++s) {
-      const int8_t* p = q + i * k + s * step;
-      int32_t sum = 0;
-      for (int t = 0; t < step; ++t) sum += p[t];
-      (*out)[i * steps + s] = -128 * sum;
-    }
-  }
-}
 
 void Q8PanelVnni(const Q8Acts& a, const int32_t* zp, GgmlType type, const uint8_t* w,
                  uint64_t w_row_bytes, int64_t n, float* y, int64_t ldy, float beta, uint8_t* pack) {

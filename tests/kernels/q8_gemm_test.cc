@@ -319,6 +319,36 @@ INSTANTIATE_TEST_SUITE_P(Types, QKGemmTest,
                            return std::string(GgmlTypeOf(static_cast<uint32_t>(p.param))->name);
                          });
 
+// A block of x holding NaN or inf turns its row's products into NaN on the
+// prefill panels too (q8.h: q = 0, d = NaN), and leaves the other rows
+// finite: q8_0 (blocks of 32) and q4_K / q6_K (super-blocks of 256).
+TEST(Int8Panels, ANonFiniteBlockMakesItsRowNaN) {
+  if (!Int8PrefillActive()) GTEST_SKIP() << "no int8 prefill panels here";
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    const int64_t n = 40, k = 512, m = 11;
+    const std::vector<uint8_t> wb =
+        type == GgmlType::kQ8_0 ? RandomQ8Rows(n, k, 7) : RandomKRows(type, n, k, 7);
+    absl::StatusOr<WeightMatrix> w = MakeWeightMatrix(type, wb.data(), n, k);
+    ASSERT_TRUE(w.ok()) << w.status();
+    for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+      std::vector<float> x = testing::RandomVec(m * k, 41, -2, 2), y(m * n, 0.0f);
+      x[5 * k + 300] = bad;  // row 5
+      ASSERT_TRUE(WeightGemm(TensorView::Contiguous(x.data(), DType::kF32, {m, k}), *w,
+                             TensorView::Contiguous(y.data(), DType::kF32, {m, n}), 0.0f)
+                      .ok());
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          if (i == 5) {
+            ASSERT_TRUE(std::isnan(y[i * n + j])) << int(type) << " at " << i << "," << j;
+          } else {
+            ASSERT_TRUE(std::isfinite(y[i * n + j])) << int(type) << " at " << i << "," << j;
+          }
+        }
+      }
+    }
+  }
+}
+
 // RandomBlock32Rows: rows of a block-32 encoding: random code bits, small
 // f16 d (and m, signed, for q4_1 / q5_1) at offsets 0 (and 2).
 std::vector<uint8_t> RandomBlock32Rows(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {

@@ -89,7 +89,14 @@ TEST_P(WeightGemmTest, MatchesDequantizeThenNaiveMatmul) {
   ASSERT_TRUE(w.ok()) << w.status();
   std::vector<float> wd(n * k);
   ASSERT_TRUE(DequantizeRows(*w, 0, n, wd.data()).ok());
+  struct PanelsOn {
+    ~PanelsOn() { SetVnniPanelsEnabled(true); }
+  } restore;
+  // Panels on (int8 prefill rows where the CPU has them) and off (prefill
+  // rows dequantize, then sgemm: the path of AVX2-only CPUs, here on every ISA).
+  for (bool panels : {true, false})
   for (Isa isa : Isas()) {
+    SetVnniPanelsEnabled(panels);
     IsaScope scope(isa);
     for (int64_t m : {1, 3, 8, 9, 64}) {
       for (float beta : {0.0f, 1.0f}) {
@@ -112,7 +119,8 @@ TEST_P(WeightGemmTest, MatchesDequantizeThenNaiveMatmul) {
             // plus x's int8 rounding where it is quantized (<= 0.6 of a step per
             // element).
             ASSERT_NEAR(y[i * n + j], ref, 1e-5 * mag + 0.6 * act + 1e-7)
-                << IsaName(isa) << " m=" << m << " beta=" << beta << " at " << i << "," << j;
+                << IsaName(isa) << " panels=" << panels << " m=" << m << " beta=" << beta
+                << " at " << i << "," << j;
           }
         }
       }
