@@ -212,13 +212,22 @@ FullPrefillP50 AggregateRows(const std::vector<Config>& configs, const Calibrati
                              const std::vector<Prompt>& prompts, TtftReport& rep) {
   const blend::CostModel raw_cm(cal.shape, cal.raw_hw);
   const blend::CostModel final_cm(cal.shape, cal.cal);
-  // The Blender's first chunk sits at offset 0 (exact; the prefix of
-  // prefix caching).
+  // The Blender's first chunk sits at offset 0 (exact).
   blend::RequestShape rs;
   rs.context_tokens = cal.context_tokens;
   rs.query_tokens = cal.query_tokens;
   rs.exact_prefix_tokens = static_cast<int64_t>(prompts[0].chunks[0].size());
   rs.cached_chunks = static_cast<int64_t>(prompts[0].chunks.size());
+  // The prefix rows' exact prefix: what each prompt shares with the
+  // previous one in whole blocks (ttft_prefix.cc), averaged.
+  blend::RequestShape rs_prefix = rs;
+  int64_t shared = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    shared += SharedPrefixTokens(ContextTokens(prompts[i]),
+                                 ContextTokens(prompts[(i + prompts.size() - 1) % prompts.size()]));
+  }
+  rs_prefix.exact_prefix_tokens = shared / static_cast<int64_t>(prompts.size());
+  rs_prefix.cached_chunks = rs_prefix.exact_prefix_tokens > 0 ? 1 : 0;
   double full_p50 = 0, full_p50_grpc = 0;
   for (const Config& c : configs) {
     const std::string tier = c.rq.tier ? c.rq.tier->name : "-";
@@ -254,8 +263,9 @@ FullPrefillP50 AggregateRows(const std::vector<Config>& configs, const Calibrati
       // The in-process rows are what the cost model describes; the gRPC
       // rows' extra is reported as measured transport overhead.
       const blend::Tier bt = c.rq.tier ? c.rq.tier->tier : blend::Tier::kRam;
-      row.predicted_raw_s = Predict(raw_cm, rs, c.strategy, bt, row.ratio).total_s;
-      row.predicted = Predict(final_cm, rs, c.strategy, bt, row.ratio);
+      const blend::RequestShape& shape = c.strategy == "prefix" ? rs_prefix : rs;
+      row.predicted_raw_s = Predict(raw_cm, shape, c.strategy, bt, row.ratio).total_s;
+      row.predicted = Predict(final_cm, shape, c.strategy, bt, row.ratio);
       row.predicted_cal_s = row.predicted.total_s;
     }
     if (c.strategy == "full-prefill") (c.grpc ? full_p50_grpc : full_p50) = row.ttft.p50;

@@ -230,6 +230,7 @@ struct Outcome {
   double ttft_s = 0, open_s = 0, ratio = 0;
   uint64_t kv_bytes = 0;
   int64_t recomputed = 0, context = 0;
+  int64_t prefix_tokens = 0;  // prefix rows: tokens served from stored blocks
   blend::StageTimings stages;
   std::vector<size_t> tier_index;  // per opened source: the tier that served it
 
@@ -243,6 +244,26 @@ struct Outcome {
     s->stages = stages;
   }
 };
+
+// ---- Prefix rows (ttft_prefix.cc) ------------------------------------------
+
+// kPrefixBlockTokens: the prefix cache's block (the sidecar's default
+// --prefix-block-tokens, vLLM's block size).
+inline constexpr int kPrefixBlockTokens = 16;
+// ContextTokens: the prompt's chunks in order (what a prefix cache covers).
+std::vector<int32_t> ContextTokens(const Prompt& p);
+// SharedPrefixTokens: the leading tokens a and b share, in whole blocks.
+int64_t SharedPrefixTokens(const std::vector<int32_t>& a, const std::vector<int32_t>& b);
+// ForgetUnsharedPrefix: deletes from `store` the blocks of `tokens`' chain
+// that `prev` (the previous prompt's context) does not share.
+absl::Status ForgetUnsharedPrefix(kvstore::TieredStore* store, const kvstore::Fingerprint& fp,
+                                  const std::vector<int32_t>& tokens,
+                                  const std::vector<int32_t>& prev);
+// RunPrefixRequest: one prefix row's request against `store`: the longest
+// stored chain of the prompt's blocks exact, the rest prefilled, then the
+// blocks it computed stored (after the clock stops).
+absl::StatusOr<Outcome> RunPrefixRequest(const blend::Blender& blender, const model::Model& model,
+                                         const Prompt& p, kvstore::TieredStore* store);
 
 // RunRequest: one in-process request (open the tier streams, blend) timed.
 // Errors: a chunk missing from the tier, blend failures.
