@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <random>
@@ -160,7 +161,10 @@ TEST(EngineWireTest, SyntheticModel) {
 }
 
 TEST(EngineWireTest, Stories260K) {
-  const std::string path = RAGKV_SOURCE_DIR "/../shared/models/stories260K.bin";
+  const char* env = std::getenv("RAGKV_TEST_MODELS");
+  const std::string path = (env != nullptr && *env ? std::string(env)
+                                                   : std::string(RAGKV_SOURCE_DIR "/../shared/models")) +
+                           "/stories260K.bin";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path;
   model::LoadOptions lo;
   lo.max_seq_len = 512;
