@@ -49,7 +49,14 @@ absl::StatusOr<SeqStateLayout> ProbeLayout(llama_context* ctx, const model::Mode
 
 absl::Status LoadSeqKv(llama_context* ctx, int32_t seq, const SeqStateLayout& layout,
                        const SeqKv& kv) {
-  ASSIGN_OR_RETURN(std::string blob, EncodeSeqState(layout, seq, kv));
+  std::string blob;
+  return LoadSeqKv(ctx, seq, layout, kv, &blob);
+}
+
+absl::Status LoadSeqKv(llama_context* ctx, int32_t seq, const SeqStateLayout& layout,
+                       const SeqKv& kv, std::string* scratch) {
+  RETURN_IF_ERROR(EncodeSeqStateInto(layout, seq, kv, scratch));
+  const std::string& blob = *scratch;
   llama_memory_seq_rm(llama_get_memory(ctx), seq, -1, -1);
   const size_t read = llama_state_seq_set_data(
       ctx, reinterpret_cast<const uint8_t*>(blob.data()), blob.size(), seq);

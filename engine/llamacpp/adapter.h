@@ -10,6 +10,8 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include <string>
+
 #include "absl/status/statusor.h"
 #include "engine/llamacpp/seq_state.h"
 #include "model/config.h"
@@ -31,6 +33,10 @@ absl::StatusOr<SeqStateLayout> ProbeLayout(llama_context* ctx, const model::Mode
 // does not take the state (no free cells, layout mismatch).
 absl::Status LoadSeqKv(llama_context* ctx, int32_t seq, const SeqStateLayout& layout,
                        const SeqKv& kv);
+// LoadSeqKv with the caller's scratch for the state blob (its capacity kept
+// across calls).
+absl::Status LoadSeqKv(llama_context* ctx, int32_t seq, const SeqStateLayout& layout,
+                       const SeqKv& kv, std::string* scratch);
 
 }  // namespace ragkv::engine::llamacpp
 

@@ -26,8 +26,10 @@ double MsSince(Clock::time_point t0) {
 // llama.cpp's layout and the expected fingerprint.
 class SeqSink : public KVSink {
  public:
-  SeqSink(const SeqStateLayout& l, const std::string& fp, const std::function<void(int)>& on_layer)
-      : layout_(l), fp_(fp), on_layer_(on_layer) {}
+  // k_buf / v_buf: the caller's buffers, reused (capacity kept across calls).
+  SeqSink(const SeqStateLayout& l, const std::string& fp, const std::function<void(int)>& on_layer,
+          std::vector<std::string>* k_buf, std::vector<std::string>* v_buf)
+      : layout_(l), fp_(fp), on_layer_(on_layer), k_(*k_buf), v_(*v_buf) {}
   absl::Status OnHeader(const FusedPromptInfo& info) override {
     if (info.model_fingerprint != fp_) {
       return absl::FailedPreconditionError("the sidecar's model fingerprint is not this file's");
@@ -42,14 +44,15 @@ class SeqSink : public KVSink {
     return absl::OkStatus();
   }
   absl::Status OnLayer(const FusedLayerView& l) override {
-    k_.push_back(Keep(l.k));
-    v_.push_back(Keep(l.v));
+    if (n_ == k_.size()) k_.emplace_back(), v_.emplace_back();
+    Keep(l.k, &k_[n_]);
+    Keep(l.v, &v_[n_]);
+    ++n_;
     if (on_layer_) on_layer_(l.layer);
     return absl::OkStatus();
   }
   absl::Status OnRestart(const FailedLoadInfo&) override {  // layers 0.. come again
-    k_.clear();
-    v_.clear();
+    n_ = 0;
     return absl::OkStatus();
   }
   absl::Status OnSummary(const BlendStats& s) override {
@@ -59,20 +62,24 @@ class SeqSink : public KVSink {
   const FusedPromptInfo& info() const { return info_; }
   const BlendStats& stats() const { return stats_; }
   int32_t type() const { return info_.dtype == WireDType::kF16 ? kGgmlF16 : kGgmlF32; }
-  const std::vector<std::string>& k() const { return k_; }
-  const std::vector<std::string>& v() const { return v_; }
+  // layers: how many arrived; k(l) / v(l) their bytes.
+  size_t layers() const { return n_; }
+  const std::string& k(size_t l) const { return k_[l]; }
+  const std::string& v(size_t l) const { return v_[l]; }
 
  private:
-  std::string Keep(std::string_view bytes) const {
-    if (info_.dtype != WireDType::kBF16) return std::string(bytes);
+  void Keep(std::string_view bytes, std::string* out) const {
+    if (info_.dtype != WireDType::kBF16) {
+      out->assign(bytes);
+      return;
+    }
     const int64_t n = static_cast<int64_t>(bytes.size() / 2);
-    std::string out(n * 4, '\0');
+    out->resize(static_cast<size_t>(n * 4));
     kernels::Convert(kernels::TensorView::Contiguous(static_cast<const void*>(bytes.data()),
                                                      kernels::DType::kBF16, {n}),
-                     kernels::TensorView::Contiguous(static_cast<void*>(out.data()),
+                     kernels::TensorView::Contiguous(static_cast<void*>(out->data()),
                                                      kernels::DType::kF32, {n}))
         .IgnoreError();  // shapes and types are right by construction
-    return out;
   }
 
   const SeqStateLayout& layout_;
@@ -80,7 +87,9 @@ class SeqSink : public KVSink {
   const std::function<void(int)>& on_layer_;
   FusedPromptInfo info_;
   BlendStats stats_;
-  std::vector<std::string> k_, v_;
+  std::vector<std::string>& k_;
+  std::vector<std::string>& v_;
+  size_t n_ = 0;
 };
 
 // CachedRows: rows among the first `rows` that lie in chunk spans the
@@ -109,7 +118,7 @@ absl::StatusOr<std::unique_ptr<LlamaCppEngine>> LlamaCppEngine::Create(Options o
 absl::StatusOr<int64_t> LlamaCppEngine::FromSidecar(const v1::BlendRequest& request,
                                                     const std::vector<int32_t>& prompt,
                                                     int32_t seq, Result* r) {
-  SeqSink sink(layout_, o_.model_fingerprint, o_.on_layer);
+  SeqSink sink(layout_, o_.model_fingerprint, o_.on_layer, &k_buf_, &v_buf_);
   const auto t0 = Clock::now();
   RETURN_IF_ERROR(o_.sidecar->Blend(request, &sink, o_.deadline));
   r->blend_ms = MsSince(t0);
@@ -138,11 +147,11 @@ absl::StatusOr<int64_t> LlamaCppEngine::FromSidecar(const v1::BlendRequest& requ
   kv.head_dim = info.head_dim;
   kv.head_stride = T * info.head_dim;
   kv.type = sink.type();
-  for (size_t l = 0; l < sink.k().size(); ++l) {
-    kv.k.push_back(sink.k()[l].data());
-    kv.v.push_back(sink.v()[l].data());
+  for (size_t l = 0; l < sink.layers(); ++l) {
+    kv.k.push_back(sink.k(l).data());
+    kv.v.push_back(sink.v(l).data());
   }
-  RETURN_IF_ERROR(LoadSeqKv(o_.ctx, seq, layout_, kv));
+  RETURN_IF_ERROR(LoadSeqKv(o_.ctx, seq, layout_, kv, &blob_));
   r->handover_ms = MsSince(t1);
   r->handed_over_tokens = static_cast<int>(rows);
   r->reused_tokens = CachedRows(info, rows);

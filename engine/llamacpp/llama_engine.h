@@ -98,6 +98,10 @@ class LlamaCppEngine {
   Options o_;
   SeqStateLayout layout_;
   int64_t fallbacks_ = 0;
+  // Buffers kept across calls (their pages stay mapped): the fused layers
+  // as received, and the state blob handed to llama.cpp.
+  std::vector<std::string> k_buf_, v_buf_;
+  std::string blob_;
 };
 
 }  // namespace ragkv::engine::llamacpp

@@ -41,10 +41,11 @@ absl::Status CheckType(int32_t type, const char* what) {
       "llama.cpp caches %s as ggml type %d; ragkv writes F32 or F16 caches only", what, type));
 }
 
-// Writer: appends to a pre-sized buffer.
+// Writer: fills a pre-sized buffer, the caller's string (its capacity kept
+// across calls: a fresh 50 MB buffer per handover cost its page faults).
 class Writer {
  public:
-  explicit Writer(size_t bytes) { out_.resize(bytes); }
+  Writer(size_t bytes, std::string* out) : out_(*out) { out_.resize(bytes); }
   template <typename T>
   void Put(T v) {
     std::memcpy(out_.data() + at_, &v, sizeof(T));
@@ -74,13 +75,10 @@ class Writer {
   }
   char* at() { return out_.data() + at_; }
   void Advance(size_t n) { at_ += n; }
-  std::string Take() {
-    out_.resize(at_);
-    return std::move(out_);
-  }
+  void Finish() { out_.resize(at_); }
 
  private:
-  std::string out_;
+  std::string& out_;
   size_t at_ = 0;
 };
 
@@ -152,6 +150,13 @@ absl::StatusOr<SeqStateLayout> ParseSeqStateLayout(std::string_view blob) {
 
 absl::StatusOr<std::string> EncodeSeqState(const SeqStateLayout& layout, int32_t seq_id,
                                            const SeqKv& kv) {
+  std::string blob;
+  RETURN_IF_ERROR(EncodeSeqStateInto(layout, seq_id, kv, &blob));
+  return blob;
+}
+
+absl::Status EncodeSeqStateInto(const SeqStateLayout& layout, int32_t seq_id, const SeqKv& kv,
+                                std::string* blob) {
   const int64_t T = kv.num_tokens, H = kv.n_kv_heads, D = kv.head_dim;
   const int64_t S = kv.head_stride > 0 ? kv.head_stride : T * D;
   if (kv.k.size() != layout.n_layer || kv.v.size() != layout.n_layer || T <= 0 ||
@@ -165,7 +170,8 @@ absl::StatusOr<std::string> EncodeSeqState(const SeqStateLayout& layout, int32_t
   RETURN_IF_ERROR(CheckType(layout.v_type, "V"));
   const size_t es = TypeBytes(kv.type);
   Writer w(20 + T * 12 + 8 + layout.n_layer * (24 + T * H * D * (TypeBytes(layout.k_type) +
-                                                                   TypeBytes(layout.v_type))));
+                                                                   TypeBytes(layout.v_type))),
+           blob);
   w.Put<uint32_t>(kSeqStateMagic);
   w.Put<int32_t>(seq_id);
   w.Put<uint32_t>(1);  // n_stream
@@ -210,7 +216,8 @@ absl::StatusOr<std::string> EncodeSeqState(const SeqStateLayout& layout, int32_t
       }
     }
   }
-  return w.Take();
+  w.Finish();
+  return absl::OkStatus();
 }
 
 }  // namespace ragkv::engine::llamacpp

@@ -71,6 +71,9 @@ struct SeqKv {
 // INVALID_ARGUMENT when kv does not fit the layout (layers, widths).
 absl::StatusOr<std::string> EncodeSeqState(const SeqStateLayout& layout, int32_t seq_id,
                                            const SeqKv& kv);
+// EncodeSeqStateInto: the same into *blob, reusing its capacity.
+absl::Status EncodeSeqStateInto(const SeqStateLayout& layout, int32_t seq_id, const SeqKv& kv,
+                                std::string* blob);
 
 }  // namespace ragkv::engine::llamacpp
 
