@@ -91,6 +91,11 @@ absl::Status CheckMatrix(const TensorView& v, const char* what) {
 
 }  // namespace
 
+const char* BlasCoreName() {
+  static const char* name = openblas_get_corename();
+  return name != nullptr ? name : "?";
+}
+
 absl::Status Gemm(TensorView a, TensorView b, bool trans_b, TensorView c, float alpha,
                   float beta) {
   RETURN_IF_ERROR(CheckMatrix(a, "Gemm a"));

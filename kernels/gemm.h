@@ -14,6 +14,11 @@ namespace ragkv::kernels {
 // Returns InvalidArgument on dtype/shape/stride mismatch or null data.
 // Runs on MaxThreads() OpenMP threads, each a single-threaded OpenBLAS call
 // on a slice of c (OpenBLAS never starts its own pool).
+// BlasCoreName: the kernel set OpenBLAS chose for this CPU (its dynamic
+// dispatch, or OPENBLAS_CORETYPE when set), e.g. "Cooperlake", "Haswell":
+// benchmarks print it, since it decides every f32 GEMM's speed.
+const char* BlasCoreName();
+
 absl::Status Gemm(TensorView a, TensorView b, bool trans_b, TensorView c, float alpha = 1.0f,
                   float beta = 0.0f);
 

@@ -9,6 +9,7 @@
 #include "base/status_macros.h"
 #include "bench/engine/bench_engine.h"
 #include "bench/services/internal/ttft_internal.h"
+#include "kernels/gemm.h"
 
 namespace ragkv::bench {
 namespace {
@@ -87,6 +88,7 @@ absl::Status Plot(const EngineBenchReport& r, const std::string& dir) {
 
 void PrintEngineBench(const EngineBenchReport& r, std::ostream& out) {
   out << "# bench engine: " << r.workload << "\n";
+  out << "# ragkv's f32 GEMMs: OpenBLAS core " << kernels::BlasCoreName() << "\n";
   for (const EngineRow& w : r.rows) {
     out << absl::StrFormat(
         "engine=llama.cpp strategy=%s r=%.2f ttft_p50_ms=%.1f ttft_p95_ms=%.1f vs_full=%.3f "

@@ -203,8 +203,9 @@ absl::StatusOr<PrefillBenchResult> RunPrefillOn(const PrefillBenchOptions& o,
 }
 
 void PrintPrefillBench(const PrefillBenchResult& r, std::ostream& out) {
-  out << absl::StrFormat("model: %s\nfingerprint: %s\nthreads: %d\nsgemm ceiling: %.1f GFLOP/s\n",
-                         r.model, r.fingerprint, r.threads, r.sgemm_gflops);
+  out << absl::StrFormat("model: %s\nfingerprint: %s\nthreads: %d\nsgemm ceiling: %.1f GFLOP/s "
+                         "(OpenBLAS core %s)\n",
+                         r.model, r.fingerprint, r.threads, r.sgemm_gflops, kernels::BlasCoreName());
   out << absl::StrFormat("%8s %10s %10s %12s %10s %10s %10s %9s\n", "tokens", "best_ms",
                          "median_ms", "tokens/s", "GFLOP", "GFLOP/s", "bound_ms", "fraction");
   for (const auto& x : r.rows) {
