@@ -222,10 +222,7 @@ FullPrefillP50 AggregateRows(const std::vector<Config>& configs, const Calibrati
   // previous one in whole blocks (ttft_prefix.cc), averaged.
   blend::RequestShape rs_prefix = rs;
   int64_t shared = 0;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    shared += SharedPrefixTokens(ContextTokens(prompts[i]),
-                                 ContextTokens(prompts[(i + prompts.size() - 1) % prompts.size()]));
-  }
+  for (size_t i = 0; i < prompts.size(); ++i) shared += SharedWithPrevious(prompts, i);
   rs_prefix.exact_prefix_tokens = shared / static_cast<int64_t>(prompts.size());
   rs_prefix.cached_chunks = rs_prefix.exact_prefix_tokens > 0 ? 1 : 0;
   double full_p50 = 0, full_p50_grpc = 0;

@@ -32,6 +32,14 @@ int64_t SharedPrefixTokens(const std::vector<int32_t>& a, const std::vector<int3
   return n / kPrefixBlockTokens * kPrefixBlockTokens;
 }
 
+const Prompt& Previous(const std::vector<Prompt>& prompts, size_t i) {
+  return prompts[(i + prompts.size() - 1) % prompts.size()];
+}
+
+int64_t SharedWithPrevious(const std::vector<Prompt>& prompts, size_t i) {
+  return SharedPrefixTokens(ContextTokens(prompts[i]), ContextTokens(Previous(prompts, i)));
+}
+
 absl::Status ForgetUnsharedPrefix(kvstore::TieredStore* store, const kvstore::Fingerprint& fp,
                                   const std::vector<int32_t>& tokens,
                                   const std::vector<int32_t>& prev) {

@@ -194,9 +194,9 @@ absl::Status RunGrpcConfig(BenchContext& b, const Config& c, size_t pi, int r,
 absl::Status RunInprocConfig(BenchContext& b, const Config& c, size_t pi, int r,
                              blend::LoadingController* controller) {
   if (c.rq.strategy == Strategy::kPrefixReuse && c.rq.tier != nullptr) {
-    const Prompt& prev = b.prompts[(pi + b.prompts.size() - 1) % b.prompts.size()];
     RETURN_IF_ERROR(ForgetUnsharedPrefix(c.rq.tier->store.get(), b.model.fingerprint(),
-                                         ContextTokens(b.prompts[pi]), ContextTokens(prev)));
+                                         ContextTokens(b.prompts[pi]),
+                                         ContextTokens(Previous(b.prompts, pi))));
   }
   b.tiers.MakeCold(c.rq.tier);
   ASSIGN_OR_RETURN(Outcome oc, RunRequest(b.blender, controller, b.model, b.prompts[pi], c.rq));
@@ -219,10 +219,7 @@ void NotePrefixState(BenchContext& b, const std::vector<Config>& configs) {
     return c.grpc && c.rq.strategy == Strategy::kPrefixReuse;
   });
   int64_t shared = 0;
-  for (size_t i = 0; i < b.prompts.size(); ++i) {
-    const Prompt& prev = b.prompts[(i + b.prompts.size() - 1) % b.prompts.size()];
-    shared += SharedPrefixTokens(ContextTokens(b.prompts[i]), ContextTokens(prev));
-  }
+  for (size_t i = 0; i < b.prompts.size(); ++i) shared += SharedWithPrevious(b.prompts, i);
   b.out << absl::StrFormat("# prefix rows: prompts share %d leading tokens (whole blocks) with "
                            "the previous prompt in all\n", shared);
   if (grpc_prefix && shared > 0) {

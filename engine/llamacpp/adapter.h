@@ -8,10 +8,9 @@
 #define RAGKV_ENGINE_LLAMACPP_ADAPTER_H_
 
 #include <cstdint>
-
-#include "absl/status/status.h"
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/llamacpp/seq_state.h"
 #include "model/config.h"

@@ -254,6 +254,10 @@ inline constexpr int kPrefixBlockTokens = 16;
 std::vector<int32_t> ContextTokens(const Prompt& p);
 // SharedPrefixTokens: the leading tokens a and b share, in whole blocks.
 int64_t SharedPrefixTokens(const std::vector<int32_t>& a, const std::vector<int32_t>& b);
+// SharedWithPrevious: SharedPrefixTokens of prompt i and the one before it
+// (cyclically: prompt 0's previous is the last); Previous: that prompt.
+const Prompt& Previous(const std::vector<Prompt>& prompts, size_t i);
+int64_t SharedWithPrevious(const std::vector<Prompt>& prompts, size_t i);
 // ForgetUnsharedPrefix: deletes from `store` the blocks of `tokens`' chain
 // that `prev` (the previous prompt's context) does not share.
 absl::Status ForgetUnsharedPrefix(kvstore::TieredStore* store, const kvstore::Fingerprint& fp,
