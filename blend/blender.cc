@@ -402,7 +402,8 @@ absl::Status BlendRun::SelectRows(int l, const CheckLayer& check, RecomputeState
   if (want < nc || adaptive_pending_) {
     const KvPlane pk = Plane(l, true), pv = Plane(l, false);
     const Selector sel = options_.selector;
-    const bool probe = sel == Selector::kDeviation || sel == Selector::kDeviationAttention;
+    const bool probe = sel == Selector::kDeviation || sel == Selector::kDeviationAttention ||
+                       sel == Selector::kAttendedDeviation;
     if (probe) {
       RETURN_IF_ERROR(ProbeCandidates(l, pk, pv, s));
       RETURN_IF_ERROR(ScoreCandidates(s));
@@ -497,6 +498,7 @@ absl::Status BlendRun::ScoreBySelector(int l, const KvPlane& pk, RecomputeState*
       return absl::OkStatus();
     case Selector::kQueryAttention:
     case Selector::kDeviationAttention:
+    case Selector::kAttendedDeviation:
       break;
   }
   // The query rows' queries at this layer, scored against the cached keys.
@@ -518,10 +520,10 @@ absl::Status BlendRun::ScoreBySelector(int l, const KvPlane& pk, RecomputeState*
   RETURN_IF_ERROR(internal::QueryAttentionScores(
       q.data(), nq, cfg_.n_heads, {pk.data, pk.head_stride, pk.head_dim, pk.kv_heads},
       plan_.query_begin, s->cand_pos, att.data()));
-  if (options_.selector == Selector::kQueryAttention) {
-    s->dev = std::move(att);
-  } else {
-    internal::AddMeanNormalized(att.data(), nc, s->dev.data());
+  switch (options_.selector) {
+    case Selector::kQueryAttention: s->dev = std::move(att); break;
+    case Selector::kAttendedDeviation: internal::MultiplyBy(att.data(), nc, s->dev.data()); break;
+    default: internal::AddMeanNormalized(att.data(), nc, s->dev.data());
   }
   return absl::OkStatus();
 }
@@ -620,13 +622,14 @@ const char* SelectorName(Selector s) {
     case Selector::kChunkHead: return "chunk-head";
     case Selector::kQueryAttention: return "query-attention";
     case Selector::kDeviationAttention: return "deviation+attention";
+    case Selector::kAttendedDeviation: return "attended-deviation";
   }
   return "?";
 }
 
 bool ParseSelector(const std::string& name, Selector* out) {
   for (Selector s : {Selector::kDeviation, Selector::kChunkHead, Selector::kQueryAttention,
-                     Selector::kDeviationAttention}) {
+                     Selector::kDeviationAttention, Selector::kAttendedDeviation}) {
     if (name == SelectorName(s)) {
       *out = s;
       return true;

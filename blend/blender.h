@@ -90,8 +90,11 @@ enum class Selector {
   kDeviation = 0,           // CacheBlend: KV deviation of a probe (`deviation`)
   kChunkHead = 1,           // EPIC: the first rows of every chunk (no probe)
   kQueryAttention = 2,      // attention mass from the query rows (cached K; no probe)
-  kDeviationAttention = 3,  // both, each mean-normalized, summed (default; without
-                            // query rows in the blend: deviation alone)
+  kDeviationAttention = 3,  // both, each mean-normalized, summed (without query
+                            // rows in the blend: deviation alone)
+  kAttendedDeviation = 4,   // deviation x the query's attention mass on the row: the
+                            // first-order change of the query's attention output
+                            // (default; without query rows: deviation alone)
 };
 const char* SelectorName(Selector s);
 // ParseSelector: a SelectorName back to the enum; false for an unknown name.
@@ -126,7 +129,7 @@ struct BlendOptions {
   int gradual_steps = 2;           // number of check layers of kGradual
   double gradual_first_factor = 2.0;  // r1 = min(1, factor * r), geometric down to r
   Deviation deviation = Deviation::kBoth;
-  Selector selector = Selector::kDeviationAttention;
+  Selector selector = Selector::kAttendedDeviation;
   // Adaptive ratio (adaptive_mass > 0; kCacheBlend, a deviation or attention
   // selector): at the first check layer the final ratio becomes the smallest
   // share of the selectable rows whose scores cover `adaptive_mass` of the

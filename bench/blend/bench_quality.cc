@@ -309,7 +309,7 @@ absl::Status AddVariants(const QualityBenchOptions& o, std::vector<Strat>* strat
     if (!ParseSelector(name, &sel)) {
       return absl::InvalidArgumentError(absl::StrCat("quality bench: unknown selector '", name,
                                                      "' (deviation, chunk-head, "
-                                                     "query-attention, deviation+attention)"));
+                                                     "query-attention, deviation+attention, attended-deviation)"));
     }
     for (double r : o.ratios) {
       Strat b = Blend(o, absl::StrFormat("select-%s r=%.2f", name, r), "sel-" + name, r);

@@ -143,9 +143,11 @@ class BenchQualityCommand : public Command {
     cmd->add_option("--ratios", o_.ratios)->delimiter(',')->capture_default_str();
     cmd->add_option("--kv-dtype", kv_, "f32|f16|bf16")->capture_default_str();
     cmd->add_option("--selector", selector_, "selector of the blend-* lines (deviation, "
-                    "chunk-head, query-attention, deviation+attention)")->capture_default_str();
+                    "chunk-head, query-attention, deviation+attention, attended-deviation)")
+        ->capture_default_str();
     cmd->add_option("--selectors", o_.selectors,
-                    "extra recompute selectors: chunk-head,query-attention,deviation+attention")
+                    "extra recompute selectors: deviation,chunk-head,query-attention,"
+                    "deviation+attention,attended-deviation")
         ->delimiter(',');
     cmd->add_flag("--adaptive", o_.adaptive, "add adaptive-ratio lines (and fixed r at their mean r)");
     cmd->add_option("--adaptive-masses", o_.adaptive_masses, "deviation mass each adaptive line covers")

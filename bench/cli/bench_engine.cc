@@ -7,6 +7,7 @@
 #include <iostream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "bench/engine/bench_engine.h"
 #include "cli/command.h"
@@ -43,7 +44,7 @@ class BenchEngineCommand : public Command {
       std::fprintf(stderr, "ragkv bench engine: %s\n", r.status().ToString().c_str());
       return r.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
     }
-    r->command = "ragkv bench engine " + absl::StrJoin(app_->remaining(true), " ");
+    r->command = CommandLine();
     bench::PrintEngineBench(*r, std::cout);
     if (!o_.out_dir.empty()) {
       if (absl::Status s = bench::WriteEngineBenchFiles(*r, o_.out_dir); !s.ok()) {
@@ -55,6 +56,16 @@ class BenchEngineCommand : public Command {
   }
 
  private:
+  // CommandLine: the options given, as typed (the report says what ran).
+  std::string CommandLine() const {
+    std::string s = "ragkv bench engine";
+    for (const CLI::Option* opt : app_->get_options()) {
+      if (opt->count() == 0 || opt->get_lnames().empty()) continue;
+      absl::StrAppend(&s, " --", opt->get_lnames()[0], " ", absl::StrJoin(opt->results(), ","));
+    }
+    return s;
+  }
+
   bench::EngineBenchOptions o_;
   CLI::App* app_ = nullptr;
 };

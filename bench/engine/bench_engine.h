@@ -89,7 +89,8 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o,
 // then a Markdown table with the stage breakdown.
 void PrintEngineBench(const EngineBenchReport& r, std::ostream& out);
 // WriteEngineBenchFiles: samples.csv, summary.json and ttft.png (gnuplot;
-// a missing gnuplot is a note on stderr, not an error) under `dir`.
+// a missing gnuplot is a note on stderr, not an error) under `dir`, created
+// when missing.
 absl::Status WriteEngineBenchFiles(const EngineBenchReport& r, const std::string& dir);
 
 }  // namespace ragkv::bench

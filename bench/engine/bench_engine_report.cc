@@ -2,6 +2,7 @@
 // (bench_engine.h): the per-strategy lines, a Markdown table, samples.csv,
 // summary.json and ttft.png.
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -107,6 +108,9 @@ void PrintEngineBench(const EngineBenchReport& r, std::ostream& out) {
 }
 
 absl::Status WriteEngineBenchFiles(const EngineBenchReport& r, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrFormat("cannot create %s: %s", dir, ec.message()));
   RETURN_IF_ERROR(WriteCsv(r, dir + "/samples.csv"));
   RETURN_IF_ERROR(WriteJson(r, dir + "/summary.json"));
   return Plot(r, dir);

@@ -62,4 +62,8 @@ void AddMeanNormalized(const float* x, int64_t n, float* acc) {
   for (int64_t i = 0; i < n; ++i) acc[i] = acc[i] * sa + x[i] * sx;
 }
 
+void MultiplyBy(const float* x, int64_t n, float* acc) {
+  for (int64_t i = 0; i < n; ++i) acc[i] *= x[i];
+}
+
 }  // namespace ragkv::blend::internal

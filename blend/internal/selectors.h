@@ -41,6 +41,10 @@ absl::Status QueryAttentionScores(const float* q, int64_t nq, int n_heads, const
 // 0 counts as 1), so two scores of different scales weigh alike.
 void AddMeanNormalized(const float* x, int64_t n, float* acc);
 
+// MultiplyBy: acc[i] *= x[i] (the deviation weighted by the query's
+// attention on the row: how much the row's error moves what the query reads).
+void MultiplyBy(const float* x, int64_t n, float* acc);
+
 }  // namespace ragkv::blend::internal
 
 #endif  // RAGKV_BLEND_INTERNAL_SELECTORS_H_

@@ -38,7 +38,7 @@ TEST(QualityBenchTest, XchunkInstrumentSeparatesReuseFromRecompute) {
   o.seed = 3;
   o.chunks = 4;
   o.ratios = {0.15};
-  o.selectors = {"chunk-head", "query-attention"};
+  o.selectors = {"chunk-head", "query-attention", "deviation+attention"};
   std::ostringstream out;
   auto rows = RunQualityBench(o, out);
   ASSERT_TRUE(rows.ok()) << rows.status();
@@ -53,6 +53,9 @@ TEST(QualityBenchTest, XchunkInstrumentSeparatesReuseFromRecompute) {
   // query's attention lands on the key, not on the value that went wrong.
   EXPECT_GE(Find(*rows, "sel-chunk-head")->accuracy, full->accuracy - 0.05);
   EXPECT_LT(Find(*rows, "sel-query-attention")->accuracy, blend->accuracy);
+  // The default (attended deviation: deviation x query attention) still finds
+  // the broken value row the query barely reads, as the sum does.
+  EXPECT_GE(Find(*rows, "sel-deviation+attention")->accuracy, full->accuracy - 0.05);
   const std::string s = out.str();
   for (const char* line : {"accuracy strategy=full-prefill r=1.00 acc=",
                            "accuracy strategy=full-reuse r=0.00 acc=",

@@ -18,7 +18,8 @@ using testing::Prompt;
 using testing::RandomPrompt;
 
 constexpr Selector kAll[] = {Selector::kDeviation, Selector::kChunkHead,
-                             Selector::kQueryAttention, Selector::kDeviationAttention};
+                             Selector::kQueryAttention, Selector::kDeviationAttention,
+                             Selector::kAttendedDeviation};
 
 class SelectorTest : public testing::ModelBlenderTest {
  protected:
@@ -110,9 +111,22 @@ TEST(QueryAttentionScores, MassFollowsTheSoftmaxOfTheQuery) {
   EXPECT_NEAR(score[0] + score[1] + score[2], 2.0, 1e-5);  // one unit per head
 }
 
+TEST(SelectorScores, AttendedDeviationWeighsEachRowsDeviationByItsAttention) {
+  float dev[] = {4, 1, 2, 0};
+  const float att[] = {0.01f, 1.5f, 0.5f, 2.0f};
+  internal::MultiplyBy(att, 4, dev);
+  // The largest deviation the query barely reads falls behind a smaller one
+  // it reads; a row without deviation stays last however much it is read.
+  EXPECT_FLOAT_EQ(dev[0], 0.04f);
+  EXPECT_FLOAT_EQ(dev[1], 1.5f);
+  EXPECT_FLOAT_EQ(dev[2], 1.0f);
+  EXPECT_FLOAT_EQ(dev[3], 0.0f);
+}
+
 TEST_F(SelectorTest, AdaptiveRatioIsBoundedAndKeepsWhatItChose) {
   Prompt p = RandomPrompt(*model_, 6, 4, 20, /*missed=*/-1);  // 80 selectable
-  for (Selector sel : {Selector::kDeviation, Selector::kQueryAttention}) {
+  for (Selector sel : {Selector::kDeviation, Selector::kQueryAttention,
+                       Selector::kAttendedDeviation}) {
     for (double mass : {1e-6, 0.5, 0.9, 1.0}) {
       BlendOptions o;
       o.selector = sel;
@@ -148,6 +162,10 @@ TEST_F(SelectorTest, BadAdaptiveOptionsAreRefused) {
   EXPECT_TRUE(ParseSelector("query-attention", &s));
   EXPECT_EQ(s, Selector::kQueryAttention);
   EXPECT_FALSE(ParseSelector("random", &s));
+  for (Selector sel : kAll) {
+    ASSERT_TRUE(ParseSelector(SelectorName(sel), &s)) << SelectorName(sel);
+    EXPECT_EQ(s, sel);
+  }
 }
 
 }  // namespace

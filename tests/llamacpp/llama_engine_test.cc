@@ -381,7 +381,7 @@ TEST(LlamaCppBenchEngineTest, PrintsEveryStrategyAndWritesItsFiles) {
   const std::string cmd = absl::StrCat(
       RAGKV_BINARY, " bench engine --model ", ModelFile("stories260K.gguf"),
       " --prompts 2 --chunks 2 --chunk-tokens 32 --query-tokens 8 --ratios 0.5 --out-dir ",
-      dir.path(), " 2>/dev/null");
+      dir.path(), "/out 2>/dev/null");  // a folder it has to create
   std::string out;
   FILE* p = ::popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
@@ -393,7 +393,7 @@ TEST(LlamaCppBenchEngineTest, PrintsEveryStrategyAndWritesItsFiles) {
     EXPECT_NE(out.find(absl::StrCat("engine=llama.cpp ", s)), std::string::npos) << s << "\n" << out;
   }
   EXPECT_NE(out.find("vs_full=1.000 kl=0.00000 top1=1.000"), std::string::npos) << out;
-  for (const char* f : {"/samples.csv", "/summary.json"}) {
+  for (const char* f : {"/out/samples.csv", "/out/summary.json"}) {
     EXPECT_TRUE(std::filesystem::exists(dir.path() + f)) << f;
   }
 }
