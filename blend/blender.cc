@@ -82,7 +82,9 @@ absl::StatusOr<BlendResult> NewResult(const model::ModelConfig& cfg, const Plan&
   const int L = cfg.n_layers;
   const int64_t N = plan.total;
   const int64_t capacity = N + options.extra_capacity_tokens;
-  ASSIGN_OR_RETURN(model::KVCache cache, model::KVCache::Create(cfg, capacity));
+  ASSIGN_OR_RETURN(model::KVCache cache, options.cache_pool != nullptr
+                                             ? options.cache_pool->Create(cfg, capacity)
+                                             : model::KVCache::Create(cfg, capacity));
   RETURN_IF_ERROR(cache.set_num_tokens(N));
   BlendResult result(std::move(cache));
   StageTimings& tm = result.timings;
@@ -97,7 +99,7 @@ kernels::RopeParams RopeOf(const model::ModelConfig& cfg) { return cfg.Rope(); }
 // RecomputeState: the compute thread's working set: the rows recomputed at
 // the current layer (sorted positions), their hidden states, and scratch.
 struct RecomputeState {
-  model::Workspace ws;
+  model::Workspace* ws = nullptr;  // the Blender's, lent for this call
   std::vector<int32_t> rows;  // sorted positions
   std::vector<float> hidden;  // [rows.size(), dim]
   std::vector<float> probe_h, fk, fv, ck, cv, dev, dev_v;
@@ -112,8 +114,10 @@ struct RecomputeState {
 class BlendRun {
  public:
   BlendRun(const model::Model& m, absl::Span<const BlendSegment> segments,
-           const BlendOptions& options, const Plan& plan, BlendResult& result)
-      : m_(m),
+           const BlendOptions& options, const Plan& plan, BlendResult& result,
+           model::Workspace* ws)
+      : ws_(ws),
+        m_(m),
         cfg_(m.config()),
         segments_(segments),
         options_(options),
@@ -204,6 +208,7 @@ class BlendRun {
   // ComputeLogits: result.logits of the query rows per options.logits.
   absl::Status ComputeLogits(RecomputeState* s);
 
+  model::Workspace* ws_;  // lent by the Blender
   const model::Model& m_;
   const model::ModelConfig& cfg_;
   const absl::Span<const BlendSegment> segments_;
@@ -348,6 +353,7 @@ absl::Status BlendRun::LoadStatus() {
 
 absl::Status BlendRun::Compute() {
   RecomputeState s;
+  s.ws = ws_;
   // Initial row set S (sorted positions).
   for (int64_t t = 0; t < N_; ++t) {
     const uint8_t c = plan_.row_class[t];
@@ -445,7 +451,7 @@ absl::Status BlendRun::ProbeCandidates(int l, const KvPlane& pk, const KvPlane& 
   s->fv.resize(kvh_ * nc * hd_);
   return m_.ProjectKV(
       l, TensorView::Contiguous(s->probe_h.data(), DType::kF32, {nc, dim_}), s->cand_pos.data(),
-      CandView(s->fk, nc), CandView(s->fv, nc), &s->ws);
+      CandView(s->fk, nc), CandView(s->fv, nc), s->ws);
 }
 
 absl::Status BlendRun::ScoreCandidates(RecomputeState* s) {
@@ -516,7 +522,7 @@ absl::Status BlendRun::ScoreBySelector(int l, const KvPlane& pk, RecomputeState*
   GatherRows(s->hidden.data(), dim_, qidx, qh.data());
   RETURN_IF_ERROR(m_.ProjectQ(l, TensorView::Contiguous(qh.data(), DType::kF32, {nq, dim_}),
                               qpos.data(), TensorView::Contiguous(q.data(), DType::kF32, {nq, qd}),
-                              &s->ws));
+                              s->ws));
   RETURN_IF_ERROR(internal::QueryAttentionScores(
       q.data(), nq, cfg_.n_heads, {pk.data, pk.head_stride, pk.head_dim, pk.kv_heads},
       plan_.query_begin, s->cand_pos, att.data()));
@@ -566,7 +572,7 @@ absl::Status BlendRun::ForwardRows(int l, bool probed, RecomputeState* s) {
   }
   RETURN_IF_ERROR(m_.ForwardLayer(
       l, TensorView::Contiguous(s->hidden.data(), DType::kF32, {nr, dim_}), s->rows.data(),
-      kv_.Layer(l, N_), lo, &s->ws));
+      kv_.Layer(l, N_), lo, s->ws));
   (l == 0 ? tm_.layer0_s : tm_.recompute_s) += Seconds(tf);
   result_.recomputed[l] = s->rows;
   if (options_.on_layer_done) {
@@ -588,7 +594,7 @@ absl::Status BlendRun::ComputeLogits(RecomputeState* s) {
   RETURN_IF_ERROR(m_.FinalNormAndLogits(
       TensorView::Contiguous(s->hidden.data() + (n - lr) * dim_, DType::kF32, {lr, dim_}),
       TensorView::Contiguous(result_.logits.data(), DType::kF32, {lr, cfg_.vocab_size}),
-      &s->ws));
+      s->ws));
   result_.logits_rows = lr;
   tm_.logits_s = Seconds(t0);
   return absl::OkStatus();
@@ -606,63 +612,22 @@ void FinishResult(const Plan& plan, BlendResult* result) {
 
 }  // namespace
 
-const char* StrategyName(Strategy s) {
-  switch (s) {
-    case Strategy::kCacheBlend: return "cacheblend";
-    case Strategy::kFullPrefill: return "full-prefill";
-    case Strategy::kFullReuse: return "full-reuse";
-    case Strategy::kPrefixReuse: return "prefix-reuse";
-  }
-  return "?";
-}
-
-const char* SelectorName(Selector s) {
-  switch (s) {
-    case Selector::kDeviation: return "deviation";
-    case Selector::kChunkHead: return "chunk-head";
-    case Selector::kQueryAttention: return "query-attention";
-    case Selector::kDeviationAttention: return "deviation+attention";
-    case Selector::kAttendedDeviation: return "attended-deviation";
-  }
-  return "?";
-}
-
-bool ParseSelector(const std::string& name, Selector* out) {
-  for (Selector s : {Selector::kDeviation, Selector::kChunkHead, Selector::kQueryAttention,
-                     Selector::kDeviationAttention, Selector::kAttendedDeviation}) {
-    if (name == SelectorName(s)) {
-      *out = s;
-      return true;
-    }
-  }
-  return false;
-}
-
-std::vector<CheckLayer> MakeSchedule(const BlendOptions& options, int n_layers) {
-  std::vector<CheckLayer> out;
-  const double r = std::clamp(options.ratio, 0.0, 1.0);
-  if (r <= 0) return out;
-  const int first = std::max(0, options.first_check_layer);
-  if (options.filtering == Filtering::kSingleCheck || options.gradual_steps <= 1) {
-    if (first < n_layers) out.push_back({first, r});
-    return out;
-  }
-  const int steps = options.gradual_steps;
-  const double r1 = std::min(1.0, std::max(r, r * options.gradual_first_factor));
-  for (int i = 0; i < steps; ++i) {
-    const int layer = first + i;
-    if (layer >= n_layers) break;
-    // Geometric interpolation r1 -> r over the steps.
-    const double t = static_cast<double>(i) / (steps - 1);
-    out.push_back({layer, r1 * std::pow(r / r1, t)});
-  }
-  if (!out.empty()) out.back().ratio = r;
-  return out;
-}
-
 absl::StatusOr<std::unique_ptr<Blender>> Blender::Create(const Options& options) {
   if (options.model == nullptr) return absl::InvalidArgumentError("Blender: model is required");
   return std::unique_ptr<Blender>(new Blender(options.model));
+}
+
+std::unique_ptr<model::Workspace> Blender::AcquireWorkspace() const {
+  std::lock_guard<std::mutex> lock(ws_mu_);
+  if (idle_ws_.empty()) return std::make_unique<model::Workspace>();
+  std::unique_ptr<model::Workspace> ws = std::move(idle_ws_.back());
+  idle_ws_.pop_back();
+  return ws;
+}
+
+void Blender::ReleaseWorkspace(std::unique_ptr<model::Workspace> ws) const {
+  std::lock_guard<std::mutex> lock(ws_mu_);
+  idle_ws_.push_back(std::move(ws));
 }
 
 absl::StatusOr<BlendResult> Blender::Blend(absl::Span<const BlendSegment> segments,
@@ -672,10 +637,17 @@ absl::StatusOr<BlendResult> Blender::Blend(absl::Span<const BlendSegment> segmen
   // Plan: validated segment layout, row classes and check layers.
   ASSIGN_OR_RETURN(Plan plan, MakePlan(segments, options, m));
   ASSIGN_OR_RETURN(BlendResult result, NewResult(m.config(), plan, options));
+  absl::Status status;
+  std::unique_ptr<model::Workspace> ws = AcquireWorkspace();
   {
     // Load (this thread or a loader thread) and recompute, layer by layer.
-    BlendRun run(m, segments, options, plan, result);
-    RETURN_IF_ERROR(run.Run());
+    BlendRun run(m, segments, options, plan, result, ws.get());
+    status = run.Run();
+  }  // the loader thread has stopped writing the cache
+  ReleaseWorkspace(std::move(ws));
+  if (!status.ok()) {
+    if (options.cache_pool != nullptr) options.cache_pool->Release(std::move(result.cache));
+    return status;
   }
   // Finish: result layout and total time.
   FinishResult(plan, &result);

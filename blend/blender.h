@@ -28,15 +28,17 @@
 // last check layer; the count is round(ratio * selectable). Forced rows come
 // on top.
 //
-// Thread safety: Blender is immutable after Create; Blend is const and may
-// run concurrently from several threads (each call has its own workspace and
-// output), provided no KvSource is shared between concurrent calls.
+// Thread safety: Blender is immutable after Create (but for its pool of
+// compute scratch, behind a mutex); Blend is const and may run concurrently
+// from several threads (each call has its own workspace and output),
+// provided no KvSource is shared between concurrent calls.
 #ifndef RAGKV_BLEND_BLENDER_H_
 #define RAGKV_BLEND_BLENDER_H_
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +48,7 @@
 #include "blend/kv_source.h"
 #include "kernels/attention.h"
 #include "model/kv_cache.h"
+#include "model/kv_cache_pool.h"
 #include "model/model.h"
 
 namespace ragkv::blend {
@@ -162,6 +165,10 @@ struct BlendOptions {
   QueryLogits logits = QueryLogits::kLast;
   // Extra token slots in the fused cache after the prompt (for decoding).
   int64_t extra_capacity_tokens = 0;
+  // Where the fused cache's memory comes from: a pool's kept buffer (not
+  // owned; give BlendResult::cache back with Release when done), or
+  // nullptr: a fresh allocation.
+  model::KVCachePool* cache_pool = nullptr;
   // Load layer l+1 on a second thread while layer l is computed, at most
   // `prefetch_layers` layers ahead. False: load each layer right before use.
   bool overlap_loading = false;
@@ -251,7 +258,14 @@ class Blender {
 
  private:
   explicit Blender(const model::Model* model) : model_(model) {}
+  // The compute scratch of finished blends, kept for the next ones (one per
+  // blend in flight): a fresh one pays its pages again on every call.
+  std::unique_ptr<model::Workspace> AcquireWorkspace() const;
+  void ReleaseWorkspace(std::unique_ptr<model::Workspace> ws) const;
+
   const model::Model* model_;
+  mutable std::mutex ws_mu_;
+  mutable std::vector<std::unique_ptr<model::Workspace>> idle_ws_;  // guarded by ws_mu_
 };
 
 }  // namespace ragkv::blend

@@ -145,7 +145,8 @@ Decision LoadingController::Decide(int64_t context_tokens, int64_t query_tokens,
 absl::StatusOr<ControlledBlend> LoadingController::Blend(
     absl::Span<const BlendSegment> segments, const std::vector<Tier>& available,
     std::function<absl::Status(int, const model::KVCache&, absl::Span<const int32_t>)>
-        on_layer_done) {
+        on_layer_done,
+    model::KVCachePool* cache_pool) {
   int64_t context = 0, query = 0;
   for (const BlendSegment& s : segments) {
     (s.kind == SegmentKind::kQuery ? query : context) += static_cast<int64_t>(s.tokens.size());
@@ -158,6 +159,7 @@ absl::StatusOr<ControlledBlend> LoadingController::Blend(
   o.overlap_loading = true;
   o.prefetch_layers = options_.prefetch_layers;
   o.on_layer_done = std::move(on_layer_done);
+  o.cache_pool = cache_pool;
   ASSIGN_OR_RETURN(BlendResult r, blender_->Blend(segments, o));
   ObserveBlend(r);
   return ControlledBlend{std::move(d), std::move(r)};

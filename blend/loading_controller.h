@@ -80,11 +80,12 @@ class LoadingController {
   // the decided ratio and overlapped loading. The sources must already read
   // from the decided tier (the decision also tells the caller where the
   // chunks are worth keeping). Updates the calibration from the run.
-  // `on_layer_done`: as BlendOptions::on_layer_done (null: none).
+  // `on_layer_done`, `cache_pool`: as in BlendOptions (null: none).
   absl::StatusOr<ControlledBlend> Blend(
       absl::Span<const BlendSegment> segments, const std::vector<Tier>& available,
       std::function<absl::Status(int, const model::KVCache&, absl::Span<const int32_t>)>
-          on_layer_done = nullptr);
+          on_layer_done = nullptr,
+      model::KVCachePool* cache_pool = nullptr);
 
   // ObserveTierBandwidth: folds a measured loading bandwidth into the
   // calibration (e.g. from kvstore TierStats::ReadGBps() * 1e9).

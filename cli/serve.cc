@@ -49,6 +49,10 @@ class ServeCommand : public Command {
     cmd->add_option("--prefix-cache-max-tokens", so_.prefix_cache_max_tokens,
                     "longest prefix looked up or stored per prompt")
         ->capture_default_str();
+    cmd->add_option("--fused-cache-pool", pool_,
+                    "memory of finished fused caches kept for the next blend (bytes, K/M/G "
+                    "suffix; 0: none)")
+        ->capture_default_str();
     cmd->add_option("--access-log", so_.access_log,
                     "one log line per RPC: method, peer, status, ms, bytes, request id")
         ->capture_default_str();
@@ -127,6 +131,12 @@ class ServeCommand : public Command {
       std::fprintf(stderr, "ragkv serve: %s\n", std::string(store.status().message()).c_str());
       return 2;
     }
+    absl::StatusOr<uint64_t> pool = BytesFlag("--fused-cache-pool", pool_);
+    if (!pool.ok()) {
+      std::fprintf(stderr, "ragkv serve: %s\n", std::string(pool.status().message()).c_str());
+      return 2;
+    }
+    so_.fused_cache_pool_bytes = *pool;
     so_.ram_budget_bytes = store->ram_budget_bytes;
     so_.ssd_budget_bytes = store->ssd_budget_bytes;
     so_.kv_tiers = store->kv_tiers;
@@ -142,6 +152,7 @@ class ServeCommand : public Command {
   services::SidecarOptions so_;
   StoreFlags store_;
   std::string services_ = "all", config_;
+  std::string pool_ = "1G";  // --fused-cache-pool
   bool print_config_ = false;
   CLI::App* app_ = nullptr;
   AuthTokenFlags auth_;

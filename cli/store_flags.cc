@@ -13,8 +13,6 @@
 #include "cli/flags.h"
 
 namespace ragkv::cli {
-namespace {
-
 absl::StatusOr<uint64_t> BytesFlag(std::string_view flag, const std::string& v) {
   try {
     return ParseBytes(v);
@@ -23,6 +21,8 @@ absl::StatusOr<uint64_t> BytesFlag(std::string_view flag, const std::string& v) 
                                                    "' is not a byte size (e.g. 512M, 16G)"));
   }
 }
+
+namespace {
 
 absl::StatusOr<absl::Duration> DurationFlag(std::string_view flag, const std::string& v) {
   int64_t seconds = 0;

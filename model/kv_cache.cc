@@ -9,6 +9,11 @@
 namespace ragkv::model {
 
 absl::StatusOr<KVCache> KVCache::Create(const ModelConfig& config, int64_t capacity_tokens) {
+  return Create(config, capacity_tokens, {});
+}
+
+absl::StatusOr<KVCache> KVCache::Create(const ModelConfig& config, int64_t capacity_tokens,
+                                        std::vector<float> storage) {
   ModelConfig c = config;
   RETURN_IF_ERROR(c.Validate());
   if (capacity_tokens <= 0) {
@@ -20,6 +25,7 @@ absl::StatusOr<KVCache> KVCache::Create(const ModelConfig& config, int64_t capac
   kv.kv_heads_ = c.n_kv_heads;
   kv.head_dim_ = c.head_dim;
   kv.capacity_ = capacity_tokens;
+  kv.data_ = std::move(storage);
   kv.data_.assign(size_t(c.n_layers) * 2 * kv.PlaneSize(), 0.0f);
   return kv;
 }

@@ -67,7 +67,11 @@ class KVCache {
                            const void* src_k, const void* src_v);
 
  private:
+  friend class KVCachePool;
   KVCache() = default;
+  // Create over `storage` (its memory reused: resized and zeroed).
+  static absl::StatusOr<KVCache> Create(const ModelConfig& config, int64_t capacity_tokens,
+                                        std::vector<float> storage);
   size_t PlaneSize() const { return size_t(kv_heads_) * capacity_ * head_dim_; }
   size_t LayerOffset(int l) const { return size_t(l) * 2 * PlaneSize(); }
 

@@ -18,6 +18,7 @@
 #include "blend/store_source.h"
 #include "kvstore/chunk_key.h"
 #include "kvstore/tiered_store.h"
+#include "model/kv_cache_pool.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "retrieval/retriever.h"
@@ -234,7 +235,7 @@ absl::StatusOr<blend::BlendResult> BlendPieces(const ServiceContext* ctx,
                                                blend::BlendOptions* bo, std::string* reason) {
   if (controlled) {
     ASSIGN_OR_RETURN(blend::ControlledBlend cb,
-                     ctx->controller->Blend(segs, served, send_layer));
+                     ctx->controller->Blend(segs, served, send_layer, ctx->cache_pool));
     bo->ratio = cb.decision.ratio;
     *reason = cb.decision.why;
     return std::move(cb.result);
@@ -387,6 +388,22 @@ absl::Status SendSummary(const ServiceContext* ctx, const blend::BlendOptions& b
   return absl::OkStatus();
 }
 
+// PoolReturn: gives a fused cache's memory back to the server's pool when
+// the request is done with it (nullptr pool: the cache is simply freed).
+class PoolReturn {
+ public:
+  PoolReturn(model::KVCachePool* pool, model::KVCache* cache) : pool_(pool), cache_(cache) {}
+  PoolReturn(const PoolReturn&) = delete;
+  PoolReturn& operator=(const PoolReturn&) = delete;
+  ~PoolReturn() {
+    if (pool_ != nullptr) pool_->Release(std::move(*cache_));
+  }
+
+ private:
+  model::KVCachePool* pool_;
+  model::KVCache* cache_;
+};
+
 // BlendRun: one Blend / RetrieveAndBlend request's state across its stages
 // (not movable once streaming: the layer callback points into it).
 struct BlendRun {
@@ -420,6 +437,7 @@ absl::Status PrepareRun(const google::protobuf::RepeatedPtrField<v1::Segment>& s
   }
   MapSegments(ctx, opts, run->pieces, &run->layout);
   run->bo = StrategyOptions(opts);
+  run->bo.cache_pool = ctx->cache_pool;
   // BLEND_MODE_AUTO: the loading controller picks r among the tiers that
   // served the chunks (ChooseRatioAndTier), then learns from the run.
   run->served = ServedTiers(ctx, run->pieces);
@@ -501,6 +519,7 @@ absl::Status RunBlend(const ServiceContext* ctx,
   RETURN_IF_ERROR(StartLayerStream(opts, retrieved, w, &run));
   const auto t_blend = Clock::now();
   ASSIGN_OR_RETURN(blend::BlendResult r, BlendWithRecovery(&run));
+  const PoolReturn give_back(ctx->cache_pool, &r.cache);  // on every way out
   run.times.blend_ms = MsSince(t_blend);
   std::vector<std::vector<int32_t>> misses = Misses(ctx, run.pieces);  // failed ones included
   const int64_t exact_rows = internal::ExactRows(run.layout, run.bo.strategy);  // reads the sources

@@ -19,6 +19,7 @@ class TieredStore;
 }
 namespace ragkv::model {
 class Model;
+class KVCachePool;
 class Tokenizer;
 }  // namespace ragkv::model
 namespace ragkv::blend {
@@ -66,6 +67,8 @@ struct ServiceContext {
   const internal::PrefixCacheOptions* prefix_cache = nullptr;
   // The served model's quality gate (null: no model, or no gate).
   const blend::GateDecision* quality_gate = nullptr;
+  // The fused caches' memory, kept between blends (null: fresh each time).
+  model::KVCachePool* cache_pool = nullptr;
 };
 
 }  // namespace ragkv::services

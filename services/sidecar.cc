@@ -21,6 +21,7 @@
 #include "base/status_macros.h"
 #include "blend/quality_gate.h"
 #include "kvstore/tiered_store.h"
+#include "model/kv_cache_pool.h"
 #include "services/backends.h"
 #include "services/blend_service.h"
 #include "engine/reference_engine.h"
@@ -55,6 +56,7 @@ struct Sidecar::Impl {
   blend::GateDecision quality_gate;                 // the served model's (ctx points here)
   kvstore::Codec kv_codec = kvstore::Codec::kRaw;   // options.kv_codec, parsed
   internal::PrefixCacheOptions prefix_cache;        // ctx.prefix_cache points here
+  std::unique_ptr<model::KVCachePool> cache_pool;  // ctx.cache_pool points here
   std::unique_ptr<JobManager> jobs;
   std::unique_ptr<internal::JobWatchHub> watch_hub;  // after jobs: it reads them
   // The engine: its own executor (it calls back into the sidecar) and a
@@ -90,6 +92,25 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// InitCachePool: the fused caches' memory kept between blends, and its
+// /metrics.
+void InitCachePool(Sidecar::Impl* impl) {
+  if (impl->options.fused_cache_pool_bytes == 0) return;
+  impl->cache_pool = std::make_unique<model::KVCachePool>(impl->options.fused_cache_pool_bytes);
+  impl->ctx.cache_pool = impl->cache_pool.get();
+  model::KVCachePool* pool = impl->cache_pool.get();
+  impl->metrics.AddCollector([pool](std::string* out) {
+    const model::KVCachePool::Stats st = pool->stats();
+    absl::StrAppendFormat(out,
+                          "# TYPE ragkv_fused_cache_pool_creates_total counter\n"
+                          "ragkv_fused_cache_pool_creates_total{result=\"reused\"} %d\n"
+                          "ragkv_fused_cache_pool_creates_total{result=\"allocated\"} %d\n"
+                          "# TYPE ragkv_fused_cache_pool_idle_bytes gauge\n"
+                          "ragkv_fused_cache_pool_idle_bytes %d\n",
+                          st.reused, st.allocated, st.idle_bytes);
+  });
 }
 
 void AddStoreCollector(Metrics* metrics, kvstore::TieredStore* store) {
@@ -292,7 +313,10 @@ absl::Status InitBackends(Sidecar::Impl* impl) {
     impl->prefix_cache.max_tokens = o.prefix_cache_max_tokens;
     if (o.prefix_cache) impl->ctx.prefix_cache = &impl->prefix_cache;
   }
-  if (b.model && b.blender) InitQualityGate(impl);
+  if (b.model && b.blender) {
+    InitQualityGate(impl);
+    InitCachePool(impl);
+  }
   return absl::OkStatus();
 }
 

@@ -275,6 +275,34 @@ TEST_F(BlenderTest, BlendingIsDeterministicAndOverlapMatchesSync) {
   EXPECT_EQ(c->timings.layer_load_s.size(), 4u);
 }
 
+// A cache pool lends the memory of earlier fused caches (dirty, of another
+// prompt, larger): the blend gives the same fused KV and logits as on fresh
+// memory, and the memory is reused; the workspace the Blender keeps between
+// calls changes nothing either (the second and third runs reuse it).
+TEST_F(BlenderTest, APooledCacheGivesTheSameBlend) {
+  Prompt p = MakePrompt(8, 3, 24), longer = MakePrompt(9, 4, 32);
+  BlendOptions o;
+  o.ratio = 0.3;
+  o.logits = QueryLogits::kAll;
+  auto fresh = Run(p, o);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  model::KVCachePool pool(size_t{1} << 30);
+  o.cache_pool = &pool;
+  auto other = Run(longer, o);
+  ASSERT_TRUE(other.ok()) << other.status();
+  pool.Release(std::move(other->cache));
+  for (int i = 0; i < 2; ++i) {
+    auto r = Run(p, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(KvDiff(fresh->cache, r->cache, fresh->total_tokens), 0.0);
+    EXPECT_EQ(fresh->logits, r->logits);
+    EXPECT_EQ(fresh->recomputed, r->recomputed);
+    pool.Release(std::move(r->cache));
+  }
+  EXPECT_EQ(pool.stats().reused, 2u);
+  EXPECT_EQ(pool.stats().allocated, 1u);
+}
+
 // on_layer_done: called once per layer, in order, when the layer is final:
 // the copy taken in the callback equals the result's layer bit for bit, and
 // the rows are the result's recomputed rows. An error aborts the blend.

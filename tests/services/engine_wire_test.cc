@@ -141,7 +141,11 @@ void CheckModel(const model::Model& m, const std::string& name) {
       EXPECT_LE(d_f16, 5e-3) << name << " prompt " << p << " r " << ratio;
       EXPECT_LE(d_bf16, 5e-2) << name << " prompt " << p << " r " << ratio;
       EXPECT_EQ(Argmax(l.new_f32), Argmax(l.old_f32)) << name << " prompt " << p;
-      EXPECT_EQ(Argmax(l.new_f16), Argmax(l.new_f32)) << name << " prompt " << p;
+      // The f16 wire picks the f32 choice, or a token the f32 logits put
+      // within the f16 bound of it (a near-tie on random tokens).
+      const int a16 = Argmax(l.new_f16), a32 = Argmax(l.new_f32);
+      EXPECT_LE(l.new_f32[a32] - l.new_f32[a16], 2 * 5e-3 * scale)
+          << name << " prompt " << p << ": f16 picked " << a16 << ", f32 " << a32;
       // The f16 difference is real (the test can fail): f16 != f32 bytes.
       EXPECT_GT(d_f16, 0) << name;
     }

@@ -1,0 +1,66 @@
+// blend_options.cc: the free functions of BlendOptions' vocabulary (names
+// of strategies and selectors, the check-layer schedule).
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "blend/blender.h"
+
+namespace ragkv::blend {
+
+const char* StrategyName(Strategy s) {
+  switch (s) {
+    case Strategy::kCacheBlend: return "cacheblend";
+    case Strategy::kFullPrefill: return "full-prefill";
+    case Strategy::kFullReuse: return "full-reuse";
+    case Strategy::kPrefixReuse: return "prefix-reuse";
+  }
+  return "?";
+}
+
+const char* SelectorName(Selector s) {
+  switch (s) {
+    case Selector::kDeviation: return "deviation";
+    case Selector::kChunkHead: return "chunk-head";
+    case Selector::kQueryAttention: return "query-attention";
+    case Selector::kDeviationAttention: return "deviation+attention";
+    case Selector::kAttendedDeviation: return "attended-deviation";
+  }
+  return "?";
+}
+
+bool ParseSelector(const std::string& name, Selector* out) {
+  for (Selector s : {Selector::kDeviation, Selector::kChunkHead, Selector::kQueryAttention,
+                     Selector::kDeviationAttention, Selector::kAttendedDeviation}) {
+    if (name == SelectorName(s)) {
+      *out = s;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<CheckLayer> MakeSchedule(const BlendOptions& options, int n_layers) {
+  std::vector<CheckLayer> out;
+  const double r = std::clamp(options.ratio, 0.0, 1.0);
+  if (r <= 0) return out;
+  const int first = std::max(0, options.first_check_layer);
+  if (options.filtering == Filtering::kSingleCheck || options.gradual_steps <= 1) {
+    if (first < n_layers) out.push_back({first, r});
+    return out;
+  }
+  const int steps = options.gradual_steps;
+  const double r1 = std::min(1.0, std::max(r, r * options.gradual_first_factor));
+  for (int i = 0; i < steps; ++i) {
+    const int layer = first + i;
+    if (layer >= n_layers) break;
+    // Geometric interpolation r1 -> r over the steps.
+    const double t = static_cast<double>(i) / (steps - 1);
+    out.push_back({layer, r1 * std::pow(r / r1, t)});
+  }
+  if (!out.empty()) out.back().ratio = r;
+  return out;
+}
+
+}  // namespace ragkv::blend
