@@ -6,6 +6,8 @@
 namespace ragkv::model {
 namespace {
 
+constexpr int64_t kRoundTokens = 256;
+
 size_t Bytes(const std::vector<float>& v) { return v.capacity() * sizeof(float); }
 
 }  // namespace
@@ -34,6 +36,12 @@ absl::StatusOr<KVCache> KVCachePool::Create(const ModelConfig& config, int64_t c
     } else {
       ++stats_.allocated;
     }
+  }
+  if (storage.capacity() < need) {
+    // Room for prompts a little longer than this one (the next one rarely
+    // has exactly this length): capacity rounded up to kRoundTokens.
+    const int64_t rounded = (capacity_tokens + kRoundTokens - 1) / kRoundTokens * kRoundTokens;
+    storage.reserve(size_t(c.n_layers) * 2 * c.n_kv_heads * size_t(rounded) * c.head_dim);
   }
   return KVCache::Create(c, capacity_tokens, std::move(storage));
 }

@@ -31,7 +31,9 @@ class KVCachePool {
   KVCachePool& operator=(const KVCachePool&) = delete;
 
   // Create: KVCache::Create (a zeroed cache, the same errors), on the
-  // smallest kept buffer that holds it when there is one.
+  // smallest kept buffer that holds it when there is one; a new buffer gets
+  // room for a capacity rounded up to 256 tokens, so that the next, slightly
+  // longer prompt fits in it too.
   absl::StatusOr<KVCache> Create(const ModelConfig& config, int64_t capacity_tokens);
 
   // Release: keeps `cache`'s memory for a later Create. When the kept

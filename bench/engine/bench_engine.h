@@ -73,9 +73,17 @@ struct EngineRow {
   int fallbacks = 0;
 };
 
+// CachePages: what one fused cache of the longest prompt (f32, every layer)
+// costs in fresh memory (allocate + zero: the page faults) and in memory
+// kept from before (zero only: what the sidecar's --fused-cache-pool pays).
+struct CachePages {
+  double mb = 0, fresh_ms = 0, kept_ms = 0;
+};
+
 struct EngineBenchReport {
   std::string workload;
   std::string command;
+  CachePages cache_pages;
   std::vector<EngineSample> samples;
   std::vector<EngineRow> rows;
 };

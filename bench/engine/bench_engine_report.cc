@@ -45,7 +45,11 @@ absl::Status WriteCsv(const EngineBenchReport& r, const std::string& path) {
 absl::Status WriteJson(const EngineBenchReport& r, const std::string& path) {
   std::ofstream f(path);
   f << "{\n  \"engine\": \"llama.cpp\",\n  \"workload\": " << JsonString(r.workload)
-    << ",\n  \"command\": " << JsonString(r.command) << ",\n  \"rows\": [\n";
+    << ",\n  \"command\": " << JsonString(r.command)
+    << absl::StrFormat(",\n  \"fused_cache_mb\": %.1f, \"fresh_cache_ms\": %.2f, "
+                       "\"kept_cache_ms\": %.2f",
+                       r.cache_pages.mb, r.cache_pages.fresh_ms, r.cache_pages.kept_ms)
+    << ",\n  \"rows\": [\n";
   for (size_t i = 0; i < r.rows.size(); ++i) {
     const EngineRow& w = r.rows[i];
     f << absl::StrFormat(
@@ -90,6 +94,10 @@ absl::Status Plot(const EngineBenchReport& r, const std::string& dir) {
 void PrintEngineBench(const EngineBenchReport& r, std::ostream& out) {
   out << "# bench engine: " << r.workload << "\n";
   out << "# ragkv's f32 GEMMs: OpenBLAS core " << kernels::BlasCoreName() << "\n";
+  out << absl::StrFormat(
+      "# one fused cache (%.1f MB f32): fresh memory %.1f ms, kept memory %.1f ms "
+      "(the sidecar keeps it: --fused-cache-pool)\n",
+      r.cache_pages.mb, r.cache_pages.fresh_ms, r.cache_pages.kept_ms);
   for (const EngineRow& w : r.rows) {
     out << absl::StrFormat(
         "engine=llama.cpp strategy=%s r=%.2f ttft_p50_ms=%.1f ttft_p95_ms=%.1f vs_full=%.3f "

@@ -53,7 +53,7 @@ TEST(KVCachePool, KeptMemoryComesBackZeroed) {
   Fill(&*a, 7.0f);
   const float* mem = a->k_data(0);
   pool.Release(std::move(*a));
-  EXPECT_EQ(pool.stats().idle_bytes, CacheBytes(c, 100));
+  EXPECT_EQ(pool.stats().idle_bytes, CacheBytes(c, 256));  // rounded up to 256 tokens
   auto b = pool.Create(c, 60);  // smaller: the same memory, zeroed
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->k_data(0), mem);
@@ -61,18 +61,23 @@ TEST(KVCachePool, KeptMemoryComesBackZeroed) {
   EXPECT_EQ(b->num_tokens(), 0);
   EXPECT_TRUE(AllZero(*b));
   EXPECT_EQ(pool.stats().idle_bytes, 0u);
-  auto d = pool.Create(c, 200);  // nothing kept holds it: allocated
+  auto d = pool.Create(c, 200);  // nothing kept: allocated
   ASSERT_TRUE(d.ok());
   EXPECT_TRUE(AllZero(*d));
+  const float* d_mem = d->k_data(0);
+  pool.Release(std::move(*d));
+  auto e = pool.Create(c, 250);  // a slightly longer prompt fits the rounded buffer
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->k_data(0), d_mem);
   const KVCachePool::Stats st = pool.stats();
-  EXPECT_EQ(st.reused, 1u);
+  EXPECT_EQ(st.reused, 2u);
   EXPECT_EQ(st.allocated, 2u);
 }
 
 TEST(KVCachePool, TheSmallestBufferThatFitsIsChosen) {
   const ModelConfig c = SmallConfig();
   KVCachePool pool(1 << 20);
-  auto big = pool.Create(c, 200), mid = pool.Create(c, 100);
+  auto big = pool.Create(c, 600), mid = pool.Create(c, 100);
   ASSERT_TRUE(big.ok() && mid.ok());
   const float* mid_mem = mid->k_data(0);
   pool.Release(std::move(*big));
@@ -80,18 +85,18 @@ TEST(KVCachePool, TheSmallestBufferThatFitsIsChosen) {
   auto x = pool.Create(c, 90);
   ASSERT_TRUE(x.ok());
   EXPECT_EQ(x->k_data(0), mid_mem);
-  EXPECT_EQ(pool.stats().idle_bytes, CacheBytes(c, 200));
+  EXPECT_EQ(pool.stats().idle_bytes, CacheBytes(c, 768));
 }
 
 TEST(KVCachePool, IdleMemoryStaysUnderTheCapDroppingSmallBuffersFirst) {
   const ModelConfig c = SmallConfig();
-  KVCachePool pool(CacheBytes(c, 250));
-  auto a = pool.Create(c, 200), b = pool.Create(c, 40), d = pool.Create(c, 30);
-  ASSERT_TRUE(a.ok() && b.ok() && d.ok());
+  KVCachePool pool(CacheBytes(c, 1024));
+  auto a = pool.Create(c, 600), b = pool.Create(c, 40), d = pool.Create(c, 30);
+  ASSERT_TRUE(a.ok() && b.ok() && d.ok());  // 768 + 256 + 256 tokens' worth
   pool.Release(std::move(*b));
   pool.Release(std::move(*d));
-  pool.Release(std::move(*a));  // 270 tokens' worth: the 30 goes
-  EXPECT_EQ(pool.stats().idle_bytes, CacheBytes(c, 240));
+  pool.Release(std::move(*a));  // over the cap: one 256 goes, the 768 stays
+  EXPECT_EQ(pool.stats().idle_bytes, CacheBytes(c, 1024));
   KVCachePool none(0);  // keeps nothing
   auto e = none.Create(c, 10);
   ASSERT_TRUE(e.ok());
@@ -114,7 +119,7 @@ TEST(KVCachePool, BadShapesAreRefusedAndKeepTheMemory) {
   ModelConfig bad = c;
   bad.n_heads = 3;  // not a multiple of n_kv_heads
   EXPECT_FALSE(pool.Create(bad, 10).ok());
-  EXPECT_EQ(pool.stats().idle_bytes, CacheBytes(c, 50));
+  EXPECT_EQ(pool.stats().idle_bytes, CacheBytes(c, 256));
 }
 
 TEST(KVCachePool, ConcurrentCreateAndRelease) {
