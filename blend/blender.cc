@@ -31,6 +31,10 @@ using internal::Plan;
 
 namespace {
 
+// The Blender keeps at most this much compute scratch between calls.
+constexpr size_t kMaxKeptWorkspaceBytes = size_t{256} << 20;
+constexpr size_t kMaxKeptWorkspaces = 4;
+
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
@@ -529,7 +533,11 @@ absl::Status BlendRun::ScoreBySelector(int l, const KvPlane& pk, RecomputeState*
   switch (options_.selector) {
     case Selector::kQueryAttention: s->dev = std::move(att); break;
     case Selector::kAttendedDeviation: internal::MultiplyBy(att.data(), nc, s->dev.data()); break;
-    default: internal::AddMeanNormalized(att.data(), nc, s->dev.data());
+    case Selector::kDeviationAttention:
+      internal::AddMeanNormalized(att.data(), nc, s->dev.data());
+      break;
+    case Selector::kDeviation:
+    case Selector::kChunkHead: break;  // not reached: no attention score
   }
   return absl::OkStatus();
 }
@@ -618,7 +626,7 @@ absl::StatusOr<std::unique_ptr<Blender>> Blender::Create(const Options& options)
 }
 
 std::unique_ptr<model::Workspace> Blender::AcquireWorkspace() const {
-  std::lock_guard<std::mutex> lock(ws_mu_);
+  absl::MutexLock lock(&ws_mu_);
   if (idle_ws_.empty()) return std::make_unique<model::Workspace>();
   std::unique_ptr<model::Workspace> ws = std::move(idle_ws_.back());
   idle_ws_.pop_back();
@@ -626,8 +634,10 @@ std::unique_ptr<model::Workspace> Blender::AcquireWorkspace() const {
 }
 
 void Blender::ReleaseWorkspace(std::unique_ptr<model::Workspace> ws) const {
-  std::lock_guard<std::mutex> lock(ws_mu_);
-  idle_ws_.push_back(std::move(ws));
+  // A long prompt's scratch is not kept: it would hold its peak for good.
+  if (ws->bytes() > kMaxKeptWorkspaceBytes) return;
+  absl::MutexLock lock(&ws_mu_);
+  if (idle_ws_.size() < kMaxKeptWorkspaces) idle_ws_.push_back(std::move(ws));
 }
 
 absl::StatusOr<BlendResult> Blender::Blend(absl::Span<const BlendSegment> segments,

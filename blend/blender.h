@@ -38,12 +38,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "blend/kv_source.h"
 #include "kernels/attention.h"
@@ -258,14 +259,15 @@ class Blender {
 
  private:
   explicit Blender(const model::Model* model) : model_(model) {}
-  // The compute scratch of finished blends, kept for the next ones (one per
-  // blend in flight): a fresh one pays its pages again on every call.
+  // The compute scratch of finished blends, kept for the next ones (at most
+  // 4, each at most 256 MiB; a larger one is freed): a fresh one pays its
+  // pages again on every call.
   std::unique_ptr<model::Workspace> AcquireWorkspace() const;
   void ReleaseWorkspace(std::unique_ptr<model::Workspace> ws) const;
 
   const model::Model* model_;
-  mutable std::mutex ws_mu_;
-  mutable std::vector<std::unique_ptr<model::Workspace>> idle_ws_;  // guarded by ws_mu_
+  mutable absl::Mutex ws_mu_;
+  mutable std::vector<std::unique_ptr<model::Workspace>> idle_ws_ ABSL_GUARDED_BY(ws_mu_);
 };
 
 }  // namespace ragkv::blend

@@ -21,7 +21,7 @@ absl::StatusOr<KVCache> KVCachePool::Create(const ModelConfig& config, int64_t c
       size_t(c.n_layers) * 2 * c.n_kv_heads * size_t(capacity_tokens) * c.head_dim;
   std::vector<float> storage;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto best = idle_.end();
     for (auto it = idle_.begin(); it != idle_.end(); ++it) {
       if (it->capacity() >= need && (best == idle_.end() || it->capacity() < best->capacity())) {
@@ -51,7 +51,7 @@ void KVCachePool::Release(KVCache&& cache) {
   cache = KVCache();
   const size_t bytes = Bytes(storage);
   if (bytes == 0 || bytes > max_idle_bytes_) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   idle_.push_back(std::move(storage));
   stats_.idle_bytes += bytes;
   std::sort(idle_.begin(), idle_.end(),
@@ -63,7 +63,7 @@ void KVCachePool::Release(KVCache&& cache) {
 }
 
 KVCachePool::Stats KVCachePool::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return stats_;
 }
 

@@ -13,10 +13,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
 
@@ -50,9 +51,9 @@ class KVCachePool {
 
  private:
   const size_t max_idle_bytes_;
-  mutable std::mutex mu_;
-  std::vector<std::vector<float>> idle_;  // guarded by mu_
-  Stats stats_;                           // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::vector<std::vector<float>> idle_ ABSL_GUARDED_BY(mu_);
+  Stats stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ragkv::model

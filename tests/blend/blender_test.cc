@@ -291,9 +291,23 @@ TEST_F(BlenderTest, APooledCacheGivesTheSameBlend) {
   auto other = Run(longer, o);
   ASSERT_TRUE(other.ok()) << other.status();
   pool.Release(std::move(other->cache));
+  o.extra_capacity_tokens = 8;  // decode slots past the prompt: zero, not leftovers
   for (int i = 0; i < 2; ++i) {
     auto r = Run(p, o);
     ASSERT_TRUE(r.ok()) << r.status();
+    const int64_t cap = r->cache.capacity_tokens();
+    ASSERT_EQ(cap, r->total_tokens + 8);
+    for (int l = 0; l < r->cache.n_layers(); ++l) {
+      const model::LayerKVView view = r->cache.Layer(l, cap);
+      for (int64_t h = 0; h < view.k.shape[0]; ++h) {
+        for (int64_t t = r->total_tokens; t < cap; ++t) {
+          for (int64_t d = 0; d < view.k.shape[2]; ++d) {
+            ASSERT_EQ(view.k.as<float>()[h * view.k.stride[0] + t * view.k.stride[1] + d], 0.0f);
+            ASSERT_EQ(view.v.as<float>()[h * view.v.stride[0] + t * view.v.stride[1] + d], 0.0f);
+          }
+        }
+      }
+    }
     EXPECT_EQ(KvDiff(fresh->cache, r->cache, fresh->total_tokens), 0.0);
     EXPECT_EQ(fresh->logits, r->logits);
     EXPECT_EQ(fresh->recomputed, r->recomputed);

@@ -53,8 +53,8 @@ TEST(QualityBenchTest, XchunkInstrumentSeparatesReuseFromRecompute) {
   // query's attention lands on the key, not on the value that went wrong.
   EXPECT_GE(Find(*rows, "sel-chunk-head")->accuracy, full->accuracy - 0.05);
   EXPECT_LT(Find(*rows, "sel-query-attention")->accuracy, blend->accuracy);
-  // The default (attended deviation: deviation x query attention) still finds
-  // the broken value row the query barely reads, as the sum does.
+  // The previous default (deviation + attention, summed) finds the broken
+  // value row too; the new default (attended deviation) is the `gradual` row.
   EXPECT_GE(Find(*rows, "sel-deviation+attention")->accuracy, full->accuracy - 0.05);
   const std::string s = out.str();
   for (const char* line : {"accuracy strategy=full-prefill r=1.00 acc=",

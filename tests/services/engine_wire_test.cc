@@ -17,6 +17,7 @@
 // too; the measured differences are printed (docs/services.md quotes them).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -141,11 +142,16 @@ void CheckModel(const model::Model& m, const std::string& name) {
       EXPECT_LE(d_f16, 5e-3) << name << " prompt " << p << " r " << ratio;
       EXPECT_LE(d_bf16, 5e-2) << name << " prompt " << p << " r " << ratio;
       EXPECT_EQ(Argmax(l.new_f32), Argmax(l.old_f32)) << name << " prompt " << p;
-      // The f16 wire picks the f32 choice, or a token the f32 logits put
-      // within the f16 bound of it (a near-tie on random tokens).
+      // The f16 wire picks the f32 choice whenever the f32 logits separate it
+      // from the runner-up by more than the f16 error measured here; a
+      // closer near-tie (random tokens make some) may go either way.
       const int a16 = Argmax(l.new_f16), a32 = Argmax(l.new_f32);
-      EXPECT_LE(l.new_f32[a32] - l.new_f32[a16], 2 * 5e-3 * scale)
-          << name << " prompt " << p << ": f16 picked " << a16 << ", f32 " << a32;
+      std::vector<float> rest = l.new_f32;
+      rest[a32] = -std::numeric_limits<float>::infinity();
+      const double gap = l.new_f32[a32] - rest[Argmax(rest)];
+      if (gap > 2 * d_f16 * scale) {
+        EXPECT_EQ(a16, a32) << name << " prompt " << p << " gap " << gap;
+      }
       // The f16 difference is real (the test can fail): f16 != f32 bytes.
       EXPECT_GT(d_f16, 0) << name;
     }
