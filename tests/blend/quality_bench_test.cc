@@ -16,6 +16,7 @@
 
 #include "blend/xchunk_task.h"
 #include "blend_test_util.h"
+#include "tests/support/require.h"
 
 namespace ragkv::blend {
 namespace {
@@ -70,7 +71,7 @@ TEST(QualityBenchTest, XchunkInstrumentSeparatesReuseFromRecompute) {
 
 TEST(QualityBenchTest, AdaptiveLinesCarryTheirMeanRatioAndAMatchedFixedRatio) {
   const std::string model = testing::ModelsDir() + "/stories260K.gguf";
-  if (!std::filesystem::exists(model)) GTEST_SKIP() << model << " not present";
+  RAGKV_REQUIRE_OR_SKIP(std::filesystem::exists(model)) << model << " not present";
   QualityBenchOptions o;
   o.model_path = model;
   o.prompts = 2;
@@ -138,7 +139,7 @@ TEST(QualityBenchTest, QuantizedCodecsKeepTheInstrumentsAccuracy) {
 
 TEST(QualityBenchTest, BadOptionsAreRefusedByName) {
   const std::string model = testing::ModelsDir() + "/stories260K.gguf";
-  if (!std::filesystem::exists(model)) GTEST_SKIP() << model << " not present";
+  RAGKV_REQUIRE_OR_SKIP(std::filesystem::exists(model)) << model << " not present";
   std::ostringstream out;
   QualityBenchOptions o;
   o.model_path = model;

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "tests/integration/sidecar_fixture.h"
+#include "tests/support/require.h"
 
 namespace ragkv::testing {
 namespace {
@@ -85,7 +86,7 @@ class PoolSidecar {
 };
 
 TEST(FusedCachePoolTest, ReusedMemoryStreamsTheSameFusedKv) {
-  if (!HaveTestModel()) GTEST_SKIP() << "test model not found at " << TestModelPath();
+  RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "test model not found at " << TestModelPath();
   TempDir dir;
   const std::vector<int> prompt = {0, 1}, longer = {2, 3, 4, 0, 1};
   PoolSidecar fresh(dir.path() + "/fresh", 0), pooled(dir.path() + "/pooled", 1 << 30);

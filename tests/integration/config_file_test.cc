@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "tests/integration/serve_process.h"
 #include "tests/integration/sidecar_fixture.h"
+#include "tests/support/require.h"
 
 namespace ragkv::testing {
 namespace {
@@ -62,7 +63,7 @@ TEST(ConfigFileTest, BadFilesAreRefusedNamingTheKeyAndLine) {
 }
 
 TEST(ConfigFileTest, AServerStartedFromAFileServes) {
-  if (!HaveTestModel()) GTEST_SKIP() << "test model not found at " << TestModelPath();
+  RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "test model not found at " << TestModelPath();
   TempDir dir;
   const std::string f = dir.path() + "/ragkv.toml";
   std::ofstream(f) << "data-dir = \"" << dir.path() << "/d\"\nmodel = \"" << TestModelPath()

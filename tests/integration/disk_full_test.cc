@@ -17,6 +17,7 @@
 #include "tests/integration/probe_util.h"
 #include "tests/integration/serve_process.h"
 #include "tests/integration/sidecar_fixture.h"
+#include "tests/support/require.h"
 
 namespace ragkv::testing {
 namespace {
@@ -26,7 +27,7 @@ constexpr uint64_t kTmpfsBytes = 24 << 20;
 class DiskFullTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!HaveTestModel()) GTEST_SKIP() << "no test model at " << TestModelPath();
+    RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "no test model at " << TestModelPath();
     mnt_ = dir_.path() + "/mnt";
     const std::string why = PrivateTmpfs(mnt_, kTmpfsBytes);
     if (!why.empty()) GTEST_SKIP() << "no private tmpfs (" << why << ")";

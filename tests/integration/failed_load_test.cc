@@ -17,6 +17,8 @@
 #include "gtest/gtest.h"
 #include "kvstore/tier.h"
 #include "tests/integration/sidecar_fixture.h"
+#include "tests/support/require.h"
+#include "tests/support/shared_redis.h"
 
 namespace ragkv::testing {
 namespace {
@@ -128,15 +130,16 @@ void ExpectLinesShareTheRequestId(const std::string& log, bool corrupt) {
 class FailedLoadTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (!HaveTestModel()) GTEST_SKIP() << "test model not found at " << TestModelPath();
-    const char* redis = std::getenv("RAGKV_TEST_REDIS");
-    if (GetParam() == "redis" && (redis == nullptr || *redis == '\0')) {
-      GTEST_SKIP() << "RAGKV_TEST_REDIS not set";
-    }
+    RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "test model not found at " << TestModelPath();
+    // CI's shared server, checked to keep nothing on disk (SharedTestRedis).
+    const absl::StatusOr<std::string> redis =
+        GetParam() == "redis" ? SharedTestRedis() : absl::StatusOr<std::string>("");
+    RAGKV_REQUIRE_OR_SKIP(GetParam() != "redis" || (redis.ok() && !redis->empty()))
+        << (redis.ok() ? std::string("RAGKV_TEST_REDIS not set") : redis.status().ToString());
     services::SidecarOptions o = TestSidecarOptions(dir_.path() + "/data");
     o.kv_tiers = {GetParam()};
     o.prefix_cache = false;  // chunk 0 leads the prompt: its rows would become prefix blocks
-    if (GetParam() == "redis") o.redis_url = redis;
+    if (GetParam() == "redis") o.redis_url = *redis;
     o.wrap_tier = [this](std::shared_ptr<kvstore::Tier> t) {
       tier_ = std::make_shared<FaultTier>(std::move(t));
       return tier_;

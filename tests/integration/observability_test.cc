@@ -24,6 +24,7 @@
 #include "tests/integration/client_util.h"
 #include "tests/integration/serve_process.h"
 #include "tests/integration/sidecar_fixture.h"
+#include "tests/support/require.h"
 
 namespace ragkv::testing {
 namespace {
@@ -91,7 +92,7 @@ grpc::Status Search(const std::string& address, const std::string& request_id,
 class ObservabilityTest : public ::testing::Test {
  protected:
   void Start(std::vector<std::string> extra) {
-    if (!HaveTestModel()) GTEST_SKIP() << "test model not found at " << TestModelPath();
+    RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "test model not found at " << TestModelPath();
     std::vector<std::string> args = {"--data-dir", dir_.path() + "/data", "--model",
                                      TestModelPath(), "--max-seq-len", "512"};
     args.insert(args.end(), extra.begin(), extra.end());

@@ -16,6 +16,7 @@
 #include "retrieval/retriever.h"
 #include "services/backends.h"
 #include "tests/integration/sidecar_fixture.h"
+#include "tests/support/require.h"
 
 namespace ragkv::testing {
 namespace {
@@ -60,7 +61,7 @@ uint64_t Field(const std::string& out, const std::string& after) {
 }
 
 TEST(PrecomputeResumeTest, KillNineThenResumeStoresEveryChunkOnce) {
-  if (!HaveTestModel()) GTEST_SKIP() << "test model not found";
+  RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "test model not found";
   TempDir dir;
   WriteCorpus(dir.path() + "/corpus", 10);
   const std::vector<std::string> base = {

@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/sidecar_fixture.h"
+#include "tests/support/require.h"
 
 namespace ragkv::testing {
 namespace {
@@ -24,7 +25,7 @@ const char* kSystem =
 class PrefixCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!HaveTestModel()) GTEST_SKIP() << "test model not found at " << TestModelPath();
+    RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "test model not found at " << TestModelPath();
     services::SidecarOptions o = TestSidecarOptions(dir_.path() + "/data");
     o.prefix_block_tokens = kBlock;
     auto s = services::Sidecar::Start(o);

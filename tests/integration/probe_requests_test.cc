@@ -28,6 +28,7 @@
 #include "tests/integration/probe_util.h"
 #include "tests/integration/serve_process.h"
 #include "tests/integration/sidecar_fixture.h"
+#include "tests/support/require.h"
 
 namespace ragkv::testing {
 namespace {
@@ -35,7 +36,7 @@ namespace {
 class ProbeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!HaveTestModel()) GTEST_SKIP() << "no test model at " << TestModelPath();
+    RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "no test model at " << TestModelPath();
     auto m = model::LoadModel(TestModelPath());
     ASSERT_TRUE(m.ok()) << m.status();
     model_ = std::move(*m);
@@ -301,7 +302,7 @@ std::string CorpusDir() {
 }
 
 TEST_F(ProbeTest, WatchersShareOneThreadAndHonourTheirInterval) {
-  if (!std::filesystem::exists(CorpusDir() + "/musique_dev.json")) GTEST_SKIP() << "no corpus";
+  RAGKV_REQUIRE_OR_SKIP(std::filesystem::exists(CorpusDir() + "/musique_dev.json")) << "no corpus";
   Start({"--corpus-root", CorpusDir()});
   v1::StartJobRequest sj;
   sj.mutable_corpus()->add_paths(CorpusDir() + "/musique_dev.json");
@@ -417,7 +418,7 @@ TEST_F(ProbeTest, ExposureAndTlsKeyChecks) {
   const std::string cmd = absl::StrCat(
       "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -keyout ", key,
       " -out ", cert, " >/dev/null 2>&1");
-  if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "openssl not available";
+  RAGKV_REQUIRE_OR_SKIP(std::system(cmd.c_str()) == 0) << "openssl not available";
   ::chmod(key.c_str(), 0644);
   const std::string log = dir_.path() + "/tls.log";
   EXPECT_NE(RunRagkv({"serve", "--listen", "127.0.0.1:0", "--services", "kvstore", "--data-dir",

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Python client (connector/python) against a live `ragkv serve`.
 
-Starts the ragkv binary on 127.0.0.1:0 with the stories260K model (skips,
-exit 0 with a message, when the model is absent), then exercises every RPC
+Starts the ragkv binary on 127.0.0.1:0 with the stories260K model (when the
+model is absent: fails under CI=true, else skips, exit 0, printing
+"RAGKV_SKIP: <why>", which ctest counts as a skip), then exercises every RPC
 through ragkv_client and checks error codes.
 Usage: python_client_test.py --ragkv BIN --stubs DIR --package DIR   (source tree)
        python_client_test.py --ragkv BIN --installed [--example PY]  (pip-installed
@@ -31,7 +32,14 @@ class PythonClientTest(unittest.TestCase):
     def setUpClass(cls):
         model = os.path.join(models_dir(), "stories260K.gguf")
         if not os.path.exists(model):
-            raise unittest.SkipTest(f"test model not found at {model}")
+            # CI installs the test data: there a missing model fails the run
+            # (tests/support/require.h's rule); elsewhere the class skips and
+            # the marker makes ctest count it as skipped (scripts/test lists it).
+            why = f"test model not found at {model} (RAGKV_TEST_MODELS)"
+            if os.environ.get("CI") == "true":
+                raise RuntimeError(f"CI=true and a requirement that CI installs is missing: {why}")
+            print(f"RAGKV_SKIP: {why}", flush=True)
+            raise unittest.SkipTest(why)
         cls.tmp = tempfile.mkdtemp(prefix="ragkv-py-")
         cls.corpus = os.path.join(cls.tmp, "corpus")
         os.makedirs(cls.corpus)

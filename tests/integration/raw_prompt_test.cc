@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/integration/sidecar_fixture.h"
+#include "tests/support/require.h"
 
 namespace ragkv::testing {
 namespace {
@@ -52,7 +53,7 @@ class RawPromptTest : public ::testing::Test {
     delete dir_;
   }
   void SetUp() override {
-    if (!HaveTestModel()) GTEST_SKIP() << "test model not found at " << TestModelPath();
+    RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "test model not found at " << TestModelPath();
     ASSERT_NE(sidecar_, nullptr);
     ASSERT_GE(chunks_->size(), 6u);
   }

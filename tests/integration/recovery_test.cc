@@ -16,6 +16,7 @@
 #include "tests/integration/probe_util.h"
 #include "tests/integration/serve_process.h"
 #include "tests/integration/sidecar_fixture.h"
+#include "tests/support/require.h"
 
 namespace ragkv::testing {
 namespace {
@@ -23,7 +24,7 @@ namespace {
 class RecoveryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!HaveTestModel()) GTEST_SKIP() << "no test model at " << TestModelPath();
+    RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "no test model at " << TestModelPath();
     data_ = dir_.path() + "/data";
     log_ = dir_.path() + "/serve.log";
   }

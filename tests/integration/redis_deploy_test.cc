@@ -27,6 +27,7 @@
 #include "tests/integration/test_chunks.h"
 #include "tests/kvstore/redis_test_server.h"
 #include "tests/support/redis_server_process.h"
+#include "tests/support/require.h"
 #include "tests/support/test_certs.h"
 
 namespace ragkv::testing {
@@ -77,7 +78,7 @@ std::pair<int, int> ReadAll(Client* c) {
 }
 
 TEST(RedisDeployTest, ClusterWithPasswordNamespaceTtlSurvivesAMasterRestart) {
-  if (!RedisServerOnPath()) GTEST_SKIP() << "redis-server not installed";
+  RAGKV_REQUIRE_OR_SKIP(RedisServerOnPath()) << "redis-server not installed";
   TempDir dir;
   auto cluster_or = RedisTestCluster::Start();
   ASSERT_TRUE(cluster_or.ok()) << cluster_or.status();
@@ -172,7 +173,7 @@ TEST(RedisDeployTest, ClusterWithPasswordNamespaceTtlSurvivesAMasterRestart) {
 }
 
 TEST(RedisDeployTest, TlsWithAclUserServesAndBadCredentialsStopStartup) {
-  if (!RedisServerOnPath()) GTEST_SKIP() << "redis-server not installed";
+  RAGKV_REQUIRE_OR_SKIP(RedisServerOnPath()) << "redis-server not installed";
   TempDir dir;
   auto certs = MakeTestCerts(dir.path());
   ASSERT_TRUE(certs.ok()) << certs.status();

@@ -19,6 +19,7 @@
 #include "tests/integration/sidecar_fixture.h"
 #include "tests/integration/test_chunks.h"
 #include "tests/support/redis_server_process.h"
+#include "tests/support/require.h"
 
 namespace ragkv::testing {
 namespace {
@@ -44,7 +45,7 @@ int PutUntilRedisUp(Client* c, const ServeProcess& s, int first) {
 }
 
 TEST(RedisRecoveryTest, StopAndRestartIsDegradedThenRecoveredInMetrics) {
-  if (!RedisServerOnPath()) GTEST_SKIP() << "redis-server not installed";
+  RAGKV_REQUIRE_OR_SKIP(RedisServerOnPath()) << "redis-server not installed";
   TempDir dir;
   absl::StatusOr<std::unique_ptr<RedisServerProcess>> started = RedisServerProcess::Start();
   ASSERT_TRUE(started.ok()) << "cannot start redis-server: " << started.status();

@@ -33,6 +33,7 @@
 #include "ragkv/v1/kvstore.grpc.pb.h"
 #include "services/sidecar.h"
 #include "tests/integration/sidecar_fixture.h"
+#include "tests/support/require.h"
 
 namespace ragkv::testing {
 namespace {
@@ -74,7 +75,7 @@ bool WaitForInflight(int metrics_port, double n) {
 class CorpusRootTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!HaveTestModel()) GTEST_SKIP() << "test model not found";
+    RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "test model not found";
     root_ = dir_.path() + "/corpus";
     WriteCorpus(root_, 2);
     fs::create_directories(dir_.path() + "/secret");
@@ -155,7 +156,7 @@ TEST_F(CorpusRootTest, PathsInsideTheRootWorkAndSymlinksOutAreSkippedInDirectori
 }
 
 TEST(CorpusRootDefaultTest, WithoutCorpusRootServerSidePathsAreRefused) {
-  if (!HaveTestModel()) GTEST_SKIP() << "test model not found";
+  RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "test model not found";
   TempDir dir;
   WriteCorpus(dir.path() + "/corpus", 1);
   services::SidecarOptions o = TestSidecarOptions(dir.path() + "/data");
@@ -277,7 +278,7 @@ TEST(InflightLimitTest, OpenStreamHoldsTheOnlySlotUntilItEnds) {
 }
 
 TEST(InflightLimitTest, EngineCallsToItsOwnSidecarAreNotCountedAgainstTheLimit) {
-  if (!HaveTestModel()) GTEST_SKIP() << "test model not found";
+  RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "test model not found";
   TempDir dir;
   WriteCorpus(dir.path() + "/corpus", 2);
   services::SidecarOptions o = TestSidecarOptions(dir.path() + "/data");
@@ -504,7 +505,7 @@ TEST_F(SecretInLogsTest, TlsKeyMaterialIsNotLoggedEither) {
       "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
       "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout %s -out %s 2>/dev/null",
       key, cert);
-  if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "openssl not available";
+  RAGKV_REQUIRE_OR_SKIP(std::system(cmd.c_str()) == 0) << "openssl not available";
   chmod(key.c_str(), 0600);
   std::vector<std::string> args = base_;
   args.insert(args.end(), {"--tls-cert", cert, "--tls-key", key});

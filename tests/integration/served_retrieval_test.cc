@@ -17,6 +17,7 @@
 #include "tests/integration/client_util.h"
 #include "tests/integration/serve_process.h"
 #include "tests/integration/sidecar_fixture.h"
+#include "tests/support/require.h"
 
 namespace ragkv::testing {
 namespace {
@@ -102,7 +103,7 @@ class SearchingReader {
 };
 
 TEST(ServedRetrievalTest, FactoryAndEmbedderAreServedAnotherSettingIsRefusedOrRebuilt) {
-  if (!HaveTestModel()) GTEST_SKIP() << "test model not found at " << TestModelPath();
+  RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "test model not found at " << TestModelPath();
   TempDir dir;
   const std::string data = dir.path() + "/d";
   auto with = [&](std::vector<std::string> extra) {
@@ -286,7 +287,7 @@ TEST(ServedRetrievalTest, ReingestOverGrpcIsAtomicForReaders) {
 
 // Re-ingest by precompute job (a changed corpus file): the same.
 TEST(ServedRetrievalTest, ReingestByPrecomputeJobIsAtomicForReaders) {
-  if (!HaveTestModel()) GTEST_SKIP() << "test model not found at " << TestModelPath();
+  RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "test model not found at " << TestModelPath();
   TempDir dir;
   const std::string corpus = dir.path() + "/corpus";
   std::filesystem::create_directories(corpus);

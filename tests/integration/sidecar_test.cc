@@ -21,6 +21,7 @@
 #include "model/tokenizer.h"
 #include "engine/reference_engine.h"
 #include "tests/integration/sidecar_fixture.h"
+#include "tests/support/require.h"
 
 namespace ragkv::testing {
 namespace {
@@ -61,7 +62,7 @@ class SidecarTest : public ::testing::Test {
     delete dir_;
   }
   void SetUp() override {
-    if (!HaveTestModel()) GTEST_SKIP() << "test model not found at " << TestModelPath();
+    RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "test model not found at " << TestModelPath();
     ASSERT_NE(sidecar_, nullptr);
   }
 
@@ -608,7 +609,7 @@ TEST_F(SidecarTest, ThirtyTwoConcurrentClients) {
 // kv_tiers: a sidecar whose only KV tier is the SSD stores and serves every
 // chunk there (no RAM tier, nothing promoted); bad tier lists are refused.
 TEST(SidecarKvTiersTest, SsdOnlySidecarServesBlendsFromSsd) {
-  if (!HaveTestModel()) GTEST_SKIP() << "test model not found at " << TestModelPath();
+  RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "test model not found at " << TestModelPath();
   TempDir dir;
   WriteCorpus(dir.path() + "/corpus", 2);
   services::SidecarOptions o = TestSidecarOptions(dir.path() + "/data");
@@ -656,7 +657,7 @@ TEST(SidecarKvTiersTest, SsdOnlySidecarServesBlendsFromSsd) {
 }
 
 TEST(SidecarSecurityTest, BearerTokenAndMessageLimits) {
-  if (!HaveTestModel()) GTEST_SKIP() << "test model not found";
+  RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "test model not found";
   TempDir dir;
   auto o = TestSidecarOptions(dir.path());
   o.auth_token = "s3cret";
@@ -695,7 +696,7 @@ TEST(SidecarSecurityTest, TlsRejectsPlaintextAndUntrustedClients) {
       "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
       "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout %s -out %s 2>/dev/null",
       key, cert);
-  if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "openssl not available";
+  RAGKV_REQUIRE_OR_SKIP(std::system(cmd.c_str()) == 0) << "openssl not available";
   services::SidecarOptions o;
   o.listen = "127.0.0.1:0";
   o.data_dir = dir.path() + "/data";
@@ -774,7 +775,7 @@ namespace {
 // every chunk it stored; a new server on the same data dir resumes the job
 // (skipping them) and finishes it.
 TEST(SidecarLifecycleTest, ServerRestartedMidJobResumes) {
-  if (!HaveTestModel()) GTEST_SKIP() << "test model not found";
+  RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "test model not found";
   TempDir dir;
   WriteCorpus(dir.path() + "/corpus", 6);
   auto o = TestSidecarOptions(dir.path() + "/data");

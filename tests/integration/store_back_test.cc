@@ -13,6 +13,7 @@
 #include "kvstore/chunk_key.h"
 #include "model/loader.h"
 #include "tests/integration/sidecar_fixture.h"
+#include "tests/support/require.h"
 
 namespace ragkv::testing {
 namespace {
@@ -87,7 +88,7 @@ struct Fixture {
 };
 
 TEST(StoreBackTest, ChunksComputedFreshAreStoredAsPrecomputeWouldStoreThem) {
-  if (!HaveTestModel()) GTEST_SKIP() << "test model not found at " << TestModelPath();
+  RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "test model not found at " << TestModelPath();
   Fixture f;
   ASSERT_NO_FATAL_FAILURE(f.Start(/*store_back=*/true));
   EXPECT_EQ(f.Hits(), 0);  // the first blend computes both fresh
@@ -111,7 +112,7 @@ TEST(StoreBackTest, ChunksComputedFreshAreStoredAsPrecomputeWouldStoreThem) {
 // it to f32, within the codec's bound of precompute's f16 KV
 // (max(|x| 2^-4, scale 2^-10) per element, scale = the head's max |x| / 448).
 TEST(StoreBackTest, RecordsAreWrittenWithTheServersCodec) {
-  if (!HaveTestModel()) GTEST_SKIP() << "test model not found at " << TestModelPath();
+  RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "test model not found at " << TestModelPath();
   Fixture f;
   ASSERT_NO_FATAL_FAILURE(f.Start(/*store_back=*/true, "fp8"));
   EXPECT_EQ(f.Hits(), 0);
@@ -153,7 +154,7 @@ TEST(StoreBackTest, RecordsAreWrittenWithTheServersCodec) {
 // so the head's whole span bounds it (plus f16 rounding of lo and step and of
 // precompute's KV).
 TEST(StoreBackTest, Int4RecordsDecodeWithinTheCodecsBound) {
-  if (!HaveTestModel()) GTEST_SKIP() << "test model not found at " << TestModelPath();
+  RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "test model not found at " << TestModelPath();
   Fixture f;
   ASSERT_NO_FATAL_FAILURE(f.Start(/*store_back=*/true, "int4"));
   EXPECT_EQ(f.WaitForHits(), 2);
@@ -188,7 +189,7 @@ TEST(StoreBackTest, Int4RecordsDecodeWithinTheCodecsBound) {
 }
 
 TEST(StoreBackTest, OffKeepsMissesMisses) {
-  if (!HaveTestModel()) GTEST_SKIP() << "test model not found at " << TestModelPath();
+  RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "test model not found at " << TestModelPath();
   Fixture f;
   ASSERT_NO_FATAL_FAILURE(f.Start(/*store_back=*/false));
   EXPECT_EQ(f.Hits(), 0);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/kvstore/redis_test_server.h"
+#include "tests/support/require.h"
 
 namespace ragkv::kvstore::internal {
 namespace {
@@ -35,7 +36,7 @@ TEST(RedisEndpointTest, Parse) {
 class RedisClientTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!testing::RedisServerAvailable()) GTEST_SKIP() << "redis-server not installed";
+    RAGKV_REQUIRE_OR_SKIP(testing::RedisServerAvailable()) << "redis-server not installed";
     auto s = RedisServer::Start();
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = *std::move(s);

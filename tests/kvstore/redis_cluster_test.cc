@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/kvstore/redis_test_server.h"
+#include "tests/support/require.h"
 
 namespace ragkv::kvstore::internal {
 namespace {
@@ -37,7 +38,7 @@ TEST(RedisKeySlotTest, SpecVectors) {
 class RedisClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!testing::RedisServerAvailable()) GTEST_SKIP() << "redis-server not installed";
+    RAGKV_REQUIRE_OR_SKIP(testing::RedisServerAvailable()) << "redis-server not installed";
     auto c = RedisTestCluster::Start();
     ASSERT_TRUE(c.ok()) << c.status();
     cluster_ = *std::move(c);
@@ -181,7 +182,7 @@ TEST_F(RedisClusterTest, KilledNodeIsUnavailableOthersKeepServing) {
 }
 
 TEST(RedisClusterCreateTest, StandaloneServerIsFailedPrecondition) {
-  if (!testing::RedisServerAvailable()) GTEST_SKIP() << "redis-server not installed";
+  RAGKV_REQUIRE_OR_SKIP(testing::RedisServerAvailable()) << "redis-server not installed";
   auto s = testing::RedisServer::Start();
   ASSERT_TRUE(s.ok()) << s.status();
   RedisClusterOptions o;

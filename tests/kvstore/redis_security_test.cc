@@ -18,6 +18,7 @@
 #include "kvstore/redis_tier.h"
 #include "tests/kvstore/redis_test_server.h"
 #include "tests/kvstore/test_util.h"
+#include "tests/support/require.h"
 #include "tests/support/test_certs.h"
 
 namespace ragkv::kvstore {
@@ -70,7 +71,7 @@ class RedisTlsTest : public ::testing::Test {
     certs_status_ = nullptr;
   }
   void SetUp() override {
-    if (!testing::RedisServerAvailable()) GTEST_SKIP() << "redis-server not installed";
+    RAGKV_REQUIRE_OR_SKIP(testing::RedisServerAvailable()) << "redis-server not installed";
     ASSERT_TRUE(certs_status_ != nullptr && certs_status_->ok())
         << (certs_status_ ? certs_status_->status().ToString() : "no certificates");
     certs_ = **certs_status_;
@@ -317,7 +318,7 @@ TEST_F(RedisBudgetTest, TwoSidecarsShareOneBudgetOldestChunksGoFirst) {
 // tag (one slot, so each update is one Lua script), the chunks spread over
 // every master, and evictions delete on whichever master holds the victim.
 TEST(RedisClusterBudgetTest, TwoSidecarsShareOneBudgetOnACluster) {
-  if (!testing::RedisServerAvailable()) GTEST_SKIP() << "redis-server not installed";
+  RAGKV_REQUIRE_OR_SKIP(testing::RedisServerAvailable()) << "redis-server not installed";
   auto cluster = testing::RedisTestCluster::Start();
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   ExpectSharedBudget([&](uint64_t budget) {

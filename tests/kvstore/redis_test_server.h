@@ -36,6 +36,7 @@
 #include "gtest/gtest.h"
 #include "kvstore/internal/redis_client.h"
 #include "tests/support/redis_server_process.h"
+#include "tests/support/require.h"
 
 namespace ragkv::kvstore::testing {
 
@@ -148,7 +149,7 @@ inline bool RedisServerAvailable() { return RedisServerOnPath(); }
 class OwnRedisServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!RedisServerAvailable()) GTEST_SKIP() << "redis-server not installed";
+    RAGKV_REQUIRE_OR_SKIP(RedisServerAvailable()) << "redis-server not installed";
     auto s = RedisServer::Start();
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = *std::move(s);

@@ -24,6 +24,8 @@
 #include "kvstore/tiered_store.h"
 #include "tests/kvstore/redis_test_server.h"
 #include "tests/kvstore/test_util.h"
+#include "tests/support/require.h"
+#include "tests/support/shared_redis.h"
 
 namespace ragkv::kvstore {
 namespace {
@@ -56,12 +58,14 @@ void ExpectBlob(const absl::StatusOr<Tier::Blob>& blob, const std::string& want)
 class RedisTierTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!testing::RedisServerAvailable() && std::getenv("RAGKV_TEST_REDIS") == nullptr) {
-      GTEST_SKIP() << "redis-server not installed and RAGKV_TEST_REDIS not set";
-    }
-    const char* env = std::getenv("RAGKV_TEST_REDIS");
-    if (env != nullptr && *env != '\0' && !NeedsOwnServer()) {
-      endpoint_ = env;
+    RAGKV_REQUIRE_OR_SKIP(testing::RedisServerAvailable() || std::getenv("RAGKV_TEST_REDIS") != nullptr)
+        << "redis-server not installed and RAGKV_TEST_REDIS not set";
+    // CI's shared server, unless it would keep the test keys on disk (then
+    // a failure under CI=true, a private server elsewhere).
+    absl::StatusOr<std::string> shared = ::ragkv::testing::SharedTestRedis();
+    ASSERT_TRUE(shared.ok() || !::ragkv::testing::UnderCi()) << shared.status();
+    if (shared.ok() && !shared->empty() && !NeedsOwnServer()) {
+      endpoint_ = *shared;
     } else {
       auto s = RedisServer::Start(ServerArgs());
       ASSERT_TRUE(s.ok()) << s.status();
@@ -757,7 +761,7 @@ TEST_F(RedisTierKillTest, DeadServerDegradesToMissAndStoreServesFromRam) {
 class RedisTierClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!testing::RedisServerAvailable()) GTEST_SKIP() << "redis-server not installed";
+    RAGKV_REQUIRE_OR_SKIP(testing::RedisServerAvailable()) << "redis-server not installed";
     auto c = testing::RedisTestCluster::Start();
     ASSERT_TRUE(c.ok()) << c.status();
     cluster_ = *std::move(c);

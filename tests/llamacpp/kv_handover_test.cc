@@ -20,6 +20,7 @@
 #include "tests/llamacpp/compare_util.h"
 #include "tests/model/test_util.h"
 #include "tests/support/llamacpp_oracle.h"
+#include "tests/support/require.h"
 
 namespace ragkv::model::testing {
 namespace {
@@ -66,7 +67,7 @@ class KvHandoverTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(KvHandoverTest, LlamaCppDecodesFromRagkvKvAsFromItsOwnPrefill) {
   const std::string path = ModelFile("stories260K.gguf");
-  if (!HaveModelFile("stories260K.gguf")) GTEST_SKIP() << "no " << path;
+  RAGKV_REQUIRE_OR_SKIP(HaveModelFile("stories260K.gguf")) << "no " << path;
   auto m = LoadModel(path);
   ASSERT_TRUE(m.ok()) << m.status();
   LlamaCppModel::Options o;

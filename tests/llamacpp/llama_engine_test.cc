@@ -32,6 +32,7 @@
 #include "tests/llamacpp/random_model.h"
 #include "tests/model/test_util.h"
 #include "tests/support/llamacpp_oracle.h"
+#include "tests/support/require.h"
 
 namespace ragkv::model::testing {
 namespace {
@@ -66,9 +67,8 @@ const char* kDocs[] = {
 class LlamaCppEngineTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (GetParam() == "stories260K" && !HaveModelFile("stories260K.gguf")) {
-      GTEST_SKIP() << "no stories260K.gguf";
-    }
+    RAGKV_REQUIRE_OR_SKIP(GetParam() != "stories260K" || HaveModelFile("stories260K.gguf"))
+        << "no stories260K.gguf";
     path_ = FilePath(GetParam());
     auto m = LoadModel(path_);
     ASSERT_TRUE(m.ok()) << m.status();
@@ -376,7 +376,7 @@ TEST_P(LlamaCppEngineTest, RagkvLlamaCommandAnswersLikeLlamaCppAlone) {
 // in the documented format, llama.cpp's full prefill as its own reference
 // (kl 0, top-1 1), the CSV / JSON / PNG written. No timing is asserted.
 TEST(LlamaCppBenchEngineTest, PrintsEveryStrategyAndWritesItsFiles) {
-  if (!HaveModelFile("stories260K.gguf")) GTEST_SKIP() << "no stories260K.gguf";
+  RAGKV_REQUIRE_OR_SKIP(HaveModelFile("stories260K.gguf")) << "no stories260K.gguf";
   TempDir dir;
   const std::string cmd = absl::StrCat(
       RAGKV_BINARY, " bench engine --model ", ModelFile("stories260K.gguf"),

@@ -17,6 +17,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/model/test_util.h"
 #include "tests/support/llamacpp_oracle.h"
+#include "tests/support/require.h"
 
 namespace ragkv::model {
 namespace {
@@ -76,7 +77,7 @@ TEST(VocabMusiqueTest, PassagesMatchLlamaCpp) {
                                                      : std::string(RAGKV_SOURCE_DIR) + "/../shared/corpus") +
                              "/musique_dev.json";
   std::ifstream in(corpus);
-  if (!in) GTEST_SKIP() << corpus << " not found";
+  RAGKV_REQUIRE_OR_SKIP(in) << corpus << " not found";
   const nlohmann::json j = nlohmann::json::parse(in);
   std::vector<std::string> texts;
   for (const auto& q : j) {

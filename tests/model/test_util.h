@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/require.h"
+
 namespace ragkv::model::testing {
 
 // ModelsDir: $RAGKV_TEST_MODELS, else <repo>/../shared/models.
@@ -30,13 +32,13 @@ inline std::string ReadFile(const std::string& path) {
 
 }  // namespace ragkv::model::testing
 
-// Skips the test unless ../shared/models/<name> exists.
-#define RAGKV_REQUIRE_MODEL_FILE(name)                                                   \
-  do {                                                                                   \
-    if (!::ragkv::model::testing::HaveModelFile(name)) {                                 \
-      GTEST_SKIP() << "test data " << ::ragkv::model::testing::ModelFile(name)           \
-                   << " not found; set RAGKV_TEST_MODELS to the shared models directory"; \
-    }                                                                                    \
+// Returns from the test unless ../shared/models/<name> exists: a failure
+// under CI=true, a skip elsewhere (tests/support/require.h).
+#define RAGKV_REQUIRE_MODEL_FILE(name)                                                    \
+  do {                                                                                    \
+    RAGKV_REQUIRE_OR_SKIP(::ragkv::model::testing::HaveModelFile(name))                   \
+        << "test data " << ::ragkv::model::testing::ModelFile(name)                       \
+        << " not found; set RAGKV_TEST_MODELS to the shared models directory";            \
   } while (0)
 
 #endif  // RAGKV_TESTS_MODEL_TEST_UTIL_H_

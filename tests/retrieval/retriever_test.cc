@@ -17,6 +17,7 @@
 #include "retrieval/bm25.h"
 #include "retrieval/corpus_reader.h"
 #include "tests/retrieval/test_util.h"
+#include "tests/support/require.h"
 
 namespace ragkv::retrieval {
 namespace {
@@ -661,9 +662,8 @@ TEST(Retriever, ConcurrentSearchDuringIngestAndDelete) {
 
 TEST(Retriever, MusiqueEndToEnd) {
   const std::string path = testing::CorpusDir() + "/musique_dev.json";
-  if (!std::filesystem::exists(path)) {
-    GTEST_SKIP() << "no corpus at " << path << " (set RAGKV_TEST_CORPUS)";
-  }
+  RAGKV_REQUIRE_OR_SKIP(std::filesystem::exists(path))
+      << "no corpus at " << path << " (set RAGKV_TEST_CORPUS)";
   auto corpus = ReadCorpusFile(path);
   ASSERT_TRUE(corpus.ok()) << corpus.status();
   ASSERT_EQ(corpus->questions.size(), 100u);

@@ -33,6 +33,7 @@
 #include "model/kv_cache.h"
 #include "model/loader.h"
 #include "model/model.h"
+#include "tests/support/require.h"
 
 namespace ragkv {
 namespace {
@@ -175,7 +176,7 @@ TEST(EngineWireTest, Stories260K) {
   const std::string path = (env != nullptr && *env ? std::string(env)
                                                    : std::string(RAGKV_SOURCE_DIR "/../shared/models")) +
                            "/stories260K.bin";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path;
+  RAGKV_REQUIRE_OR_SKIP(std::filesystem::exists(path)) << "no " << path;
   model::LoadOptions lo;
   lo.max_seq_len = 512;
   auto m = model::LoadModel(path, lo);

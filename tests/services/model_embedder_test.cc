@@ -13,6 +13,7 @@
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "retrieval/retriever.h"
+#include "tests/support/require.h"
 
 namespace ragkv::services {
 namespace {
@@ -26,7 +27,7 @@ class ModelEmbedderTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::string bin = ModelsDir() + "/stories260K.bin";
-    if (!std::filesystem::exists(bin)) GTEST_SKIP() << "no model at " << bin << " (RAGKV_TEST_MODELS)";
+    RAGKV_REQUIRE_OR_SKIP(std::filesystem::exists(bin)) << "no model at " << bin << " (RAGKV_TEST_MODELS)";
     auto m = model::LoadModel(bin);
     ASSERT_TRUE(m.ok()) << m.status();
     model_ = std::move(*m);
