@@ -1,4 +1,4 @@
-// blender.h: Blender, the CacheBlend fuser (design.md §4).
+// blender.h: Blender, the CacheBlend fuser (docs/design.md §4).
 //
 // Fuses independently precomputed chunk KVs into one prompt cache:
 //   1. concatenate the segments (optional system prefix, chunks, query) and

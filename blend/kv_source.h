@@ -1,7 +1,7 @@
 // kv_source.h: where the Blender gets a chunk's cached KV from, layer by
 // layer, plus the in-memory chunk KV and the helper that precomputes it.
 //
-// KV convention (design.md §3): per layer, K and V are each
+// KV convention (docs/design.md §3): per layer, K and V are each
 // [kv_heads][tokens][head_dim], keys after RoPE at chunk-local positions
 // 0..T-1 -- exactly what Model::Prefill of the chunk alone at position 0
 // produces (KVCache::ExportLayer). dtype f32, f16 or bf16.
@@ -90,7 +90,7 @@ absl::StatusOr<ChunkKV> PrecomputeChunk(const model::Model& model,
 // after `context` (typically the fixed system prefix every prompt starts
 // with, e.g. BOS), so its cached KV already saw a real attention sink; its
 // keys are then re-rotated back by -context.size() to chunk-local positions
-// 0..T-1, so the record has exactly the layout of design.md §3. The KV now
+// 0..T-1, so the record has exactly the layout of docs/design.md §3. The KV now
 // depends on `context`: a store key must commit to it (see docs/blend.md).
 // Empty `context` is PrecomputeChunk.
 absl::StatusOr<ChunkKV> PrecomputeChunkAfter(const model::Model& model,

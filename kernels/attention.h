@@ -22,7 +22,7 @@ enum class CausalMode {
   // The shortcut of the public CacheBlend implementations: the R selected
   // rows are treated as the last R rows of the sequence, so row r (0-based,
   // in the order given) sees keys 0..kv_len-R+r. Lets scattered rows see future
-  // tokens; offered only so its error can be measured (design.md §4.5).
+  // tokens; offered only so its error can be measured (docs/design.md §4.5).
   kBottomRight = 1,
 };
 

@@ -4,7 +4,7 @@
 // RoPE rotates pair j (j = 0 .. head_dim/2-1) of each head vector by angle
 // pos * theta^(-2j/head_dim). Rotations compose: R(p + d) = R(d) R(p), so a key
 // cached after RoPE at chunk-local position p is moved to p + d by rotating it
-// by d (design.md §3).
+// by d (docs/design.md §3).
 #ifndef RAGKV_KERNELS_ROPE_H_
 #define RAGKV_KERNELS_ROPE_H_
 
@@ -47,7 +47,7 @@ absl::Status ApplyRope(TensorView x, const int32_t* positions, const RopeParams&
 
 // RerotateKeys: rotates every token of k by the same delta, in place (moves a
 // cached chunk from offset 0 to offset delta; delta may be negative).
-// k: [heads, tokens, head_dim] (the KV layout of design.md §3) in f32, f16 or
+// k: [heads, tokens, head_dim] (the KV layout of docs/design.md §3) in f32, f16 or
 // bf16, unit stride in the last dim. Uses one cos/sin table of head_dim/2
 // entries (on the stack); half types are rotated in f32 and rounded once.
 absl::Status RerotateKeys(TensorView k, int64_t delta, const RopeParams& params);

@@ -1,5 +1,5 @@
 // chunk_key.h: model fingerprints and the two deterministic 128-bit key
-// families of the KV store (design.md §3, docs/kv_format.md §1).
+// families of the KV store (docs/design.md §3, docs/kv_format.md §1).
 //
 //  * ChunkKey::Of(fp, tokens): position-independent chunk key,
 //      XXH3-128( fp[16] || token ids as little-endian int32 ), no seed.

@@ -3,7 +3,7 @@
 // consume layer i while layer i+1 is still in flight. Byte layouts are
 // specified in docs/kv_format.md (format version 1).
 //
-// Tensor convention (design.md §3): per layer, K and V are each
+// Tensor convention (docs/design.md §3): per layer, K and V are each
 // [num_kv_heads][num_tokens][head_dim], keys after RoPE at chunk-local
 // positions 0..T-1.
 //

@@ -52,7 +52,7 @@ struct ModelConfig {
   bool shared_classifier = false;  // lm head == token embedding matrix
   bool qkv_bias = false;           // q/k/v projections carry a bias (Qwen2)
   // dtype in which KV is stored/exported for this deployment; part of the
-  // fingerprint (design.md §3). Compute is always f32.
+  // fingerprint (docs/design.md §3). Compute is always f32.
   kernels::DType kv_dtype = kernels::DType::kF16;
 
   int q_dim() const { return n_heads * head_dim; }

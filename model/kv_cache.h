@@ -1,7 +1,7 @@
 // kv_cache.h: KVCache, the per-layer key/value cache of one sequence, and
 // LayerKVView, the non-owning per-layer view the layer-level API works on.
 //
-// Layout (the cache layout of kernels/attention.h and design.md §3): for each
+// Layout (the cache layout of kernels/attention.h and docs/design.md §3): for each
 // layer, K and V are each f32 [kv_heads][capacity_tokens][head_dim]; keys are
 // stored after RoPE at their absolute positions. Tokens 0..num_tokens()-1 are
 // valid. Thread-compatible: one writer, or many readers.
@@ -56,7 +56,7 @@ class KVCache {
 
   // ExportLayer: copies layer l's K and V for tokens [begin, begin+count)
   // into dst_k / dst_v, each laid out [kv_heads][count][head_dim] of `dtype`
-  // (f32, f16 or bf16) — the KV record layout of design.md §3.
+  // (f32, f16 or bf16) — the KV record layout of docs/design.md §3.
   // dst_* must hold kv_heads*count*head_dim elements.
   absl::Status ExportLayer(int l, int64_t begin, int64_t count, kernels::DType dtype, void* dst_k,
                            void* dst_v) const;

@@ -165,7 +165,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ModelConfig config, ModelWe
   auto m = std::unique_ptr<Model>(new Model());
   m->config_ = config;
 
-  // Fingerprint (design.md §3). The canonical text is versioned; changing
+  // Fingerprint (docs/design.md §3). The canonical text is versioned; changing
   // anything here changes every fingerprint (and so invalidates stored KV).
   {
     XXH3_state_t* st = XXH3_createState();

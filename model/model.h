@@ -93,7 +93,7 @@ class Model {
  public:
   // Create: validates `config` against the weight sizes (InvalidArgument
   // naming the tensor on mismatch), takes ownership of the weights and
-  // computes the fingerprint (design.md §3): XXH3-128 over a canonical
+  // computes the fingerprint (docs/design.md §3): XXH3-128 over a canonical
   // description (arch, dims, head layout, RoPE theta/layout/scaling, norm
   // eps, KV dtype) followed by every weight's f32 bytes in a fixed order,
   // the effective classifier included (so a tied and an untied copy of the

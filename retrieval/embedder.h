@@ -12,7 +12,7 @@
 //      with documents and queries; Embed* fail) or FunctionEmbedder (the
 //      caller's embedding function, e.g. an RPC to its own model).
 //  (c) Mean-pooled hidden states of a model/ checkpoint: retrieval may not
-//      depend on model/ (design.md §2), so services/ implements Embedder over
+//      depend on model/ (docs/design.md §2), so services/ implements Embedder over
 //      model/'s forward pass (mean over the final-norm hidden states of the
 //      text's tokens, then L2-normalize) and passes it to the Retriever.
 //

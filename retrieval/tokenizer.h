@@ -1,7 +1,7 @@
 // tokenizer.h: the tokenizer interface retrieval chunks with, and a built-in
 // deterministic byte-level tokenizer.
 //
-// retrieval/ may not depend on model/ (design.md §2), so it sees tokenizers
+// retrieval/ may not depend on model/ (docs/design.md §2), so it sees tokenizers
 // only through this interface; services/ adapts the model's real tokenizer
 // (SentencePiece, llama2.c tok*.bin, GGUF) to it. The chunk token ids the
 // catalogue stores are exactly Encode(chunk text) of the tokenizer given to

@@ -1,5 +1,5 @@
 // paged_kv.h (cuda): gather / scatter of selected token rows' K and V between
-// ragkv's flat KV layout ([kv_heads, tokens, head_dim], design.md §3) and a
+// ragkv's flat KV layout ([kv_heads, tokens, head_dim], docs/design.md §3) and a
 // paged KV cache as vLLM keeps it: blocks of `block_size` (16) token slots,
 // each slot [num_kv_heads, head_dim], one cache tensor for K and one for V,
 // and a per-sequence block table mapping logical block i of a sequence to a

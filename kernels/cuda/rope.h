@@ -18,7 +18,7 @@ namespace ragkv::kernels::cuda {
 // the chunk holding t: chunk_offsets[c] <= t < chunk_offsets[c + 1]. Tokens
 // outside [chunk_offsets[0], chunk_offsets[num_chunks]) are left untouched.
 //   k: device [heads, tokens, head_dim], f16, bf16 or f32, unit stride in the
-//      last dim, any head/token strides (the KV layout of design.md §3).
+//      last dim, any head/token strides (the KV layout of docs/design.md §3).
 //   chunk_offsets: device int32 [num_chunks + 1], non-decreasing, <= tokens.
 //   deltas: device int32 [num_chunks] (may be negative).
 //   params: head_dim (== k.shape[2], even, <= 512), theta, layout.
