@@ -76,7 +76,7 @@ absl::StatusOr<std::vector<blend::CanaryPrompt>> CorpusPrompts(const CalibrateFl
   const size_t stride = ids.size() / n;
   for (size_t i = 0; i < n; ++i) {
     blend::CanaryPrompt p;
-    p.prefix = {tok.bos_id()};
+    if (tok.add_bos()) p.prefix = {tok.bos_id()};  // as served prompts start
     auto it = ids.begin() + static_cast<std::ptrdiff_t>(i * stride);
     for (int c = 0; c < f.chunks; ++c, it += f.chunk_tokens) p.chunks.emplace_back(it, it + f.chunk_tokens);
     p.query.assign(it, it + f.query_tokens);

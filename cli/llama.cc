@@ -109,7 +109,7 @@ int LlamaCommand::Run() {
   v1::BlendRequest req;
   *req.mutable_options() = opts;
   std::vector<int32_t> prompt;
-  if (f.add_bos && (*tok)->bos_id() >= 0) prompt.push_back((*tok)->bos_id());
+  if (f.add_bos && (*tok)->add_bos()) prompt.push_back((*tok)->bos_id());
   auto add_text = [&](const std::string& text) -> bool {
     auto ids = (*tok)->Encode(text, false, false);
     if (!ids.ok() || ids->empty()) return false;

@@ -2,7 +2,9 @@
 // tokens of a text under a checkpoint's tokenizer (the GGUF's embedded one,
 // tokenizer.json / .model beside an HF or llama2.c checkpoint, or
 // --tokenizer). Prints one "id -> 'piece'" line per token, or with --ids the
-// list "[id, id, ...]".
+// list "[id, id, ...]". BOS is prepended where the vocabulary adds one
+// (Tokenizer::add_bos: llama.cpp's rule for a GGUF, docs/model.md), as
+// llama-tokenize does; --no-bos never prepends it.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -27,7 +29,7 @@ class TokenizeCommand : public Command {
     auto* file = cmd->add_option("--file,-f", file_, "read the text from this file");
     text->excludes(file);
     cmd->add_flag("--ids", ids_only_, "print only the ids, as [id, id, ...]");
-    cmd->add_flag("--no-bos", no_bos_, "do not prepend the BOS token");
+    cmd->add_flag("--no-bos", no_bos_, "do not prepend the BOS token (by default it is where the vocabulary adds one)");
     cmd->add_flag("--show-count", show_count_, "print the number of tokens");
   }
   int Run() override;

@@ -87,7 +87,7 @@ absl::Status RunGenerate(const GenerateOptions& o, std::ostream& out) {
   if (o.stop_at_eos) {
     if (tok) {
       if (tok->eos_id() >= 0) stops.push_back(tok->eos_id());
-      if (tok->bos_id() >= 0) stops.push_back(tok->bos_id());
+      if (tok->add_bos()) stops.push_back(tok->bos_id());  // a new sequence would start here
     } else {
       stops = {1, 2};
     }

@@ -29,13 +29,14 @@ absl::StatusOr<std::vector<int32_t>> Generate(const Model& model, absl::Span<con
 struct GenerateOptions {
   std::string model_path;      // .bin, .gguf, HF dir/.safetensors, or "synthetic:<spec>"
   std::string tokenizer_path;  // empty: DefaultTokenizerPath(model_path)
-  std::string prompt;          // text; BOS is prepended (as llama2.c does)
+  std::string prompt;          // text; BOS prepended where the vocabulary adds one (add_bos)
   std::vector<int32_t> prompt_ids;  // used instead of `prompt` when non-empty
   int max_new = 256;
   SamplerOptions sampler;      // temperature 0 = greedy
   bool print_ids = false;      // print ids "a,b,c" instead of text
   int max_seq_len = 0;         // > 0 overrides the model's context length
-  // Stop after the tokenizer's EOS, or BOS (llama2.c's sequence delimiter).
+  // Stop after the tokenizer's EOS, or its BOS when prompts start with it
+  // (Tokenizer::add_bos; llama2.c's sequence delimiter).
   bool stop_at_eos = true;
 };
 

@@ -167,12 +167,15 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ModelConfig config, ModelWe
 
   // Fingerprint (docs/design.md §3). The canonical text is versioned; changing
   // anything here changes every fingerprint (and so invalidates stored KV).
+  // v2: prompts get BOS by llama.cpp's rule (special_tokens.h), so records,
+  // calibrations and embeddings made under v1 (BOS whenever the vocabulary
+  // had one) are never served under v2 (docs/model.md, "Fingerprint").
   {
     XXH3_state_t* st = XXH3_createState();
     if (st == nullptr) return absl::ResourceExhaustedError("XXH3_createState failed");
     XXH3_128bits_reset(st);
     const std::string desc = absl::StrFormat(
-        "ragkv-model-fingerprint-v1\narch=%s\ndim=%d\nhidden_dim=%d\nn_layers=%d\nn_heads=%d\n"
+        "ragkv-model-fingerprint-v2\narch=%s\ndim=%d\nhidden_dim=%d\nn_layers=%d\nn_heads=%d\n"
         "n_kv_heads=%d\nhead_dim=%d\nvocab=%d\nrope_theta=%.9g\nrope_layout=%s\n"
         "rope_scaling=%s\nnorm_eps=%.9g\nqkv_bias=%d\nkv_dtype=%s\nweights=f32\n",
         config.arch, config.dim, config.hidden_dim, config.n_layers, config.n_heads,

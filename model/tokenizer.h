@@ -27,9 +27,14 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
-  // Encode: token ids of `text` (UTF-8), with BOS prepended / EOS appended
-  // when asked (and when the vocabulary has them). Errors only on internal
-  // inconsistency (e.g. a byte with no fallback token).
+  // Encode: token ids of `text` (UTF-8). add_bos: start them as a prompt
+  // starts, with bos_id() when the vocabulary's rule adds one (add_bos()),
+  // else with nothing; so Encode(text, true, false) is llama.cpp's
+  // llama_tokenize(add_special = true) of a GGUF vocabulary whose
+  // add_eos is false (all that ragkv tokenizes unless a key says so).
+  // add_eos: append eos_id() (when there is one) whatever the rule.
+  // Errors only on internal inconsistency (e.g. a byte with no fallback
+  // token).
   virtual absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text, bool add_bos,
                                                       bool add_eos) const = 0;
   // Decode: the text of `ids`; BOS/EOS/control ids produce nothing, and the
@@ -44,6 +49,12 @@ class Tokenizer {
 
   virtual int32_t vocab_size() const = 0;
   virtual int32_t bos_id() const = 0;  // -1 when none
+  // add_bos: whether a prompt starts with bos_id() (then bos_id() >= 0).
+  // The one BOS decision callers consult (docs/model.md, "BOS and EOS"):
+  // for a GGUF, llama.cpp's (model/special_tokens.h); for tokenizer.bin,
+  // tokenizer.model and the byte tokenizer, yes; for tokenizer.json,
+  // whether a BOS token was found (by name).
+  virtual bool add_bos() const = 0;
   virtual int32_t eos_id() const = 0;  // -1 when none
   // IsControl: BOS/EOS/unk/pad and other non-text ids.
   virtual bool IsControl(int32_t id) const = 0;
@@ -58,6 +69,7 @@ struct LlamaVocab {
   std::vector<float> scores;
   std::vector<int32_t> types;  // GGUF token types (1 normal, 2 unk, 3 control, 6 byte); may be empty
   int32_t bos_id = 1, eos_id = 2, unk_id = 0;
+  bool add_bos = true;  // prompts start with bos_id (Tokenizer::add_bos)
 };
 
 // MakeLlamaTokenizer: InvalidArgument if the vocabulary is empty or its

@@ -192,7 +192,7 @@ class BpeTokenizer final : public Tokenizer {
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text, bool add_bos,
                                               bool add_eos) const override {
     std::vector<int32_t> ids;
-    if (add_bos && bos_ >= 0) ids.push_back(bos_);
+    if (add_bos && this->add_bos()) ids.push_back(bos_);
     std::string t(text);
     if (add_prefix_space_ && !t.empty() && t[0] != ' ') t.insert(t.begin(), ' ');
     // Split on added tokens (longest match first), BPE the rest.
@@ -244,6 +244,7 @@ class BpeTokenizer final : public Tokenizer {
 
   int32_t vocab_size() const override { return static_cast<int32_t>(id_to_token_.size()); }
   int32_t bos_id() const override { return bos_; }
+  bool add_bos() const override { return add_bos_ && bos_ >= 0; }
   int32_t eos_id() const override { return eos_; }
   bool IsControl(int32_t id) const override {
     return id < 0 || id >= vocab_size() || special_.count(id) > 0;
@@ -321,6 +322,7 @@ class BpeTokenizer final : public Tokenizer {
   bool add_prefix_space_ = false;
   bool ignore_merges_ = false;  // tokenizer.json model.ignore_merges; GGUF llama-bpe
   int32_t bos_ = -1, eos_ = -1, unk_ = -1;
+  bool add_bos_ = false;  // GGUF: DecideSpecialTokens; tokenizer.json: a BOS was found
   std::string name_ = "hf-bpe";
 
   // InitByteMap: GPT-2's bytes_to_unicode.
@@ -365,6 +367,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> BpeTokenizer::FromGguf(const GgufBpeV
             [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
   for (size_t r = 0; r < v.merges.size(); ++r) t->ranks_.emplace(v.merges[r], static_cast<int>(r));
   t->bos_ = v.bos;
+  t->add_bos_ = v.add_bos;
   t->eos_ = v.eos;
   t->unk_ = v.unk;
   t->InitByteMap();
@@ -474,6 +477,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> BpeTokenizer::FromJson(const json& j,
     return -1;
   };
   t->bos_ = find_added({"<|begin_of_text|>", "<s>", "<|startoftext|>"});
+  t->add_bos_ = t->bos_ >= 0;
   t->eos_ = find_added({"<|end_of_text|>", "</s>", "<|endoftext|>", "<|im_end|>"});
   return std::unique_ptr<Tokenizer>(std::move(t));
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "kernels/weight_gemm.h"
 #include "model/internal/loaders.h"
 #include "model/internal/rope_scaling.h"
+#include "model/special_tokens.h"
 
 namespace ragkv::model::internal {
 namespace {
@@ -555,6 +557,41 @@ std::vector<double> NumberArray(const Gguf& g, const std::string& key) {
   return std::get<std::vector<double>>(it->second.v);
 }
 
+// OptNumber: a numeric (or bool) key, nullopt when absent or not a number.
+std::optional<double> OptNumber(const Gguf& g, const std::string& key) {
+  auto it = g.kv.find(key);
+  if (it == g.kv.end() || !it->second.is_number()) return std::nullopt;
+  return std::get<double>(it->second.v);
+}
+
+GgufTokenizerKeys TokenizerKeys(const Gguf& g) {
+  GgufTokenizerKeys k;
+  k.model = GetStringOr(g, "tokenizer.ggml.model", "");
+  if (auto it = g.kv.find("tokenizer.ggml.pre"); it != g.kv.end() && it->second.v.index() == 1) {
+    k.pre = std::get<std::string>(it->second.v);
+  }
+  if (auto it = g.kv.find("tokenizer.ggml.tokens"); it != g.kv.end() && it->second.v.index() == 3) {
+    k.n_tokens = static_cast<int64_t>(std::get<std::vector<std::string>>(it->second.v).size());
+  }
+  auto id = [&](const char* key) -> std::optional<int64_t> {
+    std::optional<double> x = OptNumber(g, key);
+    if (!x.has_value()) return std::nullopt;
+    return static_cast<int64_t>(*x);
+  };
+  k.bos_token_id = id("tokenizer.ggml.bos_token_id");
+  k.eos_token_id = id("tokenizer.ggml.eos_token_id");
+  if (std::optional<double> x = OptNumber(g, "tokenizer.ggml.add_bos_token")) k.add_bos_token = *x != 0;
+  if (std::optional<double> x = OptNumber(g, "tokenizer.ggml.add_eos_token")) k.add_eos_token = *x != 0;
+  return k;
+}
+
+// Specials: the BOS/EOS decision (special_tokens.h) of a parsed GGUF.
+absl::StatusOr<SpecialTokens> Specials(const Gguf& g, const std::string& path) {
+  absl::StatusOr<SpecialTokens> s = DecideSpecialTokens(TokenizerKeys(g));
+  if (!s.ok()) return absl::Status(s.status().code(), absl::StrCat(path, ": ", s.status().message()));
+  return s;
+}
+
 // GgufBpe: the "gpt2" vocabulary of a parsed GGUF.
 absl::StatusOr<GgufBpeVocab> GgufBpe(const Gguf& g, const std::string& path) {
   GgufBpeVocab v;
@@ -570,16 +607,12 @@ absl::StatusOr<GgufBpeVocab> GgufBpe(const Gguf& g, const std::string& path) {
                                                    " tokens"));
   }
   v.pre = GetStringOr(g, "tokenizer.ggml.pre", "default");
-  auto id = [&](const char* key) {
-    const double x = GetNumberOr(g, key, -1);
-    return (x >= 0 && x < static_cast<double>(v.tokens.size())) ? static_cast<int32_t>(x) : -1;
-  };
-  v.bos = id("tokenizer.ggml.bos_token_id");
-  v.eos = id("tokenizer.ggml.eos_token_id");
-  v.unk = id("tokenizer.ggml.unknown_token_id");
-  auto add_bos = g.kv.find("tokenizer.ggml.add_bos_token");
-  v.add_bos = add_bos != g.kv.end() && add_bos->second.is_number() &&
-              std::get<double>(add_bos->second.v) != 0;
+  ASSIGN_OR_RETURN(const SpecialTokens st, Specials(g, path));
+  v.bos = st.bos_id;
+  v.eos = st.eos_id;
+  v.add_bos = st.add_bos;
+  const double unk = GetNumberOr(g, "tokenizer.ggml.unknown_token_id", -1);
+  v.unk = (unk >= 0 && unk < static_cast<double>(v.tokens.size())) ? static_cast<int32_t>(unk) : -1;
   return v;
 }
 
@@ -633,10 +666,26 @@ absl::StatusOr<LlamaVocab> LoadGgufVocab(const std::string& path) {
     double x = GetNumberOr(g, key, def);
     return (x >= 0 && x < static_cast<double>(toks.size())) ? static_cast<int32_t>(x) : -1;
   };
-  v.bos_id = id("tokenizer.ggml.bos_token_id", 1);
-  v.eos_id = id("tokenizer.ggml.eos_token_id", 2);
+  ASSIGN_OR_RETURN(const SpecialTokens st, Specials(g, path));
+  v.bos_id = st.bos_id;
+  v.eos_id = st.eos_id;
+  v.add_bos = st.add_bos;
   v.unk_id = id("tokenizer.ggml.unknown_token_id", 0);
   return v;
 }
 
 }  // namespace ragkv::model::internal
+
+namespace ragkv::model {
+
+absl::StatusOr<GgufTokenizerKeys> ReadGgufTokenizerKeys(const std::string& path) {
+  ASSIGN_OR_RETURN(internal::MappedFile f, internal::MappedFile::Open(path));
+  ASSIGN_OR_RETURN(internal::Gguf g, internal::ParseGguf(f));
+  GgufTokenizerKeys k = internal::TokenizerKeys(g);
+  if (k.model.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": missing tokenizer.ggml.model"));
+  }
+  return k;
+}
+
+}  // namespace ragkv::model

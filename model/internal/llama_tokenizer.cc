@@ -71,7 +71,7 @@ class LlamaTokenizer final : public Tokenizer {
                                               bool add_eos) const override {
     std::vector<int32_t> t;
     t.reserve(text.size() + 3);
-    if (add_bos && v_.bos_id >= 0) t.push_back(v_.bos_id);
+    if (add_bos && this->add_bos()) t.push_back(v_.bos_id);
     const size_t first = t.size();
     if (!text.empty() && dummy_prefix_ >= 0) t.push_back(dummy_prefix_);
     // One token per UTF-8 code point, byte fallback otherwise.
@@ -117,6 +117,7 @@ class LlamaTokenizer final : public Tokenizer {
 
   int32_t vocab_size() const override { return static_cast<int32_t>(v_.pieces.size()); }
   int32_t bos_id() const override { return v_.bos_id; }
+  bool add_bos() const override { return v_.add_bos && v_.bos_id >= 0; }
   int32_t eos_id() const override { return v_.eos_id; }
   bool IsControl(int32_t id) const override {
     return id < 0 || id >= vocab_size() || control_[id];
@@ -202,6 +203,7 @@ class ByteTokenizer final : public Tokenizer {
   }
   int32_t vocab_size() const override { return vocab_; }
   int32_t bos_id() const override { return 1; }
+  bool add_bos() const override { return true; }
   int32_t eos_id() const override { return 2; }
   bool IsControl(int32_t id) const override { return id < 3 || id >= 259; }
   std::string Name() const override { return "byte"; }

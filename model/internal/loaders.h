@@ -29,8 +29,8 @@ struct GgufBpeVocab {
   std::vector<int32_t> types;  // 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte
   std::vector<std::string> merges;
   std::string pre;             // tokenizer.ggml.pre
-  int32_t bos = -1, eos = -1, unk = -1;
-  bool add_bos = false;
+  int32_t bos = -1, eos = -1, unk = -1;  // bos / eos: DecideSpecialTokens's ids
+  bool add_bos = false;                   // DecideSpecialTokens's add_bos
 };
 // MakeGgufBpeTokenizer: Unimplemented for a pre-tokenizer it does not know
 // (llama-bpe / llama3, qwen2, gpt-2 / default are known), naming it.

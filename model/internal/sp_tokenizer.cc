@@ -22,7 +22,7 @@ class SentencePieceTokenizer final : public Tokenizer {
     }
     std::vector<int32_t> out;
     out.reserve(ids.size() + 2);
-    if (add_bos && sp_->bos_id() >= 0) out.push_back(sp_->bos_id());
+    if (add_bos && this->add_bos()) out.push_back(sp_->bos_id());
     out.insert(out.end(), ids.begin(), ids.end());
     if (add_eos && sp_->eos_id() >= 0) out.push_back(sp_->eos_id());
     return out;
@@ -52,6 +52,8 @@ class SentencePieceTokenizer final : public Tokenizer {
 
   int32_t vocab_size() const override { return sp_->PieceSize(); }
   int32_t bos_id() const override { return sp_->bos_id(); }
+  // SentencePiece vocabularies start prompts with BOS (llama.cpp's SPM rule).
+  bool add_bos() const override { return sp_->bos_id() >= 0; }
   int32_t eos_id() const override { return sp_->eos_id(); }
   bool IsControl(int32_t id) const override {
     return id < 0 || id >= vocab_size() || sp_->IsControl(id) || sp_->IsUnused(id);
