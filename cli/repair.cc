@@ -16,7 +16,7 @@
 
 #include "absl/status/status.h"
 #include "cli/command.h"
-#include "kvstore/ssd_tier.h"
+#include "kvstore/ssd/ssd_tier.h"
 #include "retrieval/catalogue.h"
 
 namespace ragkv::cli {

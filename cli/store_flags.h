@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "kvstore/redis_tier.h"
+#include "kvstore/redis/redis_tier.h"
 #include "services/retrieval_settings.h"
 
 namespace CLI {

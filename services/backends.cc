@@ -10,8 +10,8 @@
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "kvstore/ram_tier.h"
-#include "kvstore/redis_tier.h"
-#include "kvstore/ssd_tier.h"
+#include "kvstore/redis/redis_tier.h"
+#include "kvstore/ssd/ssd_tier.h"
 #include "model/loader.h"
 #include "services/internal/tokenizer_adapter.h"
 

@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "blend/blender.h"
 #include "blend/loading_controller.h"
-#include "kvstore/redis_tier.h"
+#include "kvstore/redis/redis_tier.h"
 #include "kvstore/tiered_store.h"
 #include "model/model.h"
 #include "model/tokenizer.h"

@@ -21,7 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "kvstore/redis_tier.h"
+#include "kvstore/redis/redis_tier.h"
 #include "services/retrieval_settings.h"
 
 namespace ragkv::kvstore {

@@ -11,10 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/status_macros.h"
-#include "kvstore/internal/redis_client.h"
-#include "kvstore/internal/redis_record.h"
+#include "kvstore/redis/internal/redis_client.h"
+#include "kvstore/redis/internal/redis_record.h"
 #include "kvstore/kv_chunk.h"
-#include "kvstore/redis_tier.h"
+#include "kvstore/redis/redis_tier.h"
 
 namespace ragkv::kvstore {
 namespace {

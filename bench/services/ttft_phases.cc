@@ -18,7 +18,7 @@
 #include "blend/kv_source.h"
 #include "blend/store_source.h"
 #include "kvstore/ram_tier.h"
-#include "kvstore/ssd_tier.h"
+#include "kvstore/ssd/ssd_tier.h"
 
 namespace ragkv::services::ttft_internal {
 

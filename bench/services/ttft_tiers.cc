@@ -21,8 +21,8 @@
 #include "blend/kv_source.h"
 #include "blend/store_source.h"
 #include "kvstore/ram_tier.h"
-#include "kvstore/redis_tier.h"
-#include "kvstore/ssd_tier.h"
+#include "kvstore/redis/redis_tier.h"
+#include "kvstore/ssd/ssd_tier.h"
 
 namespace ragkv::services::ttft_internal {
 

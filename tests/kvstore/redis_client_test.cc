@@ -1,6 +1,6 @@
-// Tests of the hiredis client layer (kvstore/internal/redis_client.h) against
+// Tests of the hiredis client layer (kvstore/redis/internal/redis_client.h) against
 // a real redis-server child process.
-#include "kvstore/internal/redis_client.h"
+#include "kvstore/redis/internal/redis_client.h"
 
 #include <atomic>
 #include <string>

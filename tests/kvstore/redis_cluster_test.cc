@@ -1,8 +1,8 @@
-// Tests of Redis Cluster routing (kvstore/internal/redis_cluster.h): CRC16 and
+// Tests of Redis Cluster routing (kvstore/redis/internal/redis_cluster.h): CRC16 and
 // key slots against the spec's vectors and against a real cluster's
 // CLUSTER KEYSLOT, slot discovery, MOVED (stale map) and ASK (live slot
 // migration) redirects, on a real 3-master cluster on 127.0.0.1.
-#include "kvstore/internal/redis_cluster.h"
+#include "kvstore/redis/internal/redis_cluster.h"
 
 #include <random>
 #include <string>

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kvstore/kv_chunk.h"
-#include "kvstore/redis_tier.h"
+#include "kvstore/redis/redis_tier.h"
 #include "tests/kvstore/redis_test_server.h"
 #include "tests/kvstore/test_util.h"
 #include "tests/support/require.h"

@@ -34,7 +34,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "kvstore/internal/redis_client.h"
+#include "kvstore/redis/internal/redis_client.h"
 #include "tests/support/redis_server_process.h"
 #include "tests/support/require.h"
 

@@ -1,7 +1,7 @@
-// Tests of the Redis tier (kvstore/redis_tier.h) against real redis-server
+// Tests of the Redis tier (kvstore/redis/redis_tier.h) against real redis-server
 // processes: a standalone server (or the one CI starts, RAGKV_TEST_REDIS, with
 // a unique key prefix per test) and a 3-master Redis Cluster.
-#include "kvstore/redis_tier.h"
+#include "kvstore/redis/redis_tier.h"
 
 #include <unistd.h>
 
@@ -17,9 +17,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "kvstore/internal/redis_client.h"
-#include "kvstore/internal/redis_cluster.h"
-#include "kvstore/internal/redis_record.h"
+#include "kvstore/redis/internal/redis_client.h"
+#include "kvstore/redis/internal/redis_cluster.h"
+#include "kvstore/redis/internal/redis_record.h"
 #include "kvstore/ram_tier.h"
 #include "kvstore/tiered_store.h"
 #include "tests/kvstore/redis_test_server.h"

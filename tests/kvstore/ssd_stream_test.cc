@@ -17,7 +17,7 @@
 
 #include "gtest/gtest.h"
 #include "kvstore/ram_tier.h"
-#include "kvstore/ssd_tier.h"
+#include "kvstore/ssd/ssd_tier.h"
 #include "kvstore/tiered_store.h"
 #include "tests/kvstore/test_util.h"
 

@@ -1,4 +1,4 @@
-#include "kvstore/ssd_tier.h"
+#include "kvstore/ssd/ssd_tier.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kvstore/internal/ssd_tier_internal.h"
+#include "kvstore/ssd/internal/ssd_tier_internal.h"
 #include "kvstore/tiered_store.h"
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"

@@ -8,7 +8,7 @@
 #include "base/status_macros.h"
 #include "gtest/gtest.h"
 #include "kvstore/ram_tier.h"
-#include "kvstore/ssd_tier.h"
+#include "kvstore/ssd/ssd_tier.h"
 #include "tests/kvstore/test_util.h"
 
 namespace ragkv::kvstore {

@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "kvstore/internal/redis_client.h"
+#include "kvstore/redis/internal/redis_client.h"
 
 namespace ragkv::testing {
 

@@ -1,4 +1,4 @@
-#include "kvstore/internal/redis_client.h"
+#include "kvstore/redis/internal/redis_client.h"
 
 #include <hiredis/hiredis.h>
 #include <hiredis/read.h>
@@ -14,7 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "kvstore/internal/redis_transport.h"
+#include "kvstore/redis/internal/redis_transport.h"
 
 namespace ragkv::kvstore::internal {
 namespace {

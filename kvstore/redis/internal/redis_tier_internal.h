@@ -4,8 +4,8 @@
 //
 // Thread safety: RedisLayoutHint is guarded by its mutex; the rest are pure
 // functions.
-#ifndef RAGKV_KVSTORE_INTERNAL_REDIS_TIER_INTERNAL_H_
-#define RAGKV_KVSTORE_INTERNAL_REDIS_TIER_INTERNAL_H_
+#ifndef RAGKV_KVSTORE_REDIS_INTERNAL_REDIS_TIER_INTERNAL_H_
+#define RAGKV_KVSTORE_REDIS_INTERNAL_REDIS_TIER_INTERNAL_H_
 
 #include <cstdint>
 #include <string_view>
@@ -13,7 +13,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "kvstore/internal/redis_record.h"
+#include "kvstore/redis/internal/redis_record.h"
 #include "kvstore/internal/sync.h"
 
 namespace ragkv::kvstore::internal {
@@ -35,4 +35,4 @@ absl::StatusOr<HeaderValue> ParseHeaderValue(const DecodedRedisValue& d);
 
 }  // namespace ragkv::kvstore::internal
 
-#endif  // RAGKV_KVSTORE_INTERNAL_REDIS_TIER_INTERNAL_H_
+#endif  // RAGKV_KVSTORE_REDIS_INTERNAL_REDIS_TIER_INTERNAL_H_

@@ -1,4 +1,4 @@
-# The Redis tier (kvstore/redis_tier*.{h,cc}, kvstore/internal/redis_*): hooked into
+# The Redis tier (kvstore/redis/: redis_tier*.{h,cc}, internal/redis_*): hooked into
 # ragkv_kvstore by kvstore/CMakeLists.txt (include ... OPTIONAL). hiredis stays
 # a PRIVATE dependency: no public kvstore header includes it.
 find_package(PkgConfig REQUIRED)

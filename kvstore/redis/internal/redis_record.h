@@ -27,8 +27,8 @@
 // or renamed to another key fails verification.
 //
 // Thread safety: pure functions.
-#ifndef RAGKV_KVSTORE_INTERNAL_REDIS_RECORD_H_
-#define RAGKV_KVSTORE_INTERNAL_REDIS_RECORD_H_
+#ifndef RAGKV_KVSTORE_REDIS_INTERNAL_REDIS_RECORD_H_
+#define RAGKV_KVSTORE_REDIS_INTERNAL_REDIS_RECORD_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -86,4 +86,4 @@ uint32_t PartsFor(uint64_t bytes, uint64_t max_value_bytes);
 
 }  // namespace ragkv::kvstore::internal
 
-#endif  // RAGKV_KVSTORE_INTERNAL_REDIS_RECORD_H_
+#endif  // RAGKV_KVSTORE_REDIS_INTERNAL_REDIS_RECORD_H_

@@ -1,6 +1,6 @@
 // redis_tier_write.cc: the write path of RedisTier -- Put, Delete,
 // DeleteByFingerprint (the rest is in redis_tier.cc and redis_tier_read.cc).
-#include "kvstore/redis_tier.h"
+#include "kvstore/redis/redis_tier.h"
 
 #include <algorithm>
 #include <memory>
@@ -15,9 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/status_macros.h"
-#include "kvstore/internal/redis_client.h"
-#include "kvstore/internal/redis_record.h"
-#include "kvstore/internal/redis_tier_internal.h"
+#include "kvstore/redis/internal/redis_client.h"
+#include "kvstore/redis/internal/redis_record.h"
+#include "kvstore/redis/internal/redis_tier_internal.h"
 
 namespace ragkv::kvstore {
 namespace {

@@ -25,7 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/status_macros.h"
-#include "kvstore/internal/ssd_tier_impl.h"
+#include "kvstore/ssd/internal/ssd_tier_impl.h"
 
 namespace ragkv::kvstore::internal {
 

@@ -1,4 +1,4 @@
-#include "kvstore/internal/redis_cluster.h"
+#include "kvstore/redis/internal/redis_cluster.h"
 
 #include <algorithm>
 #include <deque>

@@ -1,4 +1,4 @@
-#include "kvstore/internal/redis_record.h"
+#include "kvstore/redis/internal/redis_record.h"
 
 #include <cstring>
 

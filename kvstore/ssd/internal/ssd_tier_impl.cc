@@ -1,6 +1,6 @@
 // ssd_tier_impl.cc: the methods of SsdTier (ssd_tier_impl.h) and the
-// record formats of its column families (kvstore/ssd_tier.h, docs/kvstore.md).
-#include "kvstore/internal/ssd_tier_impl.h"
+// record formats of its column families (kvstore/ssd/ssd_tier.h, docs/kvstore.md).
+#include "kvstore/ssd/internal/ssd_tier_impl.h"
 
 #include <algorithm>
 #include <atomic>
@@ -17,7 +17,7 @@
 #include "base/log.h"
 #include "base/rocksdb_glue.h"
 #include "base/status_macros.h"
-#include "kvstore/internal/ssd_tier_internal.h"
+#include "kvstore/ssd/internal/ssd_tier_internal.h"
 #include "rocksdb/table.h"
 
 namespace ragkv::kvstore::internal {

@@ -1,13 +1,13 @@
 // ssd_tier_impl.h: the SSD tier's implementation class (private to kvstore;
-// the API is CreateSsdTier in kvstore/ssd_tier.h, the test/bench seams are in
-// ssd_tier_internal.h). Layout, budget and error handling: kvstore/ssd_tier.h.
+// the API is CreateSsdTier in kvstore/ssd/ssd_tier.h, the test/bench seams are in
+// ssd_tier_internal.h). Layout, budget and error handling: kvstore/ssd/ssd_tier.h.
 //
 // Methods are defined in ssd_tier_impl.cc; the factory (option checks, the
-// O_DIRECT probe) in kvstore/ssd_tier.cc.
+// O_DIRECT probe) in kvstore/ssd/ssd_tier.cc.
 //
 // Thread safety: all public methods are thread-safe.
-#ifndef RAGKV_KVSTORE_INTERNAL_SSD_TIER_IMPL_H_
-#define RAGKV_KVSTORE_INTERNAL_SSD_TIER_IMPL_H_
+#ifndef RAGKV_KVSTORE_SSD_INTERNAL_SSD_TIER_IMPL_H_
+#define RAGKV_KVSTORE_SSD_INTERNAL_SSD_TIER_IMPL_H_
 
 #include <cstdint>
 #include <list>
@@ -25,7 +25,7 @@
 #include "kvstore/chunk_key.h"
 #include "kvstore/internal/sync.h"
 #include "kvstore/kv_chunk.h"
-#include "kvstore/ssd_tier.h"
+#include "kvstore/ssd/ssd_tier.h"
 #include "kvstore/tier.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/db.h"
@@ -236,4 +236,4 @@ class SsdTier final : public Tier {
 
 }  // namespace ragkv::kvstore::internal
 
-#endif  // RAGKV_KVSTORE_INTERNAL_SSD_TIER_IMPL_H_
+#endif  // RAGKV_KVSTORE_SSD_INTERNAL_SSD_TIER_IMPL_H_

@@ -1,4 +1,4 @@
-#include "kvstore/internal/redis_transport.h"
+#include "kvstore/redis/internal/redis_transport.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>

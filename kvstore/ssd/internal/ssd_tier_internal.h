@@ -1,11 +1,11 @@
 // ssd_tier_internal.h: test/bench seams of the SSD tier (not a public API).
-#ifndef RAGKV_KVSTORE_INTERNAL_SSD_TIER_INTERNAL_H_
-#define RAGKV_KVSTORE_INTERNAL_SSD_TIER_INTERNAL_H_
+#ifndef RAGKV_KVSTORE_SSD_INTERNAL_SSD_TIER_INTERNAL_H_
+#define RAGKV_KVSTORE_SSD_INTERNAL_SSD_TIER_INTERNAL_H_
 
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "kvstore/ssd_tier.h"
+#include "kvstore/ssd/ssd_tier.h"
 #include "rocksdb/env.h"
 #include "rocksdb/options.h"
 
@@ -26,4 +26,4 @@ absl::StatusOr<std::unique_ptr<Tier>> CreateSsdTierWithEnv(const SsdTierOptions&
 
 }  // namespace ragkv::kvstore::internal
 
-#endif  // RAGKV_KVSTORE_INTERNAL_SSD_TIER_INTERNAL_H_
+#endif  // RAGKV_KVSTORE_SSD_INTERNAL_SSD_TIER_INTERNAL_H_

@@ -24,8 +24,8 @@
 //
 // hiredis types are only forward-declared here so that code including this
 // header does not need hiredis' include path.
-#ifndef RAGKV_KVSTORE_INTERNAL_REDIS_CLIENT_H_
-#define RAGKV_KVSTORE_INTERNAL_REDIS_CLIENT_H_
+#ifndef RAGKV_KVSTORE_REDIS_INTERNAL_REDIS_CLIENT_H_
+#define RAGKV_KVSTORE_REDIS_INTERNAL_REDIS_CLIENT_H_
 
 #include <cstdint>
 #include <functional>
@@ -42,7 +42,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "kvstore/redis_tier.h"
+#include "kvstore/redis/redis_tier.h"
 
 struct redisReader;
 struct redisReply;
@@ -320,4 +320,4 @@ class RedisSingleNode : public RedisExecutor {
 
 }  // namespace ragkv::kvstore::internal
 
-#endif  // RAGKV_KVSTORE_INTERNAL_REDIS_CLIENT_H_
+#endif  // RAGKV_KVSTORE_REDIS_INTERNAL_REDIS_CLIENT_H_

@@ -1,8 +1,8 @@
-// ssd_tier.cc: CreateSsdTier (kvstore/ssd_tier.h) and the seams of
-// kvstore/internal/ssd_tier_internal.h: option checks, the O_DIRECT probe and
+// ssd_tier.cc: CreateSsdTier (kvstore/ssd/ssd_tier.h) and the seams of
+// kvstore/ssd/internal/ssd_tier_internal.h: option checks, the O_DIRECT probe and
 // the RocksDB options. The tier itself is internal::SsdTier
-// (kvstore/internal/ssd_tier_impl.{h,cc}).
-#include "kvstore/ssd_tier.h"
+// (kvstore/ssd/internal/ssd_tier_impl.{h,cc}).
+#include "kvstore/ssd/ssd_tier.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -16,8 +16,8 @@
 #include "base/log.h"
 #include "base/rocksdb_glue.h"
 #include "base/status_macros.h"
-#include "kvstore/internal/ssd_tier_impl.h"
-#include "kvstore/internal/ssd_tier_internal.h"
+#include "kvstore/ssd/internal/ssd_tier_impl.h"
+#include "kvstore/ssd/internal/ssd_tier_internal.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/options.h"
 #include "rocksdb/table.h"

@@ -25,8 +25,8 @@
 // across such a reopen.
 //
 // Thread safety: all methods are thread-safe.
-#ifndef RAGKV_KVSTORE_SSD_TIER_H_
-#define RAGKV_KVSTORE_SSD_TIER_H_
+#ifndef RAGKV_KVSTORE_SSD_SSD_TIER_H_
+#define RAGKV_KVSTORE_SSD_SSD_TIER_H_
 
 #include <cstdint>
 #include <memory>
@@ -86,4 +86,4 @@ absl::StatusOr<std::unique_ptr<Tier>> CreateSsdTier(const SsdTierOptions& option
 
 }  // namespace ragkv::kvstore
 
-#endif  // RAGKV_KVSTORE_SSD_TIER_H_
+#endif  // RAGKV_KVSTORE_SSD_SSD_TIER_H_

@@ -20,8 +20,8 @@
 #include "absl/time/clock.h"
 #include "base/log.h"
 #include "base/status_macros.h"
-#include "kvstore/internal/redis_client.h"
-#include "kvstore/redis_tier.h"
+#include "kvstore/redis/internal/redis_client.h"
+#include "kvstore/redis/redis_tier.h"
 
 namespace ragkv::kvstore {
 namespace {

@@ -1,7 +1,7 @@
 // redis_tier_read.cc: the read path of RedisTier -- GetHeader,
 // MultiGetHeaders, GetLayer, GetLayers, ReadChunk, Contains (the rest is in
 // redis_tier.cc and redis_tier_write.cc).
-#include "kvstore/redis_tier.h"
+#include "kvstore/redis/redis_tier.h"
 
 #include <algorithm>
 #include <cstring>
@@ -16,9 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "base/status_macros.h"
-#include "kvstore/internal/redis_client.h"
-#include "kvstore/internal/redis_record.h"
-#include "kvstore/internal/redis_tier_internal.h"
+#include "kvstore/redis/internal/redis_client.h"
+#include "kvstore/redis/internal/redis_record.h"
+#include "kvstore/redis/internal/redis_tier_internal.h"
 
 namespace ragkv::kvstore {
 namespace {

@@ -16,8 +16,8 @@
 // that a failover is picked up; the call itself fails with UNAVAILABLE.
 //
 // Thread safety: all methods are thread-safe.
-#ifndef RAGKV_KVSTORE_INTERNAL_REDIS_CLUSTER_H_
-#define RAGKV_KVSTORE_INTERNAL_REDIS_CLUSTER_H_
+#ifndef RAGKV_KVSTORE_REDIS_INTERNAL_REDIS_CLUSTER_H_
+#define RAGKV_KVSTORE_REDIS_INTERNAL_REDIS_CLUSTER_H_
 
 #include <array>
 #include <atomic>
@@ -33,7 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "kvstore/internal/redis_client.h"
+#include "kvstore/redis/internal/redis_client.h"
 
 namespace ragkv::kvstore::internal {
 
@@ -118,4 +118,4 @@ class RedisCluster : public RedisExecutor {
 
 }  // namespace ragkv::kvstore::internal
 
-#endif  // RAGKV_KVSTORE_INTERNAL_REDIS_CLUSTER_H_
+#endif  // RAGKV_KVSTORE_REDIS_INTERNAL_REDIS_CLUSTER_H_

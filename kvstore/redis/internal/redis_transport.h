@@ -18,8 +18,8 @@
 // handshake or verification failure; DEADLINE_EXCEEDED: connect or I/O
 // timeout; INVALID_ARGUMENT: unreadable CA/cert/key file.
 // Thread safety: one user at a time.
-#ifndef RAGKV_KVSTORE_INTERNAL_REDIS_TRANSPORT_H_
-#define RAGKV_KVSTORE_INTERNAL_REDIS_TRANSPORT_H_
+#ifndef RAGKV_KVSTORE_REDIS_INTERNAL_REDIS_TRANSPORT_H_
+#define RAGKV_KVSTORE_REDIS_INTERNAL_REDIS_TRANSPORT_H_
 
 #include <cstddef>
 #include <memory>
@@ -29,7 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "kvstore/redis_tier.h"
+#include "kvstore/redis/redis_tier.h"
 
 struct ssl_st;
 
@@ -71,4 +71,4 @@ class RedisTransport {
 
 }  // namespace ragkv::kvstore::internal
 
-#endif  // RAGKV_KVSTORE_INTERNAL_REDIS_TRANSPORT_H_
+#endif  // RAGKV_KVSTORE_REDIS_INTERNAL_REDIS_TRANSPORT_H_

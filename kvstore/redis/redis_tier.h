@@ -29,8 +29,8 @@
 // Thread safety: all methods are thread-safe (a connection pool per node).
 // PinnedBytes returned by Get* own the Redis reply (zero-copy for values
 // that fit one part) and stay valid after any later Delete/Put.
-#ifndef RAGKV_KVSTORE_REDIS_TIER_H_
-#define RAGKV_KVSTORE_REDIS_TIER_H_
+#ifndef RAGKV_KVSTORE_REDIS_REDIS_TIER_H_
+#define RAGKV_KVSTORE_REDIS_REDIS_TIER_H_
 
 #include <atomic>
 #include <cstdint>
@@ -216,4 +216,4 @@ absl::StatusOr<std::unique_ptr<Tier>> CreateRedisTier(const RedisTierOptions& op
 
 }  // namespace ragkv::kvstore
 
-#endif  // RAGKV_KVSTORE_REDIS_TIER_H_
+#endif  // RAGKV_KVSTORE_REDIS_REDIS_TIER_H_

@@ -1,4 +1,4 @@
-#include "kvstore/redis_tier.h"
+#include "kvstore/redis/redis_tier.h"
 
 #include <cctype>
 #include <utility>
@@ -10,10 +10,10 @@
 #include "absl/strings/strip.h"
 #include "base/log.h"
 #include "base/status_macros.h"
-#include "kvstore/internal/redis_client.h"
-#include "kvstore/internal/redis_cluster.h"
-#include "kvstore/internal/redis_record.h"
-#include "kvstore/internal/redis_tier_internal.h"
+#include "kvstore/redis/internal/redis_client.h"
+#include "kvstore/redis/internal/redis_cluster.h"
+#include "kvstore/redis/internal/redis_record.h"
+#include "kvstore/redis/internal/redis_tier_internal.h"
 #include "kvstore/internal/sync.h"
 
 // RedisTier is defined in three files: this one (options, connection,
