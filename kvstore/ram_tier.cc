@@ -54,36 +54,28 @@ class RamTier final : public Tier {
   std::string_view Name() const override { return options_.name; }
   TierKind Kind() const override { return TierKind::kRam; }
 
-  absl::StatusOr<Blob> GetHeader(const ChunkKey& key) override {
-    ScopedTimerNs timer(&counters().read_ns);
-    std::shared_ptr<const EncodedChunk> chunk = Lookup(key, /*touch=*/true);
-    if (chunk == nullptr) {
-      counters().misses.fetch_add(1, std::memory_order_relaxed);
-      return Blob();
-    }
-    counters().hits.fetch_add(1, std::memory_order_relaxed);
-    return Pin(std::move(chunk), -1);
-  }
-
-  absl::StatusOr<Blob> GetLayer(const ChunkKey& key, uint32_t layer) override {
-    ScopedTimerNs timer(&counters().read_ns);
-    std::shared_ptr<const EncodedChunk> chunk = Lookup(key, /*touch=*/false);
-    if (chunk == nullptr || layer >= chunk->layers.size()) return Blob();
-    return Pin(std::move(chunk), static_cast<int>(layer));
-  }
-
-  absl::StatusOr<std::vector<Blob>> GetLayers(const ChunkKey& key, uint32_t first_layer,
-                                              uint32_t count) override {
-    ScopedTimerNs timer(&counters().read_ns);
-    std::shared_ptr<const EncodedChunk> chunk = Lookup(key, /*touch=*/false);
-    std::vector<Blob> out(count);
-    if (chunk == nullptr) return out;
-    for (uint32_t i = 0; i < count; ++i) {
-      if (first_layer + i < chunk->layers.size()) {
-        out[i] = Pin(chunk, static_cast<int>(first_layer + i));
+  // ReadChunk: one lookup; header and layers alias the stored chunk.
+  absl::Status ReadChunk(const ChunkKey& key, ChunkReader& reader, ReadMode) override {
+    std::shared_ptr<const EncodedChunk> chunk;
+    Blob header;
+    {
+      ScopedTimerNs timer(&counters().read_ns);
+      chunk = Lookup(key, /*touch=*/true);
+      if (chunk == nullptr) {
+        counters().misses.fetch_add(1, std::memory_order_relaxed);
+        return absl::OkStatus();
       }
+      counters().hits.fetch_add(1, std::memory_order_relaxed);
+      header = Pin(chunk, -1);
     }
-    return out;
+    const LayerRange range = reader.OnHeader(std::move(*header));
+    const uint64_t end = uint64_t{range.first} + range.count;
+    for (uint64_t l = range.first; l < end; ++l) {
+      Blob b = l < chunk->layers.size() ? Pin(chunk, static_cast<int>(l)) : Blob();
+      const bool present = b.has_value();
+      if (!reader.OnLayer(static_cast<uint32_t>(l), std::move(b)) || !present) break;
+    }
+    return absl::OkStatus();
   }
 
   absl::StatusOr<bool> Contains(const ChunkKey& key) override {
@@ -92,7 +84,9 @@ class RamTier final : public Tier {
     return s.map.contains(key);
   }
 
-  absl::Status CheckPutBytes(uint64_t bytes) const override {
+  // BeginPut: the limit check; the chunk is then Put whole (nullptr).
+  absl::StatusOr<std::unique_ptr<ChunkWriter>> BeginPut(const ChunkKey&, std::string,
+                                                         uint64_t bytes) override {
     const uint64_t shard_capacity = options_.capacity_bytes / shards_.size();
     if (bytes + kEntryOverheadBytes > shard_capacity) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -100,7 +94,7 @@ class RamTier final : public Tier {
           shard_capacity, " bytes (capacity ", options_.capacity_bytes, " / ", shards_.size(),
           " shards)"));
     }
-    return absl::OkStatus();
+    return std::unique_ptr<ChunkWriter>();
   }
 
   absl::Status Put(const ChunkKey& key, std::shared_ptr<const EncodedChunk> chunk) override {

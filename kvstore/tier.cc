@@ -55,19 +55,10 @@ std::unique_ptr<ChunkWriter> NewBufferingWriter(
   return std::make_unique<BufferingWriter>(std::move(header), num_layers, std::move(commit));
 }
 
-absl::StatusOr<std::unique_ptr<ChunkWriter>> Tier::BeginPut(const ChunkKey& key, std::string header,
-                                                            uint64_t total_bytes) {
-  absl::StatusOr<uint32_t> layers = PeekNumLayers(header);
-  if (!layers.ok() || *layers == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("BeginPut: malformed header for key ", key.ToHex()));
-  }
-  absl::Status fits = CheckPutBytes(total_bytes);
-  if (!fits.ok()) return fits;
-  return NewBufferingWriter(std::move(header), *layers,
-                            [this, key](std::shared_ptr<const EncodedChunk> c) { return Put(key, std::move(c)); });
+absl::StatusOr<std::unique_ptr<ChunkWriter>> Tier::BeginPut(const ChunkKey&, std::string,
+                                                            uint64_t) {
+  return std::unique_ptr<ChunkWriter>();  // the chunk whole, through Put
 }
-
-absl::Status Tier::CheckPutBytes(uint64_t) const { return absl::OkStatus(); }
 
 PinnedBytes PinnedBytes::FromString(std::string s) {
   auto owner = std::make_shared<const std::string>(std::move(s));
@@ -106,48 +97,27 @@ ScopedTimerNs::~ScopedTimerNs() {
   sink_->fetch_add(static_cast<uint64_t>(NowNs() - start_ns_), std::memory_order_relaxed);
 }
 
-absl::StatusOr<std::vector<Tier::Blob>> Tier::GetLayers(const ChunkKey& key, uint32_t first_layer,
-                                                        uint32_t count) {
-  std::vector<Blob> out;
-  out.reserve(count);
-  for (uint32_t i = 0; i < count; ++i) {
-    absl::StatusOr<Blob> b = GetLayer(key, first_layer + i);
-    if (!b.ok()) return b.status();
-    out.push_back(std::move(*b));
+namespace {
+// HeaderCollector: keeps the header and asks for no layer.
+class HeaderCollector final : public ChunkReader {
+ public:
+  LayerRange OnHeader(PinnedBytes header) override {
+    header_ = std::move(header);
+    return LayerRange{};
   }
-  return out;
-}
+  bool OnLayer(uint32_t, std::optional<PinnedBytes>) override { return false; }
+  Tier::Blob Take() { return std::move(header_); }
 
-absl::Status Tier::ReadChunk(const ChunkKey& key, ChunkReader& reader, bool stream) {
-  absl::StatusOr<Blob> header = GetHeader(key);
-  if (!header.ok()) return header.status();
-  if (!header->has_value()) return absl::OkStatus();
-  const uint32_t n = reader.OnHeader(std::move(**header));
-  if (n == 0) return absl::OkStatus();
-  if (stream) {
-    for (uint32_t l = 0; l < n; ++l) {
-      absl::StatusOr<Blob> b = GetLayer(key, l);
-      if (!b.ok()) return b.status();
-      const bool present = b->has_value();
-      if (!reader.OnLayer(l, std::move(*b)) || !present) break;
-    }
-    return absl::OkStatus();
-  }
-  absl::StatusOr<std::vector<Blob>> layers = GetLayers(key, 0, n);
-  if (!layers.ok()) return layers.status();
-  for (uint32_t l = 0; l < n; ++l) {
-    Blob b = l < layers->size() ? std::move((*layers)[l]) : Blob();
-    const bool present = b.has_value();
-    if (!reader.OnLayer(l, std::move(b)) || !present) break;
-  }
-  return absl::OkStatus();
-}
+ private:
+  Tier::Blob header_;
+};
+}  // namespace
 
-std::vector<absl::StatusOr<Tier::Blob>> Tier::MultiGetHeaders(absl::Span<const ChunkKey> keys) {
-  std::vector<absl::StatusOr<Blob>> out;
-  out.reserve(keys.size());
-  for (const ChunkKey& k : keys) out.push_back(GetHeader(k));
-  return out;
+absl::StatusOr<Tier::Blob> Tier::GetHeader(const ChunkKey& key) {
+  HeaderCollector c;
+  absl::Status s = ReadChunk(key, c, ReadMode::kHeaderOnly);
+  if (!s.ok()) return s;
+  return c.Take();
 }
 
 void Tier::ReportCorruption(const ChunkKey& key, std::string_view detail) {

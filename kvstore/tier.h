@@ -9,8 +9,9 @@
 //    Redis tier stores "<prefix>:{<keyhex>}:h" and "<prefix>:{<keyhex>}:L<i>",
 //    the hash tag keeping a chunk in one cluster slot; the SSD tier
 //    key16||'H' and key16||'L'||be32(i)), or concatenate them; either way
-//    GetLayer(key, i) returns record i alone.
-//  * Atomicity: Put must make a chunk visible all-or-nothing to GetHeader:
+//    ReadChunk delivers record i alone as layer i.
+//  * Atomicity: Put (and a BeginPut writer's Commit) must make a chunk
+//    visible all-or-nothing to ReadChunk:
 //    write the layers first and the header last (the header is the commit
 //    marker), or use an atomic batch. Delete removes the header first.
 //    Re-putting an existing key replaces it (a reader that already read the
@@ -23,19 +24,20 @@
 //    ReportCorruption(key, detail) on the tier that returned the bytes and
 //    treats the lookup as a miss; it never serves the bytes. A tier MAY verify
 //    earlier itself (kv_chunk.h DecodeHeader / ParseLayerRecord); if it finds
-//    corruption it calls ReportCorruption and returns std::nullopt.
+//    corruption it calls ReportCorruption and treats the blob as absent.
 //  * A layer that is absent although its header was found is a miss in that
 //    tier (a concurrent eviction/replacement), not corruption. A tier whose
 //    medium can lose layers on its own (e.g. Redis maxmemory eviction)
 //    should delete such orphaned headers itself.
-//  * Misses are std::nullopt, not errors. An error Status means the tier
+//  * Misses are absences (no OnHeader call; a std::nullopt layer), not
+//    errors. An error Status means the tier
 //    failed (Unavailable: unreachable; Internal/DataLoss: I/O failure;
 //    ResourceExhausted: full or value too large even after eviction;
 //    InvalidArgument: malformed request). TieredStore counts a tier error,
 //    degrades it to a miss and keeps serving from the other tiers.
-//  * Stats: implementations count hits/misses on GetHeader (and on
-//    MultiGetHeaders), bytes read on every Get*, bytes written on Put,
-//    evictions, errors, and the wall time spent in reads/writes, through
+//  * Stats: implementations count a hit or a miss per ReadChunk, bytes read
+//    by ReadChunk, bytes written by Put and BeginPut writers, evictions,
+//    errors, and the wall time spent in reads/writes, through
 //    counters() (atomic; TierCounters below). Stats() snapshots them.
 //  * Thread safety: every method may be called concurrently from many
 //    threads. PinnedBytes handles may outlive any later Delete/eviction/Put of
@@ -97,16 +99,16 @@ class PinnedBytes {
 // TierStats: a snapshot of one tier's counters (cumulative since creation).
 struct TierStats {
   std::string name;
-  uint64_t hits = 0;             // GetHeader found the key
-  uint64_t misses = 0;           // GetHeader did not
-  uint64_t bytes_read = 0;       // header + layer bytes returned by Get*
+  uint64_t hits = 0;             // ReadChunk found the key's header
+  uint64_t misses = 0;           // ReadChunk did not
+  uint64_t bytes_read = 0;       // header + layer bytes returned by ReadChunk
   uint64_t bytes_written = 0;    // bytes accepted by Put
   uint64_t puts = 0;
   uint64_t deletes = 0;          // keys removed by Delete/DeleteByFingerprint
   uint64_t evictions = 0;        // chunks evicted to stay within budget
   uint64_t errors = 0;           // failed operations (tier-side failures)
   uint64_t corrupt_records = 0;  // checksum/format failures reported
-  double read_seconds = 0;       // wall time inside Get* calls
+  double read_seconds = 0;       // wall time inside ReadChunk calls
   double write_seconds = 0;      // wall time inside Put calls
   uint64_t bytes_used = 0;       // current occupancy (0 if unknown)
   uint64_t capacity_bytes = 0;   // byte budget (0 = unbounded / unknown)
@@ -148,18 +150,38 @@ class ScopedTimerNs {
   int64_t start_ns_;
 };
 
+// ReadMode: how the reader of Tier::ReadChunk will take the layers, so that
+// the tier can plan its I/O. The layers delivered are always the ones
+// ChunkReader::OnHeader asks for; the mode only says what to fetch ahead.
+enum class ReadMode {
+  kHeaderOnly,  // the header alone: fetch no layer ahead (OnHeader asks none)
+  kWhole,       // all requested layers: the tier may fetch them all (one
+                // RocksDB MultiGet, one Redis pipeline) before the first
+  kStream,      // each layer as early as possible: the tier may read them
+                // one by one (or in growing batches) as the reader takes them
+};
+
+// LayerRange: the layers [first, first + count) a reader asks for.
+struct LayerRange {
+  uint32_t first = 0;
+  uint32_t count = 0;
+};
+
 // ChunkReader: the receiving side of Tier::ReadChunk (implemented by
-// TieredStore). Called on the thread that called ReadChunk.
+// TieredStore and Tier::GetHeader). Called on the thread that called
+// ReadChunk.
 class ChunkReader {
  public:
   virtual ~ChunkReader() = default;
-  // OnHeader: the chunk's header blob. Returns how many layers (0..L-1) to
-  // deliver next, normally the header's num_layers once it has been
-  // verified; 0 stops the read (e.g. corrupt header, wrong fingerprint).
-  virtual uint32_t OnHeader(PinnedBytes header) = 0;
-  // OnLayer: layer `layer`'s record, in order 0, 1, ...; std::nullopt if the
-  // tier has no such layer (then no further layer follows). Returns false to
-  // stop the read.
+  // OnHeader: the chunk's header blob. Returns the layers to deliver next,
+  // normally {0, num_layers} once the header has been verified; an empty
+  // range stops the read (a corrupt header, a wrong fingerprint, a header-
+  // only read). A reader that resumes a chunk another tier began asks for
+  // {k, num_layers - k}.
+  virtual LayerRange OnHeader(PinnedBytes header) = 0;
+  // OnLayer: layer `layer`'s record, in order first, first + 1, ...;
+  // std::nullopt if the tier has no such layer (then no further layer
+  // follows). Returns false to stop the read.
   virtual bool OnLayer(uint32_t layer, std::optional<PinnedBytes> blob) = 0;
 };
 
@@ -192,6 +214,11 @@ std::unique_ptr<ChunkWriter> NewBufferingWriter(
 enum class TierKind { kRam, kSsd, kRemote, kOther };
 
 // Tier: one storage level. See the contract at the top of this file.
+//
+// The interface is deliberately narrow: one read (ReadChunk, which a tier
+// batches as its medium allows), one presence probe (Contains), a whole-
+// chunk write (Put) and, for a tier that writes layers as they arrive, a
+// layer-wise one (BeginPut). GetHeader is a convenience over ReadChunk.
 class Tier {
  public:
   using Blob = std::optional<PinnedBytes>;
@@ -203,66 +230,47 @@ class Tier {
   // Kind: the tier's medium (names are configurable; the kind is not).
   virtual TierKind Kind() const { return TierKind::kOther; }
 
-  // GetHeader: the header blob of `key`, std::nullopt on a miss. Counts a hit
-  // or a miss.
-  virtual absl::StatusOr<Blob> GetHeader(const ChunkKey& key) = 0;
-
-  // GetLayer: the record blob of layer `layer` of `key`; std::nullopt if the
-  // key or that layer is absent. Does not count hits/misses.
-  virtual absl::StatusOr<Blob> GetLayer(const ChunkKey& key, uint32_t layer) = 0;
-
-  // GetLayers: records first_layer .. first_layer+count-1 in order (a tier
-  // may batch them: one RocksDB MultiGet, one Redis pipeline). Element i is
-  // std::nullopt if that layer is absent. Default: loops over GetLayer.
-  virtual absl::StatusOr<std::vector<Blob>> GetLayers(const ChunkKey& key, uint32_t first_layer,
-                                                      uint32_t count);
-
-  // ReadChunk: reads the whole chunk `key` into `reader`: OnHeader once (not
-  // at all on a miss), then OnLayer for layers 0..n-1 in order, where n is
-  // OnHeader's answer, until the reader stops or a layer is absent. Counts a
-  // hit or a miss as GetHeader does. `stream`: the reader wants each layer as
-  // early as possible (a tier may then read layer by layer); otherwise the
-  // tier may fetch all layers before delivering the first. An error Status
-  // means the tier failed, possibly after some layers were delivered. A tier
-  // may fetch header and layers together (the Redis tier sends one pipeline
-  // for the whole chunk). Default: GetHeader, then GetLayer one at a time
-  // (`stream`) or GetLayers(0, n). Implementations must not hold locks or
+  // ReadChunk: reads chunk `key` into `reader`: OnHeader once (not at all
+  // on a miss), then OnLayer for the layers OnHeader asked for, in order,
+  // until the reader stops or a layer is absent. Counts a hit or a miss (the
+  // header's presence), bytes read and the read time. `mode` says how the
+  // reader takes the layers (ReadMode): a tier may fetch header and layers
+  // together (the Redis tier sends one pipeline for the whole chunk unless
+  // kHeaderOnly), all layers at once (kWhole: one RocksDB MultiGet) or one
+  // by one (kStream). An error Status means the tier failed, possibly after
+  // some layers were delivered. Implementations must not hold locks or
   // pooled connections while calling `reader`: a reader may block (stream
   // backpressure) or call back into this tier (ReportCorruption).
-  virtual absl::Status ReadChunk(const ChunkKey& key, ChunkReader& reader, bool stream);
+  virtual absl::Status ReadChunk(const ChunkKey& key, ChunkReader& reader, ReadMode mode) = 0;
 
-  // MultiGetHeaders: GetHeader for many keys (result i for keys[i]). Default:
-  // loops over GetHeader.
-  virtual std::vector<absl::StatusOr<Blob>> MultiGetHeaders(absl::Span<const ChunkKey> keys);
+  // GetHeader: the header blob of `key`, std::nullopt on a miss
+  // (ReadChunk with kHeaderOnly: counts a hit or a miss).
+  absl::StatusOr<Blob> GetHeader(const ChunkKey& key);
 
-  // Contains: whether a header for `key` is present, without reading layer
-  // data (the answer may be stale immediately under concurrency).
+  // Contains: whether a header for `key` is present, without reading it or
+  // counting a hit or miss (the answer may be stale immediately under
+  // concurrency).
   virtual absl::StatusOr<bool> Contains(const ChunkKey& key) = 0;
 
   // Put: stores the chunk under `key` (replacing any previous one). The tier
-  // may keep `chunk` (shared, immutable) instead of copying it. Errors:
-  // ResourceExhausted if it cannot fit (the tier's previous content is intact),
-  // InvalidArgument for malformed chunks, Unavailable/Internal on failure.
+  // may keep `chunk` (shared, immutable) instead of copying it (the RAM
+  // tier does). Errors: ResourceExhausted if it cannot fit (the tier's
+  // previous content is intact), InvalidArgument for malformed chunks,
+  // Unavailable/Internal on failure.
   virtual absl::Status Put(const ChunkKey& key, std::shared_ptr<const EncodedChunk> chunk) = 0;
 
-  // BeginPut: a layer-wise Put of the chunk whose header blob is `header`
-  // and whose TotalBytes is `total_bytes` (the limits are checked up front:
-  // ResourceExhausted, nothing written). Same errors and replacement rule as
-  // Put. Default: CheckPutBytes, then NewBufferingWriter over Put (the RAM
-  // and Redis tiers); the SSD tier writes each layer as it arrives.
+  // BeginPut: starts a layer-wise Put of the chunk whose header blob is
+  // `header` and whose TotalBytes is `total_bytes`. First checks that such a
+  // chunk can fit at all (above the tier's per-chunk or total limit:
+  // ResourceExhausted, nothing written). Then returns either a writer that
+  // writes each layer as it arrives (the SSD tier; same errors and
+  // replacement rule as Put), or nullptr: the tier takes the chunk whole,
+  // and the caller gathers it and calls Put after the last layer
+  // (TieredStore gathers one copy for all such tiers). Default: nullptr,
+  // no limit.
   virtual absl::StatusOr<std::unique_ptr<ChunkWriter>> BeginPut(const ChunkKey& key,
                                                                  std::string header,
                                                                  uint64_t total_bytes);
-
-  // StreamsPut: whether BeginPut writes each layer as it arrives (true:
-  // the SSD tier) or gathers the chunk for one Put (false: then
-  // TieredStore::BeginPut gathers one copy for all such tiers and calls
-  // their Put at Commit, after CheckPutBytes).
-  virtual bool StreamsPut() const { return false; }
-
-  // CheckPutBytes: ResourceExhausted when a chunk of `total_bytes` can never
-  // be Put here (above the tier's per-chunk or total limit). Default: OK.
-  virtual absl::Status CheckPutBytes(uint64_t total_bytes) const;
 
   // Delete: removes `key` (header first). OK if absent.
   virtual absl::Status Delete(const ChunkKey& key) = 0;
@@ -275,14 +283,14 @@ class Tier {
   // Flush: makes every acknowledged Put durable where the tier is persistent.
   virtual absl::Status Flush() { return absl::OkStatus(); }
 
-  // ReportCorruption: called (by TieredStore or the tier itself) when bytes
-  // this tier returned for `key` failed verification. Default: counts
-  // corrupt_records, logs a WARNING with `detail`, and deletes the key so it
-  // is not served again.
-  virtual void ReportCorruption(const ChunkKey& key, std::string_view detail);
-
   // Stats: snapshot of the counters; implementations add occupancy.
   virtual TierStats Stats() const;
+
+  // ReportCorruption: called (by TieredStore or the tier itself) when bytes
+  // this tier returned for `key` failed verification: counts
+  // corrupt_records, logs a WARNING with `detail`, and deletes the key so it
+  // is not served again.
+  void ReportCorruption(const ChunkKey& key, std::string_view detail);
 
   // counters: the live counters (for implementations and TieredStore).
   TierCounters& counters() { return counters_; }

@@ -137,16 +137,13 @@ class TieredStore::Impl {
     for (size_t i = 0; i < tiers_.size(); ++i) {
       targets[i].index = i;
       targets[i].name = std::string(tiers_[i]->Name());
-      if (!tiers_[i]->StreamsPut()) {  // gathered once for all such tiers
-        targets[i].begin_error = tiers_[i]->CheckPutBytes(total_bytes);
-        if (targets[i].begin_error.ok()) targets[i].gather = tiers_[i].get();
-        continue;
-      }
       absl::StatusOr<std::unique_ptr<ChunkWriter>> w = tiers_[i]->BeginPut(key, header, total_bytes);
-      if (w.ok()) {
-        targets[i].writer = *std::move(w);
-      } else {
+      if (!w.ok()) {
         targets[i].begin_error = w.status();
+      } else if (*w == nullptr) {
+        targets[i].gather = tiers_[i].get();  // gathered once for all such tiers
+      } else {
+        targets[i].writer = *std::move(w);
       }
     }
     const size_t best_effort_from =
@@ -288,28 +285,6 @@ class TieredStore::Impl {
     return LoadedLayer{layer, std::move(*blob), i};
   }
 
-  // ReadAllLayers: every layer of `h` from tier i, verified, or nullopt.
-  std::optional<std::vector<LoadedLayer>> ReadAllLayers(size_t i, const ChunkKey& key,
-                                                        const KvChunkHeader& h) {
-    absl::StatusOr<std::vector<Tier::Blob>> blobs = tiers_[i]->GetLayers(key, 0, h.num_layers);
-    if (!blobs.ok()) {
-      NoteTierError(*tiers_[i], key, blobs.status());
-      return std::nullopt;
-    }
-    if (blobs->size() != h.num_layers) {
-      NoteCorrupt(*tiers_[i], key, "tier returned the wrong number of layers");
-      return std::nullopt;
-    }
-    std::vector<LoadedLayer> layers;
-    layers.reserve(h.num_layers);
-    for (uint32_t l = 0; l < h.num_layers; ++l) {
-      std::optional<LoadedLayer> ll = VerifyLayer(i, key, h, l, std::move((*blobs)[l]));
-      if (!ll.has_value()) return std::nullopt;
-      layers.push_back(std::move(*ll));
-    }
-    return layers;
-  }
-
   // Promote: copies a chunk found in tier i into tiers 0..i-1.
   void Promote(size_t i, const ChunkKey& key, std::shared_ptr<const EncodedChunk> chunk) {
     for (size_t j = 0; j < i; ++j) {
@@ -341,16 +316,16 @@ class TieredStore::Impl {
   }
 
   // WholeChunkReader: collects and verifies one chunk from tier i
-  // (Tier::ReadChunk without streaming).
+  // (Tier::ReadChunk, ReadMode::kWhole).
   class WholeChunkReader final : public ChunkReader {
    public:
     WholeChunkReader(Impl* store, size_t tier, const ChunkKey& key, const Fingerprint& fp)
         : store_(store), tier_(tier), key_(key), fp_(fp) {}
-    uint32_t OnHeader(PinnedBytes header) override {
+    LayerRange OnHeader(PinnedBytes header) override {
       fh_ = store_->VerifyHeader(tier_, key_, fp_, Tier::Blob(std::move(header)));
-      if (!fh_.has_value()) return 0;
+      if (!fh_.has_value()) return LayerRange{};
       layers_.reserve(fh_->header.num_layers);
-      return fh_->header.num_layers;
+      return LayerRange{0, fh_->header.num_layers};
     }
     bool OnLayer(uint32_t layer, Tier::Blob blob) override {
       std::optional<LoadedLayer> ll =
@@ -379,7 +354,7 @@ class TieredStore::Impl {
     lookups_.fetch_add(1, std::memory_order_relaxed);
     for (size_t i = 0; i < tiers_.size(); ++i) {
       WholeChunkReader reader(this, i, key, fp);
-      absl::Status s = tiers_[i]->ReadChunk(key, reader, /*stream=*/false);
+      absl::Status s = tiers_[i]->ReadChunk(key, reader, ReadMode::kWhole);
       if (!s.ok()) {
         NoteTierError(*tiers_[i], key, s);
         continue;
@@ -391,55 +366,33 @@ class TieredStore::Impl {
     return std::nullopt;
   }
 
+  // MultiGet: Get per key. Each is one ReadChunk per tier tried (for the
+  // Redis tier one round trip when the layout hint holds).
   std::vector<std::optional<ChunkHandle>> MultiGet(absl::Span<const ChunkKey> keys,
                                                    const Fingerprint& fp) {
-    lookups_.fetch_add(keys.size(), std::memory_order_relaxed);
-    std::vector<std::optional<ChunkHandle>> out(keys.size());
-    std::vector<size_t> pending(keys.size());
-    for (size_t k = 0; k < keys.size(); ++k) pending[k] = k;
-    for (size_t i = 0; i < tiers_.size() && !pending.empty(); ++i) {
-      std::vector<ChunkKey> batch;
-      batch.reserve(pending.size());
-      for (size_t k : pending) batch.push_back(keys[k]);
-      std::vector<absl::StatusOr<Tier::Blob>> headers = tiers_[i]->MultiGetHeaders(batch);
-      std::vector<size_t> still;
-      for (size_t b = 0; b < pending.size(); ++b) {
-        const size_t k = pending[b];
-        absl::StatusOr<Tier::Blob> hb =
-            b < headers.size() ? std::move(headers[b])
-                               : absl::StatusOr<Tier::Blob>(absl::InternalError("short batch"));
-        std::optional<FoundHeader> fh = VerifyHeader(i, keys[k], fp, std::move(hb));
-        std::optional<std::vector<LoadedLayer>> layers;
-        if (fh.has_value()) layers = ReadAllLayers(i, keys[k], fh->header);
-        if (!layers.has_value()) {
-          still.push_back(k);
-          continue;
-        }
-        out[k] = Finish(i, keys[k], std::move(*fh), std::move(*layers));
-      }
-      pending = std::move(still);
-    }
-    misses_.fetch_add(pending.size(), std::memory_order_relaxed);
+    std::vector<std::optional<ChunkHandle>> out;
+    out.reserve(keys.size());
+    for (const ChunkKey& key : keys) out.push_back(Get(key, fp));
     return out;
   }
 
   // StreamingReader: verifies and hands layers of tier i to the callback as
-  // the tier delivers them (Tier::ReadChunk with streaming).
+  // the tier delivers them (Tier::ReadChunk, ReadMode::kStream).
   class StreamingReader final : public ChunkReader {
    public:
     StreamingReader(Impl* store, size_t tier, const ChunkKey& key, const Fingerprint& fp,
                     const LayerCallback& callback)
         : store_(store), tier_(tier), key_(key), fp_(fp), callback_(callback) {}
-    uint32_t OnHeader(PinnedBytes header) override {
+    LayerRange OnHeader(PinnedBytes header) override {
       fh_ = store_->VerifyHeader(tier_, key_, fp_, Tier::Blob(std::move(header)));
-      if (!fh_.has_value()) return 0;
+      if (!fh_.has_value()) return LayerRange{};
       const KvChunkHeader& h = fh_->header;
       if (store_->options_.promote_on_hit && tier_ > 0) {
         copy_ = std::make_shared<EncodedChunk>();
         copy_->header = std::string(fh_->blob.view());
         copy_->layers.reserve(h.num_layers);
       }
-      return h.num_layers;
+      return LayerRange{0, h.num_layers};
     }
     bool OnLayer(uint32_t layer, Tier::Blob blob) override {
       std::optional<LoadedLayer> ll =
@@ -472,44 +425,58 @@ class TieredStore::Impl {
     absl::Status callback_status_;
   };
 
+  // ResumeReader: continues `out`'s stream from tier `tier`, at the first
+  // layer not yet delivered, if that tier holds a chunk with the same header
+  // digest (the same bytes); its layers are verified against `h`.
+  class ResumeReader final : public ChunkReader {
+   public:
+    ResumeReader(Impl* store, size_t tier, const ChunkKey& key, const KvChunkHeader& h,
+                 StreamingReader& out)
+        : store_(store), tier_(tier), key_(key), h_(h), out_(out) {}
+    LayerRange OnHeader(PinnedBytes header) override {
+      std::optional<FoundHeader> fh =
+          store_->VerifyHeader(tier_, key_, h_.fingerprint, Tier::Blob(std::move(header)));
+      if (!fh.has_value() || fh->header.digest != h_.digest) return LayerRange{};
+      return LayerRange{out_.delivered(), h_.num_layers - out_.delivered()};
+    }
+    bool OnLayer(uint32_t layer, Tier::Blob blob) override {
+      std::optional<LoadedLayer> ll = store_->VerifyLayer(tier_, key_, h_, layer, std::move(blob));
+      return ll.has_value() && out_.Deliver(std::move(*ll));
+    }
+
+   private:
+    Impl* const store_;
+    const size_t tier_;
+    const ChunkKey& key_;
+    const KvChunkHeader& h_;
+    StreamingReader& out_;
+  };
+
   absl::StatusOr<StreamResult> StreamLayers(const ChunkKey& key, const Fingerprint& fp,
                                             const LayerCallback& callback) {
     lookups_.fetch_add(1, std::memory_order_relaxed);
     for (size_t i = 0; i < tiers_.size(); ++i) {
       StreamingReader reader(this, i, key, fp, callback);
-      absl::Status s = tiers_[i]->ReadChunk(key, reader, /*stream=*/true);
+      absl::Status s = tiers_[i]->ReadChunk(key, reader, ReadMode::kStream);
       RETURN_IF_ERROR(reader.callback_status());
       if (!s.ok()) NoteTierError(*tiers_[i], key, s);
       if (!reader.found().has_value()) continue;
       const KvChunkHeader& h = reader.found()->header;
       // Nothing delivered: try the next tier afresh.
       if (reader.delivered() == 0 && h.num_layers > 0) continue;
-      // A layer missing or corrupt mid-stream: continue from the next tier
+      // A layer missing or corrupt mid-stream: continue from the next tiers
       // holding a chunk with the same header digest.
-      size_t cur = i;
-      while (reader.delivered() < h.num_layers) {
-        std::optional<size_t> alt = FindSameChunk(cur + 1, key, h);
-        if (!alt.has_value()) {
-          misses_.fetch_add(1, std::memory_order_relaxed);
-          return absl::DataLossError(absl::StrCat(
-              "StreamLayers ", key.ToHex(), ": layer ", reader.delivered(), " unreadable after ",
-              reader.delivered(), " layers were delivered, and no other tier holds the same chunk"));
-        }
-        cur = *alt;
-        while (reader.delivered() < h.num_layers) {
-          const uint32_t l = reader.delivered();
-          absl::StatusOr<Tier::Blob> blob = tiers_[cur]->GetLayer(key, l);
-          std::optional<LoadedLayer> ll;
-          if (!blob.ok()) {
-            NoteTierError(*tiers_[cur], key, blob.status());
-          } else {
-            ll = VerifyLayer(cur, key, h, l, std::move(*blob));
-          }
-          if (!ll.has_value()) break;  // try the tier after `cur`
-          const bool ok = reader.Deliver(std::move(*ll));
-          RETURN_IF_ERROR(reader.callback_status());
-          if (!ok) break;
-        }
+      for (size_t j = i + 1; j < tiers_.size() && reader.delivered() < h.num_layers; ++j) {
+        ResumeReader resume(this, j, key, h, reader);
+        absl::Status rs = tiers_[j]->ReadChunk(key, resume, ReadMode::kStream);
+        RETURN_IF_ERROR(reader.callback_status());
+        if (!rs.ok()) NoteTierError(*tiers_[j], key, rs);
+      }
+      if (reader.delivered() < h.num_layers) {
+        misses_.fetch_add(1, std::memory_order_relaxed);
+        return absl::DataLossError(absl::StrCat(
+            "StreamLayers ", key.ToHex(), ": layer ", reader.delivered(), " unreadable after ",
+            reader.delivered(), " layers were delivered, and no other tier holds the same chunk"));
       }
       hits_.fetch_add(1, std::memory_order_relaxed);
       hits_by_tier_[i].fetch_add(1, std::memory_order_relaxed);
@@ -519,15 +486,6 @@ class TieredStore::Impl {
     }
     misses_.fetch_add(1, std::memory_order_relaxed);
     return StreamResult{};
-  }
-
-  // FindSameChunk: first tier >= from whose header for `key` has h's digest.
-  std::optional<size_t> FindSameChunk(size_t from, const ChunkKey& key, const KvChunkHeader& h) {
-    for (size_t j = from; j < tiers_.size(); ++j) {
-      std::optional<FoundHeader> fh = VerifyHeader(j, key, h.fingerprint, tiers_[j]->GetHeader(key));
-      if (fh.has_value() && fh->header.digest == h.digest) return j;
-    }
-    return std::nullopt;
   }
 
   std::optional<size_t> Locate(const ChunkKey& key) {

@@ -157,8 +157,7 @@ class TieredStore {
   // Errors are returned only for invalid calls; tier failures are misses.
   absl::StatusOr<std::optional<ChunkHandle>> Get(const ChunkKey& key, const Fingerprint& fp);
 
-  // MultiGet: Get for many keys, batching header lookups per tier
-  // (Tier::MultiGetHeaders). Result i is for keys[i].
+  // MultiGet: Get for each of many keys. Result i is for keys[i].
   std::vector<std::optional<ChunkHandle>> MultiGet(absl::Span<const ChunkKey> keys,
                                                    const Fingerprint& fp);
 

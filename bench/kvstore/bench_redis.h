@@ -6,7 +6,7 @@
 //  * tier read: ReadChunk (header + every layer in one pipeline once the
 //    tier's layout hint is known; frames and XXH3 verified, split layers
 //    reassembled), what TieredStore::Get asks of the tier; and, without a
-//    target, the two-round-trip GetHeader + GetLayers(0, L);
+//    target, the two-round-trip GetHeader + ReadChunk;
 //  * raw hiredis: one redisContext, one pipeline of GET for every Redis
 //    value of that chunk (the same values: header + all layer parts, same
 //    keys, same count), replies either kept until the end or freed at once.
@@ -41,7 +41,7 @@ struct RedisBenchOptions {
 };
 
 // RedisTierBenchRows: rows "redis tier ReadChunk" (target 0.8 vs raw
-// hiredis GET, replies kept / freed), "GetHeader+GetLayers" (no target) and
+// hiredis GET, replies kept / freed), "GetHeader+ReadChunk" (no target) and
 // "redis tier put" (vs raw pipelined SET) for `shape`.
 absl::StatusOr<std::vector<KvBenchRow>> RedisTierBenchRows(const KvBenchShape& shape,
                                                            const RedisBenchOptions& options);

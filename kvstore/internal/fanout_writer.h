@@ -17,9 +17,8 @@
 namespace ragkv::kvstore::internal {
 
 // FanoutTarget: tier `index` (named `name`): its streaming writer, or the
-// tier whose Put takes the gathered chunk at Commit (`gather`: a tier that
-// does not stream, Tier::StreamsPut), or the error its BeginPut /
-// CheckPutBytes returned.
+// tier whose Put takes the gathered chunk at Commit (`gather`: a tier whose
+// BeginPut returned no writer), or the error its BeginPut returned.
 struct FanoutTarget {
   size_t index = 0;
   std::string name;

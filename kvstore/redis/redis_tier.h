@@ -27,7 +27,7 @@
 // fast meanwhile), so a dead Redis costs little latency.
 //
 // Thread safety: all methods are thread-safe (a connection pool per node).
-// PinnedBytes returned by Get* own the Redis reply (zero-copy for values
+// PinnedBytes returned by ReadChunk own the Redis reply (zero-copy for values
 // that fit one part) and stay valid after any later Delete/Put.
 #ifndef RAGKV_KVSTORE_REDIS_REDIS_TIER_H_
 #define RAGKV_KVSTORE_REDIS_REDIS_TIER_H_
@@ -130,25 +130,18 @@ class RedisTier : public Tier {
 
   std::string_view Name() const override { return options_.name; }
   TierKind Kind() const override { return TierKind::kRemote; }
-  absl::StatusOr<Blob> GetHeader(const ChunkKey& key) override;
-  absl::StatusOr<Blob> GetLayer(const ChunkKey& key, uint32_t layer) override;
-  // GetLayers: one pipeline for all part-0 values, one more for the other
-  // parts of split layers.
-  absl::StatusOr<std::vector<Blob>> GetLayers(const ChunkKey& key, uint32_t first_layer,
-                                              uint32_t count) override;
   // ReadChunk: header and layers in one pipeline (one round trip) when the
   // chunk's layout matches the layout hint (the part counts of the last
   // chunk this tier read or wrote; chunks of one model share it); otherwise,
-  // or for layers beyond the hint, one more pipeline. With `stream`, the
-  // first pipeline carries the header and layer 0 only, and the following
-  // ones 1, 2, 4, ... layers, so layer 0 arrives after one small round trip.
+  // or for layers beyond the hint, one more pipeline (a layer split into
+  // parts is reassembled). kStream: the first pipeline carries the header
+  // and layer 0 only, and the following ones 1, 2, 4, ... layers, so layer
+  // 0 arrives after one small round trip. kHeaderOnly: the header alone.
   // Layers are delivered after their pipeline has been read completely and
   // its connection released: a reader that blocks (backpressure) never holds
   // a pooled connection, so several streams consumed in lockstep cannot
   // starve the pool.
-  absl::Status ReadChunk(const ChunkKey& key, ChunkReader& reader, bool stream) override;
-  // MultiGetHeaders: one pipeline per Redis node.
-  std::vector<absl::StatusOr<Blob>> MultiGetHeaders(absl::Span<const ChunkKey> keys) override;
+  absl::Status ReadChunk(const ChunkKey& key, ChunkReader& reader, ReadMode mode) override;
   absl::StatusOr<bool> Contains(const ChunkKey& key) override;
   // Put: InvalidArgument if the header blob's layer count differs from
   // chunk->layers.size(); ResourceExhausted beyond max_chunk_bytes, when the
@@ -156,8 +149,10 @@ class RedisTier : public Tier {
   // content of other keys is intact; a partially overwritten same key reads
   // as a miss).
   absl::Status Put(const ChunkKey& key, std::shared_ptr<const EncodedChunk> chunk) override;
-  // CheckPutBytes: ResourceExhausted above max_chunk_bytes.
-  absl::Status CheckPutBytes(uint64_t total_bytes) const override;
+  // BeginPut: ResourceExhausted above max_chunk_bytes; otherwise nullptr
+  // (the chunk is gathered and Put whole, in one ordered pipeline).
+  absl::StatusOr<std::unique_ptr<ChunkWriter>> BeginPut(const ChunkKey& key, std::string header,
+                                                         uint64_t total_bytes) override;
   absl::Status Delete(const ChunkKey& key) override;
   absl::StatusOr<uint64_t> DeleteByFingerprint(const Fingerprint& fp) override;
 

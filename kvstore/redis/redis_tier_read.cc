@@ -1,11 +1,10 @@
-// redis_tier_read.cc: the read path of RedisTier -- GetHeader,
-// MultiGetHeaders, GetLayer, GetLayers, ReadChunk, Contains (the rest is in
+// redis_tier_read.cc: the read path of RedisTier -- ReadChunk and
+// Contains (the rest is in
 // redis_tier.cc and redis_tier_write.cc).
 #include "kvstore/redis/redis_tier.h"
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -167,210 +166,8 @@ class LayerFetcher {
 
 // -------------------------------------------------------------------- reads --
 
-absl::StatusOr<Tier::Blob> RedisTier::GetHeader(const ChunkKey& key) {
-  std::vector<absl::StatusOr<Blob>> r = MultiGetHeaders(absl::MakeConstSpan(&key, 1));
-  return std::move(r[0]);
-}
-
-std::vector<absl::StatusOr<Tier::Blob>> RedisTier::MultiGetHeaders(
-    absl::Span<const ChunkKey> keys) {
-  ScopedTimerNs timer(&counters().read_ns);
-  std::vector<absl::StatusOr<Blob>> out;
-  out.reserve(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) out.emplace_back(std::nullopt);
-  std::vector<std::string> hkeys(keys.size());
-  // Group by node so that each node gets one pipeline.
-  std::map<std::string, std::vector<size_t>> groups;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    hkeys[i] = internal::RedisHeaderKey(options_.key_prefix, keys[i]);
-    groups[exec_->NodeKeyFor(hkeys[i])].push_back(i);
-  }
-  for (const auto& [node, idx] : groups) {
-    std::vector<RedisArgv> cmds;
-    cmds.reserve(idx.size());
-    for (size_t i : idx) cmds.push_back({"GET", hkeys[i]});
-    absl::StatusOr<std::vector<Reply>> r = exec_->Pipeline(hkeys[idx[0]], cmds);
-    for (size_t k = 0; k < idx.size(); ++k) {
-      const size_t i = idx[k];
-      if (!r.ok()) {
-        out[i] = CountError(r.status());
-        continue;
-      }
-      auto owner = std::make_shared<Reply>(std::move((*r)[k]));
-      if (owner->IsNil()) {
-        counters().misses.fetch_add(1, std::memory_order_relaxed);
-        continue;
-      }
-      if (owner->IsError() || !owner->IsString()) {
-        out[i] = CountError(owner->IsError()
-                                ? internal::ReplyToStatus(owner->view(), "redis tier: GET header")
-                                : absl::InternalError("redis tier: GET header: unexpected reply"));
-        continue;
-      }
-      absl::StatusOr<DecodedRedisValue> d = internal::DecodeRedisValue(hkeys[i], owner->str());
-      absl::StatusOr<HeaderValue> h =
-          d.ok() ? ParseHeaderValue(*d) : absl::StatusOr<HeaderValue>(d.status());
-      if (!h.ok()) {
-        counters().misses.fetch_add(1, std::memory_order_relaxed);
-        ReportCorruption(keys[i], internal::StdSv(h.status().message()));
-        continue;
-      }
-      counters().hits.fetch_add(1, std::memory_order_relaxed);
-      counters().bytes_read.fetch_add(h->blob.size(), std::memory_order_relaxed);
-      out[i] = std::optional<PinnedBytes>(PinnedBytes(h->blob, std::move(owner)));
-    }
-  }
-  return out;
-}
-
-absl::StatusOr<Tier::Blob> RedisTier::GetLayer(const ChunkKey& key, uint32_t layer) {
-  ASSIGN_OR_RETURN(std::vector<Blob> r, GetLayers(key, layer, 1));
-  return std::move(r[0]);
-}
-
-absl::StatusOr<std::vector<Tier::Blob>> RedisTier::GetLayers(const ChunkKey& key,
-                                                             uint32_t first_layer,
-                                                             uint32_t count) {
-  ScopedTimerNs timer(&counters().read_ns);
-  if (count == 0) return std::vector<Blob>();
-  if (uint64_t{first_layer} + count > kMaxLayers) {
-    return absl::InvalidArgumentError(absl::StrCat("redis tier: layers ", first_layer, "+", count,
-                                                   " beyond the limit of ", kMaxLayers));
-  }
-  const std::string hkey = internal::RedisHeaderKey(options_.key_prefix, key);
-  std::vector<std::string> keys(count);
-  std::vector<RedisArgv> cmds;
-  cmds.reserve(count);
-  for (uint32_t i = 0; i < count; ++i) {
-    keys[i] = internal::RedisLayerKey(options_.key_prefix, key, first_layer + i, 0);
-    cmds.push_back({"GET", keys[i]});
-  }
-  absl::StatusOr<std::vector<Reply>> r = exec_->Pipeline(hkey, cmds);
-  if (!r.ok()) return CountError(r.status());
-
-  std::vector<Blob> out(count);
-  std::string corrupt;  // first corruption detail, reported once
-  auto note_corrupt = [&corrupt](absl::string_view detail) {
-    if (corrupt.empty()) corrupt = std::string(detail);
-  };
-  struct Split {
-    uint32_t i;
-    RedisFrame frame;
-    std::string_view part0;
-    std::shared_ptr<Reply> owner;
-  };
-  std::vector<Split> splits;
-  uint64_t bytes = 0;
-  for (uint32_t i = 0; i < count; ++i) {
-    Reply& rep = (*r)[i];
-    if (rep.IsNil()) continue;
-    if (!rep.IsString()) {
-      return CountError(rep.IsError() ? internal::ReplyToStatus(rep.view(), "redis tier: GET layer")
-                                      : absl::InternalError("redis tier: GET layer: unexpected reply"));
-    }
-    auto owner = std::make_shared<Reply>(std::move(rep));
-    absl::StatusOr<DecodedRedisValue> d = internal::DecodeRedisValue(keys[i], owner->str());
-    if (!d.ok()) {
-      note_corrupt(d.status().message());
-      continue;
-    }
-    const RedisFrame& f = d->frame;
-    if (f.kind != RedisRecordKind::kLayerPart || f.layer != first_layer + i || f.part != 0 ||
-        f.count == 0 || d->payload.size() > f.total_bytes ||
-        (f.count == 1 && d->payload.size() != f.total_bytes)) {
-      note_corrupt(absl::StrCat("redis value '", keys[i], "': inconsistent frame"));
-      continue;
-    }
-    if (f.count == 1) {
-      bytes += d->payload.size();
-      out[i] = PinnedBytes(d->payload, std::move(owner));
-    } else {
-      splits.push_back(Split{i, f, d->payload, std::move(owner)});
-    }
-  }
-
-  // Second round: the other parts of split layers, in pipelines of about
-  // max_pipeline_bytes.
-  for (size_t s0 = 0; s0 < splits.size();) {
-    size_t s1 = s0;
-    uint64_t batch_bytes = 0;
-    std::vector<std::string> pkeys;
-    while (s1 < splits.size() && (s1 == s0 || batch_bytes < options_.max_pipeline_bytes)) {
-      const Split& sp = splits[s1];
-      for (uint32_t j = 1; j < sp.frame.count; ++j) {
-        pkeys.push_back(internal::RedisLayerKey(options_.key_prefix, key, first_layer + sp.i, j));
-      }
-      batch_bytes += sp.frame.total_bytes;
-      ++s1;
-    }
-    std::vector<RedisArgv> pcmds;
-    pcmds.reserve(pkeys.size());
-    for (const std::string& k : pkeys) pcmds.push_back({"GET", k});
-    absl::StatusOr<std::vector<Reply>> pr = exec_->Pipeline(hkey, pcmds);
-    if (!pr.ok()) return CountError(pr.status());
-    size_t next = 0;
-    for (size_t s = s0; s < s1; ++s) {
-      const Split& sp = splits[s];
-      const size_t base = next;
-      next += sp.frame.count - 1;
-      // Reassembly buffer from the large-buffer pool (warm memory).
-      internal::LargeBuffer lb = internal::AcquireLargeBuffer(sp.frame.total_bytes);
-      size_t filled = sp.part0.size();
-      std::memcpy(lb.get(), sp.part0.data(), filled);
-      bool ok = true;
-      for (uint32_t j = 1; j < sp.frame.count && ok; ++j) {
-        const Reply& pj = (*pr)[base + j - 1];
-        const std::string& pk = pkeys[base + j - 1];
-        if (pj.IsNil()) {  // torn: expired, evicted or deleted concurrently
-          ok = false;
-          break;
-        }
-        if (!pj.IsString()) {
-          return CountError(pj.IsError() ? internal::ReplyToStatus(pj.view(), "redis tier: GET part")
-                                         : absl::InternalError("redis tier: GET part: bad reply"));
-        }
-        absl::StatusOr<DecodedRedisValue> d = internal::DecodeRedisValue(pk, pj.str());
-        if (!d.ok()) {
-          note_corrupt(d.status().message());
-          ok = false;
-          break;
-        }
-        const RedisFrame& f = d->frame;
-        if (f.write_id != sp.frame.write_id) {  // parts of two different Puts
-          ok = false;
-          break;
-        }
-        if (f.kind != RedisRecordKind::kLayerPart || f.layer != sp.frame.layer || f.part != j ||
-            f.count != sp.frame.count || f.total_bytes != sp.frame.total_bytes ||
-            filled + d->payload.size() > sp.frame.total_bytes) {
-          note_corrupt(absl::StrCat("redis value '", pk, "': inconsistent frame"));
-          ok = false;
-          break;
-        }
-        std::memcpy(lb.get() + filled, d->payload.data(), d->payload.size());
-        filled += d->payload.size();
-      }
-      if (ok && filled != sp.frame.total_bytes) {
-        note_corrupt(absl::StrCat("redis layer ", sp.frame.layer, ": parts sum to ", filled,
-                                  " bytes, frame says ", sp.frame.total_bytes));
-        ok = false;
-      }
-      if (ok) {
-        bytes += filled;
-        const internal::LargeBufferDeleter deleter = lb.get_deleter();
-        std::shared_ptr<char> owner(lb.release(), deleter);
-        std::string_view view(owner.get(), filled);
-        out[sp.i] = PinnedBytes(view, std::move(owner));
-      }
-    }
-    s0 = s1;
-  }
-  counters().bytes_read.fetch_add(bytes, std::memory_order_relaxed);
-  if (!corrupt.empty()) ReportCorruption(key, corrupt);
-  return out;
-}
-
-absl::Status RedisTier::ReadChunk(const ChunkKey& key, ChunkReader& reader, bool stream) {
+absl::Status RedisTier::ReadChunk(const ChunkKey& key, ChunkReader& reader, ReadMode mode) {
+  const bool stream = mode == ReadMode::kStream;
   ScopedTimerNs timer(&counters().read_ns);
   const std::string hkey = internal::RedisHeaderKey(options_.key_prefix, key);
   std::vector<LayerDecode> ready;
@@ -378,10 +175,11 @@ absl::Status RedisTier::ReadChunk(const ChunkKey& key, ChunkReader& reader, bool
   LayerFetcher fetch(*exec_, options_.key_prefix, key, hkey, &ready, &have);
 
   // 1. One pipeline: the header and, speculatively, the layers of the layout
-  //    hint (all of them, or only layer 0 when streaming).
+  //    hint (all of them, only layer 0 when streaming, none for the header
+  //    alone).
   const std::vector<uint32_t> hint = LayoutHint();
-  const uint32_t spec_layers =
-      static_cast<uint32_t>(stream ? std::min<size_t>(1, hint.size()) : hint.size());
+  const uint32_t spec_layers = static_cast<uint32_t>(
+      mode == ReadMode::kHeaderOnly ? 0 : stream ? std::min<size_t>(1, hint.size()) : hint.size());
   ready.resize(spec_layers);
   have.assign(spec_layers, false);
   auto header_reply = std::make_shared<Reply>();
@@ -408,14 +206,17 @@ absl::Status RedisTier::ReadChunk(const ChunkKey& key, ChunkReader& reader, bool
   const std::vector<uint32_t> parts = std::move(hv->part_counts);
   SetLayoutHint(parts);
   uint64_t bytes = hv->blob.size();
-  const uint32_t n = std::min<uint32_t>(reader.OnHeader(PinnedBytes(hv->blob, header_reply)),
-                                        static_cast<uint32_t>(parts.size()));
-  // Speculative layers fetched under another part count than the header's
-  // are refetched.
+  const LayerRange range = reader.OnHeader(PinnedBytes(hv->blob, header_reply));
+  // Layers [first, n): the requested ones the header has.
+  const uint32_t n = static_cast<uint32_t>(
+      std::min<uint64_t>(uint64_t{range.first} + range.count, parts.size()));
+  const uint32_t first = std::min(range.first, n);
+  // Speculative layers outside the range, or fetched under another part
+  // count than the header's, are dropped (and refetched if requested).
   ready.resize(std::max<size_t>(n, spec_layers));
   have.resize(ready.size(), false);
   for (uint32_t l = 0; l < spec_layers; ++l) {
-    if (l >= n || hint[l] != parts[l]) {
+    if (l < first || l >= n || hint[l] != parts[l]) {
       have[l] = false;
       ready[l] = LayerDecode();
     }
@@ -426,7 +227,7 @@ absl::Status RedisTier::ReadChunk(const ChunkKey& key, ChunkReader& reader, bool
   std::string corrupt;
   absl::Status error;
   uint32_t window = 1;
-  for (uint32_t l = 0; l < n; ++l) {
+  for (uint32_t l = first; l < n; ++l) {
     if (!have[l]) {
       uint32_t count = stream ? std::min(window, n - l) : n - l;
       window *= 2;

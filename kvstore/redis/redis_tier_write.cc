@@ -133,13 +133,14 @@ absl::StatusOr<std::vector<uint32_t>> StoredPartCounts(internal::RedisExecutor& 
 
 // ------------------------------------------------------------------- writes --
 
-absl::Status RedisTier::CheckPutBytes(uint64_t total_bytes) const {
+absl::StatusOr<std::unique_ptr<ChunkWriter>> RedisTier::BeginPut(const ChunkKey&, std::string,
+                                                                 uint64_t total_bytes) {
   if (total_bytes > options_.max_chunk_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat("redis tier: a chunk of ", total_bytes,
                                                      " bytes is above max_chunk_bytes ",
                                                      options_.max_chunk_bytes));
   }
-  return absl::OkStatus();
+  return std::unique_ptr<ChunkWriter>();  // gathered, then Put
 }
 
 absl::Status RedisTier::Put(const ChunkKey& key, std::shared_ptr<const EncodedChunk> chunk) {

@@ -95,6 +95,13 @@ absl::StatusOr<std::unique_ptr<Tier>> CreateSsdTierWithEnv(const SsdTierOptions&
   return std::unique_ptr<Tier>(std::move(tier));
 }
 
+absl::StatusOr<std::optional<PinnedBytes>> SsdStoredLayer(Tier& tier, const ChunkKey& key,
+                                                          uint32_t layer) {
+  auto* ssd = dynamic_cast<SsdTier*>(&tier);
+  if (ssd == nullptr) return absl::InvalidArgumentError("SsdStoredLayer: not an SSD tier");
+  return ssd->ReadLayer(key, layer);
+}
+
 }  // namespace internal
 
 absl::StatusOr<std::unique_ptr<Tier>> CreateSsdTier(const SsdTierOptions& options) {

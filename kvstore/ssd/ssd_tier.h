@@ -20,7 +20,7 @@
 // ResourceExhausted (the batch is atomic: stored chunks stay intact and
 // readable). The next Put first asks RocksDB to Resume() and, if it cannot,
 // closes and reopens the database and reloads the index. Other I/O failures
-// return Internal. Handles returned by Get* never point into RocksDB memory
+// return Internal. Handles returned by ReadChunk never point into RocksDB memory
 // (pinned memtable/block-cache values are copied), so they stay valid
 // across such a reopen.
 //
@@ -71,7 +71,7 @@ struct SsdTierOptions {
   // layer >= 256 KiB) in parallel, one Get per layer: the calling thread plus
   // read_threads-1 threads of a per-tier pool. Overlaps the device read of
   // one layer with RocksDB's copy of another and keeps several requests in
-  // flight. 1 = every GetLayers is one MultiGet on the calling thread.
+  // flight. 1 = every ReadChunk (kWhole) is one MultiGet on the calling thread.
   // Smaller layers always use one MultiGet. 1..64. Default 4 (device queue
   // depth 4 per reader; see docs/kvstore.md, "SSD read path").
   int read_threads = 4;

@@ -44,19 +44,15 @@ class BitRotTier : public Tier {
   }
 
   std::string_view Name() const override { return "bitrot"; }
-  absl::StatusOr<Blob> GetHeader(const ChunkKey& key) override {
-    auto b = base_->GetHeader(key);
-    if (b.ok() && b->has_value()) {
+  absl::Status ReadChunk(const ChunkKey& key, ChunkReader& reader, ReadMode mode) override {
+    Filter f(this, key, reader);
+    absl::Status s = base_->ReadChunk(key, f, mode);
+    if (f.found) {
       counters().hits++;
-      return Maybe(key, -1, std::move(**b));
+    } else {
+      counters().misses++;
     }
-    counters().misses++;
-    return b;
-  }
-  absl::StatusOr<Blob> GetLayer(const ChunkKey& key, uint32_t layer) override {
-    auto b = base_->GetLayer(key, layer);
-    if (b.ok() && b->has_value()) return Maybe(key, static_cast<int>(layer), std::move(**b));
-    return b;
+    return s;
   }
   absl::StatusOr<bool> Contains(const ChunkKey& key) override { return base_->Contains(key); }
   absl::Status Put(const ChunkKey& key, std::shared_ptr<const EncodedChunk> c) override {
@@ -68,6 +64,23 @@ class BitRotTier : public Tier {
   }
 
  private:
+  // Filter: passes the base tier's records on, through Maybe.
+  struct Filter final : ChunkReader {
+    Filter(BitRotTier* t, const ChunkKey& k, ChunkReader& o) : tier(t), key(k), out(o) {}
+    LayerRange OnHeader(PinnedBytes h) override {
+      found = true;
+      return out.OnHeader(std::move(*tier->Maybe(key, -1, std::move(h))));
+    }
+    bool OnLayer(uint32_t layer, Blob b) override {
+      if (b.has_value()) b = tier->Maybe(key, static_cast<int>(layer), std::move(*b));
+      return out.OnLayer(layer, std::move(b));
+    }
+    BitRotTier* const tier;
+    const ChunkKey& key;
+    ChunkReader& out;
+    bool found = false;
+  };
+
   Blob Maybe(const ChunkKey& key, int record, PinnedBytes b) {
     FlipPlan plan;
     {

@@ -51,30 +51,21 @@ class FaultTier : public kvstore::Tier {
 
   std::string_view Name() const override { return base_->Name(); }
   kvstore::TierKind Kind() const override { return base_->Kind(); }
-  absl::StatusOr<Blob> GetHeader(const kvstore::ChunkKey& key) override {
+  absl::Status ReadChunk(const kvstore::ChunkKey& key, kvstore::ChunkReader& reader,
+                         kvstore::ReadMode mode) override {
     if (Active(key, Fault::kMiss)) {
       counters().misses++;
-      return Blob();
+      return absl::OkStatus();
     }
-    auto b = base_->GetHeader(key);
-    if (b.ok() && b->has_value()) {
+    Filter f(this, key, reader);
+    absl::Status s = base_->ReadChunk(key, f, mode);
+    if (f.found) {
       counters().hits++;
     } else {
       counters().misses++;
     }
-    return b;
-  }
-  absl::StatusOr<Blob> GetLayer(const kvstore::ChunkKey& key, uint32_t layer) override {
-    absl::StatusOr<Blob> b = base_->GetLayer(key, layer);
-    if (!b.ok() || !b->has_value()) return b;
-    absl::MutexLock lock(&mu_);
-    if (!(key == key_) || layer < layer_) return b;
-    if (fault_ == Fault::kOutage) return absl::UnavailableError("injected tier outage");
-    if (layer != layer_) return b;
-    std::string bytes((*b)->view());
-    if (fault_ == Fault::kCorrupt) bytes[bytes.size() / 2] ^= 0x10;
-    if (fault_ == Fault::kTruncate) bytes.resize(bytes.size() / 2);
-    return Blob(kvstore::PinnedBytes::FromString(std::move(bytes)));
+    if (s.ok() && f.outage) return absl::UnavailableError("injected tier outage");
+    return s;
   }
   absl::StatusOr<bool> Contains(const kvstore::ChunkKey& key) override {
     if (Active(key, Fault::kMiss)) return false;
@@ -91,6 +82,41 @@ class FaultTier : public kvstore::Tier {
   absl::Status Flush() override { return base_->Flush(); }
 
  private:
+  // Filter: passes the base tier's blobs on, applying the fault to layer
+  // `layer_` (an outage ends the read there).
+  struct Filter final : kvstore::ChunkReader {
+    Filter(FaultTier* t, const kvstore::ChunkKey& k, kvstore::ChunkReader& o)
+        : tier(t), key(k), out(o) {}
+    kvstore::LayerRange OnHeader(kvstore::PinnedBytes h) override {
+      found = true;
+      return out.OnHeader(std::move(h));
+    }
+    bool OnLayer(uint32_t layer, Blob b) override {
+      if (b.has_value()) {
+        absl::MutexLock lock(&tier->mu_);
+        if (key == tier->key_ && layer >= tier->layer_) {
+          if (tier->fault_ == Fault::kOutage) {
+            outage = true;
+            return false;
+          }
+          if (layer == tier->layer_ &&
+              (tier->fault_ == Fault::kCorrupt || tier->fault_ == Fault::kTruncate)) {
+            std::string bytes(b->view());
+            if (tier->fault_ == Fault::kCorrupt) bytes[bytes.size() / 2] ^= 0x10;
+            if (tier->fault_ == Fault::kTruncate) bytes.resize(bytes.size() / 2);
+            b = kvstore::PinnedBytes::FromString(std::move(bytes));
+          }
+        }
+      }
+      return out.OnLayer(layer, std::move(b));
+    }
+    FaultTier* const tier;
+    const kvstore::ChunkKey& key;
+    kvstore::ChunkReader& out;
+    bool found = false;
+    bool outage = false;
+  };
+
   bool Active(const kvstore::ChunkKey& key, Fault f) {
     absl::MutexLock lock(&mu_);
     return fault_ == f && key == key_;

@@ -46,7 +46,7 @@ absl::Status RoundTrip(RedisTier& tier, uint64_t seed) {
     return absl::DataLossError("header differs after the round trip");
   }
   absl::StatusOr<std::vector<Tier::Blob>> layers =
-      tier.GetLayers(c.key, 0, static_cast<uint32_t>(c.encoded->layers.size()));
+      testing::ReadLayers(tier, c.key, 0, static_cast<uint32_t>(c.encoded->layers.size()));
   if (!layers.ok()) return layers.status();
   for (size_t i = 0; i < layers->size(); ++i) {
     if (!(*layers)[i].has_value() || (*layers)[i]->view() != c.encoded->layers[i]) {

@@ -141,8 +141,8 @@ TEST_F(RedisTierTest, RoundTripIsByteIdentical) {
   TestChunk c = MakeChunk(ChunkSpec{.tokens = 24, .layers = 4});
   ASSERT_TRUE(tier->Put(c.key, c.encoded).ok());
   ExpectBlob(tier->GetHeader(c.key), c.encoded->header);
-  for (uint32_t l = 0; l < 4; ++l) ExpectBlob(tier->GetLayer(c.key, l), c.encoded->layers[l]);
-  auto layers = tier->GetLayers(c.key, 1, 3);
+  for (uint32_t l = 0; l < 4; ++l) ExpectBlob(testing::ReadLayer(*tier, c.key, l), c.encoded->layers[l]);
+  auto layers = testing::ReadLayers(*tier, c.key, 1, 3);
   ASSERT_TRUE(layers.ok()) << layers.status();
   ASSERT_EQ(layers->size(), 3u);
   for (uint32_t i = 0; i < 3; ++i) {
@@ -163,7 +163,7 @@ TEST_F(RedisTierTest, RoundTripIsByteIdentical) {
   EXPECT_EQ(keys.size(), 1u + 4u + 1u);
   EXPECT_TRUE(keys.count(internal::RedisHeaderKey(prefix_, c.key)));
   TierStats st = tier->Stats();
-  EXPECT_EQ(st.hits, 1u);
+  EXPECT_EQ(st.hits, 6u);  // every read above: GetHeader, 4 x ReadLayer, ReadLayers
   EXPECT_EQ(st.puts, 1u);
   EXPECT_EQ(st.bytes_written, c.encoded->TotalBytes());
   EXPECT_EQ(st.errors, 0u);
@@ -179,17 +179,17 @@ TEST_F(RedisTierTest, MissesAreNulloptAndCounted) {
   auto miss = tier->GetHeader(other.key);
   ASSERT_TRUE(miss.ok()) << miss.status();
   EXPECT_FALSE(miss->has_value());
-  auto layer = tier->GetLayer(other.key, 0);
+  auto layer = testing::ReadLayer(*tier, other.key, 0);
   ASSERT_TRUE(layer.ok());
   EXPECT_FALSE(layer->has_value());
   auto has = tier->Contains(other.key);
   ASSERT_TRUE(has.ok());
   EXPECT_FALSE(*has);
   // An absent layer index of a present chunk is a miss too.
-  auto beyond = tier->GetLayer(c.key, 7);
+  auto beyond = testing::ReadLayer(*tier, c.key, 7);
   ASSERT_TRUE(beyond.ok());
   EXPECT_FALSE(beyond->has_value());
-  EXPECT_EQ(tier->Stats().misses, 1u);
+  EXPECT_EQ(tier->Stats().misses, 2u);  // the header of `other`, twice
   EXPECT_EQ(tier->Stats().errors, 0u);
 }
 
@@ -232,7 +232,7 @@ TEST_F(RedisTierTest, LargeLayersAreSplitUnderMaxValueBytes) {
     Reply len = Raw({"STRLEN", k});
     EXPECT_LE(len.integer(), 4096) << k;
   }
-  auto layers = tier->GetLayers(c.key, 0, 3);
+  auto layers = testing::ReadLayers(*tier, c.key, 0, 3);
   ASSERT_TRUE(layers.ok()) << layers.status();
   for (uint32_t l = 0; l < 3; ++l) {
     ASSERT_TRUE((*layers)[l].has_value()) << l;
@@ -250,7 +250,7 @@ TEST_F(RedisTierTest, LargeLayersAreSplitUnderMaxValueBytes) {
   size_t want2 = 2;
   for (const std::string& l : c2.encoded->layers) want2 += internal::PartsFor(l.size(), 4096);
   EXPECT_EQ(Keys().size(), want2);
-  for (uint32_t l = 0; l < 3; ++l) ExpectBlob(tier->GetLayer(c2.key, l), c2.encoded->layers[l]);
+  for (uint32_t l = 0; l < 3; ++l) ExpectBlob(testing::ReadLayer(*tier, c2.key, l), c2.encoded->layers[l]);
 }
 
 TEST_F(RedisTierTest, FlippedByteIsReportedAsMissNeverServed) {
@@ -282,7 +282,7 @@ TEST_F(RedisTierTest, FlippedByteIsReportedAsMissNeverServed) {
       EXPECT_FALSE(h->has_value()) << "corrupt header served";
     } else {
       uint32_t layer = cs.key.find(":L1") != std::string::npos ? 1 : 0;
-      auto l = tier->GetLayer(c.key, layer);
+      auto l = testing::ReadLayer(*tier, c.key, layer);
       ASSERT_TRUE(l.ok()) << l.status();
       EXPECT_FALSE(l->has_value()) << "corrupt layer served";
     }
@@ -298,26 +298,29 @@ TEST_F(RedisTierTest, FlippedByteIsReportedAsMissNeverServed) {
 // ChunkCollector: a ChunkReader that keeps what it is given and can run a
 // hook (to change the server's data mid-read) on the header or a layer.
 struct ChunkCollector final : public ChunkReader {
-  uint32_t want_layers = 0;  // 0: the header's count (from the blob)
+  uint32_t first_layer = 0;
+  uint32_t want_layers = 0;  // 0: the header's count (from the blob), less first_layer
   std::optional<std::string> header;
   std::vector<std::optional<std::string>> layers;
   std::function<void()> on_header;
   std::function<void(uint32_t)> on_layer;
-  uint32_t OnHeader(PinnedBytes h) override {
+  LayerRange OnHeader(PinnedBytes h) override {
     header = std::string(h.view());
     if (on_header) on_header();
-    if (want_layers > 0) return want_layers;
+    if (want_layers > 0) return LayerRange{first_layer, want_layers};
     auto n = PeekNumLayers(h.view());
-    return n.ok() ? *n : 0;
+    return n.ok() && *n > first_layer ? LayerRange{first_layer, *n - first_layer} : LayerRange{};
   }
   bool OnLayer(uint32_t layer, Tier::Blob b) override {
-    EXPECT_EQ(layer, layers.size()) << "layers out of order";
+    EXPECT_EQ(layer, first_layer + layers.size()) << "layers out of order";
     layers.push_back(b.has_value() ? std::optional<std::string>(std::string(b->view()))
                                    : std::nullopt);
     if (on_layer) on_layer(layer);
     return true;
   }
 };
+
+ReadMode Mode(bool stream) { return stream ? ReadMode::kStream : ReadMode::kWhole; }
 
 // ExpectWholeChunk: `got` holds exactly the chunk `c`.
 void ExpectWholeChunk(const ChunkCollector& got, const TestChunk& c) {
@@ -345,7 +348,7 @@ TEST_F(RedisTierTest, ReadChunkFetchesHeaderAndLayersInOnePipeline) {
   // them on the server once the header is in changes nothing.
   ChunkCollector whole;
   whole.on_header = drop_layers;
-  ASSERT_TRUE(tier->ReadChunk(c.key, whole, /*stream=*/false).ok());
+  ASSERT_TRUE(tier->ReadChunk(c.key, whole, ReadMode::kWhole).ok());
   ExpectWholeChunk(whole, c);
   EXPECT_EQ(tier->Stats().hits, 1u);
   EXPECT_EQ(tier->Stats().bytes_read, c.encoded->TotalBytes());
@@ -357,7 +360,7 @@ TEST_F(RedisTierTest, ReadChunkFetchesHeaderAndLayersInOnePipeline) {
   ASSERT_NE(fresh, nullptr);
   ChunkCollector cold;
   cold.on_header = drop_layers;
-  ASSERT_TRUE(fresh->ReadChunk(c.key, cold, /*stream=*/false).ok());
+  ASSERT_TRUE(fresh->ReadChunk(c.key, cold, ReadMode::kWhole).ok());
   ASSERT_TRUE(cold.header.has_value());
   ASSERT_EQ(cold.layers.size(), 1u);  // stops at the first absent layer
   EXPECT_FALSE(cold.layers[0].has_value());
@@ -369,7 +372,7 @@ TEST_F(RedisTierTest, ReadChunkFetchesHeaderAndLayersInOnePipeline) {
   streamed.on_layer = [&](uint32_t l) {
     if (l == 0) drop_layers();
   };
-  ASSERT_TRUE(tier->ReadChunk(c.key, streamed, /*stream=*/true).ok());
+  ASSERT_TRUE(tier->ReadChunk(c.key, streamed, ReadMode::kStream).ok());
   ASSERT_EQ(streamed.layers.size(), 2u);
   ASSERT_TRUE(streamed.layers[0].has_value());
   EXPECT_TRUE(*streamed.layers[0] == c.encoded->layers[0]);
@@ -378,14 +381,29 @@ TEST_F(RedisTierTest, ReadChunkFetchesHeaderAndLayersInOnePipeline) {
   // Streaming an intact chunk delivers every layer, in order.
   ASSERT_TRUE(tier->Put(c.key, c.encoded).ok());
   ChunkCollector all;
-  ASSERT_TRUE(tier->ReadChunk(c.key, all, /*stream=*/true).ok());
+  ASSERT_TRUE(tier->ReadChunk(c.key, all, ReadMode::kStream).ok());
   ExpectWholeChunk(all, c);
+
+  // A reader that resumes at layer 2 gets layers 2 and 3 only, in order;
+  // one that wants the header alone gets no layer.
+  for (ReadMode mode : {ReadMode::kWhole, ReadMode::kStream, ReadMode::kHeaderOnly}) {
+    ChunkCollector tail;
+    tail.first_layer = 2;
+    ASSERT_TRUE(tier->ReadChunk(c.key, tail, mode).ok());
+    ASSERT_TRUE(tail.header.has_value());
+    ASSERT_EQ(tail.layers.size(), 2u);
+    EXPECT_TRUE(*tail.layers[0] == c.encoded->layers[2]);
+    EXPECT_TRUE(*tail.layers[1] == c.encoded->layers[3]);
+  }
+  const uint64_t before = tier->Stats().bytes_read;
+  ExpectBlob(tier->GetHeader(c.key), c.encoded->header);
+  EXPECT_EQ(tier->Stats().bytes_read, before + c.encoded->header.size());
 
   // A miss calls nothing and counts a miss.
   TestChunk absent = MakeChunk(ChunkSpec{.token_seed = 77});
   ChunkCollector none;
   const uint64_t misses = tier->Stats().misses;
-  ASSERT_TRUE(tier->ReadChunk(absent.key, none, false).ok());
+  ASSERT_TRUE(tier->ReadChunk(absent.key, none, ReadMode::kWhole).ok());
   EXPECT_FALSE(none.header.has_value());
   EXPECT_TRUE(none.layers.empty());
   EXPECT_EQ(tier->Stats().misses, misses + 1);
@@ -408,7 +426,7 @@ TEST_F(RedisTierTest, ReadChunkWithAWrongLayoutHintStillReadsEveryLayout) {
     for (const TestChunk* c : {&small, &split, &other, &split, &small, &other}) {
       for (bool stream : {false, true}) {
         ChunkCollector got;
-        ASSERT_TRUE(tier->ReadChunk(c->key, got, stream).ok());
+        ASSERT_TRUE(tier->ReadChunk(c->key, got, Mode(stream)).ok());
         ExpectWholeChunk(got, *c);
       }
     }
@@ -416,7 +434,7 @@ TEST_F(RedisTierTest, ReadChunkWithAWrongLayoutHintStillReadsEveryLayout) {
   // The reader may ask for fewer layers than the chunk has.
   ChunkCollector two;
   two.want_layers = 2;
-  ASSERT_TRUE(tier->ReadChunk(other.key, two, false).ok());
+  ASSERT_TRUE(tier->ReadChunk(other.key, two, ReadMode::kWhole).ok());
   ASSERT_EQ(two.layers.size(), 2u);
   EXPECT_TRUE(*two.layers[1] == other.encoded->layers[1]);
   EXPECT_EQ(tier->Stats().corrupt_records, 0u);
@@ -433,7 +451,7 @@ TEST_F(RedisTierTest, ReadChunkReportsACorruptLayerAndServesNothingOfIt) {
     ASSERT_TRUE(tier->Put(c.key, c.encoded).ok());
     FlipByte(internal::RedisLayerKey(prefix_, c.key, 1, 2), 1000);  // middle part of layer 1
     ChunkCollector got;
-    ASSERT_TRUE(tier->ReadChunk(c.key, got, stream).ok());
+    ASSERT_TRUE(tier->ReadChunk(c.key, got, Mode(stream)).ok());
     ASSERT_EQ(got.layers.size(), 2u) << "stream=" << stream;
     EXPECT_TRUE(*got.layers[0] == c.encoded->layers[0]);
     EXPECT_FALSE(got.layers[1].has_value()) << "corrupt layer served";
@@ -487,7 +505,7 @@ TEST_F(RedisTierTest, ValueCopiedToAnotherKeyFailsItsChecksum) {
   // Layer 0's (valid) value stored under layer 1's key.
   Reply l0 = Raw({"GET", internal::RedisLayerKey(prefix_, c.key, 0, 0)});
   Raw({"SET", internal::RedisLayerKey(prefix_, c.key, 1, 0), std::string(l0.str())});
-  auto l = tier->GetLayer(c.key, 1);
+  auto l = testing::ReadLayer(*tier, c.key, 1);
   ASSERT_TRUE(l.ok());
   EXPECT_FALSE(l->has_value());
   EXPECT_EQ(tier->Stats().corrupt_records, 1u);
@@ -504,14 +522,14 @@ TEST_F(RedisTierTest, PartsOfTwoPutsAreATornMissNotCorruption) {
   Reply old = Raw({"GET", p2});
   ASSERT_TRUE(tier->Put(c.key, c.encoded).ok());  // new write id
   Raw({"SET", p2, std::string(old.str())});          // one part from the old Put
-  auto l = tier->GetLayer(c.key, 0);
+  auto l = testing::ReadLayer(*tier, c.key, 0);
   ASSERT_TRUE(l.ok()) << l.status();
   EXPECT_FALSE(l->has_value());
   EXPECT_EQ(tier->Stats().corrupt_records, 0u);
   // A missing part (expired / evicted) is also a plain miss.
   ASSERT_TRUE(tier->Put(c.key, c.encoded).ok());
   Raw({"DEL", p2});
-  l = tier->GetLayer(c.key, 0);
+  l = testing::ReadLayer(*tier, c.key, 0);
   ASSERT_TRUE(l.ok());
   EXPECT_FALSE(l->has_value());
   EXPECT_EQ(tier->Stats().corrupt_records, 0u);
@@ -600,10 +618,12 @@ TEST_F(RedisTierTest, BadInputIsRejectedAndStoredDataIntact) {
   EXPECT_NE(s.message().find("max_chunk_bytes"), std::string::npos) << s;
   // The stored chunk is untouched by all of the above.
   ExpectBlob(tier->GetHeader(c.key), c.encoded->header);
-  for (uint32_t l = 0; l < 3; ++l) ExpectBlob(tier->GetLayer(c.key, l), c.encoded->layers[l]);
+  for (uint32_t l = 0; l < 3; ++l) ExpectBlob(testing::ReadLayer(*tier, c.key, l), c.encoded->layers[l]);
   EXPECT_FALSE(tier->GetHeader(big.key)->has_value());
-  // Invalid reads.
-  EXPECT_TRUE(absl::IsInvalidArgument(tier->GetLayers(c.key, kMaxLayers, 1).status()));
+  // A range beyond the chunk's layers delivers nothing.
+  auto beyond = testing::ReadLayers(*tier, c.key, kMaxLayers, 1);
+  ASSERT_TRUE(beyond.ok()) << beyond.status();
+  EXPECT_FALSE((*beyond)[0].has_value());
 }
 
 TEST_F(RedisTierTest, BadOptionsAreInvalidArgument) {
@@ -656,7 +676,7 @@ TEST_F(RedisTierTest, ConcurrentPutsAndGets) {
         if (!tier->Put(c.key, c.encoded).ok()) failures++;
         auto h = tier->GetHeader(c.key);
         if (!h.ok() || !h->has_value() || (*h)->view() != c.encoded->header) failures++;
-        auto ls = tier->GetLayers(c.key, 0, 3);
+        auto ls = testing::ReadLayers(*tier, c.key, 0, 3);
         if (!ls.ok()) {
           failures++;
           continue;
@@ -672,10 +692,8 @@ TEST_F(RedisTierTest, ConcurrentPutsAndGets) {
   std::vector<ChunkKey> keys;
   for (auto& v : chunks)
     for (auto& c : v) keys.push_back(c.key);
-  auto multi = tier->MultiGetHeaders(keys);
-  ASSERT_EQ(multi.size(), keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
-    ExpectBlob(multi[i], chunks[i / kChunks][i % kChunks].encoded->header);
+    ExpectBlob(tier->GetHeader(keys[i]), chunks[i / kChunks][i % kChunks].encoded->header);
   }
 }
 
@@ -701,7 +719,7 @@ TEST_F(RedisTierOomTest, OutOfMemoryIsResourceExhaustedAndKeepsStoredChunks) {
   EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
   EXPECT_FALSE(tier->GetHeader(big.key)->has_value());
   ExpectBlob(tier->GetHeader(c.key), c.encoded->header);
-  for (uint32_t l = 0; l < 3; ++l) ExpectBlob(tier->GetLayer(c.key, l), c.encoded->layers[l]);
+  for (uint32_t l = 0; l < 3; ++l) ExpectBlob(testing::ReadLayer(*tier, c.key, l), c.encoded->layers[l]);
 }
 
 // Killing the server: the tier reports errors (counted), the store degrades
@@ -806,15 +824,14 @@ TEST_F(RedisTierClusterTest, ClusterRoundTripSplitAndNodeKill) {
     EXPECT_EQ(exists->integer(), 1);
   }
   EXPECT_EQ(nodes_used.size(), 3u);
-  auto multi = tier->MultiGetHeaders(keys);
-  for (size_t i = 0; i < keys.size(); ++i) ExpectBlob(multi[i], chunks[i].encoded->header);
+  for (size_t i = 0; i < keys.size(); ++i) ExpectBlob(tier->GetHeader(keys[i]), chunks[i].encoded->header);
   for (auto& c : chunks) {
     for (bool stream : {false, true}) {
       ChunkCollector got;
-      ASSERT_TRUE(tier->ReadChunk(c.key, got, stream).ok());
+      ASSERT_TRUE(tier->ReadChunk(c.key, got, Mode(stream)).ok());
       ExpectWholeChunk(got, c);
     }
-    auto ls = tier->GetLayers(c.key, 0, 2);
+    auto ls = testing::ReadLayers(*tier, c.key, 0, 2);
     ASSERT_TRUE(ls.ok()) << ls.status();
     for (uint32_t l = 0; l < 2; ++l) {
       ASSERT_TRUE((*ls)[l].has_value());

@@ -17,6 +17,7 @@
 
 #include "gtest/gtest.h"
 #include "kvstore/ram_tier.h"
+#include "kvstore/ssd/internal/ssd_tier_internal.h"
 #include "kvstore/ssd/ssd_tier.h"
 #include "kvstore/tiered_store.h"
 #include "tests/kvstore/test_util.h"
@@ -45,11 +46,13 @@ std::unique_ptr<Tier> OpenSsd(const std::string& path) {
   return t.ok() ? std::move(*t) : nullptr;
 }
 
-// Absent: no header and no layer record of c in `tier`.
+// Absent: no header and no layer record of c in `tier` (an SSD tier).
 void ExpectAbsent(Tier& tier, const TestChunk& c) {
   EXPECT_FALSE(tier.GetHeader(c.key)->has_value());
   for (uint32_t l = 0; l < c.header.num_layers; ++l) {
-    EXPECT_FALSE(tier.GetLayer(c.key, l)->has_value()) << "layer " << l << " left behind";
+    auto r = internal::SsdStoredLayer(tier, c.key, l);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_FALSE(r->has_value()) << "layer " << l << " left behind";
   }
 }
 
@@ -59,7 +62,7 @@ void ExpectStored(Tier& tier, const TestChunk& c) {
   ASSERT_TRUE(h.ok() && h->has_value());
   EXPECT_EQ((*h)->view(), c.encoded->header);
   for (uint32_t l = 0; l < c.header.num_layers; ++l) {
-    auto r = tier.GetLayer(c.key, l);
+    auto r = testing::ReadLayer(tier, c.key, l);
     ASSERT_TRUE(r.ok() && r->has_value()) << "layer " << l;
     EXPECT_EQ((*r)->view(), c.encoded->layers[l]) << "layer " << l;
   }
@@ -83,7 +86,7 @@ TEST(SsdStream, InvisibleUntilCommitThenIdenticalToAWholePut) {
   ASSERT_TRUE((*w)->Commit().ok());
   EXPECT_EQ((*tier->GetHeader(c.key))->view(), c.encoded->header);
   for (uint32_t l = 0; l < c.header.num_layers; ++l) {
-    EXPECT_EQ((*tier->GetLayer(c.key, l))->view(), c.encoded->layers[l]);
+    EXPECT_EQ((*testing::ReadLayer(*tier, c.key, l))->view(), c.encoded->layers[l]);
   }
   EXPECT_EQ(tier->Stats().bytes_used, c.encoded->TotalBytes());
   EXPECT_EQ(tier->Stats().entries, 1u);
@@ -183,7 +186,7 @@ TEST(SsdStream, ACutReplacementKeepsTheStoredChunk) {
     EXPECT_EQ((*tier->GetHeader(c.key))->view(), c.encoded->header);
   }
   for (uint32_t l = 0; l < c.header.num_layers; ++l) {
-    EXPECT_EQ((*tier->GetLayer(c.key, l))->view(), c.encoded->layers[l]);
+    EXPECT_EQ((*testing::ReadLayer(*tier, c.key, l))->view(), c.encoded->layers[l]);
   }
 }
 
@@ -287,7 +290,7 @@ TEST(SsdStream, AnOvertakingPutIsChargedOnceAndLeavesNoStrayLayer) {
     EXPECT_TRUE((*w)->Commit().ok());
   }
   ExpectStored(**tier, a3);
-  EXPECT_FALSE((*tier)->GetLayer(a.key, 3)->has_value()) << "the stream's 4th layer was left";
+  EXPECT_FALSE(internal::SsdStoredLayer(**tier, a.key, 3)->has_value()) << "the stream's 4th layer was left";
   EXPECT_EQ((*tier)->Stats().bytes_used, b.encoded->TotalBytes() + a3.encoded->TotalBytes());
 }
 
@@ -396,7 +399,7 @@ TEST(SsdStream, TieredGathersOneCopyAndChecksLimitsUpFront) {
   ExpectStored(*ssd, c);
   ExpectStored(*ram2, c);
   for (uint32_t l = 0; l < c.header.num_layers; ++l) {
-    auto a = ram1->GetLayer(c.key, l), b = ram2->GetLayer(c.key, l);
+    auto a = testing::ReadLayer(*ram1, c.key, l), b = testing::ReadLayer(*ram2, c.key, l);
     EXPECT_EQ((*a)->data(), (*b)->data()) << "layer " << l << " is held twice";
   }
   // A RAM tier too small for the chunk: refused up front, nothing written.

@@ -14,6 +14,7 @@
 #include "kernels/tensor.h"
 #include "kvstore/chunk_key.h"
 #include "kvstore/kv_chunk.h"
+#include "kvstore/tier.h"
 
 namespace ragkv::kvstore::testing {
 
@@ -103,6 +104,37 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// ReadLayers: layers [first, first + count) of `key` read through
+// Tier::ReadChunk (which also reads, and counts, the header). Element i is
+// std::nullopt when that layer is absent, or every layer when the header
+// is; a tier failure is its Status.
+inline absl::StatusOr<std::vector<Tier::Blob>> ReadLayers(Tier& tier, const ChunkKey& key,
+                                                          uint32_t first, uint32_t count,
+                                                          ReadMode mode = ReadMode::kWhole) {
+  struct Collect final : ChunkReader {
+    uint32_t first = 0, count = 0;
+    std::vector<Tier::Blob> out;
+    LayerRange OnHeader(PinnedBytes) override { return LayerRange{first, count}; }
+    bool OnLayer(uint32_t layer, Tier::Blob blob) override {
+      out[layer - first] = std::move(blob);
+      return true;
+    }
+  } c;
+  c.first = first;
+  c.count = count;
+  c.out.resize(count);
+  absl::Status s = tier.ReadChunk(key, c, mode);
+  if (!s.ok()) return s;
+  return std::move(c.out);
+}
+
+// ReadLayer: layer `layer` of `key` (ReadLayers of one).
+inline absl::StatusOr<Tier::Blob> ReadLayer(Tier& tier, const ChunkKey& key, uint32_t layer) {
+  absl::StatusOr<std::vector<Tier::Blob>> r = ReadLayers(tier, key, layer, 1);
+  if (!r.ok()) return r.status();
+  return std::move((*r)[0]);
+}
 
 }  // namespace ragkv::kvstore::testing
 

@@ -67,22 +67,16 @@ class WrapperTier : public Tier {
   std::atomic<bool> corrupt_header{false};
 
   std::string_view Name() const override { return name_; }
-  absl::StatusOr<Blob> GetHeader(const ChunkKey& key) override {
+  absl::Status ReadChunk(const ChunkKey& key, ChunkReader& reader, ReadMode mode) override {
     if (down) return absl::UnavailableError("tier down");
-    auto b = base_->GetHeader(key);
-    if (b.ok() && b->has_value()) {
+    Filter f(this, reader);
+    absl::Status s = base_->ReadChunk(key, f, mode);
+    if (f.found) {
       counters().hits++;
-      if (corrupt_header) return Flip(std::move(**b));
     } else {
       counters().misses++;
     }
-    return b;
-  }
-  absl::StatusOr<Blob> GetLayer(const ChunkKey& key, uint32_t layer) override {
-    if (down) return absl::UnavailableError("tier down");
-    auto b = base_->GetLayer(key, layer);
-    if (b.ok() && b->has_value() && static_cast<int>(layer) == corrupt_layer) return Flip(std::move(**b));
-    return b;
+    return s;
   }
   absl::StatusOr<bool> Contains(const ChunkKey& key) override {
     if (down) return absl::UnavailableError("tier down");
@@ -102,6 +96,21 @@ class WrapperTier : public Tier {
   }
 
  private:
+  // Filter: passes what the base tier delivers on, flipping as configured.
+  struct Filter final : ChunkReader {
+    Filter(WrapperTier* t, ChunkReader& out) : tier(t), out(out) {}
+    LayerRange OnHeader(PinnedBytes h) override {
+      found = true;
+      return out.OnHeader(tier->corrupt_header ? std::move(*Flip(std::move(h))) : std::move(h));
+    }
+    bool OnLayer(uint32_t layer, Blob b) override {
+      if (b.has_value() && static_cast<int>(layer) == tier->corrupt_layer) b = Flip(std::move(*b));
+      return out.OnLayer(layer, std::move(b));
+    }
+    WrapperTier* const tier;
+    ChunkReader& out;
+    bool found = false;
+  };
   static Blob Flip(PinnedBytes b) {
     std::string copy(b.view());
     copy[copy.size() / 2] ^= 0x04;
@@ -338,7 +347,7 @@ TEST(TieredStore, StreamFromLowerTierPromotes) {
   for (uint32_t l = 0; l < 4; ++l) EXPECT_EQ(kept[l].blob.view(), c.encoded->layers[l]);
 }
 
-TEST(TieredStore, MultiGetBatchesAcrossTiers) {
+TEST(TieredStore, MultiGetAcrossTiers) {
   TempDir dir;
   auto ram = Ram();
   auto ssd = Ssd(dir.path());

@@ -79,15 +79,7 @@ std::string PendingKey(const ChunkKey& k) {
   return s;
 }
 
-namespace {
-
-// Layers of at least this many bytes (on average) are read one Get per
-// layer, spread over the read threads; smaller ones in one MultiGet.
-constexpr uint64_t kParallelLayerBytes = 256 << 10;
-
-}  // namespace
-
-// ReadPool: threads that read layers of large chunks for GetLayers (see
+// ReadPool: threads that read layers of large chunks for ReadLayers (see
 // SsdTierOptions::read_threads). Tasks must not block on anything but I/O.
 class ReadPool {
  public:
@@ -235,84 +227,6 @@ absl::Status SsdTier::LoadIndexLocked() {
 std::string_view SsdTier::Name() const { return options_.name; }
 
 TierKind SsdTier::Kind() const { return TierKind::kSsd; }
-
-absl::StatusOr<Tier::Blob> SsdTier::GetHeader(const ChunkKey& key) {
-  MaybeRecoverForRead();
-  ScopedTimerNs timer(&counters().read_ns);
-  ASSIGN_OR_RETURN(Blob b, GetOne(key, HeaderKey(key), read_options_));
-  if (!b.has_value()) {
-    counters().misses.fetch_add(1, std::memory_order_relaxed);
-    return b;
-  }
-  counters().hits.fetch_add(1, std::memory_order_relaxed);
-  internal::MutexLock lock(&mu_);
-  auto it = index_.find(key);
-  if (it != index_.end()) lru_.splice(lru_.begin(), lru_, it->second.lru);
-  return b;
-}
-
-absl::StatusOr<Tier::Blob> SsdTier::GetLayer(const ChunkKey& key, uint32_t layer) {
-  ScopedTimerNs timer(&counters().read_ns);
-  return GetOne(key, LayerKey(key, layer), layer_read_options_);
-}
-
-absl::StatusOr<std::vector<Tier::Blob>> SsdTier::GetLayers(const ChunkKey& key,
-                                                           uint32_t first_layer,
-                                                           uint32_t count) {
-  ScopedTimerNs timer(&counters().read_ns);
-  struct Batch {
-    std::vector<std::string> keys;
-    std::vector<rocksdb::Slice> slices;
-    std::vector<rocksdb::PinnableSlice> values;
-    std::vector<rocksdb::Status> statuses;
-    std::shared_ptr<rocksdb::Cache> block_cache;  // see Unpin
-  };
-  auto batch = std::make_shared<Batch>();
-  batch->keys.reserve(count);
-  for (uint32_t i = 0; i < count; ++i) batch->keys.push_back(LayerKey(key, first_layer + i));
-  for (const std::string& k : batch->keys) batch->slices.emplace_back(k);
-  batch->values = std::vector<rocksdb::PinnableSlice>(count);
-  batch->statuses.resize(count);
-  bool parallel = false;
-  if (read_pool_ != nullptr && count > 1) {
-    internal::MutexLock lock(&mu_);
-    auto it = index_.find(key);
-    parallel = it != index_.end() &&
-               it->second.meta.bytes / it->second.meta.layers >= kParallelLayerBytes;
-  }
-  {
-    internal::ReaderMutexLock db_lock(&db_mu_);
-    if (db_ == nullptr) return Closed();
-    batch->block_cache = block_cache_;
-    if (parallel) {
-      ParallelGet(db_.get(), kv_, batch->slices, &batch->values, &batch->statuses);
-    } else {
-      db_->MultiGet(layer_read_options_, kv_, count, batch->slices.data(), batch->values.data(),
-                    batch->statuses.data(), /*sorted_input=*/true);
-    }
-    for (uint32_t i = 0; i < count; ++i) {
-      if (batch->statuses[i].ok()) Unpin(&batch->values[i]);
-    }
-  }
-  std::vector<Blob> out(count);
-  for (uint32_t i = 0; i < count; ++i) {
-    const rocksdb::Status& s = batch->statuses[i];
-    if (s.IsNotFound()) continue;
-    if (s.IsCorruption()) {
-      ReportCorruption(key, s.ToString());
-      return std::vector<Blob>(count);
-    }
-    if (!s.ok()) {
-      counters().errors.fetch_add(1, std::memory_order_relaxed);
-      return FromRocks(s, "multiget");
-    }
-    const rocksdb::PinnableSlice& v = batch->values[i];
-    counters().bytes_read.fetch_add(v.size(), std::memory_order_relaxed);
-    std::shared_ptr<const void> owner(batch, &batch->values[i]);
-    out[i] = PinnedBytes(std::string_view(v.data(), v.size()), std::move(owner));
-  }
-  return out;
-}
 
 absl::StatusOr<bool> SsdTier::Contains(const ChunkKey& key) {
   MaybeRecoverForRead();
@@ -585,35 +499,6 @@ void SsdTier::MaybeRecoverForRead() {
   if (now - last < 1000 || !last_read_recovery_ms_.compare_exchange_strong(last, now)) return;
   internal::MutexLock write_lock(&write_mu_);
   if (write_failed_) RecoverAfterWriteErrorLocked().IgnoreError();
-}
-
-absl::StatusOr<Tier::Blob> SsdTier::GetOne(const ChunkKey& key, const std::string& db_key,
-                                           const rocksdb::ReadOptions& ro) {
-  struct Value {
-    rocksdb::PinnableSlice slice;
-    std::shared_ptr<rocksdb::Cache> block_cache;  // see Unpin
-  };
-  auto value = std::make_shared<Value>();
-  rocksdb::Status s;
-  {
-    internal::ReaderMutexLock db_lock(&db_mu_);
-    if (db_ == nullptr) return Closed();
-    value->block_cache = block_cache_;
-    s = db_->Get(ro, kv_, db_key, &value->slice);
-    if (s.ok()) Unpin(&value->slice);
-  }
-  if (s.IsNotFound()) return Blob();
-  if (s.IsCorruption()) {
-    ReportCorruption(key, s.ToString());
-    return Blob();
-  }
-  if (!s.ok()) {
-    counters().errors.fetch_add(1, std::memory_order_relaxed);
-    return FromRocks(s, "get");
-  }
-  counters().bytes_read.fetch_add(value->slice.size(), std::memory_order_relaxed);
-  std::string_view view(value->slice.data(), value->slice.size());
-  return PinnedBytes(view, std::move(value));
 }
 
 void SsdTier::AddDeleteLocked(rocksdb::WriteBatch* batch, const ChunkKey& key, const Meta& m) {

@@ -2,7 +2,8 @@
 // the API is CreateSsdTier in kvstore/ssd/ssd_tier.h, the test/bench seams are in
 // ssd_tier_internal.h). Layout, budget and error handling: kvstore/ssd/ssd_tier.h.
 //
-// Methods are defined in ssd_tier_impl.cc; the factory (option checks, the
+// Methods are defined in ssd_tier_impl.cc (reads: ssd_tier_read.cc,
+// the streaming writer: ssd_tier_stream.cc); the factory (option checks, the
 // O_DIRECT probe) in kvstore/ssd/ssd_tier.cc.
 //
 // Thread safety: all public methods are thread-safe.
@@ -74,10 +75,18 @@ class SsdTier final : public Tier {
   std::string_view Name() const override;
   TierKind Kind() const override;
 
-  absl::StatusOr<Blob> GetHeader(const ChunkKey& key) override;
-  absl::StatusOr<Blob> GetLayer(const ChunkKey& key, uint32_t layer) override;
-  absl::StatusOr<std::vector<Blob>> GetLayers(const ChunkKey& key, uint32_t first_layer,
-                                              uint32_t count) override;
+  // ReadChunk: the header (ReadHeader), then the requested layers: one
+  // ReadLayers (a MultiGet, or ParallelGet for large layers) unless
+  // kStream, which reads them one by one (ReadLayer).
+  absl::Status ReadChunk(const ChunkKey& key, ChunkReader& reader, ReadMode mode) override;
+  // ReadHeader: the header record; counts a hit or a miss and refreshes
+  // the key's LRU position. ReadLayer / ReadLayers: layer records (absent:
+  // std::nullopt), counting bytes and time only (ReadLayer is also the
+  // SsdStoredLayer test seam).
+  absl::StatusOr<Blob> ReadHeader(const ChunkKey& key);
+  absl::StatusOr<Blob> ReadLayer(const ChunkKey& key, uint32_t layer);
+  absl::StatusOr<std::vector<Blob>> ReadLayers(const ChunkKey& key, uint32_t first_layer,
+                                               uint32_t count);
   absl::StatusOr<bool> Contains(const ChunkKey& key) override;
   absl::Status Put(const ChunkKey& key, std::shared_ptr<const EncodedChunk> chunk) override;
   // BeginPut: streams layers to the database as they arrive (defined in
@@ -85,13 +94,10 @@ class SsdTier final : public Tier {
   // reservation first, each layer as its own write, then header + meta in
   // one batch (synced with sync_writes). Open reclaims pending records a
   // dead process left, with their layers. A key already stored or being
-  // streamed gets a buffering writer (the atomic Put at Commit).
+  // streamed gets a buffering writer (the atomic Put at Commit). Never
+  // returns a null writer.
   absl::StatusOr<std::unique_ptr<ChunkWriter>> BeginPut(const ChunkKey& key, std::string header,
                                                          uint64_t total_bytes) override;
-  bool StreamsPut() const override { return true; }
-  absl::Status CheckPutBytes(uint64_t total_bytes) const override {
-    return CheckChunkBytes(total_bytes);
-  }
   absl::Status Delete(const ChunkKey& key) override;
   absl::StatusOr<uint64_t> DeleteByFingerprint(const Fingerprint& fp) override;
   absl::Status Flush() override;
@@ -209,7 +215,7 @@ class SsdTier final : public Tier {
   mutable internal::Mutex db_mu_ ABSL_ACQUIRED_AFTER(write_mu_) ABSL_ACQUIRED_BEFORE(mu_);
   std::unique_ptr<rocksdb::DB> db_ ABSL_GUARDED_BY(db_mu_);
   std::vector<rocksdb::ColumnFamilyHandle*> handles_ ABSL_GUARDED_BY(db_mu_);
-  // block_cache_: the open database's block cache; handles returned by Get*
+  // block_cache_: the open database's block cache; handles returned by reads
   // keep a reference (see Unpin).
   std::shared_ptr<rocksdb::Cache> block_cache_ ABSL_GUARDED_BY(db_mu_);
   rocksdb::ColumnFamilyHandle* kv_ = nullptr;    // set under db_mu_ (exclusive)

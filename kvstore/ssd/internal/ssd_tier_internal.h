@@ -2,7 +2,9 @@
 #ifndef RAGKV_KVSTORE_SSD_INTERNAL_SSD_TIER_INTERNAL_H_
 #define RAGKV_KVSTORE_SSD_INTERNAL_SSD_TIER_INTERNAL_H_
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "kvstore/ssd/ssd_tier.h"
@@ -23,6 +25,13 @@ void MakeSsdRocksOptions(const SsdTierOptions& options, rocksdb::DBOptions* db_o
 
 absl::StatusOr<std::unique_ptr<Tier>> CreateSsdTierWithEnv(const SsdTierOptions& options,
                                                            rocksdb::Env* env);
+
+// SsdStoredLayer: layer `layer` of `key` as the database holds it, read
+// without its header (tests: that no layer record is left behind after a
+// Delete, an abort or a replacement). InvalidArgument if `tier` is not an
+// SSD tier.
+absl::StatusOr<std::optional<PinnedBytes>> SsdStoredLayer(Tier& tier, const ChunkKey& key,
+                                                          uint32_t layer);
 
 }  // namespace ragkv::kvstore::internal
 
