@@ -6,6 +6,8 @@
 #include <limits>
 #include <random>
 #include <set>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -315,6 +317,51 @@ TEST_F(BlenderTest, APooledCacheGivesTheSameBlend) {
   }
   EXPECT_EQ(pool.stats().reused, 2u);
   EXPECT_EQ(pool.stats().allocated, 1u);
+}
+
+// Concurrent blends (the sidecar's requests) share the Blender's kept
+// workspaces and one cache pool: each thread's blends equal the serial blend
+// of its prompt (the same recomputed rows; K/V and logits to 1e-5, which
+// allows a GEMM split differently while another thread holds the cores),
+// and the pool lends memory back. The CI TSan stage runs this test.
+TEST_F(BlenderTest, ConcurrentBlendsShareWorkspacesAndEqualTheSerialBlend) {
+  constexpr int kThreads = 4, kRounds = 3;
+  BlendOptions o;
+  o.ratio = 0.3;
+  o.logits = QueryLogits::kAll;
+  std::vector<Prompt> prompts;
+  std::vector<BlendResult> serial;
+  for (int i = 0; i < kThreads; ++i) {
+    prompts.push_back(MakePrompt(40 + i, 3, 24 + 8 * i));
+    auto r = Run(prompts.back(), o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    serial.push_back(*std::move(r));
+  }
+  model::KVCachePool pool(size_t{1} << 30);
+  o.cache_pool = &pool;
+  std::vector<std::vector<absl::StatusOr<BlendResult>>> got(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      for (int round = 0; round < kRounds; ++round) {
+        got[i].push_back(Run(prompts[i], o));
+        if (round + 1 < kRounds && got[i].back().ok()) pool.Release(std::move(got[i].back()->cache));
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kThreads; ++i) {
+    ASSERT_EQ(got[i].size(), static_cast<size_t>(kRounds));
+    const absl::StatusOr<BlendResult>& last = got[i].back();
+    ASSERT_TRUE(last.ok()) << last.status();
+    for (const auto& r : got[i]) ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(last->recomputed, serial[i].recomputed) << "thread " << i;
+    EXPECT_LE(KvDiff(serial[i].cache, last->cache, serial[i].total_tokens), 1e-5) << "thread " << i;
+    ASSERT_EQ(last->logits.size(), serial[i].logits.size());
+    EXPECT_LE(MaxAbsDiff(last->logits.data(), serial[i].logits.data(), last->logits.size()), 1e-5)
+        << "thread " << i;
+  }
+  EXPECT_GT(pool.stats().reused, 0u);
 }
 
 // on_layer_done: called once per layer, in order, when the layer is final:
