@@ -6,6 +6,7 @@
 #define RAGKV_CLI_COMMAND_H_
 
 #include <memory>
+#include <string>
 
 namespace CLI {
 class App;
@@ -39,14 +40,17 @@ std::unique_ptr<Command> NewPlanCommand();        // plan.cc
 std::unique_ptr<Command> NewTokenizeCommand();    // tokenize.cc
 std::unique_ptr<Command> NewRepairCommand();      // repair.cc
 std::unique_ptr<Command> NewCalibrateCommand();   // calibrate.cc
-std::unique_ptr<Command> NewBenchCommand();       // bench/cli/bench.cc
-// `ragkv llama` / `ragkv bench engine`: exec ragkv-llama (llama_forward.cc).
+// Commands that exec another binary with their arguments (forward.cc):
+// `ragkv bench ...` runs ragkv-bench; `ragkv llama` and `ragkv bench engine`
+// run ragkv-llama.
+std::unique_ptr<Command> NewBenchForwardCommand();
 std::unique_ptr<Command> NewLlamaForwardCommand();
 std::unique_ptr<Command> NewBenchEngineForwardCommand();
 // ragkv-llama's commands (llama_main.cc's table).
 std::unique_ptr<Command> NewLlamaCommand();        // llama.cc
 std::unique_ptr<Command> NewBenchEngineCommand();  // bench/cli/bench_engine.cc
-// The `bench` families (bench/cli/bench.cc's table; files in bench/cli/).
+// ragkv-bench's commands, the `bench` families (bench/cli/bench_main.cc's
+// table; files in bench/cli/).
 std::unique_ptr<Command> NewBenchPrefillCommand();    // bench.cc
 std::unique_ptr<Command> NewBenchKvstoreCommand();    // bench.cc
 std::unique_ptr<Command> NewBenchBlendCommand();      // bench.cc
@@ -64,6 +68,23 @@ int RunParsed(CLI::App* app, const CommandEntry* table, int n,
 // into commands[i] and registers its flags.
 void RegisterTable(CLI::App* app, const CommandEntry* table, int n,
                    std::unique_ptr<Command>* commands);
+
+// GlobalFlags: the flags given before the command, which ragkv and
+// ragkv-bench both take (ragkv forwards them to ragkv-bench).
+struct GlobalFlags {
+  std::string log_level = "info";  // --log-level debug|info|warning|error
+  // --kernel-threads: OpenMP/BLAS threads per kernel call. Request-level
+  // parallelism (executor workers, precompute workers) is the main axis, so
+  // kernels default to 1 thread each and the two never multiply into
+  // oversubscription (no nested pools).
+  int kernel_threads = 1;
+};
+// kGlobalFlagNames: the names AddGlobalFlags registers.
+inline constexpr const char* kGlobalFlagNames[] = {"--log-level", "--kernel-threads"};
+// AddGlobalFlags: registers them on `app` (the binary's root).
+void AddGlobalFlags(CLI::App* app, GlobalFlags* flags);
+// ApplyGlobalFlags: sets the process-wide log level and kernel thread cap.
+void ApplyGlobalFlags(const GlobalFlags& flags);
 
 }  // namespace ragkv::cli
 

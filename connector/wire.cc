@@ -2,6 +2,8 @@
 
 #include <xxhash.h>
 
+#include <cstring>
+
 #include "absl/strings/str_format.h"
 
 namespace ragkv::wire {
@@ -44,12 +46,42 @@ v1::DType ToProto(WireDType t) {
   return v1::DTYPE_F32;
 }
 
+v1::DType ToProto(kernels::DType d) {
+  switch (d) {
+    case kernels::DType::kF32: return v1::DTYPE_F32;
+    case kernels::DType::kF16: return v1::DTYPE_F16;
+    case kernels::DType::kBF16: return v1::DTYPE_BF16;
+    case kernels::DType::kI8: break;
+  }
+  return v1::DTYPE_UNSPECIFIED;
+}
+
+absl::StatusOr<kernels::DType> KernelDTypeFromProto(v1::DType d) {
+  switch (d) {
+    case v1::DTYPE_F32: return kernels::DType::kF32;
+    case v1::DTYPE_F16: return kernels::DType::kF16;
+    case v1::DTYPE_BF16: return kernels::DType::kBF16;
+    default: return absl::InvalidArgumentError(absl::StrFormat("unsupported dtype %d", d));
+  }
+}
+
 absl::Status CheckFingerprint(std::string_view raw) {
   if (raw.size() != kFingerprintBytes) {
     return absl::InvalidArgumentError(absl::StrFormat("model_fingerprint must be %d bytes, got %d",
                                                       kFingerprintBytes, raw.size()));
   }
   return absl::OkStatus();
+}
+
+std::string FingerprintBytes(const Fingerprint& fp) {
+  return std::string(reinterpret_cast<const char*>(fp.data()), fp.size());
+}
+
+absl::StatusOr<Fingerprint> FingerprintFromBytes(std::string_view raw) {
+  if (absl::Status s = CheckFingerprint(raw); !s.ok()) return s;
+  Fingerprint fp{};
+  std::memcpy(fp.data(), raw.data(), fp.size());
+  return fp;
 }
 
 bool IsValidRequestId(std::string_view id) {

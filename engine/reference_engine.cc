@@ -25,14 +25,12 @@ double MsSince(Clock::time_point t0) {
 constexpr uint32_t kMaxNewTokens = 1024;
 
 absl::StatusOr<kernels::DType> KernelDType(v1::DType t) {
-  switch (t) {
-    case v1::DTYPE_F32: return kernels::DType::kF32;
-    case v1::DTYPE_F16: return kernels::DType::kF16;
-    case v1::DTYPE_BF16: return kernels::DType::kBF16;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrFormat("engine: unsupported KV wire dtype %s", v1::DType_Name(t)));
+  absl::StatusOr<kernels::DType> d = wire::KernelDTypeFromProto(t);
+  if (!d.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("engine: unsupported KV wire dtype %s", v1::DType_Name(t)));
   }
+  return d;
 }
 
 // CacheSink: imports fused layers (of the requested wire dtype) straight

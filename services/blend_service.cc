@@ -24,7 +24,6 @@
 #include "retrieval/retriever.h"
 #include "services/internal/blend_pieces.h"
 #include "services/internal/grpc_util.h"
-#include "services/internal/kv_wire.h"
 #include "services/internal/prefix_cache.h"
 #include "services/internal/store_back.h"
 #include "services/internal/validate.h"
@@ -172,8 +171,8 @@ absl::Status SendHeader(const ServiceContext* ctx, kernels::DType out_dtype,
   kv_layout->set_num_kv_heads(mc.n_kv_heads);
   kv_layout->set_head_dim(mc.head_dim);
   kv_layout->set_num_tokens(static_cast<uint32_t>(T));
-  kv_layout->set_dtype(internal::ToWire(out_dtype));
-  kv_layout->set_model_fingerprint(internal::FingerprintBytes(ctx->model->fingerprint()));
+  kv_layout->set_dtype(wire::ToProto(out_dtype));
+  kv_layout->set_model_fingerprint(wire::FingerprintBytes(ctx->model->fingerprint()));
   header.mutable_token_ids()->Add(layout->prefix.begin(), layout->prefix.end());
   for (size_t i = layout->first; i < pieces.size(); ++i) {
     header.mutable_token_ids()->Add(pieces[i].tokens.begin(), pieces[i].tokens.end());
@@ -427,7 +426,7 @@ absl::Status PrepareRun(const google::protobuf::RepeatedPtrField<v1::Segment>& s
                         const v1::RawPrompt* raw, const v1::BlendOptions& opts, BlendRun* run) {
   const ServiceContext* ctx = run->ctx;
   if (opts.output_dtype() != v1::DTYPE_UNSPECIFIED) {
-    ASSIGN_OR_RETURN(run->out_dtype, internal::FromWire(opts.output_dtype()));
+    ASSIGN_OR_RETURN(run->out_dtype, wire::KernelDTypeFromProto(opts.output_dtype()));
   }
   if (raw != nullptr) {
     RETURN_IF_ERROR(ResolveRaw(ctx, *raw, &run->pieces, &run->times.fetch_ms));

@@ -10,7 +10,6 @@
 #include <cstdint>
 
 #include "ragkv/v1/blend.grpc.pb.h"
-#include "services/internal/validate.h"
 #include "services/service_context.h"
 
 namespace ragkv::services {

@@ -11,10 +11,12 @@
 #include "ragkv/v1/engine.grpc.pb.h"
 #include "engine/reference_engine.h"
 #include "services/executor.h"
-#include "services/internal/call_gate.h"
 #include "services/metrics.h"
 
 namespace ragkv::services {
+namespace internal {
+class CallGate;  // private (services/internal/call_gate.h); not owned here
+}
 
 class EngineServiceImpl final : public v1::EngineService::CallbackService {
  public:

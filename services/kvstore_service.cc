@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "connector/wire.h"
 #include "kvstore/tiered_store.h"
 #include "model/model.h"
 #include "services/internal/grpc_util.h"
@@ -44,7 +45,7 @@ bool StoredBeyondTier0(kvstore::TieredStore* store, const kvstore::ChunkKey& key
 absl::StatusOr<std::optional<kvstore::Fingerprint>> ResolveFingerprint(
     const ServiceContext* ctx, const kvstore::ChunkKey& key, const std::string& requested) {
   if (!requested.empty()) {
-    ASSIGN_OR_RETURN(auto fp, internal::FingerprintFromBytes(requested));
+    ASSIGN_OR_RETURN(auto fp, wire::FingerprintFromBytes(requested));
     return std::optional<kvstore::Fingerprint>(fp);
   }
   if (ctx->model != nullptr) return std::optional<kvstore::Fingerprint>(ctx->model->fingerprint());

@@ -4,6 +4,7 @@
 
 #include "base/status_macros.h"
 #include "services/internal/grpc_util.h"
+#include "services/internal/job_watch_hub.h"
 #include "services/internal/validate.h"
 #include "services/precompute_job.h"
 

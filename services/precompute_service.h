@@ -7,10 +7,12 @@
 #define RAGKV_SERVICES_PRECOMPUTE_SERVICE_H_
 
 #include "ragkv/v1/precompute.grpc.pb.h"
-#include "services/internal/job_watch_hub.h"
 #include "services/service_context.h"
 
 namespace ragkv::services {
+namespace internal {
+class JobWatchHub;  // private (services/internal/job_watch_hub.h); not owned here
+}
 
 class PrecomputeServiceImpl final : public v1::PrecomputeService::CallbackService {
  public:

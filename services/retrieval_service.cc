@@ -16,6 +16,7 @@
 #include "retrieval/retriever.h"
 #include "services/internal/grpc_util.h"
 #include "services/internal/validate.h"
+#include "services/limits.h"
 
 namespace ragkv::services {
 namespace {
@@ -149,10 +150,10 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* RetrievalServiceImpl::IngestDocuments
       return absl::InvalidArgumentError("document " + internal::Quoted(d.doc_id()) +
                                         " appears twice in one stream");
     }
-    if (state->docs.size() >= kMaxIngestDocuments || state->bytes > kMaxIngestBytes) {
+    if (state->docs.size() >= kMaxIngestDocs || state->bytes > kMaxIngestTextBytes) {
       return absl::ResourceExhaustedError(
           absl::StrFormat("ingest stream over %d documents or %d bytes; split it",
-                          kMaxIngestDocuments, kMaxIngestBytes));
+                          kMaxIngestDocs, kMaxIngestTextBytes));
     }
     retrieval::Document doc = DocumentOf(d);
     std::vector<float> vectors;

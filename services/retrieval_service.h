@@ -7,7 +7,6 @@
 #define RAGKV_SERVICES_RETRIEVAL_SERVICE_H_
 
 #include "ragkv/v1/retrieval.grpc.pb.h"
-#include "services/internal/validate.h"
 #include "services/service_context.h"
 
 namespace ragkv::services {
@@ -40,11 +39,6 @@ class RetrievalServiceImpl final
  private:
   const ServiceContext* ctx_;
 };
-
-// Limits shared with the Blend service.
-inline constexpr uint32_t kMaxSearchK = internal::kMaxSearchTopK;
-inline constexpr size_t kMaxIngestDocuments = internal::kMaxIngestDocs;
-inline constexpr size_t kMaxIngestBytes = internal::kMaxIngestTextBytes;
 
 }  // namespace ragkv::services
 

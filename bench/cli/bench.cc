@@ -1,12 +1,11 @@
-// bench/cli/bench.cc: `ragkv bench`, whose families come from one table (kBench); the
-// small ones (prefill, kvstore, blend, quality) are defined here, the larger
-// ones in bench_retrieval.cc, bench_ttft.cc and bench_load.cc. The harnesses
-// themselves live in bench/<module>/.
+// bench/cli/bench.cc: the small `ragkv bench` families (prefill, kvstore,
+// blend, quality); the larger ones are in bench_retrieval.cc, bench_ttft.cc
+// and bench_load.cc, the table of them all in bench_main.cc (ragkv-bench).
+// The harnesses themselves live in bench/<module>/.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <iostream>
-#include <iterator>
 #include <string>
 
 #include "bench/blend/bench_blend.h"
@@ -196,42 +195,11 @@ class BenchQualityCommand : public Command {
   std::string selector_ = blend::SelectorName(blend::BlendOptions{}.selector);
 };
 
-const CommandEntry kBench[] = {
-    {"retrieval", "answer recall of the retrieval configurations", NewBenchRetrievalCommand},
-    {"ttft", "TTFT of every strategy x KV tier on the same prompts, under load, vs the planner",
-     NewBenchTtftCommand},
-    {"load", "closed-loop Search/GetChunk/Blend load against a running sidecar",
-     NewBenchLoadCommand},
-    {"prefill", "full-prefill tokens/s vs the same run's sgemm roofline", NewBenchPrefillCommand},
-    {"kvstore", "RAM/SSD/Redis tier reads vs memcpy, O_DIRECT, hiredis", NewBenchKvstoreCommand},
-    {"blend", "blend time vs full prefill, per-stage breakdown", NewBenchBlendCommand},
-    {"quality", "KL / top-1 / dNLL of every strategy vs full prefill on self-sampled prompts",
-     NewBenchQualityCommand},
-    {"engine", "TTFT and quality of every strategy inside llama.cpp (ragkv-llama)",
-     NewBenchEngineForwardCommand},
-};
-constexpr int kNumBench = static_cast<int>(std::size(kBench));
-
-class BenchCommand : public Command {
- public:
-  void Register(CLI::App* cmd) override {
-    cmd->require_subcommand(1);
-    app_ = cmd;
-    RegisterTable(cmd, kBench, kNumBench, commands_);
-  }
-  int Run() override { return RunParsed(app_, kBench, kNumBench, commands_); }
-
- private:
-  CLI::App* app_ = nullptr;
-  std::unique_ptr<Command> commands_[kNumBench];
-};
-
 }  // namespace
 
 std::unique_ptr<Command> NewBenchPrefillCommand() { return std::make_unique<BenchPrefillCommand>(); }
 std::unique_ptr<Command> NewBenchKvstoreCommand() { return std::make_unique<BenchKvstoreCommand>(); }
 std::unique_ptr<Command> NewBenchBlendCommand() { return std::make_unique<BenchBlendCommand>(); }
 std::unique_ptr<Command> NewBenchQualityCommand() { return std::make_unique<BenchQualityCommand>(); }
-std::unique_ptr<Command> NewBenchCommand() { return std::make_unique<BenchCommand>(); }
 
 }  // namespace ragkv::cli

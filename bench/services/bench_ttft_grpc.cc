@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "connector/client.h"
+#include "connector/wire.h"
 #include "kvstore/chunk_key.h"
 #include "services/sidecar.h"
 
@@ -111,15 +112,11 @@ absl::Status GrpcTtftPath::Put(const CatalogueChunk& chunk, const blend::ChunkKV
   lay->set_num_kv_heads(kv.info.kv_heads);
   lay->set_head_dim(kv.info.head_dim);
   lay->set_num_tokens(static_cast<uint32_t>(kv.info.num_tokens));
-  switch (kv.info.dtype) {
-    case kernels::DType::kF32: lay->set_dtype(v1::DTYPE_F32); break;
-    case kernels::DType::kF16: lay->set_dtype(v1::DTYPE_F16); break;
-    case kernels::DType::kBF16: lay->set_dtype(v1::DTYPE_BF16); break;
-    default: return absl::InvalidArgumentError("bench ttft grpc: KV dtype not storable");
+  lay->set_dtype(wire::ToProto(kv.info.dtype));
+  if (lay->dtype() == v1::DTYPE_UNSPECIFIED) {
+    return absl::InvalidArgumentError("bench ttft grpc: KV dtype not storable");
   }
-  lay->set_model_fingerprint(
-      std::string(reinterpret_cast<const char*>(kv.info.fingerprint.data()),
-                  kv.info.fingerprint.size()));
+  lay->set_model_fingerprint(wire::FingerprintBytes(kv.info.fingerprint));
   sc.header.mutable_token_ids()->Assign(chunk.tokens.begin(), chunk.tokens.end());
   for (int l = 0; l < kv.info.num_layers; ++l) {
     v1::LayerKV lk;

@@ -1,43 +1,11 @@
 #include "services/internal/kv_wire.h"
 
-#include <cstring>
-#include <vector>
+#include <string>
 
-#include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "connector/wire.h"
 
 namespace ragkv::services::internal {
-
-v1::DType ToWire(kernels::DType d) {
-  switch (d) {
-    case kernels::DType::kF32: return v1::DTYPE_F32;
-    case kernels::DType::kF16: return v1::DTYPE_F16;
-    case kernels::DType::kBF16: return v1::DTYPE_BF16;
-    default: return v1::DTYPE_UNSPECIFIED;
-  }
-}
-
-absl::StatusOr<kernels::DType> FromWire(v1::DType d) {
-  switch (d) {
-    case v1::DTYPE_F32: return kernels::DType::kF32;
-    case v1::DTYPE_F16: return kernels::DType::kF16;
-    case v1::DTYPE_BF16: return kernels::DType::kBF16;
-    default: return absl::InvalidArgumentError(absl::StrFormat("unsupported dtype %d", d));
-  }
-}
-
-std::string FingerprintBytes(const kvstore::Fingerprint& fp) {
-  return std::string(reinterpret_cast<const char*>(fp.data()), fp.size());
-}
-
-absl::StatusOr<kvstore::Fingerprint> FingerprintFromBytes(std::string_view raw) {
-  kvstore::Fingerprint fp{};
-  static_assert(sizeof(fp) == wire::kFingerprintBytes);
-  RETURN_IF_ERROR(wire::CheckFingerprint(raw));
-  std::memcpy(fp.data(), raw.data(), fp.size());
-  return fp;
-}
 
 kernels::DType WireDTypeOf(const kvstore::KvChunkHeader& h) {
   if (h.codec == kvstore::Codec::kRaw && h.compression == kvstore::Compression::kNone) {
@@ -54,8 +22,8 @@ v1::KVHeader HeaderToWire(const kvstore::KvChunkHeader& h) {
   l->set_num_kv_heads(h.num_kv_heads);
   l->set_head_dim(h.head_dim);
   l->set_num_tokens(h.num_tokens());
-  l->set_dtype(ToWire(WireDTypeOf(h)));
-  l->set_model_fingerprint(FingerprintBytes(h.fingerprint));
+  l->set_dtype(wire::ToProto(WireDTypeOf(h)));
+  l->set_model_fingerprint(wire::FingerprintBytes(h.fingerprint));
   out.mutable_token_ids()->Assign(h.tokens.begin(), h.tokens.end());
   return out;
 }

@@ -9,7 +9,6 @@
 #include "base/status_macros.h"
 #include "connector/wire.h"
 #include "kernels/tensor.h"
-#include "services/internal/kv_wire.h"
 
 namespace ragkv::services::internal {
 namespace {
@@ -54,7 +53,7 @@ absl::Status ValidateKeyList(const google::protobuf::RepeatedPtrField<std::strin
 absl::Status ValidateGetChunkRequest(const v1::GetChunkRequest& req) {
   RETURN_IF_ERROR(ParseChunkKey(req.key()).status());
   if (!req.model_fingerprint().empty()) {
-    RETURN_IF_ERROR(FingerprintFromBytes(req.model_fingerprint()).status());
+    RETURN_IF_ERROR(wire::FingerprintFromBytes(req.model_fingerprint()).status());
   }
   return absl::OkStatus();
 }
@@ -116,7 +115,7 @@ absl::Status CheckExpectedLayout(const v1::KVLayout& l, const kvstore::Fingerpri
 
 absl::Status PutChunkAssembler::AddHeader(v1::KVHeader&& hdr) {
   const v1::KVLayout& l = hdr.layout();
-  ASSIGN_OR_RETURN(kernels::DType dt, FromWire(l.dtype()));
+  ASSIGN_OR_RETURN(kernels::DType dt, wire::KernelDTypeFromProto(l.dtype()));
   if (l.num_layers() == 0 || l.num_kv_heads() == 0 || l.head_dim() == 0 ||
       l.num_tokens() == 0 || l.num_layers() > kvstore::kMaxLayers ||
       l.num_kv_heads() > kvstore::kMaxKvHeads || l.head_dim() > kvstore::kMaxHeadDim ||
@@ -133,7 +132,7 @@ absl::Status PutChunkAssembler::AddHeader(v1::KVHeader&& hdr) {
     return absl::InvalidArgumentError("PutChunk: layer payload over the record limit");
   }
   kvstore::KvChunkHeader& h = chunk_header_;
-  ASSIGN_OR_RETURN(h.fingerprint, FingerprintFromBytes(l.model_fingerprint()));
+  ASSIGN_OR_RETURN(h.fingerprint, wire::FingerprintFromBytes(l.model_fingerprint()));
   h.tokens.assign(hdr.token_ids().begin(), hdr.token_ids().end());
   ASSIGN_OR_RETURN(h.key, ParseChunkKey(hdr.key()));
   if (h.key != kvstore::ChunkKey::Of(h.fingerprint, h.tokens)) {
@@ -225,7 +224,7 @@ absl::Status ValidateBlendOptions(const v1::BlendOptions& opts) {
     return absl::InvalidArgumentError(absl::StrFormat("unknown blend mode %d", opts.mode()));
   }
   if (opts.output_dtype() != v1::DTYPE_UNSPECIFIED) {
-    RETURN_IF_ERROR(FromWire(opts.output_dtype()).status());
+    RETURN_IF_ERROR(wire::KernelDTypeFromProto(opts.output_dtype()).status());
   }
   return absl::OkStatus();
 }

@@ -34,23 +34,12 @@
 #include "ragkv/v1/precompute.pb.h"
 #include "ragkv/v1/retrieval.pb.h"
 #include "services/internal/byte_budget.h"
+#include "services/limits.h"
 
 namespace ragkv::services::internal {
 
-// Limits (documented in the .proto comments and docs/protocol.md).
-inline constexpr int kMaxKeysPerCall = 4096;         // Lookup/Contains/DeleteChunks
-inline constexpr int kMaxChunkIdsPerCall = 4096;     // GetChunks, Generate.chunk_ids
-inline constexpr int kMaxBlendSegments = 4096;       // Blend segments
-inline constexpr uint32_t kMaxSearchTopK = 1024;     // Search.k
-inline constexpr uint32_t kMaxRetrieveTopK = wire::kMaxRetrieveTopK;  // RetrieveAndBlend.k, Generate.k
-inline constexpr uint32_t kMaxGenerateNewTokens = 1024;
-inline constexpr size_t kMaxDocIdBytes = 1024;       // doc_id of Ingest/DeleteDocument
-inline constexpr size_t kMaxIngestDocs = 100000;     // per IngestDocuments stream
-inline constexpr size_t kMaxChunkDocuments = 1024;   // per ChunkDocuments call
-inline constexpr size_t kMaxIngestTextBytes = size_t{1} << 30;
-inline constexpr int kMaxJobPaths = 1024;       // StartJob corpus paths
-inline constexpr size_t kMaxPathBytes = 4096;
-inline constexpr uint32_t kMaxJobWorkers = 64;
+// The limits checked here (kMaxBlendSegments, ...) are public, part of the
+// contract: services/limits.h.
 
 // Quoted: `id` in single quotes for an error message, cut to `max` bytes
 // with its full length named, so that a hostile id cannot blow an error

@@ -195,7 +195,7 @@ TEST(FuzzReplay, ProtoRequestSeedsValidate) {
   sr.mutable_vector()->add_values(std::numeric_limits<float>::infinity());
   EXPECT_EQ(prf::Validate(prf::kSearch, sr, 0).code(), absl::StatusCode::kInvalidArgument);
   ragkv::v1::LookupRequest lk;
-  for (int i = 0; i <= ragkv::services::internal::kMaxKeysPerCall; ++i) lk.add_keys(std::string(16, 'k'));
+  for (int i = 0; i <= ragkv::services::kMaxKeysPerCall; ++i) lk.add_keys(std::string(16, 'k'));
   EXPECT_EQ(prf::Validate(prf::kLookup, lk, 0).code(), absl::StatusCode::kInvalidArgument);
 }
 #endif
