@@ -1,8 +1,7 @@
-// blend_service.h: BlendServiceImpl, ragkv.v1.BlendService: resolves the
-// request's segments (catalogue chunk ids -> tokens + a StoreKvSource over
-// the tiered store; text/tokens -> fresh tokens), runs blend::Blender on the
-// executor, and streams the fused KV layer by layer (header, layers,
-// summary). See docs/protocol.md for segment-to-Blender mapping.
+// blend_service.h: BlendServiceImpl, ragkv.v1.BlendService: runs the
+// request's prompt through the request pipeline (pipeline/pipeline.h) on
+// the executor and streams the fused KV layer by layer (header, layers,
+// summary). See docs/protocol.md for the segment-to-Blender mapping.
 // Thread safety: stateless; gRPC calls it concurrently.
 #ifndef RAGKV_SERVICES_BLEND_SERVICE_H_
 #define RAGKV_SERVICES_BLEND_SERVICE_H_
@@ -13,9 +12,6 @@
 #include "services/service_context.h"
 
 namespace ragkv::services {
-
-// kDefaultRecomputeRatio: CacheBlend ratio when the request leaves it 0.
-inline constexpr float kDefaultRecomputeRatio = 0.15f;
 
 class BlendServiceImpl final : public v1::BlendService::CallbackService {
  public:

@@ -10,7 +10,7 @@
 
 #include "ragkv/v1/engine.grpc.pb.h"
 #include "engine/reference_engine.h"
-#include "services/executor.h"
+#include "base/executor.h"
 #include "services/metrics.h"
 
 namespace ragkv::services {

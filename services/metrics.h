@@ -25,20 +25,21 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "pipeline/metric_sink.h"
 
 namespace ragkv::services {
 
-class Metrics {
+class Metrics final : public pipeline::MetricSink {
  public:
   // Collector: appends Prometheus text lines (with their # TYPE lines).
   using Collector = std::function<void(std::string* out)>;
 
   // Add: counter `name{labels}` += value. `labels` is the inside of the
   // braces (e.g. `method="Search",code="OK"`), or empty.
-  void Add(std::string_view name, std::string_view labels, double value = 1);
+  void Add(std::string_view name, std::string_view labels, double value = 1) override;
   // Observe: `name{labels}`: _count += 1, _sum += value, and for a histogram
   // the first bucket whose bound is >= value (le semantics) += 1.
-  void Observe(std::string_view name, std::string_view labels, double value);
+  void Observe(std::string_view name, std::string_view labels, double value) override;
   // DefineHistogram: `name` becomes a histogram with these upper bounds
   // (ascending; +Inf implied). Observations made before stay a summary.
   void DefineHistogram(std::string_view name, std::vector<double> bounds);

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "retrieval/retriever.h"
-#include "services/executor.h"
+#include "base/executor.h"
 #include "services/metrics.h"
 
 namespace ragkv::kvstore {
@@ -30,6 +30,9 @@ struct GateDecision;
 namespace ragkv::retrieval {
 class Retriever;
 }
+namespace ragkv::pipeline {
+class Pipeline;
+}
 
 namespace ragkv::services {
 
@@ -38,8 +41,6 @@ namespace internal {
 class CallGate;      // services/internal/call_gate.h
 class ByteBudget;    // services/internal/byte_budget.h
 struct PutChunkExpect;  // services/internal/validate.h
-class StoreBack;        // services/internal/store_back.h
-struct PrefixCacheOptions;  // services/internal/prefix_cache.h
 }
 
 struct ServiceContext {
@@ -61,10 +62,8 @@ struct ServiceContext {
   uint64_t max_put_chunk_bytes = 0;
   internal::ByteBudget* put_budget = nullptr;
   const internal::PutChunkExpect* put_expect = nullptr;
-  // Chunks a blend computed fresh are stored back through it (null: off).
-  internal::StoreBack* store_back = nullptr;
-  // The exact-prefix cache's options (null: off).
-  const internal::PrefixCacheOptions* prefix_cache = nullptr;
+  // The request pipeline Blend and RetrieveAndBlend run (null: no model).
+  const pipeline::Pipeline* pipeline = nullptr;
   // The served model's quality gate (null: no model, or no gate).
   const blend::GateDecision* quality_gate = nullptr;
   // The fused caches' memory, kept between blends (null: fresh each time).

@@ -26,16 +26,15 @@
 #include "services/blend_service.h"
 #include "engine/reference_engine.h"
 #include "services/engine_service.h"
-#include "services/executor.h"
+#include "base/executor.h"
 #include "services/internal/access_log.h"
 #include "services/internal/bad_request_interceptor.h"
-#include "services/internal/prefix_cache.h"
 #include "services/internal/byte_budget.h"
 #include "services/internal/call_gate.h"
 #include "services/internal/job_watch_hub.h"
 #include "services/internal/validate.h"
 #include "services/internal/path_guard.h"
-#include "services/internal/store_back.h"
+#include "pipeline/pipeline.h"
 #include "services/kvstore_service.h"
 #include "services/precompute_job.h"
 #include "services/precompute_service.h"
@@ -52,11 +51,12 @@ struct Sidecar::Impl {
   std::unique_ptr<internal::CallGate> gate;
   std::unique_ptr<MetricsServer> metrics_server;
   std::unique_ptr<Backends> backends;
-  std::unique_ptr<internal::StoreBack> store_back;  // after backends: it writes their store
   blend::GateDecision quality_gate;                 // the served model's (ctx points here)
   kvstore::Codec kv_codec = kvstore::Codec::kRaw;   // options.kv_codec, parsed
-  internal::PrefixCacheOptions prefix_cache;        // ctx.prefix_cache points here
   std::unique_ptr<model::KVCachePool> cache_pool;  // ctx.cache_pool points here
+  // The request pipeline (after backends, the gate and the pool: it points
+  // at them, and its store-back writes their store).
+  std::unique_ptr<pipeline::Pipeline> pipeline;
   std::unique_ptr<JobManager> jobs;
   std::unique_ptr<internal::JobWatchHub> watch_hub;  // after jobs: it reads them
   // The engine: its own executor (it calls back into the sidecar) and a
@@ -257,6 +257,8 @@ double RecordBytesPerToken(const model::Model& model, kvstore::Codec codec, int 
   return static_cast<double>(h.UncompressedBytes()) / static_cast<double>(h.tokens.size());
 }
 
+absl::Status InitPipeline(Sidecar::Impl* impl);  // below
+
 // InitBackends: builds the backends the enabled services need, shares them
 // through impl->ctx and exports the store's metrics.
 absl::Status InitBackends(Sidecar::Impl* impl) {
@@ -302,21 +304,38 @@ absl::Status InitBackends(Sidecar::Impl* impl) {
                       RecordBytesPerToken(*b.model, impl->kv_codec, o.chunk_tokens));
   }
   if (b.store) AddStoreCollector(&impl->metrics, b.store.get());
-  if (b.store && b.model && o.store_back) {
-    internal::StoreBack::Options sbo;
-    sbo.codec = impl->kv_codec;
-    ASSIGN_OR_RETURN(impl->store_back, internal::StoreBack::Create(b.model.get(), b.store.get(),
-                                                                   &impl->metrics, sbo));
-    impl->ctx.store_back = impl->store_back.get();
-    impl->prefix_cache.enabled = o.prefix_cache;
-    impl->prefix_cache.block_tokens = o.prefix_block_tokens;
-    impl->prefix_cache.max_tokens = o.prefix_cache_max_tokens;
-    if (o.prefix_cache) impl->ctx.prefix_cache = &impl->prefix_cache;
-  }
   if (b.model && b.blender) {
     InitQualityGate(impl);
     InitCachePool(impl);
+    RETURN_IF_ERROR(InitPipeline(impl));
   }
+  return absl::OkStatus();
+}
+
+// InitPipeline: the request pipeline over the backends, the quality gate
+// and the cache pool; store-back (and with it the exact-prefix cache) when
+// the server has a store and --store-back.
+absl::Status InitPipeline(Sidecar::Impl* impl) {
+  const SidecarOptions& o = impl->options;
+  const Backends& b = *impl->backends;
+  pipeline::Pipeline::Options po;
+  po.model = b.model.get();
+  po.tokenizer = impl->ctx.tokenizer;
+  po.blender = b.blender.get();
+  po.controller = b.controller.get();
+  po.store = b.store.get();
+  po.retriever = b.retriever.get();
+  po.search_mode = b.search_mode;
+  po.quality_gate = impl->ctx.quality_gate;
+  po.cache_pool = impl->cache_pool.get();
+  po.metrics = &impl->metrics;
+  po.store_back = o.store_back;
+  po.store_back_options.codec = impl->kv_codec;
+  po.prefix_cache.enabled = o.prefix_cache;
+  po.prefix_cache.block_tokens = o.prefix_block_tokens;
+  po.prefix_cache.max_tokens = o.prefix_cache_max_tokens;
+  ASSIGN_OR_RETURN(impl->pipeline, pipeline::Pipeline::Create(std::move(po)));
+  impl->ctx.pipeline = impl->pipeline.get();
   return absl::OkStatus();
 }
 
@@ -589,12 +608,14 @@ void Sidecar::Shutdown(absl::Duration grace) {
   }
   if (impl_->engine_executor) impl_->engine_executor->Shutdown();
   impl_->executor->Shutdown();
-  impl_->ctx.store_back = nullptr;
-  impl_->store_back.reset();  // after the blends that schedule, before the store closes
+  // After the blends that schedule store-back, before the store closes.
+  if (impl_->pipeline) impl_->pipeline->StopStoreBack();
   if (impl_->metrics_server) impl_->metrics_server->Stop();
   if (impl_->server) impl_->server->Wait();
   impl_->watch_hub.reset();  // after Wait: no WatchJob can reach it any more
   impl_->jobs.reset();
+  impl_->ctx.pipeline = nullptr;
+  impl_->pipeline.reset();
   impl_->backends.reset();  // saves the retrieval index, flushes the store
   impl_->done.Notify();
 }

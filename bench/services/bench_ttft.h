@@ -141,7 +141,7 @@ struct TtftBenchOptions {
 // TtftSample: one measured request.
 struct TtftSample {
   std::string phase;      // "matrix", "load", "sweep", "multi-user"
-  std::string strategy;   // "full-prefill", "prefix", "full-reuse", "blend", "controller"
+  std::string strategy;   // "full-prefill", "prefix", "full-reuse", "blend", "controller", "gate"
   std::string tier;       // "-", "ram", "ssd", "redis"
   std::string path = "inproc";  // "inproc" or "grpc"
   double ratio = 0;       // recompute ratio (controller: its choice)

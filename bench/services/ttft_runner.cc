@@ -14,7 +14,8 @@
 #include "bench/services/internal/ttft_internal.h"
 #include "blend/kv_source.h"
 #include "blend/loading_controller.h"
-#include "blend/store_source.h"
+#include "blend/quality_gate.h"
+#include "pipeline/pipeline.h"
 
 namespace ragkv::services::ttft_internal {
 
@@ -29,55 +30,91 @@ using blend::Strategy;
 
 // ---- One request -----------------------------------------------------------
 
+namespace {
+
+// NullSink: the in-process rows keep the fused KV where the pipeline built
+// it (the gRPC rows measure the export and the transport).
+class NullSink final : public pipeline::LayerSink {
+ public:
+  absl::Status OnPrompt(const pipeline::PromptInfo&) override { return absl::OkStatus(); }
+  absl::Status OnLayer(int, const model::KVCache&, absl::Span<const int32_t>) override {
+    return absl::OkStatus();
+  }
+  absl::Status OnRestart(const pipeline::FailedLoad&) override { return absl::OkStatus(); }
+};
+
+pipeline::Mode ModeOf(const Request& rq) {
+  if (rq.controller) return pipeline::Mode::kAuto;
+  switch (rq.strategy) {
+    case Strategy::kFullPrefill: return pipeline::Mode::kFullPrefill;
+    case Strategy::kPrefixReuse: return pipeline::Mode::kPrefixReuse;
+    case Strategy::kFullReuse: return pipeline::Mode::kFullReuse;
+    default: return pipeline::Mode::kCacheBlend;
+  }
+}
+
+// BenchGate: the gate a sidecar without a calibration record serves with
+// (blend/quality_gate.h: the uncalibrated default).
+const blend::GateDecision& BenchGate() {
+  static const blend::GateDecision* const kGate = new blend::GateDecision(
+      blend::DecideGate(absl::NotFoundError("bench ttft: no calibration record")));
+  return *kGate;
+}
+
+// PromptOf: the prompt's first n chunks as documents (their stored KV found
+// by content, as a served request finds it), then the query.
+pipeline::Prompt PromptOf(const Prompt& p, int n) {
+  pipeline::Prompt out;
+  for (int i = 0; i < n; ++i) {
+    pipeline::Segment& s = out.segments.emplace_back();
+    s.tokens = p.chunks[i];
+    s.document = true;
+  }
+  out.segments.emplace_back().tokens = p.query;
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<Outcome> RunRequest(const blend::Blender& blender,
                                    blend::LoadingController* controller,
                                    const model::Model& model, const Prompt& p, const Request& rq) {
-  if (rq.strategy == Strategy::kPrefixReuse && rq.tier != nullptr) {
-    return RunPrefixRequest(blender, model, p, rq.tier->store.get());
-  }
   const int n = rq.chunks < 0 ? static_cast<int>(p.chunks.size()) : rq.chunks;
-  Outcome o;
+  pipeline::Pipeline::Options po;
+  po.model = &model;
+  po.blender = &blender;
+  po.controller = rq.controller ? controller : nullptr;
+  po.store = rq.tier != nullptr ? rq.tier->store.get() : nullptr;
+  po.quality_gate = &BenchGate();
+  po.prefix_cache.block_tokens = kPrefixBlockTokens;
+  ASSIGN_OR_RETURN(std::unique_ptr<pipeline::Pipeline> pipe, pipeline::Pipeline::Create(po));
+  pipeline::RequestOptions ro;
+  ro.mode = ModeOf(rq);
+  ro.ratio = rq.gate ? 0 : rq.ratio;
+  ro.pinned = !rq.gate;
+  const pipeline::Prompt prompt = PromptOf(p, n);
+  NullSink sink;
   const double t0 = Now();
-  std::vector<std::unique_ptr<blend::StoreKvSource>> sources(n);
-  if (rq.tier != nullptr) {
-    for (int i = 0; i < n; ++i) {
-      ASSIGN_OR_RETURN(sources[i], blend::StoreKvSource::Open(rq.tier->store.get(), p.keys[i],
-                                                              model.fingerprint()));
-      if (sources[i] == nullptr) {
-        return absl::InternalError(absl::StrCat("bench ttft: chunk ", i, " missing from tier ",
-                                                rq.tier->name));
-      }
-    }
-  }
-  o.open_s = Now() - t0;
-  std::vector<BlendSegment> segs;
-  for (int i = 0; i < n; ++i) {
-    segs.push_back({SegmentKind::kChunk, p.chunks[i], sources[i].get()});
-    o.context += static_cast<int64_t>(p.chunks[i].size());
-  }
-  segs.push_back({SegmentKind::kQuery, p.query, nullptr});
-  std::optional<BlendResult> result;
-  if (rq.controller) {
-    ASSIGN_OR_RETURN(blend::ControlledBlend cb, controller->Blend(segs, {rq.tier->tier}));
-    o.ratio = cb.decision.ratio;
-    result.emplace(std::move(cb.result));
-  } else {
-    BlendOptions bo;
-    bo.strategy = rq.strategy;
-    bo.ratio = rq.ratio;
-    bo.overlap_loading = rq.tier != nullptr;
-    o.ratio = rq.strategy == Strategy::kCacheBlend ? rq.ratio : 0;
-    ASSIGN_OR_RETURN(BlendResult r, blender.Blend(segs, bo));
-    result.emplace(std::move(r));
-  }
+  ASSIGN_OR_RETURN(pipeline::RequestResult r, pipe->Run(prompt, ro, &sink));
+  Outcome o;
   o.ttft_s = Now() - t0;
-  o.stages = result->timings;
-  for (const auto& rows : result->recomputed) o.recomputed += static_cast<int64_t>(rows.size());
-  for (const auto& s : sources) {
-    if (s == nullptr) continue;
-    o.kv_bytes += s->bytes_read();
-    o.tier_index.push_back(s->tier_index());
+  pipe->DrainStoreBack();  // store-back runs off the request's path
+  const bool reads_all = rq.strategy != Strategy::kFullPrefill && rq.strategy != Strategy::kPrefixReuse;
+  if (rq.tier != nullptr && reads_all && r.prefix_tokens == 0 && static_cast<int>(r.tiers.size()) < n) {
+    return absl::InternalError(absl::StrCat("bench ttft: ", n - r.tiers.size(),
+                                            " chunks missing from tier ", rq.tier->name));
   }
+  for (int i = 0; i < n; ++i) o.context += static_cast<int64_t>(p.chunks[i].size());
+  o.open_s = std::max(0.0, r.ms.fetch / 1e3 - r.timings.load_s);
+  o.ratio = r.ratio;
+  o.stages = r.timings;
+  o.recomputed = r.recomputed_rows;
+  o.prefix_tokens = r.prefix_tokens;
+  o.kv_bytes = r.kv_bytes_read;
+  const model::ModelConfig& cfg = model.config();
+  o.kv_bytes += static_cast<uint64_t>(r.prefix_tokens) * cfg.n_layers * 2 * cfg.n_kv_heads *
+                cfg.head_dim * kernels::DTypeSize(cfg.kv_dtype);
+  o.tier_index = r.tiers;
   return o;
 }
 
@@ -126,6 +163,11 @@ std::vector<Config> BuildConfigs(BenchContext& b, const blend::LoadingController
     if (o.with_prefix) add("prefix", Request{Strategy::kPrefixReuse, false, 0, t.get(), -1});
     add("full-reuse", Request{Strategy::kFullReuse, false, 0, t.get(), -1});
     for (double r : o.ratios) add("blend", Request{Strategy::kCacheBlend, false, r, t.get(), -1});
+    // What the quality gate would choose, strategy and ratio left to the
+    // server (in process; the rows above pin theirs).
+    if (with_inproc) {
+      configs.push_back({"gate", Request{Strategy::kCacheBlend, false, 0, t.get(), -1, true}, false});
+    }
     if ((controller && with_inproc) || with_grpc) {
       Request rq{Strategy::kCacheBlend, true, 0, t.get(), -1};
       if (controller && with_inproc) configs.push_back({"controller", rq, false});
@@ -193,14 +235,19 @@ absl::Status RunGrpcConfig(BenchContext& b, const Config& c, size_t pi, int r,
 // cold for SSD, recorded. Errors: those of RunRequest.
 absl::Status RunInprocConfig(BenchContext& b, const Config& c, size_t pi, int r,
                              blend::LoadingController* controller) {
-  if (c.rq.strategy == Strategy::kPrefixReuse && c.rq.tier != nullptr) {
+  // Every row starts from "the previous request was prompt i - 1": the
+  // prefix blocks an earlier row of this prompt stored back are forgotten
+  // (a prefix row stores the whole context's blocks; the blend rows after
+  // it would otherwise be exact-prefix hits).
+  if (c.rq.tier != nullptr) {
     RETURN_IF_ERROR(ForgetUnsharedPrefix(c.rq.tier->store.get(), b.model.fingerprint(),
                                          ContextTokens(b.prompts[pi]),
                                          ContextTokens(Previous(b.prompts, pi))));
   }
   b.tiers.MakeCold(c.rq.tier);
   ASSIGN_OR_RETURN(Outcome oc, RunRequest(b.blender, controller, b.model, b.prompts[pi], c.rq));
-  TtftSample s = MatrixSample(c, pi, r, c.strategy == "controller" ? oc.ratio : c.rq.ratio);
+  const bool auto_ratio = c.strategy == "controller" || c.strategy == "gate";
+  TtftSample s = MatrixSample(c, pi, r, auto_ratio ? oc.ratio : c.rq.ratio);
   oc.FillSample(&s);
   Record(b, std::move(s),
          c.rq.strategy == Strategy::kPrefixReuse

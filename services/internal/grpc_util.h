@@ -21,7 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "base/log.h"
-#include "services/executor.h"
+#include "base/executor.h"
 #include "services/internal/access_log.h"
 #include "services/internal/call_gate.h"
 

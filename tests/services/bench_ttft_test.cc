@@ -267,9 +267,18 @@ TEST(BenchTtft, SmokeTinyModelWritesOutputs) {
   absl::StatusOr<TtftReport> r = RunTtftBench(o, log);
   ASSERT_TRUE(r.ok()) << r.status() << "\n" << log.str();
   // In-process and gRPC (one sidecar per tier, its only KV tier): each
-  // full-prefill + per tier (prefix, reuse, 2 ratios, controller).
-  EXPECT_EQ(r->rows.size(), 2 * (1u + 2 * 5));
-  int grpc_rows = 0;
+  // full-prefill + per tier (prefix, reuse, 2 ratios, controller); plus,
+  // in process, the gate's row per tier.
+  EXPECT_EQ(r->rows.size(), 2 * (1u + 2 * 5) + 2);
+  int grpc_rows = 0, gate_rows = 0;
+  for (const TtftRow& row : r->rows) {
+    if (row.strategy != "gate") continue;
+    ++gate_rows;
+    EXPECT_EQ(row.path, "inproc");
+    // No calibration record: the uncalibrated default ratio.
+    EXPECT_NEAR(row.ratio, 0.15, 1e-9) << row.tier;
+  }
+  EXPECT_EQ(gate_rows, 2);
   std::set<std::string> grpc_controller_tiers;
   for (const TtftRow& row : r->rows) {
     EXPECT_EQ(row.ttft.count, 2u) << row.strategy << " " << row.tier << " " << row.path;
@@ -313,23 +322,24 @@ TEST(BenchTtft, SmokeTinyModelWritesOutputs) {
     }
     EXPECT_GT(row.predicted_cal_s, 0);
     EXPECT_GT(row.predicted_raw_s, 0);
-    if (row.strategy == "full-prefill" || row.strategy == "prefix") {
-      EXPECT_EQ(row.kv_mb, 0) << row.strategy;  // prefix: no block shared (below)
+    if (row.strategy == "full-prefill") {
+      EXPECT_EQ(row.kv_mb, 0) << row.strategy;
     } else {
       EXPECT_GT(row.kv_mb, 0) << row.strategy << " " << row.tier;
     }
   }
-  // The prefix rows find no stored block (the two prompts share no leading
-  // block; what a prompt stored is forgotten before its next row); full
-  // reuse moves both chunks.
+  // The prefix rows are served prefix caching: no stored block (the two
+  // prompts share no leading block; what a prompt stored is forgotten before
+  // its next row), so the leading chunk's own record, exact at position 0:
+  // half of what full reuse moves (both chunks, 32 tokens each).
   double prefix_mb = -1, reuse_mb = 0;
   for (const TtftRow& row : r->rows) {
     if (row.tier != "ram" || row.path != "inproc") continue;
     if (row.strategy == "prefix") prefix_mb = row.kv_mb;
     if (row.strategy == "full-reuse") reuse_mb = row.kv_mb;
   }
-  EXPECT_EQ(prefix_mb, 0);
   EXPECT_GT(reuse_mb, 0);
+  EXPECT_NEAR(prefix_mb, reuse_mb / 2, 1e-9);
   EXPECT_EQ(grpc_rows, 11);
   EXPECT_EQ(grpc_controller_tiers, (std::set<std::string>{"ram", "ssd"}));
   EXPECT_GT(r->efficiency, 0);
@@ -365,10 +375,12 @@ TEST(BenchTtft, SmokeTinyModelWritesOutputs) {
   std::filesystem::remove_all(dir, ec);
 }
 
-// The prefix rows run the sidecar's prefix cache: the first request of a
-// prompt finds nothing and stores its blocks; the same prompt again is
-// served every whole block; after ForgetUnsharedPrefix against a previous
-// prompt that shares its first chunk, only that chunk's whole blocks.
+// The prefix rows are served requests in prefix-caching mode (the request
+// pipeline): the first request of a prompt finds nothing and stores its
+// blocks (and its documents, which missed); the same prompt again is served
+// every whole block; after ForgetUnsharedPrefix against a previous prompt
+// that shares its first chunk, the 32 shared block rows are shorter than
+// the first chunk's own stored record (40 rows), which then serves it.
 TEST(BenchTtftPrefix, StoredBlocksServeTheNextRequest) {
   namespace ti = ragkv::services::ttft_internal;
   auto spec = model::ParseSyntheticSpec("layers=2,dim=64,heads=4,kv_heads=2,ffn=128,vocab=300,ctx=512");
@@ -382,6 +394,9 @@ TEST(BenchTtftPrefix, StoredBlocksServeTheNextRequest) {
   std::vector<std::shared_ptr<kvstore::Tier>> tiers = {std::move(tier).value()};
   auto store = kvstore::TieredStore::Create({}, tiers);
   ASSERT_TRUE(store.ok()) << store.status();
+  ti::TierStore ts;
+  ts.name = "ram";
+  ts.store = std::move(store).value();
   auto tokens = [](int n, int seed) {
     std::vector<int32_t> t(n);
     for (int i = 0; i < n; ++i) t[i] = 3 + (seed * 131 + i * 17) % 290;
@@ -392,21 +407,24 @@ TEST(BenchTtftPrefix, StoredBlocksServeTheNextRequest) {
   p.query = tokens(8, 3);
   prev.chunks = {tokens(40, 1), tokens(30, 4)};  // shares the first chunk: 2 whole blocks
   EXPECT_EQ(ti::SharedPrefixTokens(ti::ContextTokens(p), ti::ContextTokens(prev)), 32);
-  auto first = ti::RunPrefixRequest(**blender, **m, p, store->get());
+  const ti::Request rq{blend::Strategy::kPrefixReuse, false, 0, &ts, -1};
+  auto first = ti::RunRequest(**blender, nullptr, **m, p, rq);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->prefix_tokens, 0);
   EXPECT_EQ(first->kv_bytes, 0u);
   EXPECT_EQ(first->context, 85);
-  auto again = ti::RunPrefixRequest(**blender, **m, p, store->get());
+  auto again = ti::RunRequest(**blender, nullptr, **m, p, rq);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->prefix_tokens, 80);
   EXPECT_LT(again->recomputed, first->recomputed);
-  ASSERT_TRUE(ti::ForgetUnsharedPrefix(store->get(), (*m)->fingerprint(), ti::ContextTokens(p),
+  ASSERT_TRUE(ti::ForgetUnsharedPrefix(ts.store.get(), (*m)->fingerprint(), ti::ContextTokens(p),
                                        ti::ContextTokens(prev))
                   .ok());
-  auto after = ti::RunPrefixRequest(**blender, **m, p, store->get());
+  auto after = ti::RunRequest(**blender, nullptr, **m, p, rq);
   ASSERT_TRUE(after.ok()) << after.status();
-  EXPECT_EQ(after->prefix_tokens, 32);
+  EXPECT_EQ(after->prefix_tokens, 0);
+  EXPECT_LT(after->recomputed, first->recomputed);
+  EXPECT_GT(after->recomputed, again->recomputed);
 }
 
 TEST(BenchTtft, RejectsBadOptions) {

@@ -224,6 +224,9 @@ struct Request {
   double ratio = 0;
   TierStore* tier = nullptr;  // null: full prefill (no KV)
   int chunks = -1;            // use the first n chunks (-1: all)
+  // gate: the row the sidecar's quality gate would choose (strategy and
+  // ratio left to the server); every other row pins its strategy and ratio.
+  bool gate = false;
 };
 
 struct Outcome {
@@ -263,14 +266,11 @@ int64_t SharedWithPrevious(const std::vector<Prompt>& prompts, size_t i);
 absl::Status ForgetUnsharedPrefix(kvstore::TieredStore* store, const kvstore::Fingerprint& fp,
                                   const std::vector<int32_t>& tokens,
                                   const std::vector<int32_t>& prev);
-// RunPrefixRequest: one prefix row's request against `store`: the longest
-// stored chain of the prompt's blocks exact, the rest prefilled, then the
-// blocks it computed stored (after the clock stops).
-absl::StatusOr<Outcome> RunPrefixRequest(const blend::Blender& blender, const model::Model& model,
-                                         const Prompt& p, kvstore::TieredStore* store);
-
-// RunRequest: one in-process request (open the tier streams, blend) timed.
-// Errors: a chunk missing from the tier, blend failures.
+// RunRequest: one in-process request through the served request pipeline
+// (pipeline/pipeline.h: resolution, the exact-prefix cache, gate, blend,
+// store-back) over rq.tier's store, timed from the prompt to the last
+// layer; the store-back it schedules runs after the clock stops. Errors: a
+// chunk missing from the tier, the pipeline's.
 absl::StatusOr<Outcome> RunRequest(const blend::Blender& blender,
                                    blend::LoadingController* controller,
                                    const model::Model& model, const Prompt& p, const Request& rq);

@@ -1,9 +1,8 @@
-// blend_layout.h: how the blend service maps a request's resolved pieces
-// onto Blender segments (services/blend_service.cc builds them;
-// services/internal/prefix_cache.h puts a stored exact prefix in front).
-// Private to services/.
-#ifndef RAGKV_SERVICES_INTERNAL_BLEND_LAYOUT_H_
-#define RAGKV_SERVICES_INTERNAL_BLEND_LAYOUT_H_
+// layout.h: how the pipeline maps a request's resolved pieces onto Blender
+// segments (pipeline/pipeline.cc builds them; internal/prefix_cache.h puts a
+// stored exact prefix in front). Private to pipeline/.
+#ifndef RAGKV_PIPELINE_INTERNAL_LAYOUT_H_
+#define RAGKV_PIPELINE_INTERNAL_LAYOUT_H_
 
 #include <cstdint>
 #include <memory>
@@ -13,14 +12,14 @@
 #include "blend/kv_source.h"
 #include "blend/prefix_source.h"
 #include "blend/store_source.h"
-#include "ragkv/v1/blend.pb.h"
+#include "pipeline/request.h"
 
-namespace ragkv::services::internal {
+namespace ragkv::pipeline::internal {
 
 // Piece: one resolved segment of the request.
 struct Piece {
   std::vector<int32_t> tokens;
-  bool is_chunk = false;  // a catalogue chunk (chunk_id valid)
+  bool is_chunk = false;  // a catalogue chunk (chunk_id valid) or a document (chunk_id 0)
   uint64_t chunk_id = 0;
   int64_t chunk_begin = 0;  // the chunk's first row in this piece (raw prompts)
   std::unique_ptr<blend::KvSource> source;  // null: computed fresh
@@ -29,6 +28,7 @@ struct Piece {
   bool stored = false;   // a stored record was found when the request was resolved
   bool failed = false;   // its record failed mid-blend: a miss from then on
   bool covered = false;  // inside the stored exact prefix (no source of its own)
+  bool released = false;  // stored, but closed: the strategy does not read it
 };
 
 // Segment owners in BlendLayout::seg_piece besides a piece index.
@@ -42,14 +42,14 @@ struct BlendLayout {
   size_t first = 0;             // the first piece after the prefix
   std::vector<blend::BlendSegment> segs;
   std::vector<int> seg_piece;   // owner of segs[i]: a piece index or k*Segment
-  v1::BlendHeader header;       // spans only, so far (span i: prefix, then pieces[first..])
+  std::vector<Span> spans;      // span i: the prefix (when any), then pieces[first..]
   int64_t T = 0;                // prompt tokens
   // The stored exact prefix in front (prefix_cache.h), when one was found.
   std::unique_ptr<blend::PrefixKvSource> exact;
   std::vector<int32_t> exact_tokens;
   bool exact_failed = false;    // its load failed once: not used again in this call
 
-  // SpanOf: the header span of piece `pi`.
+  // SpanOf: the span of piece `pi`.
   uint32_t SpanOf(size_t pi) const {
     return static_cast<uint32_t>((prefix.empty() ? 0 : 1) + (pi - first));
   }
@@ -81,6 +81,6 @@ inline void BuildSegs(const std::vector<Piece>& pieces, BlendLayout* layout) {
   }
 }
 
-}  // namespace ragkv::services::internal
+}  // namespace ragkv::pipeline::internal
 
-#endif  // RAGKV_SERVICES_INTERNAL_BLEND_LAYOUT_H_
+#endif  // RAGKV_PIPELINE_INTERNAL_LAYOUT_H_

@@ -8,9 +8,9 @@
 // overloaded sidecar sheds load instead of queueing without bound.
 //
 // Thread safety: all methods are thread-safe. Tasks must not block waiting
-// for other tasks of the same executor (no nested pools; see style.md).
-#ifndef RAGKV_SERVICES_EXECUTOR_H_
-#define RAGKV_SERVICES_EXECUTOR_H_
+// for other tasks of the same executor (no nested pools: docs/style.md, "Threads").
+#ifndef RAGKV_BASE_EXECUTOR_H_
+#define RAGKV_BASE_EXECUTOR_H_
 
 #include <cstddef>
 #include <deque>
@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 
-namespace ragkv::services {
+namespace ragkv {
 
 class BoundedExecutor {
  public:
@@ -63,6 +63,6 @@ class BoundedExecutor {
   std::vector<std::thread> workers_;
 };
 
-}  // namespace ragkv::services
+}  // namespace ragkv
 
-#endif  // RAGKV_SERVICES_EXECUTOR_H_
+#endif  // RAGKV_BASE_EXECUTOR_H_

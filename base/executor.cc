@@ -1,8 +1,8 @@
-#include "services/executor.h"
+#include "base/executor.h"
 
 #include <utility>
 
-namespace ragkv::services {
+namespace ragkv {
 
 absl::StatusOr<std::unique_ptr<BoundedExecutor>> BoundedExecutor::Create(Options options) {
   if (options.threads < 1) return absl::InvalidArgumentError("executor: threads must be >= 1");
@@ -61,4 +61,4 @@ void BoundedExecutor::WorkerLoop() {
   }
 }
 
-}  // namespace ragkv::services
+}  // namespace ragkv

@@ -1,4 +1,4 @@
-#include "services/internal/store_back.h"
+#include "pipeline/store_back.h"
 
 #include <utility>
 
@@ -8,11 +8,11 @@
 #include "kvstore/tiered_store.h"
 #include "model/model.h"
 
-namespace ragkv::services::internal {
+namespace ragkv::pipeline {
 
 absl::StatusOr<std::unique_ptr<StoreBack>> StoreBack::Create(const model::Model* model,
                                                               kvstore::TieredStore* store,
-                                                              Metrics* metrics, Options options) {
+                                                              MetricSink* metrics, Options options) {
   std::unique_ptr<StoreBack> sb(new StoreBack(model, store, metrics, options.codec));
   ASSIGN_OR_RETURN(sb->executor_, BoundedExecutor::Create({options.threads, options.max_queue}));
   return sb;
@@ -100,4 +100,4 @@ void StoreBack::Drain() {
   mu_.Await(absl::Condition(&idle));
 }
 
-}  // namespace ragkv::services::internal
+}  // namespace ragkv::pipeline

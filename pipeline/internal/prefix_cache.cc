@@ -1,14 +1,13 @@
-#include "services/internal/prefix_cache.h"
+#include "pipeline/internal/prefix_cache.h"
 
 #include <algorithm>
 #include <utility>
 
 #include "base/log.h"
 #include "base/status_macros.h"
-#include "services/internal/store_back.h"
-#include "services/metrics.h"
+#include "pipeline/store_back.h"
 
-namespace ragkv::services::internal {
+namespace ragkv::pipeline::internal {
 namespace {
 
 absl::Status ApplyExactPrefix(kvstore::TieredStore* store, const model::Model& model,
@@ -20,7 +19,10 @@ absl::Status ApplyExactPrefix(kvstore::TieredStore* store, const model::Model& m
   const std::vector<int32_t> tokens = layout->Tokens(*pieces);
   const int64_t query_begin =
       static_cast<int64_t>(tokens.size()) - static_cast<int64_t>(pieces->back().tokens.size());
-  const int64_t limit = std::min(query_begin, options.max_tokens);
+  // At least one context row stays outside the prefix: the Blender needs a
+  // chunk segment between the prefix and the query (a repeated prompt whose
+  // context is whole blocks would otherwise leave none and be refused).
+  const int64_t limit = std::min(query_begin - 1, options.max_tokens);
   const std::vector<kvstore::ChunkKey> keys = blend::PrefixBlockKeys(
       model.fingerprint(), absl::MakeConstSpan(tokens).subspan(0, limit), options.block_tokens);
   if (keys.empty()) return absl::OkStatus();
@@ -74,13 +76,13 @@ absl::Status ApplyExactPrefix(kvstore::TieredStore* store, const model::Model& m
 
 }  // namespace
 
-absl::Status ApplyPrefixCache(const ServiceContext* ctx, std::vector<Piece>* pieces,
+absl::Status ApplyPrefixCache(const Pipeline::Options& o, bool enabled, std::vector<Piece>* pieces,
                               BlendLayout* layout) {
-  if (ctx->prefix_cache == nullptr || !ctx->prefix_cache->enabled) return absl::OkStatus();
-  RETURN_IF_ERROR(ApplyExactPrefix(ctx->store, *ctx->model, *ctx->prefix_cache, pieces, layout));
+  if (!enabled) return absl::OkStatus();
+  RETURN_IF_ERROR(ApplyExactPrefix(o.store, *o.model, o.prefix_cache, pieces, layout));
   const int64_t P = static_cast<int64_t>(layout->exact_tokens.size());
-  ctx->metrics->Add("ragkv_prefix_lookups_total", P > 0 ? "result=\"hit\"" : "result=\"miss\"");
-  if (P > 0) ctx->metrics->Add("ragkv_prefix_tokens_reused_total", "", static_cast<double>(P));
+  o.metrics->Add("ragkv_prefix_lookups_total", P > 0 ? "result=\"hit\"" : "result=\"miss\"");
+  if (P > 0) o.metrics->Add("ragkv_prefix_tokens_reused_total", "", static_cast<double>(P));
   return absl::OkStatus();
 }
 
@@ -104,23 +106,22 @@ int64_t ExactRows(const BlendLayout& layout, blend::Strategy strategy) {
   return rows;
 }
 
-void StorePrefixCache(const ServiceContext* ctx, const BlendLayout& layout,
+void StorePrefixCache(const Pipeline::Options& o, StoreBack* store_back, const BlendLayout& layout,
                       const std::vector<Piece>& pieces, const model::KVCache& cache,
                       int64_t exact_rows) {
-  const PrefixCacheOptions* o = ctx->prefix_cache;
-  if (o == nullptr || !o->enabled || ctx->store_back == nullptr) return;
-  const int B = o->block_tokens;
+  if (store_back == nullptr || !o.prefix_cache.enabled) return;
+  const int B = o.prefix_cache.block_tokens;
   const int first = static_cast<int>(static_cast<int64_t>(layout.exact_tokens.size()) / B);
-  const int last = static_cast<int>(std::min(exact_rows, o->max_tokens) / B);
+  const int last = static_cast<int>(std::min(exact_rows, o.prefix_cache.max_tokens) / B);
   if (last <= first) return;
   absl::StatusOr<std::vector<blend::StoreChunk>> blocks = blend::EncodePrefixBlocks(
-      cache, layout.Tokens(pieces), ctx->model->fingerprint(), B, first, last,
-      ctx->model->config().kv_dtype, ctx->store_back->codec());
+      cache, layout.Tokens(pieces), o.model->fingerprint(), B, first, last,
+      o.model->config().kv_dtype, store_back->codec());
   if (!blocks.ok()) {
     RAGKV_LOG(WARNING) << "prefix cache: encoding blocks: " << blocks.status();
     return;
   }
-  ctx->store_back->SchedulePut(std::move(*blocks));
+  store_back->SchedulePut(std::move(*blocks));
 }
 
-}  // namespace ragkv::services::internal
+}  // namespace ragkv::pipeline::internal

@@ -1,4 +1,4 @@
-// store_back.h: StoreBack writes the KV of chunks that a blend had to
+// store_back.h: StoreBack (pipeline step 5, pipeline/pipeline.h) writes the KV of chunks that a blend had to
 // compute fresh (their record missed in the store) back to the store after
 // the response, so the next request hits (issue 20, "fresh KV is stored
 // back"; LMCache #2029). The record is the one precompute writes
@@ -12,8 +12,8 @@
 // ragkv_kv_store_back_skipped_total, ragkv_kv_store_back_errors_total).
 // Thread safety: Schedule is thread-safe; Stop / the destructor drop the
 // queued work and wait for the task running.
-#ifndef RAGKV_SERVICES_INTERNAL_STORE_BACK_H_
-#define RAGKV_SERVICES_INTERNAL_STORE_BACK_H_
+#ifndef RAGKV_PIPELINE_STORE_BACK_H_
+#define RAGKV_PIPELINE_STORE_BACK_H_
 
 #include <atomic>
 #include <cstdint>
@@ -26,8 +26,8 @@
 #include "kvstore/chunk_key.h"
 #include "blend/store_source.h"
 #include "kvstore/kv_chunk.h"
-#include "services/executor.h"
-#include "services/metrics.h"
+#include "base/executor.h"
+#include "pipeline/metric_sink.h"
 
 namespace ragkv::model {
 class Model;
@@ -36,7 +36,7 @@ namespace ragkv::kvstore {
 class TieredStore;
 }
 
-namespace ragkv::services::internal {
+namespace ragkv::pipeline {
 
 class StoreBack {
  public:
@@ -49,7 +49,7 @@ class StoreBack {
   // the StoreBack. Errors: those of BoundedExecutor::Create.
   static absl::StatusOr<std::unique_ptr<StoreBack>> Create(const model::Model* model,
                                                            kvstore::TieredStore* store,
-                                                           Metrics* metrics, Options options);
+                                                           MetricSink* metrics, Options options);
   ~StoreBack();  // Stop()
   StoreBack(const StoreBack&) = delete;
   StoreBack& operator=(const StoreBack&) = delete;
@@ -57,7 +57,7 @@ class StoreBack {
   // Schedule: stores the KV of the chunk `tokens` (its whole token list)
   // unless it is queued already. Never blocks on the store.
   void Schedule(std::vector<int32_t> tokens);
-  // SchedulePut: stores `records` (prefix blocks: services/internal/
+  // SchedulePut: stores `records` (prefix blocks: pipeline/internal/
   // prefix_cache.h) the store does not hold yet, in one task; skipped
   // (counted) when the queue is full. Never blocks on the store.
   void SchedulePut(std::vector<blend::StoreChunk> records);
@@ -69,14 +69,14 @@ class StoreBack {
   void Stop();
 
  private:
-  StoreBack(const model::Model* model, kvstore::TieredStore* store, Metrics* metrics,
+  StoreBack(const model::Model* model, kvstore::TieredStore* store, MetricSink* metrics,
             kvstore::Codec codec)
       : model_(model), store_(store), metrics_(metrics), codec_(codec) {}
   void Run(const kvstore::ChunkKey& key, const std::vector<int32_t>& tokens);
 
   const model::Model* model_;
   kvstore::TieredStore* store_;
-  Metrics* metrics_;
+  MetricSink* metrics_;
   const kvstore::Codec codec_;
   std::unique_ptr<BoundedExecutor> executor_;
   std::atomic<bool> stopping_{false};
@@ -85,6 +85,6 @@ class StoreBack {
   int puts_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-}  // namespace ragkv::services::internal
+}  // namespace ragkv::pipeline
 
-#endif  // RAGKV_SERVICES_INTERNAL_STORE_BACK_H_
+#endif  // RAGKV_PIPELINE_STORE_BACK_H_

@@ -1,0 +1,35 @@
+// pieces.h: resolving a prompt's segments (or raw token ids) into pieces
+// with their stored KV opened (pipeline step 1). Private to pipeline/.
+#ifndef RAGKV_PIPELINE_INTERNAL_PIECES_H_
+#define RAGKV_PIPELINE_INTERNAL_PIECES_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "pipeline/internal/layout.h"
+#include "pipeline/pipeline.h"
+
+namespace ragkv::pipeline::internal {
+
+// ResolveSegments: resolves segment i into (*pieces)[i] (pieces is sized to
+// segments); errors on an empty segment or a chunk last; OUT_OF_RANGE as
+// soon as the prompt outgrows the model's context (before the Blender sizes
+// anything from it). Time spent opening stored records is added to
+// *fetch_ms.
+absl::Status ResolveSegments(const Pipeline::Options& o, const std::vector<Segment>& segments,
+                             std::vector<Piece>* pieces, double* fetch_ms);
+
+// ResolveRaw: the raw prompt cut into pieces: the catalogue's chunks found
+// in it (Retriever::FindChunks; never inside the query tail) with their
+// stored KV, and fresh pieces between them; the last piece holds the query.
+absl::Status ResolveRaw(const Pipeline::Options& o, const Prompt& prompt,
+                        std::vector<Piece>* pieces, double* fetch_ms);
+
+// ReopenAll: every piece's stored record opened again, but the failed ones
+// (the streams were consumed by a blend that failed on one load); a miss
+// leaves a piece fresh.
+absl::Status ReopenAll(const Pipeline::Options& o, std::vector<Piece>* pieces, double* fetch_ms);
+
+}  // namespace ragkv::pipeline::internal
+
+#endif  // RAGKV_PIPELINE_INTERNAL_PIECES_H_
