@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "blend/kv_source.h"
+#include "model/sampler.h"
 #include "nlohmann/json.hpp"
 
 namespace ragkv::blend {
@@ -129,7 +130,7 @@ Agreement QueryAgreement(const float* ref, const float* x, int64_t rows, int voc
       kl += std::exp(a_) * (a_ - b_);
     }
     a.kl += kl;
-    a.top1 += (std::max_element(p, p + vocab) - p) == (std::max_element(q, q + vocab) - q);
+    a.top1 += model::Argmax(p, vocab) == model::Argmax(q, vocab);
   }
   a.kl /= static_cast<double>(rows);
   a.top1 /= static_cast<double>(rows);

@@ -9,8 +9,10 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "kernels/tensor.h"
+#include "model/generate.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
+#include "model/sampler.h"
 #include "model/tokenizer.h"
 #include "connector/wire.h"
 
@@ -109,10 +111,6 @@ std::string ValidUtf8(const std::string& s) {
     }
   }
   return out;
-}
-
-int32_t Argmax(const std::vector<float>& v) {
-  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
 }  // namespace
@@ -261,17 +259,12 @@ absl::StatusOr<v1::GenerateResponse> ReferenceEngine::Generate(
   tt->set_ttft_ms(MsSince(t_start));
   resp.mutable_prompt_tokens()->Assign(prompt.begin(), prompt.end());
 
-  // Greedy decode.
+  // Greedy decode, stopping after EOS.
   const auto t_dec = Clock::now();
-  std::vector<int32_t> out;
-  int32_t next = Argmax(logits);
-  for (int i = 0; i < max_new; ++i) {
-    out.push_back(next);
-    if (next == tok.eos_id()) break;
-    if (i + 1 == max_new || cache->num_tokens() >= cache->capacity_tokens()) break;
-    RETURN_IF_ERROR(m.DecodeStep(next, cache.get(), &ws, logits.data()));
-    next = Argmax(logits);
-  }
+  std::vector<int32_t> stops;
+  if (tok.eos_id() >= 0) stops.push_back(tok.eos_id());
+  ASSIGN_OR_RETURN(std::vector<int32_t> out,
+                   model::Decode(m, cache.get(), &ws, logits.data(), max_new, model::Argmax, stops));
   tt->set_decode_ms(MsSince(t_dec));
   resp.mutable_answer_tokens()->Assign(out.begin(), out.end());
   resp.set_answer(ValidUtf8(tok.Decode(out)));

@@ -12,8 +12,26 @@
 
 namespace ragkv::model {
 
+absl::StatusOr<std::vector<int32_t>> Decode(const Model& model, KVCache* cache, Workspace* ws,
+                                            float* logits, int max_new, TokenPicker pick,
+                                            absl::Span<const int32_t> stop_ids) {
+  const int32_t vocab = model.config().vocab_size;
+  std::vector<int32_t> out;
+  while (static_cast<int>(out.size()) < max_new) {
+    const int32_t next = pick(logits, vocab);
+    out.push_back(next);
+    if (std::find(stop_ids.begin(), stop_ids.end(), next) != stop_ids.end()) break;
+    if (static_cast<int>(out.size()) >= max_new ||
+        cache->num_tokens() >= cache->capacity_tokens()) {
+      break;
+    }
+    RETURN_IF_ERROR(model.DecodeStep(next, cache, ws, logits));
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<int32_t>> Generate(const Model& model, absl::Span<const int32_t> prompt,
-                                              int max_new, const SamplerOptions& sampler_options,
+                                              int max_new, TokenPicker pick,
                                               absl::Span<const int32_t> stop_ids) {
   const ModelConfig& c = model.config();
   if (prompt.empty()) return absl::InvalidArgumentError("generate: empty prompt");
@@ -24,20 +42,21 @@ absl::StatusOr<std::vector<int32_t>> Generate(const Model& model, absl::Span<con
   }
   const int64_t capacity = std::min<int64_t>(c.max_seq_len, int64_t(prompt.size()) + std::max(max_new, 0));
   ASSIGN_OR_RETURN(KVCache cache, model.NewCache(capacity));
+  if (max_new <= 0) return std::vector<int32_t>{};
   Workspace ws;
   std::vector<float> logits(c.vocab_size);
-  Sampler sampler(sampler_options);
-  std::vector<int32_t> out;
-  if (max_new <= 0) return out;
   RETURN_IF_ERROR(model.Prefill(prompt, &cache, &ws, LogitsMode::kLast, logits.data()));
-  while (true) {
-    const int32_t next = sampler.Sample(logits.data(), c.vocab_size);
-    out.push_back(next);
-    if (std::find(stop_ids.begin(), stop_ids.end(), next) != stop_ids.end()) break;
-    if (static_cast<int>(out.size()) >= max_new || cache.num_tokens() >= capacity) break;
-    RETURN_IF_ERROR(model.DecodeStep(next, &cache, &ws, logits.data()));
-  }
-  return out;
+  return Decode(model, &cache, &ws, logits.data(), max_new, pick, stop_ids);
+}
+
+absl::StatusOr<std::vector<int32_t>> Generate(const Model& model, absl::Span<const int32_t> prompt,
+                                              int max_new, const SamplerOptions& sampler_options,
+                                              absl::Span<const int32_t> stop_ids) {
+  Sampler sampler(sampler_options);
+  return Generate(
+      model, prompt, max_new,
+      [&sampler](float* logits, int32_t vocab) { return sampler.Sample(logits, vocab); },
+      stop_ids);
 }
 
 absl::StatusOr<std::vector<int32_t>> ParseIdList(const std::string& s) {

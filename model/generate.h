@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "model/model.h"
@@ -17,11 +18,30 @@
 
 namespace ragkv::model {
 
-// Generate: prefills `prompt` (in one batch) and decodes up to `max_new`
+// TokenPicker: chooses the next id from the last position's logits [vocab]
+// (it may overwrite them), e.g. Sampler::Sample or Argmax.
+using TokenPicker = absl::FunctionRef<int32_t(float* logits, int32_t vocab)>;
+
+// Decode: the decode loop after a prefill. `logits` [vocab] hold the
+// logits of the last token in `cache`. Repeats: pick a token and append it
+// to the result; stop after a token in `stop_ids` (it is included), after
+// `max_new` tokens, or when the cache is full (num_tokens == capacity);
+// else DecodeStep it (its logits overwrite `logits`). Returns the new ids
+// (none when max_new <= 0); errors are DecodeStep's.
+absl::StatusOr<std::vector<int32_t>> Decode(const Model& model, KVCache* cache, Workspace* ws,
+                                            float* logits, int max_new, TokenPicker pick,
+                                            absl::Span<const int32_t> stop_ids = {});
+
+// Generate: prefills `prompt` (in one batch) into a cache of
+// min(context, prompt + max_new) tokens and runs Decode: up to `max_new`
 // tokens, stopping early after a token in `stop_ids` (it is included in the
 // result) or when the model context is full. Returns the new ids (prompt
 // excluded). Errors: InvalidArgument (empty prompt, bad id), OutOfRange
 // (prompt longer than the context).
+absl::StatusOr<std::vector<int32_t>> Generate(const Model& model, absl::Span<const int32_t> prompt,
+                                              int max_new, TokenPicker pick,
+                                              absl::Span<const int32_t> stop_ids = {});
+// Generate with a Sampler of `sampler` options (one per call).
 absl::StatusOr<std::vector<int32_t>> Generate(const Model& model, absl::Span<const int32_t> prompt,
                                               int max_new, const SamplerOptions& sampler,
                                               absl::Span<const int32_t> stop_ids = {});

@@ -20,40 +20,12 @@
 #include "blend/quality_gate.h"
 #include "blend/store_source.h"
 #include "kvstore/kv_chunk.h"
+#include "model/generate.h"
 #include "model/loader.h"
+#include "model/sampler.h"
 
 namespace ragkv::blend {
 namespace {
-
-// Sample: temperature + nucleus (top-p) sampling from logits; `banned` ids
-// are never drawn.
-int32_t Sample(const float* logits, int vocab, float temperature, float top_p,
-               const std::vector<int32_t>& banned, std::mt19937_64* rng) {
-  std::vector<double> p(vocab);
-  double mx = -1e300;
-  for (int i = 0; i < vocab; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
-  double sum = 0;
-  for (int i = 0; i < vocab; ++i) {
-    p[i] = std::exp((logits[i] - mx) / std::max(1e-6f, temperature));
-  }
-  for (int32_t b : banned) p[b] = 0;
-  for (double x : p) sum += x;
-  std::vector<int32_t> order(vocab);
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return p[a] != p[b] ? p[a] > p[b] : a < b;
-  });
-  double cum = 0;
-  size_t keep = 0;
-  while (keep < order.size() && (keep == 0 || cum < top_p * sum)) cum += p[order[keep++]];
-  std::uniform_real_distribution<double> u(0.0, cum);
-  double x = u(*rng), acc = 0;
-  for (size_t i = 0; i < keep; ++i) {
-    acc += p[order[i]];
-    if (x <= acc) return order[i];
-  }
-  return order[keep - 1];
-}
 
 // LogSoftmax of one row, in double.
 void LogSoftmax(const float* logits, int vocab, std::vector<double>* out) {
@@ -66,8 +38,6 @@ void LogSoftmax(const float* logits, int vocab, std::vector<double>* out) {
   for (int i = 0; i < vocab; ++i) (*out)[i] = logits[i] - lse;
 }
 
-int Argmax(const float* x, int n) { return static_cast<int>(std::max_element(x, x + n) - x); }
-
 struct PromptData {
   std::vector<int32_t> prefix;
   std::vector<std::vector<int32_t>> chunks;
@@ -79,23 +49,27 @@ struct PromptData {
   int32_t answer = -1;                       // xchunk: the expected next token after the query
 };
 
-// Generates `n` tokens after `context` by sampling (full prefill, then decode).
+// Generates `n` tokens after `context` by temperature + top-p sampling
+// (model::SampleTopP; one uniform draw of `rng` per token); `banned` ids are
+// never drawn. OutOfRange when the n tokens do not fit the model context.
 absl::StatusOr<std::vector<int32_t>> Generate(const model::Model& m,
                                               const std::vector<int32_t>& context, int n,
                                               const QualityBenchOptions& o,
                                               const std::vector<int32_t>& banned,
                                               std::mt19937_64* rng) {
-  const int vocab = m.config().vocab_size;
-  ASSIGN_OR_RETURN(model::KVCache cache,
-                   m.NewCache(static_cast<int64_t>(context.size()) + n));
-  model::Workspace ws;
-  std::vector<float> logits(vocab);
-  RETURN_IF_ERROR(m.Prefill(context, &cache, &ws, model::LogitsMode::kLast, logits.data()));
-  std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) {
-    const int32_t t = Sample(logits.data(), vocab, o.temperature, o.top_p, banned, rng);
-    out.push_back(t);
-    if (i + 1 < n) RETURN_IF_ERROR(m.DecodeStep(t, &cache, &ws, logits.data()));
+  model::SampleScratch scratch;
+  std::uniform_real_distribution<double> coin(0.0, 1.0);
+  ASSIGN_OR_RETURN(
+      std::vector<int32_t> out,
+      model::Generate(m, context, n, [&](float* logits, int32_t vocab) {
+        for (int32_t b : banned) logits[b] = -INFINITY;
+        return model::SampleTopP(logits, vocab, std::max(1e-6f, o.temperature), o.top_p,
+                                 static_cast<float>(coin(*rng)), &scratch);
+      }));
+  if (static_cast<int>(out.size()) != n) {
+    return absl::OutOfRangeError(absl::StrCat("quality bench: ", context.size(), " + ", n,
+                                              " tokens exceed the model context of ",
+                                              m.config().max_seq_len));
   }
   return out;
 }
@@ -364,7 +338,7 @@ void Accumulate(const Eval& ref, const Eval& e, const PromptData& p, int vocab, 
   t->dnll += e.nll - ref.nll;
   t->frac += e.recomputed;
   t->applied += e.applied_ratio;
-  if (p.answer >= 0) t->correct += Argmax(e.logits.data() + (Q - 1) * vocab, vocab) == p.answer;
+  if (p.answer >= 0) t->correct += model::Argmax(e.logits.data() + (Q - 1) * vocab, vocab) == p.answer;
 }
 
 // AddCodecs: full reuse and gradual CacheBlend at every ratio on the records

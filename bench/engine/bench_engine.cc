@@ -14,6 +14,7 @@
 #include "bench/services/bench_ttft_grpc.h"
 #include "bench/services/internal/ttft_internal.h"
 #include "blend/kv_source.h"
+#include "blend/quality_gate.h"
 #include "engine/llamacpp/llama_engine.h"
 #include "engine/llamacpp/runtime.h"
 #include "kernels/cpu.h"
@@ -47,27 +48,13 @@ struct Strategy {
 };
 
 // Compare: mean KL(ref || got) and top-1 agreement over the rows of two
-// [n][vocab] logit blocks.
+// [n][vocab] logit blocks (blend::QueryAgreement over the common rows).
 void Compare(const std::vector<float>& ref, const std::vector<float>& got, int vocab, double* kl,
              double* top1) {
-  const size_t n = std::min(ref.size(), got.size()) / vocab;
-  double k = 0, t = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const float* p = ref.data() + i * vocab;
-    const float* q = got.data() + i * vocab;
-    const float mp = *std::max_element(p, p + vocab), mq = *std::max_element(q, q + vocab);
-    double zp = 0, zq = 0;
-    for (int v = 0; v < vocab; ++v) zp += std::exp(p[v] - mp), zq += std::exp(q[v] - mq);
-    double s = 0;
-    for (int v = 0; v < vocab; ++v) {
-      const double lp = p[v] - mp - std::log(zp), lq = q[v] - mq - std::log(zq);
-      s += std::exp(lp) * (lp - lq);
-    }
-    k += s;
-    t += (std::max_element(p, p + vocab) - p) == (std::max_element(q, q + vocab) - q);
-  }
-  *kl = n ? k / n : 0;
-  *top1 = n ? t / n : 0;
+  const int64_t n = static_cast<int64_t>(std::min(ref.size(), got.size()) / vocab);
+  const blend::Agreement a = blend::QueryAgreement(ref.data(), got.data(), n, vocab);
+  *kl = a.kl;
+  *top1 = a.top1;
 }
 
 // Texts: per prompt, its chunk texts and query ids (corpus questions, or

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "ggml-backend.h"
 #include "llama.h"
+#include "model/sampler.h"
 
 #ifndef RAGKV_LLAMACPP_LIB_DIR
 #error "RAGKV_LLAMACPP_LIB_DIR must name the pinned llama.cpp library dir"
@@ -123,7 +124,7 @@ absl::StatusOr<std::vector<int32_t>> LlamaFile::GreedyFrom(std::vector<float> lo
   std::vector<int32_t> out;
   for (int i = 0; i < n && !logits.empty(); ++i) {
     const llama_token best =
-        static_cast<llama_token>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        model::Argmax(logits.data(), static_cast<int32_t>(logits.size()));
     out.push_back(best);
     if (llama_vocab_is_eog(vocab, best) || i + 1 == n) break;
     llama_batch b = llama_batch_init(1, 0, 1);

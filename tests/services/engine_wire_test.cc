@@ -33,6 +33,7 @@
 #include "model/kv_cache.h"
 #include "model/loader.h"
 #include "model/model.h"
+#include "model/sampler.h"
 #include "tests/support/require.h"
 
 namespace ragkv {
@@ -112,9 +113,6 @@ double MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
   }
   return m;
 }
-int Argmax(const std::vector<float>& v) {
-  return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
-}
 
 void CheckModel(const model::Model& m, const std::string& name) {
   const int vocab = m.config().vocab_size;
@@ -142,14 +140,16 @@ void CheckModel(const model::Model& m, const std::string& name) {
       EXPECT_LE(d_path, 1e-4) << name << " prompt " << p << " r " << ratio;
       EXPECT_LE(d_f16, 5e-3) << name << " prompt " << p << " r " << ratio;
       EXPECT_LE(d_bf16, 5e-2) << name << " prompt " << p << " r " << ratio;
-      EXPECT_EQ(Argmax(l.new_f32), Argmax(l.old_f32)) << name << " prompt " << p;
+      EXPECT_EQ(model::Argmax(l.new_f32.data(), vocab), model::Argmax(l.old_f32.data(), vocab))
+          << name << " prompt " << p;
       // The f16 wire picks the f32 choice whenever the f32 logits separate it
       // from the runner-up by more than the f16 error measured here; a
       // closer near-tie (random tokens make some) may go either way.
-      const int a16 = Argmax(l.new_f16), a32 = Argmax(l.new_f32);
+      const int a16 = model::Argmax(l.new_f16.data(), vocab);
+      const int a32 = model::Argmax(l.new_f32.data(), vocab);
       std::vector<float> rest = l.new_f32;
       rest[a32] = -std::numeric_limits<float>::infinity();
-      const double gap = l.new_f32[a32] - rest[Argmax(rest)];
+      const double gap = l.new_f32[a32] - rest[model::Argmax(rest.data(), vocab)];
       if (gap > 2 * d_f16 * scale) {
         EXPECT_EQ(a16, a32) << name << " prompt " << p << " gap " << gap;
       }
