@@ -72,20 +72,6 @@ void ScrubTokenArgs(int argc, char** argv) {
   }
 }
 
-uint64_t ParseBytes(const std::string& s) {
-  if (s.empty()) return 0;
-  uint64_t mult = 1;
-  std::string num = s;
-  switch (s.back()) {
-    case 'K': case 'k': mult = 1ull << 10; num.pop_back(); break;
-    case 'M': case 'm': mult = 1ull << 20; num.pop_back(); break;
-    case 'G': case 'g': mult = 1ull << 30; num.pop_back(); break;
-    case 'T': case 't': mult = 1ull << 40; num.pop_back(); break;
-    default: break;
-  }
-  return static_cast<uint64_t>(std::stod(num) * static_cast<double>(mult));
-}
-
 bool ParseKvDtype(const std::string& s, kernels::DType* out) {
   if (s == "f32") {
     *out = kernels::DType::kF32;

@@ -44,8 +44,6 @@ absl::StatusOr<std::string> ReadSecretFile(std::string_view flag, const std::str
 // it. Call after parsing. Does not help against a `ps` run before it.
 void ScrubTokenArgs(int argc, char** argv);
 
-// ParseBytes: plain bytes or a K/M/G/T (binary) suffix, e.g. "16G".
-uint64_t ParseBytes(const std::string& s);
 // ParseKvDtype: "f32" | "f16" | "bf16"; false for anything else.
 bool ParseKvDtype(const std::string& s, kernels::DType* out);
 // HumanBytes: "1.5 MiB".

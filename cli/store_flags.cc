@@ -3,23 +3,23 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdlib>
-#include <exception>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "base/byte_size.h"
 #include "base/status_macros.h"
 #include "cli/flags.h"
 
 namespace ragkv::cli {
 absl::StatusOr<uint64_t> BytesFlag(std::string_view flag, const std::string& v) {
-  try {
-    return ParseBytes(v);
-  } catch (const std::exception&) {
-    return absl::InvalidArgumentError(absl::StrCat(std::string(flag), ": '", v,
-                                                   "' is not a byte size (e.g. 512M, 16G)"));
+  absl::StatusOr<uint64_t> bytes = ParseByteSize(v);
+  if (!bytes.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(flag), ": ", bytes.status().message()));
   }
+  return bytes;
 }
 
 namespace {

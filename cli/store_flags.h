@@ -60,8 +60,8 @@ struct ResolvedStore {
 // never from argv or a config file.
 absl::StatusOr<ResolvedStore> ResolveStoreFlags(const StoreFlags& flags);
 
-// BytesFlag: ParseBytes of flag `flag`'s value; InvalidArgument naming the
-// flag for a value that is not a byte size.
+// BytesFlag: ParseByteSize (base/byte_size.h) of flag `flag`'s value;
+// InvalidArgument naming the flag for a value that is not a byte size.
 absl::StatusOr<uint64_t> BytesFlag(std::string_view flag, const std::string& v);
 
 }  // namespace ragkv::cli
