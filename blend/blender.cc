@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <thread>
@@ -10,6 +9,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "blend/internal/blend_plan.h"
@@ -34,11 +34,6 @@ namespace {
 // The Blender keeps at most this much compute scratch between calls.
 constexpr size_t kMaxKeptWorkspaceBytes = size_t{256} << 20;
 constexpr size_t kMaxKeptWorkspaces = 4;
-
-using Clock = std::chrono::steady_clock;
-double Seconds(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
 
 // Gathers rows `idx` of the [rows, dim] matrix src into dst [idx.size(), dim].
 void GatherRows(const float* src, int64_t dim, absl::Span<const int32_t> idx, float* dst) {
@@ -280,16 +275,16 @@ absl::Status BlendRun::LoadLayer(int l) {
                                                st.message())),
           si, l);
     }
-    load_s_ += Seconds(ta);
+    load_s_ += SecondsSince(ta);
     // Rows sit at chunk-local positions first_position.. (0 for a whole chunk).
     const int64_t delta = off - segments_[si].kv->info().first_position;
     if (delta != 0) {
       const Clock::time_point tb = Clock::now();
       RETURN_IF_ERROR(kernels::RerotateKeys(dk, delta, rope_));
-      rerotate_s_ += Seconds(tb);
+      rerotate_s_ += SecondsSince(tb);
     }
   }
-  tm_.layer_load_s[l] = Seconds(t0);
+  tm_.layer_load_s[l] = SecondsSince(t0);
   return absl::OkStatus();
 }
 
@@ -330,7 +325,7 @@ absl::Status BlendRun::WaitLayer(int l) {
   absl::MutexLock lock(&mu_);
   auto ready = [this, l]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || loaded_ > l; };
   mu_.Await(absl::Condition(&ready));
-  tm_.load_wait_s += Seconds(t0);
+  tm_.load_wait_s += SecondsSince(t0);
   if (loaded_ > l) return absl::OkStatus();
   return load_status_.ok() ? absl::AbortedError("blend: loading stopped") : load_status_;
 }
@@ -379,7 +374,7 @@ absl::Status BlendRun::Compute() {
       RETURN_IF_ERROR(SelectRows(l, check, &s, &probed));
     }
     RETURN_IF_ERROR(ForwardRows(l, probed, &s));
-    tm_.layer_compute_s[l] = Seconds(t_layer);
+    tm_.layer_compute_s[l] = SecondsSince(t_layer);
     MarkConsumed(l);
   }
   return ComputeLogits(&s);
@@ -392,7 +387,7 @@ absl::Status BlendRun::EmbedRows(RecomputeState* s) {
   RETURN_IF_ERROR(m_.Embed(toks, TensorView::Contiguous(
                                      s->hidden.data(), DType::kF32,
                                      {static_cast<int64_t>(s->rows.size()), dim_})));
-  tm_.embed_s = Seconds(t0);
+  tm_.embed_s = SecondsSince(t0);
   return absl::OkStatus();
 }
 
@@ -434,9 +429,9 @@ absl::Status BlendRun::SelectRows(int l, const CheckLayer& check, RecomputeState
       *probed = true;
     }
     CompactRows(s);
-    tm_.merge_s += Seconds(ts);
+    tm_.merge_s += SecondsSince(ts);
   }
-  tm_.selection_s += Seconds(t0);
+  tm_.selection_s += SecondsSince(t0);
   return absl::OkStatus();
 }
 
@@ -450,7 +445,7 @@ absl::Status BlendRun::ProbeCandidates(int l, const KvPlane& pk, const KvPlane& 
   s->cv.resize(kvh_ * nc * hd_);
   GatherKv(pk, s->cand_pos, s->ck.data());
   GatherKv(pv, s->cand_pos, s->cv.data());
-  tm_.merge_s += Seconds(tg);
+  tm_.merge_s += SecondsSince(tg);
   s->fk.resize(kvh_ * nc * hd_);
   s->fv.resize(kvh_ * nc * hd_);
   return m_.ProjectKV(
@@ -581,7 +576,7 @@ absl::Status BlendRun::ForwardRows(int l, bool probed, RecomputeState* s) {
   RETURN_IF_ERROR(m_.ForwardLayer(
       l, TensorView::Contiguous(s->hidden.data(), DType::kF32, {nr, dim_}), s->rows.data(),
       kv_.Layer(l, N_), lo, s->ws));
-  (l == 0 ? tm_.layer0_s : tm_.recompute_s) += Seconds(tf);
+  (l == 0 ? tm_.layer0_s : tm_.recompute_s) += SecondsSince(tf);
   result_.recomputed[l] = s->rows;
   if (options_.on_layer_done) {
     RETURN_IF_ERROR(options_.on_layer_done(l, kv_, result_.recomputed[l]));
@@ -604,7 +599,7 @@ absl::Status BlendRun::ComputeLogits(RecomputeState* s) {
       TensorView::Contiguous(result_.logits.data(), DType::kF32, {lr, cfg_.vocab_size}),
       s->ws));
   result_.logits_rows = lr;
-  tm_.logits_s = Seconds(t0);
+  tm_.logits_s = SecondsSince(t0);
   return absl::OkStatus();
 }
 
@@ -661,7 +656,7 @@ absl::StatusOr<BlendResult> Blender::Blend(absl::Span<const BlendSegment> segmen
   }
   // Finish: result layout and total time.
   FinishResult(plan, &result);
-  result.timings.total_s = Seconds(t_start);
+  result.timings.total_s = SecondsSince(t_start);
   return result;
 }
 

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <chrono>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/match.h"
+#include "base/clock.h"
 #include "base/status_macros.h"
 #include "kernels/attention.h"
 #include "kernels/elementwise.h"
@@ -25,11 +25,6 @@
 
 namespace ragkv::blend {
 namespace {
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // MeasureFileRead: write `bytes` to a scratch file, fsync, drop it from the
 // page cache, time one sequential read. 0 when it cannot be measured.
@@ -53,11 +48,11 @@ double MeasureFileRead(size_t bytes, const std::string& dir) {
   double bw = 0;
   if (ok && ::fsync(fd) == 0 && ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0) {
     ::lseek(fd, 0, SEEK_SET);
-    const double t0 = Now();
+    const Clock::time_point t0 = Clock::now();
     size_t got = 0;
     ssize_t n;
     while ((n = ::read(fd, buf.data(), buf.size())) > 0) got += static_cast<size_t>(n);
-    const double dt = Now() - t0;
+    const double dt = SecondsSince(t0);
     if (got == bytes && dt > 0) bw = static_cast<double>(got) / dt;
   }
   ::close(fd);
@@ -73,9 +68,9 @@ absl::StatusOr<double> Typical(int runs, F f) {
   RETURN_IF_ERROR(f());
   std::vector<double> t;
   for (int r = 0; r < std::max(1, runs); ++r) {
-    const double t0 = Now();
+    const Clock::time_point t0 = Clock::now();
     RETURN_IF_ERROR(f());
-    t.push_back(Now() - t0);
+    t.push_back(SecondsSince(t0));
   }
   std::sort(t.begin(), t.end());
   return t.size() % 2 ? t[t.size() / 2] : (t[t.size() / 2 - 1] + t[t.size() / 2]) / 2;
@@ -243,9 +238,9 @@ absl::StatusOr<CpuCeilings> MeasureCpu(const CpuMeasureOptions& o) {
   RETURN_IF_ERROR(kernels::Gemm(va, vb, false, vd));  // warm-up
   double best = 1e30;
   for (int r = 0; r < o.runs; ++r) {
-    const double t0 = Now();
+    const Clock::time_point t0 = Clock::now();
     RETURN_IF_ERROR(kernels::Gemm(va, vb, false, vd));
-    best = std::min(best, Now() - t0);
+    best = std::min(best, SecondsSince(t0));
   }
   c.sgemm_flops = 2.0 * n * n * n / best;
 
@@ -254,9 +249,9 @@ absl::StatusOr<CpuCeilings> MeasureCpu(const CpuMeasureOptions& o) {
   best = 1e30;
   for (int r = 0; r < o.runs; ++r) {
     src[r] = static_cast<char>(r);
-    const double t0 = Now();
+    const Clock::time_point t0 = Clock::now();
     std::memcpy(dst.data(), src.data(), src.size());
-    best = std::min(best, Now() - t0);
+    best = std::min(best, SecondsSince(t0));
   }
   if (dst[0] == 42) c.gemm_n = o.gemm_n;  // keep the copy observable
   c.copy_bytes_per_s = static_cast<double>(o.copy_bytes) / best;

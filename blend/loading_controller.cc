@@ -3,12 +3,12 @@
 #include "blend/calibration.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/clock.h"
 #include "base/status_macros.h"
 
 namespace ragkv::blend {
@@ -61,12 +61,11 @@ absl::StatusOr<double> MeasureFlops(const model::Model& m, const ModelShape& sha
   double best = 1e300;
   for (int run = 0; run < std::max(1, o.calibration_runs); ++run) {
     for (auto& x : hidden) x = nd(rng);
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = Clock::now();
     RETURN_IF_ERROR(m.ForwardLayer(
         0, kernels::TensorView::Contiguous(hidden.data(), kernels::DType::kF32, {rows, cfg.dim}),
         pos.data(), cache.Layer(0, kv_tokens), model::LayerOptions{}, &ws));
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-                              .count());
+    best = std::min(best, SecondsSince(t0));
   }
   return flops / std::max(best, 1e-9);
 }

@@ -1,11 +1,11 @@
 #include "blend/store_source.h"
 
-#include <chrono>
 #include <cstring>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "kernels/convert.h"
@@ -37,7 +37,7 @@ absl::StatusOr<std::unique_ptr<StoreKvSource>> StoreKvSource::Open(
 
 void StoreKvSource::Produce(kvstore::TieredStore* store, kvstore::ChunkKey key,
                             kvstore::Fingerprint fp) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   auto callback = [this, t0](const kvstore::KvChunkHeader& header,
                          kvstore::LoadedLayer layer) -> absl::Status {
     absl::MutexLock lock(&mu_);
@@ -55,10 +55,10 @@ void StoreKvSource::Produce(kvstore::TieredStore* store, kvstore::ChunkKey key,
     auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return cancelled_ || static_cast<int>(queue_.size()) < max_buffered_;
     };
-    const auto w0 = std::chrono::steady_clock::now();
+    const auto w0 = Clock::now();
     mu_.Await(absl::Condition(&room));
-    wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
-    read_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - wait_s_;
+    wait_s_ += SecondsSince(w0);
+    read_s_ = SecondsSince(t0) - wait_s_;
     if (cancelled_) return absl::CancelledError("StoreKvSource: consumer gone");
     bytes_read_ += layer.blob.size();
     queue_.push_back(std::move(layer));
@@ -66,7 +66,7 @@ void StoreKvSource::Produce(kvstore::TieredStore* store, kvstore::ChunkKey key,
   };
   absl::StatusOr<kvstore::StreamResult> r = store->StreamLayers(key, fp, callback);
   absl::MutexLock lock(&mu_);
-  read_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - wait_s_;
+  read_s_ = SecondsSince(t0) - wait_s_;
   done_ = true;
   if (!r.ok()) {
     stream_status_ = r.status();

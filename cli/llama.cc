@@ -6,12 +6,12 @@
 // linking llama.cpp; `ragkv llama` execs it, cli/llama_forward.cc).
 #include <CLI/CLI.hpp>
 
-#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/clock.h"
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "connector/client.h"
@@ -24,11 +24,6 @@ namespace ragkv::cli {
 namespace {
 
 namespace lc = engine::llamacpp;
-using Clock = std::chrono::steady_clock;
-double MsSince(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
 struct LlamaFlags {
   std::string model, server = "127.0.0.1:50051", question, mode = "cacheblend", system;
   AuthTokenFlags auth;

@@ -1,12 +1,12 @@
 #include "engine/reference_engine.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "base/clock.h"
 #include "base/status_macros.h"
 #include "kernels/tensor.h"
 #include "model/generate.h"
@@ -18,11 +18,6 @@
 
 namespace ragkv::engine {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double MsSince(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
 
 constexpr uint32_t kMaxNewTokens = 1024;
 

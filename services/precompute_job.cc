@@ -3,13 +3,13 @@
 #include <xxhash.h>
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
 #include <random>
 #include <set>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "blend/kv_source.h"
@@ -111,7 +111,7 @@ absl::StatusOr<std::string> JobManager::Start(const v1::CorpusSpec& corpus, int 
     job->id = absl::StrFormat("job-%s-%d", boot_id_, next_id_++);
     job->state.set_job_id(job->id);
     job->state.set_state(v1::JOB_STATE_PENDING);
-    job->start = std::chrono::steady_clock::now();
+    job->start = Clock::now();
     jobs_[job->id] = std::move(job);
   }
   raw->thread = std::thread([this, raw] { Run(raw); });
@@ -180,8 +180,7 @@ class JobManager::Runner {
   void Update(Fn&& fn) {
     absl::MutexLock lock(&mgr_->mu_);
     fn(job_->state);
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - job_->start).count();
+    const double elapsed = SecondsSince(job_->start);
     job_->state.set_elapsed_seconds(elapsed);
     if (elapsed > 0) {
       const double tps = job_->state.tokens_done() / elapsed;

@@ -19,7 +19,6 @@
 #define RAGKV_SERVICES_PRECOMPUTE_JOB_H_
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -32,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/clock.h"
 #include "kvstore/kv_chunk.h"
 #include "ragkv/v1/precompute.pb.h"
 
@@ -106,7 +106,7 @@ class JobManager {
     // Guarded by JobManager::mu_.
     v1::Job state;
     uint64_t version = 0;
-    std::chrono::steady_clock::time_point start;
+    Clock::time_point start;
   };
   // Runner: one job's Run, stage by stage (defined in precompute_job.cc).
   class Runner;

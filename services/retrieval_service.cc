@@ -2,7 +2,6 @@
 
 #include <malloc.h>
 
-#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/clock.h"
 #include "base/status_macros.h"
 #include "kvstore/chunk_key.h"
 #include "model/model.h"
@@ -226,7 +226,7 @@ grpc::ServerUnaryReactor* RetrievalServiceImpl::Search(grpc::CallbackServerConte
     so.with_text = req->include_content();
     so.with_tokens = true;  // needed for the KV key
     ASSIGN_OR_RETURN(so.mode, SearchModeOf(*req, *ctx_));
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = Clock::now();
     absl::StatusOr<std::vector<retrieval::SearchResult>> hits;
     if (req->has_vector()) {
       if (req->vector().values_size() != ctx_->retriever->embedder().dim()) {
@@ -240,8 +240,7 @@ grpc::ServerUnaryReactor* RetrievalServiceImpl::Search(grpc::CallbackServerConte
       hits = ctx_->retriever->Search(req->text(), so);  // non-empty (validated)
     }
     if (!hits.ok()) return hits.status();
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double ms = MsSince(t0);
     for (auto& h : *hits) {
       v1::SearchHit* out = resp->add_hits();
       out->set_score(h.score);

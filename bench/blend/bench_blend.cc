@@ -1,11 +1,11 @@
 #include "bench/blend/bench_blend.h"
 
 #include <algorithm>
-#include <chrono>
 #include <memory>
 #include <random>
 
 #include "absl/strings/str_format.h"
+#include "base/clock.h"
 #include "base/status_macros.h"
 #include "blend/cost_model.h"
 #include "blend/kv_source.h"
@@ -62,7 +62,7 @@ absl::StatusOr<std::vector<BlendBenchRow>> RunBlendBench(const BlendBenchOptions
   std::uniform_int_distribution<int> tok(3, vocab - 1);
   std::vector<std::vector<int32_t>> chunks(o.chunks);
   std::vector<ChunkKV> kvs;
-  const auto tp = std::chrono::steady_clock::now();
+  const auto tp = Clock::now();
   for (auto& c : chunks) {
     c.resize(o.chunk_tokens);
     for (auto& t : c) t = tok(rng);
@@ -70,7 +70,7 @@ absl::StatusOr<std::vector<BlendBenchRow>> RunBlendBench(const BlendBenchOptions
     kvs.push_back(std::move(kv));
   }
   const double precompute_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count();
+      SecondsSince(tp);
   std::vector<int32_t> query(o.query_tokens);
   for (auto& t : query) t = tok(rng);
 
@@ -142,9 +142,9 @@ absl::StatusOr<std::vector<BlendBenchRow>> RunBlendBench(const BlendBenchOptions
         segs.push_back({SegmentKind::kChunk, chunks[i], sources[i].get()});
       }
       segs.push_back({SegmentKind::kQuery, query, nullptr});
-      const auto t0 = std::chrono::steady_clock::now();
+      const auto t0 = Clock::now();
       ASSIGN_OR_RETURN(BlendResult r, blender->Blend(segs, c.options));
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double s = SecondsSince(t0);
       runs.push_back({s, r.timings});
       flops = FlopsOf(cm, r, o.query_tokens);
     }

@@ -1,7 +1,6 @@
 #include "bench/blend/bench_quality.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -14,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/clock.h"
 #include "base/status_macros.h"
 #include "blend/xchunk_task.h"
 #include "blend/kv_source.h"
@@ -544,7 +544,7 @@ std::vector<Strat> MatchedStrategies(const QualityBenchOptions& o,
 absl::StatusOr<std::vector<StrategyQuality>> RunQualityBench(const QualityBenchOptions& o,
                                                              std::ostream& out) {
   RETURN_IF_ERROR(CheckOptions(o));
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   model::LoadOptions lo;
   lo.max_seq_len = o.max_seq_len;
   lo.kv_dtype = o.kv_dtype;
@@ -579,7 +579,7 @@ absl::StatusOr<std::vector<StrategyQuality>> RunQualityBench(const QualityBenchO
       rows.push_back(Summarize(matched[s], mp.tally[s], o, mp));
     }
   }
-  PrintHeader(o, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+  PrintHeader(o, SecondsSince(t0),
               out);
   for (const auto& q : rows) PrintRow(q, out);
   if (auto it = pass.codec_bytes.find(0); it != pass.codec_bytes.end()) {

@@ -1,7 +1,6 @@
 #include "bench/engine/bench_engine.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -9,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/clock.h"
 #include "base/status_macros.h"
 #include "bench/model/synthetic_gguf.h"
 #include "bench/services/bench_ttft_grpc.h"
@@ -27,11 +27,6 @@ namespace {
 
 namespace lc = engine::llamacpp;
 namespace ti = services::ttft_internal;
-using Clock = std::chrono::steady_clock;
-double MsSince(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
 // EnginePrompt: one request: the chunks by catalogue id, the prompt llama.cpp
 // holds ([BOS] chunks query) and the query length.
 struct EnginePrompt {

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/clock.h"
 #include "base/status_macros.h"
 #include "kvstore/ssd/internal/ssd_tier_internal.h"
 #include "kvstore/kv_chunk.h"
@@ -29,12 +29,6 @@
 namespace ragkv::kvstore {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
 // BestOf: runs fn `repeats` times, returns the shortest wall time.
 template <typename Fn>
 double BestOf(int repeats, Fn fn) {
@@ -42,7 +36,7 @@ double BestOf(int repeats, Fn fn) {
   for (int r = 0; r < repeats; ++r) {
     auto t0 = Clock::now();
     fn();
-    best = std::min(best, Seconds(t0, Clock::now()));
+    best = std::min(best, SecondsSince(t0));
   }
   return best;
 }
@@ -54,7 +48,7 @@ double Parallel(int n, Fn fn) {
   auto t0 = Clock::now();
   for (int i = 0; i < n; ++i) ts.emplace_back([&fn, i] { fn(i); });
   for (auto& t : ts) t.join();
-  return Seconds(t0, Clock::now());
+  return SecondsSince(t0);
 }
 
 // MakeBenchChunk: fp16 raw chunk of `shape` with pseudo-random contents.
@@ -358,7 +352,7 @@ absl::Status ShapeBench::SsdPutRow(const SsdTierOptions& so, const std::string& 
     s = db->Write(wo, &b);
     if (!s.ok()) return absl::InternalError(absl::StrCat("bench raw put: ", s.ToString()));
   }
-  const double t_raw_put = Seconds(t0, Clock::now());
+  const double t_raw_put = SecondsSince(t0);
   db.reset();
   std::filesystem::remove_all(raw_dir);
 
@@ -368,7 +362,7 @@ absl::Status ShapeBench::SsdPutRow(const SsdTierOptions& so, const std::string& 
   ASSIGN_OR_RETURN(auto store, TieredStore::Create(sto, {ssd_shared}));
   t0 = Clock::now();
   for (int i = 0; i < o.chunks; ++i) RETURN_IF_ERROR(store->Put(d.keys[i], d.chunks[i]));
-  const double t_put = Seconds(t0, Clock::now());
+  const double t_put = SecondsSince(t0);
   row("ssd Put (verify + WAL fsync + blob)", "GB/s", total / t_put / 1e9, total / t_raw_put / 1e9,
       "raw RocksDB WriteBatch, same options", 0);
   return absl::OkStatus();

@@ -9,7 +9,8 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/clock.h"
 #include "base/status_macros.h"
 #include "kvstore/redis/internal/redis_client.h"
 #include "kvstore/redis/internal/redis_record.h"
@@ -56,8 +57,6 @@ struct RawContext {
   }
 };
 
-double Seconds(absl::Time t0) { return absl::ToDoubleSeconds(absl::Now() - t0); }
-
 // BenchTimes: the best seconds of each measurement of one chunk.
 struct BenchTimes {
   double put_s = std::numeric_limits<double>::max();       // RedisTier::Put
@@ -73,9 +72,9 @@ absl::StatusOr<double> PutSeconds(RedisTier& tier, const ChunkKey& key,
                                   const std::shared_ptr<const EncodedChunk>& chunk, int repeats) {
   double put_s = std::numeric_limits<double>::max();
   for (int r = 0; r < repeats; ++r) {
-    absl::Time t0 = absl::Now();
+    Clock::time_point t0 = Clock::now();
     RETURN_IF_ERROR(tier.Put(key, chunk));
-    put_s = std::min(put_s, Seconds(t0));
+    put_s = std::min(put_s, SecondsSince(t0));
   }
   return put_s;
 }
@@ -129,9 +128,9 @@ absl::Status ConnectRaw(const std::string& endpoint, RawContext* raw) {
 absl::StatusOr<double> ReadChunkSeconds(RedisTier& tier, const ChunkKey& key, uint32_t layers) {
   Collect c;
   c.n = layers;
-  absl::Time t0 = absl::Now();
+  Clock::time_point t0 = Clock::now();
   RETURN_IF_ERROR(tier.ReadChunk(key, c, ReadMode::kWhole));
-  const double t = Seconds(t0);
+  const double t = SecondsSince(t0);
   if (c.blobs.size() != layers + 1) return absl::InternalError("redis bench: chunk miss");
   return t;
 }
@@ -140,7 +139,7 @@ absl::StatusOr<double> ReadChunkSeconds(RedisTier& tier, const ChunkKey& key, ui
 // is kept until the whole chunk is in, as a caller that needs the bytes
 // would (the tier returns all layers).
 absl::StatusOr<double> RawGetHoldSeconds(redisContext* c, const std::vector<std::string>& keys) {
-  absl::Time t0 = absl::Now();
+  Clock::time_point t0 = Clock::now();
   for (const std::string& k : keys) {
     const char* argv[2] = {"GET", k.data()};
     size_t lens[2] = {3, k.size()};
@@ -156,7 +155,7 @@ absl::StatusOr<double> RawGetHoldSeconds(redisContext* c, const std::vector<std:
     }
     held.push_back(static_cast<redisReply*>(rep));
   }
-  const double t = Seconds(t0);
+  const double t = SecondsSince(t0);
   for (redisReply* h : held) freeReplyObject(h);
   if (failed) return absl::UnavailableError("redis bench: raw GET failed");
   return t;
@@ -169,10 +168,10 @@ absl::StatusOr<double> TwoRoundTripSeconds(RedisTier& tier, const ChunkKey& key,
                                            uint32_t layers) {
   Collect c;
   c.n = layers;
-  absl::Time t0 = absl::Now();
+  Clock::time_point t0 = Clock::now();
   absl::StatusOr<Tier::Blob> h = tier.GetHeader(key);
   absl::Status got = h.ok() ? tier.ReadChunk(key, c, ReadMode::kWhole) : h.status();
-  const double t = Seconds(t0);
+  const double t = SecondsSince(t0);
   RETURN_IF_ERROR(got);
   if (!h->has_value()) return absl::InternalError("redis bench: header miss");
   if (c.blobs.size() != layers + 1) return absl::InternalError("redis bench: layer miss");
@@ -184,7 +183,7 @@ absl::StatusOr<double> TwoRoundTripSeconds(RedisTier& tier, const ChunkKey& key,
 // recycled). Copies the values into `values` unless it is null.
 absl::StatusOr<double> RawGetFreeSeconds(redisContext* c, const std::vector<std::string>& keys,
                                          uint64_t chunk_bytes, std::vector<std::string>* values) {
-  absl::Time t0 = absl::Now();
+  Clock::time_point t0 = Clock::now();
   for (const std::string& k : keys) {
     const char* argv[2] = {"GET", k.data()};
     size_t lens[2] = {3, k.size()};
@@ -201,7 +200,7 @@ absl::StatusOr<double> RawGetFreeSeconds(redisContext* c, const std::vector<std:
     if (values != nullptr && rr->type == REDIS_REPLY_STRING) (*values)[i].assign(rr->str, rr->len);
     freeReplyObject(rr);
   }
-  const double t = Seconds(t0);
+  const double t = SecondsSince(t0);
   if (got < chunk_bytes) return absl::InternalError("redis bench: raw GET short");
   return t;
 }
@@ -212,7 +211,7 @@ absl::StatusOr<double> RawSetSeconds(redisContext* c, const std::vector<std::str
                                      const std::vector<std::string>& values, int repeats) {
   double raw_set_s = std::numeric_limits<double>::max();
   for (int r = 0; r < repeats; ++r) {
-    absl::Time t0 = absl::Now();
+    Clock::time_point t0 = Clock::now();
     for (size_t i = 0; i < keys.size(); ++i) {
       const char* argv[3] = {"SET", keys[i].data(), values[i].data()};
       size_t lens[3] = {3, keys[i].size(), values[i].size()};
@@ -225,7 +224,7 @@ absl::StatusOr<double> RawSetSeconds(redisContext* c, const std::vector<std::str
       }
       freeReplyObject(rep);
     }
-    raw_set_s = std::min(raw_set_s, Seconds(t0));
+    raw_set_s = std::min(raw_set_s, SecondsSince(t0));
   }
   return raw_set_s;
 }

@@ -4,11 +4,11 @@
 
 #include <filesystem>
 
+#include "base/clock.h"
 #include "bench/model/llamacpp_runner.h"
 #include "bench/model/synthetic_gguf.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
@@ -18,10 +18,6 @@
 
 namespace ragkv::model {
 namespace {
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // SgemmGflops: best GFLOP/s of an n x n x n kernels::Gemm over `reps` runs.
 absl::StatusOr<double> SgemmGflops(int n, int reps) {
@@ -35,9 +31,9 @@ absl::StatusOr<double> SgemmGflops(int n, int reps) {
   };
   double best = 1e30;
   for (int r = 0; r < reps + 1; ++r) {
-    const double t0 = Now();
+    const Clock::time_point t0 = Clock::now();
     RETURN_IF_ERROR(kernels::Gemm(view(a), view(b), /*trans_b=*/true, view(c)));
-    const double t = Now() - t0;
+    const double t = SecondsSince(t0);
     if (r > 0) best = std::min(best, t);  // first run warms up
   }
   return 2.0 * n * double(n) * n / best / 1e9;
@@ -68,10 +64,10 @@ struct Bench {
 
   absl::StatusOr<double> Ragkv(KVCache* cache, int T) {
     RETURN_IF_ERROR(cache->set_num_tokens(0));
-    const double t0 = Now();
+    const Clock::time_point t0 = Clock::now();
     RETURN_IF_ERROR(model->Prefill(absl::MakeConstSpan(tokens).subspan(0, T), cache, &ws,
                                    LogitsMode::kLast, logits.data()));
-    return Now() - t0;
+    return SecondsSince(t0);
   }
   absl::StatusOr<double> Llama(int T) {
     return llama->Prefill(std::vector<int32_t>(tokens.begin(), tokens.begin() + T));
@@ -114,11 +110,11 @@ absl::StatusOr<PrefillBenchRow> MeasureLength(Bench& b, int T, int reps) {
 absl::StatusOr<double> RagkvDecodeRate(Bench& b, int T) {
   ASSIGN_OR_RETURN(KVCache cache, b.model->NewCache(T + 17));
   RETURN_IF_ERROR(b.Ragkv(&cache, T).status());
-  const double t0 = Now();
+  const Clock::time_point t0 = Clock::now();
   for (int i = 0; i < 16; ++i) {
     RETURN_IF_ERROR(b.model->DecodeStep(b.tokens[i], &cache, &b.ws, b.logits.data()));
   }
-  return 16 / (Now() - t0);
+  return 16 / (SecondsSince(t0));
 }
 
 }  // namespace

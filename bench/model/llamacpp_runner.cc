@@ -2,12 +2,12 @@
 
 #include <dlfcn.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/clock.h"
 #include "base/status_macros.h"
 
 #if RAGKV_HAVE_LLAMACPP_HEADERS
@@ -145,9 +145,9 @@ absl::StatusOr<double> LlamaCppRunner::Prefill(const std::vector<int32_t>& token
     b.seq_id[i][0] = 0;
     b.logits[i] = i + 1 == tokens.size();
   }
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   const int32_t rc = m.decode(m.ctx, b);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double s = SecondsSince(t0);
   m.batch_free(b);
   if (rc != 0) return absl::InternalError(absl::StrCat("llama_decode returned ", rc));
   return s;
@@ -157,7 +157,7 @@ absl::StatusOr<double> LlamaCppRunner::DecodeRate(const std::vector<int32_t>& pr
   Impl& m = *impl_;
   RETURN_IF_ERROR(Prefill(prompt).status());
   llama_batch b = m.batch_init(1, 0, 1);
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   for (int i = 0; i < n; ++i) {
     b.n_tokens = 1;
     b.token[0] = prompt[i % prompt.size()];
@@ -170,7 +170,7 @@ absl::StatusOr<double> LlamaCppRunner::DecodeRate(const std::vector<int32_t>& pr
       return absl::InternalError("llama_decode failed while decoding");
     }
   }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double s = SecondsSince(t0);
   m.batch_free(b);
   return n / s;
 }

@@ -3,7 +3,6 @@
 #include <omp.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <random>
@@ -11,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/clock.h"
 #include "base/status_macros.h"
 #include "retrieval/corpus_reader.h"
 #include "retrieval/internal/vector_index_access.h"
@@ -18,12 +18,6 @@
 
 namespace ragkv::retrieval {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
 
 // A temp dir removed on destruction (unless caller-provided).
 class WorkDir {
@@ -199,7 +193,7 @@ absl::Status RunRetrievalSpeedBench(const RetrievalSpeedBenchOptions& options, s
         ASSIGN_OR_RETURN(IngestStats s, retriever->Ingest(absl::MakeConstSpan(corpus.documents).subspan(i, n)));
         chunks += s.chunks;
       }
-      const double secs = Seconds(t0, Clock::now());
+      const double secs = SecondsSince(t0);
       out << absl::StrFormat(
           "ingest chunk_tokens=%d: %d docs, %d chunks in %.2f s = %.0f chunks/s (hashed dim 4096, Flat, fsync per batch of 64)\n",
           chunk_tokens, corpus.documents.size(), chunks, secs, chunks / secs);
@@ -221,7 +215,7 @@ absl::Status RunRetrievalSpeedBench(const RetrievalSpeedBenchOptions& options, s
               n += !res.empty();
             }
           }
-          const double ssecs = Seconds(s0, Clock::now());
+          const double ssecs = SecondsSince(s0);
           out << absl::StrFormat(
               "retriever search %s chunk_tokens=%d near_dup=%g: %d queries in %.2f s = %.0f QPS (embed + Flat + token ids/text from RocksDB, k=10)\n",
               mode_name, chunk_tokens, options.near_duplicate_containment, n, ssecs, n / ssecs);
@@ -266,19 +260,18 @@ absl::Status RunRetrievalSpeedBench(const RetrievalSpeedBenchOptions& options, s
     // Interleave rounds to even out load from other processes.
     double ragkv_s = 0, raw_s = 0;
     for (int round = 0; round < 3; ++round) {
-      auto t0 = Clock::now();
+      Clock::time_point t0 = Clock::now();
       for (int q = 0; q < options.num_queries; ++q) {
         omp_set_num_threads(1);
         raw->search(1, queries.data() + static_cast<size_t>(q) * dim, k, dist.data(), labels.data());
       }
-      auto t1 = Clock::now();
+      raw_s += SecondsSince(t0);
+      t0 = Clock::now();
       for (int q = 0; q < options.num_queries; ++q) {
         auto r = index->Search(absl::MakeConstSpan(queries).subspan(static_cast<size_t>(q) * dim, dim), k);
         if (!r.ok()) return r.status();
       }
-      auto t2 = Clock::now();
-      raw_s += Seconds(t0, t1);
-      ragkv_s += Seconds(t1, t2);
+      ragkv_s += SecondsSince(t0);
     }
     const double nq = 3.0 * options.num_queries;
     out << absl::StrFormat("search %s n=%d dim=%d k=%d: ragkv %.0f QPS, raw FAISS %.0f QPS, ratio %.3f\n", factory,

@@ -16,13 +16,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/clock.h"
 #include "connector/client.h"
 #include "connector/kv_sink.h"
 
 namespace ragkv::services {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 enum Op { kSearch = 0, kGetChunk = 1, kBlend = 2, kNumOps = 3 };
 const char* const kOpNames[kNumOps] = {"Search", "GetChunk", "Blend"};
@@ -152,7 +151,7 @@ absl::StatusOr<BenchLoadReport> RunBenchLoad(const BenchLoadOptions& o) {
         st = client.Blend(br, &sink);
         if (st.ok() && !sink.Complete()) st = absl::DataLossError("Blend: incomplete stream");
       }
-      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      const double ms = MsSince(t0);
       if (!count) continue;
       if (st.ok()) {
         r.lat_ms[op].push_back(ms);
@@ -172,7 +171,7 @@ absl::StatusOr<BenchLoadReport> RunBenchLoad(const BenchLoadOptions& o) {
   measuring = true;
   std::this_thread::sleep_for(std::chrono::duration<double>(o.duration_s));
   measuring = false;
-  rep.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  rep.seconds = SecondsSince(start);
   stop = true;
   for (auto& t : threads) t.join();
   if (o.server_pid > 0) rep.server_rss_after_kb = VmRssKb(o.server_pid);

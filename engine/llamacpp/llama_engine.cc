@@ -1,11 +1,11 @@
 #include "engine/llamacpp/llama_engine.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "engine/llamacpp/adapter.h"
@@ -15,11 +15,6 @@
 
 namespace ragkv::engine::llamacpp {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double MsSince(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
 
 // SeqSink: keeps the fused stream per layer as [H][T][D] F32 or F16 bytes
 // (bf16 on the wire is widened to f32), checking the header against

@@ -4,11 +4,11 @@
 #include <google/protobuf/message_lite.h>
 #include <grpcpp/grpcpp.h>
 
-#include <chrono>
 #include <random>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "connector/wire.h"
 
@@ -18,8 +18,6 @@ namespace {
 using grpc::experimental::InterceptionHookPoints;
 using grpc::experimental::InterceptorBatchMethods;
 using grpc::experimental::ServerRpcInfo;
-using Clock = std::chrono::steady_clock;
-
 std::string NewRequestId() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   return absl::StrFormat("%016x", rng());
@@ -109,7 +107,7 @@ class AccessLog : public grpc::experimental::Interceptor {
           st.error_code(), absl::StrFormat("%s [request_id=%s]", st.error_message(), id()),
           st.error_details()));
     }
-    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0_).count();
+    const double ms = MsSince(t0_);
     // grpc::StatusCode and absl::StatusCode share their values and names.
     const std::string code =
         absl::StatusCodeToString(static_cast<absl::StatusCode>(st.error_code()));
