@@ -26,7 +26,7 @@ absl::StatusOr<KVCache> KVCache::Create(const ModelConfig& config, int64_t capac
   kv.head_dim_ = c.head_dim;
   kv.capacity_ = capacity_tokens;
   kv.data_ = std::move(storage);
-  kv.data_.assign(size_t(c.n_layers) * 2 * kv.PlaneSize(), 0.0f);
+  kv.data_.assign(KVCacheFloats(c, capacity_tokens), 0.0f);
   return kv;
 }
 

@@ -8,6 +8,7 @@
 #ifndef RAGKV_MODEL_KV_CACHE_H_
 #define RAGKV_MODEL_KV_CACHE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -27,6 +28,18 @@ struct LayerKVView {
   kernels::TensorView v;
   int64_t num_tokens() const { return k.shape[1]; }
 };
+
+// KVCacheFloats / KVCacheBytes: the size of a KVCache of `capacity_tokens`
+// tokens for `config` (validated: head_dim set): n_layers x {K, V} x
+// kv_heads x capacity_tokens x head_dim f32 values. This is the fused
+// cache a blend builds and the memory KVCachePool keeps.
+inline size_t KVCacheFloats(const ModelConfig& config, int64_t capacity_tokens) {
+  return size_t(config.n_layers) * 2 * size_t(config.n_kv_heads) * size_t(capacity_tokens) *
+         size_t(config.head_dim);
+}
+inline size_t KVCacheBytes(const ModelConfig& config, int64_t capacity_tokens) {
+  return KVCacheFloats(config, capacity_tokens) * sizeof(float);
+}
 
 class KVCache {
  public:

@@ -17,8 +17,7 @@ absl::StatusOr<KVCache> KVCachePool::Create(const ModelConfig& config, int64_t c
   if (capacity_tokens <= 0 || !c.Validate().ok()) {
     return KVCache::Create(config, capacity_tokens);  // its error
   }
-  const size_t need =
-      size_t(c.n_layers) * 2 * c.n_kv_heads * size_t(capacity_tokens) * c.head_dim;
+  const size_t need = KVCacheFloats(c, capacity_tokens);
   std::vector<float> storage;
   {
     absl::MutexLock lock(&mu_);
@@ -41,7 +40,7 @@ absl::StatusOr<KVCache> KVCachePool::Create(const ModelConfig& config, int64_t c
     // Room for prompts a little longer than this one (the next one rarely
     // has exactly this length): capacity rounded up to kRoundTokens.
     const int64_t rounded = (capacity_tokens + kRoundTokens - 1) / kRoundTokens * kRoundTokens;
-    storage.reserve(size_t(c.n_layers) * 2 * c.n_kv_heads * size_t(rounded) * c.head_dim);
+    storage.reserve(KVCacheFloats(c, rounded));
   }
   return KVCache::Create(c, capacity_tokens, std::move(storage));
 }

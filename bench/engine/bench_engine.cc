@@ -19,6 +19,7 @@
 #include "engine/llamacpp/runtime.h"
 #include "kernels/cpu.h"
 #include "llama.h"
+#include "model/kv_cache.h"
 #include "model/loader.h"
 #include "model/tokenizer.h"
 
@@ -150,7 +151,7 @@ v1::BlendRequest Request(const EnginePrompt& p, const Strategy& s) {
 // first allocation only: a small one is served from already-faulted heap
 // later), then zeroed again in the same kept memory (best of 3).
 CachePages MeasureCachePages(const model::ModelConfig& c, int64_t tokens) {
-  const size_t n = size_t(c.n_layers) * 2 * c.n_kv_heads * size_t(tokens) * c.head_dim;
+  const size_t n = model::KVCacheFloats(c, tokens);
   CachePages p;
   p.mb = static_cast<double>(n * sizeof(float)) / (1 << 20);
   p.fresh_ms = p.kept_ms = 1e30;

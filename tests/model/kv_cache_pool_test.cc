@@ -23,9 +23,6 @@ ModelConfig SmallConfig() {
   return c;
 }
 
-size_t CacheBytes(const ModelConfig& c, int64_t tokens) {
-  return size_t(c.n_layers) * 2 * c.n_kv_heads * tokens * c.head_dim * sizeof(float);
-}
 
 void Fill(KVCache* kv, float x) {
   for (int l = 0; l < kv->n_layers(); ++l) {
@@ -45,6 +42,37 @@ bool AllZero(KVCache& kv) {
   return true;
 }
 
+// KVCacheBytes against a naive count of the planes of a real cache: every
+// layer's K and V, [kv_heads][capacity][head_dim] each, contiguous.
+TEST(KVCacheBytes, MatchesTheCacheItDescribes) {
+  for (int layers : {1, 3}) {
+    for (int kv_heads : {1, 2, 4}) {
+      ModelConfig c = SmallConfig();
+      c.n_layers = layers;
+      c.n_kv_heads = kv_heads;
+      ASSERT_TRUE(c.Validate().ok());
+      for (int64_t tokens : {1, 7, 256}) {
+        auto kv = KVCache::Create(c, tokens);
+        ASSERT_TRUE(kv.ok()) << kv.status();
+        size_t naive = 0;
+        for (int l = 0; l < kv->n_layers(); ++l) {
+          for (int plane = 0; plane < 2; ++plane) {
+            for (int h = 0; h < kv->kv_heads(); ++h) {
+              for (int64_t t = 0; t < kv->capacity_tokens(); ++t) naive += kv->head_dim();
+            }
+          }
+        }
+        EXPECT_EQ(KVCacheFloats(c, tokens), naive);
+        EXPECT_EQ(KVCacheBytes(c, tokens), naive * sizeof(float));
+        // The cache's memory spans exactly that many floats.
+        const int last = kv->n_layers() - 1;
+        EXPECT_EQ(static_cast<size_t>(kv->v_data(last) - kv->k_data(0)) + naive / (2 * layers),
+                  naive);
+      }
+    }
+  }
+}
+
 TEST(KVCachePool, KeptMemoryComesBackZeroed) {
   const ModelConfig c = SmallConfig();
   KVCachePool pool(1 << 20);
@@ -53,7 +81,7 @@ TEST(KVCachePool, KeptMemoryComesBackZeroed) {
   Fill(&*a, 7.0f);
   const float* mem = a->k_data(0);
   pool.Release(std::move(*a));
-  EXPECT_EQ(pool.stats().idle_bytes, CacheBytes(c, 256));  // rounded up to 256 tokens
+  EXPECT_EQ(pool.stats().idle_bytes, KVCacheBytes(c, 256));  // rounded up to 256 tokens
   auto b = pool.Create(c, 60);  // smaller: the same memory, zeroed
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->k_data(0), mem);
@@ -85,24 +113,24 @@ TEST(KVCachePool, TheSmallestBufferThatFitsIsChosen) {
   auto x = pool.Create(c, 90);
   ASSERT_TRUE(x.ok());
   EXPECT_EQ(x->k_data(0), mid_mem);
-  EXPECT_EQ(pool.stats().idle_bytes, CacheBytes(c, 768));
+  EXPECT_EQ(pool.stats().idle_bytes, KVCacheBytes(c, 768));
 }
 
 TEST(KVCachePool, IdleMemoryStaysUnderTheCapDroppingSmallBuffersFirst) {
   const ModelConfig c = SmallConfig();
-  KVCachePool pool(CacheBytes(c, 1024));
+  KVCachePool pool(KVCacheBytes(c, 1024));
   auto a = pool.Create(c, 600), b = pool.Create(c, 40), d = pool.Create(c, 30);
   ASSERT_TRUE(a.ok() && b.ok() && d.ok());  // 768 + 256 + 256 tokens' worth
   pool.Release(std::move(*b));
   pool.Release(std::move(*d));
   pool.Release(std::move(*a));  // over the cap: one 256 goes, the 768 stays
-  EXPECT_EQ(pool.stats().idle_bytes, CacheBytes(c, 1024));
+  EXPECT_EQ(pool.stats().idle_bytes, KVCacheBytes(c, 1024));
   KVCachePool none(0);  // keeps nothing
   auto e = none.Create(c, 10);
   ASSERT_TRUE(e.ok());
   none.Release(std::move(*e));
   EXPECT_EQ(none.stats().idle_bytes, 0u);
-  KVCachePool small(CacheBytes(c, 10));  // a buffer above the cap is dropped
+  KVCachePool small(KVCacheBytes(c, 10));  // a buffer above the cap is dropped
   auto f = small.Create(c, 20);
   ASSERT_TRUE(f.ok());
   small.Release(std::move(*f));
@@ -119,12 +147,12 @@ TEST(KVCachePool, BadShapesAreRefusedAndKeepTheMemory) {
   ModelConfig bad = c;
   bad.n_heads = 3;  // not a multiple of n_kv_heads
   EXPECT_FALSE(pool.Create(bad, 10).ok());
-  EXPECT_EQ(pool.stats().idle_bytes, CacheBytes(c, 256));
+  EXPECT_EQ(pool.stats().idle_bytes, KVCacheBytes(c, 256));
 }
 
 TEST(KVCachePool, ConcurrentCreateAndRelease) {
   const ModelConfig c = SmallConfig();
-  KVCachePool pool(CacheBytes(c, 300));
+  KVCachePool pool(KVCacheBytes(c, 300));
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&pool, &c, t] {
@@ -141,7 +169,7 @@ TEST(KVCachePool, ConcurrentCreateAndRelease) {
   const KVCachePool::Stats st = pool.stats();
   EXPECT_EQ(st.reused + st.allocated, 200u);
   EXPECT_GT(st.reused, 0u);
-  EXPECT_LE(st.idle_bytes, CacheBytes(c, 300));
+  EXPECT_LE(st.idle_bytes, KVCacheBytes(c, 300));
 }
 
 }  // namespace
