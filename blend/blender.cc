@@ -620,19 +620,21 @@ absl::StatusOr<std::unique_ptr<Blender>> Blender::Create(const Options& options)
   return std::unique_ptr<Blender>(new Blender(options.model));
 }
 
+Blender::Blender(const model::Model* model)
+    : model_(model),
+      idle_ws_({.max_items = kMaxKeptWorkspaces, .max_item_bytes = kMaxKeptWorkspaceBytes}) {}
+
 std::unique_ptr<model::Workspace> Blender::AcquireWorkspace() const {
-  absl::MutexLock lock(&ws_mu_);
-  if (idle_ws_.empty()) return std::make_unique<model::Workspace>();
-  std::unique_ptr<model::Workspace> ws = std::move(idle_ws_.back());
-  idle_ws_.pop_back();
-  return ws;
+  // Any kept one (the smallest): it grows to what this blend needs.
+  std::optional<std::unique_ptr<model::Workspace>> ws = idle_ws_.Take(0);
+  return ws ? std::move(*ws) : std::make_unique<model::Workspace>();
 }
 
 void Blender::ReleaseWorkspace(std::unique_ptr<model::Workspace> ws) const {
-  // A long prompt's scratch is not kept: it would hold its peak for good.
-  if (ws->bytes() > kMaxKeptWorkspaceBytes) return;
-  absl::MutexLock lock(&ws_mu_);
-  if (idle_ws_.size() < kMaxKeptWorkspaces) idle_ws_.push_back(std::move(ws));
+  // A long prompt's scratch is not kept (it would hold its peak for good),
+  // nor a fifth one.
+  const size_t bytes = ws->bytes();
+  idle_ws_.Put(std::move(ws), bytes);
 }
 
 absl::StatusOr<BlendResult> Blender::Blend(absl::Span<const BlendSegment> segments,

@@ -42,10 +42,9 @@
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "base/free_list.h"
 #include "blend/kv_source.h"
 #include "kernels/attention.h"
 #include "model/kv_cache.h"
@@ -258,7 +257,7 @@ class Blender {
   const model::Model& model() const { return *model_; }
 
  private:
-  explicit Blender(const model::Model* model) : model_(model) {}
+  explicit Blender(const model::Model* model);
   // The compute scratch of finished blends, kept for the next ones (at most
   // 4, each at most 256 MiB; a larger one is freed): a fresh one pays its
   // pages again on every call.
@@ -266,8 +265,7 @@ class Blender {
   void ReleaseWorkspace(std::unique_ptr<model::Workspace> ws) const;
 
   const model::Model* model_;
-  mutable absl::Mutex ws_mu_;
-  mutable std::vector<std::unique_ptr<model::Workspace>> idle_ws_ ABSL_GUARDED_BY(ws_mu_);
+  mutable FreeList<std::unique_ptr<model::Workspace>> idle_ws_;  // thread-safe
 };
 
 }  // namespace ragkv::blend

@@ -18,24 +18,7 @@ absl::StatusOr<KVCache> KVCachePool::Create(const ModelConfig& config, int64_t c
     return KVCache::Create(config, capacity_tokens);  // its error
   }
   const size_t need = KVCacheFloats(c, capacity_tokens);
-  std::vector<float> storage;
-  {
-    absl::MutexLock lock(&mu_);
-    auto best = idle_.end();
-    for (auto it = idle_.begin(); it != idle_.end(); ++it) {
-      if (it->capacity() >= need && (best == idle_.end() || it->capacity() < best->capacity())) {
-        best = it;
-      }
-    }
-    if (best != idle_.end()) {
-      storage = std::move(*best);
-      idle_.erase(best);
-      stats_.idle_bytes -= Bytes(storage);
-      ++stats_.reused;
-    } else {
-      ++stats_.allocated;
-    }
-  }
+  std::vector<float> storage = idle_.Take(need * sizeof(float)).value_or(std::vector<float>());
   if (storage.capacity() < need) {
     // Room for prompts a little longer than this one (the next one rarely
     // has exactly this length): capacity rounded up to kRoundTokens.
@@ -49,21 +32,15 @@ void KVCachePool::Release(KVCache&& cache) {
   std::vector<float> storage = std::move(cache.data_);
   cache = KVCache();
   const size_t bytes = Bytes(storage);
-  if (bytes == 0 || bytes > max_idle_bytes_) return;
-  absl::MutexLock lock(&mu_);
-  idle_.push_back(std::move(storage));
-  stats_.idle_bytes += bytes;
-  std::sort(idle_.begin(), idle_.end(),
-            [](const auto& a, const auto& b) { return a.capacity() > b.capacity(); });
-  while (stats_.idle_bytes > max_idle_bytes_) {
-    stats_.idle_bytes -= Bytes(idle_.back());
-    idle_.pop_back();
-  }
+  if (bytes == 0) return;
+  // Kept unless larger than the cap; then the smallest go first while the
+  // kept memory exceeds it.
+  idle_.Put(std::move(storage), bytes);
 }
 
 KVCachePool::Stats KVCachePool::stats() const {
-  absl::MutexLock lock(&mu_);
-  return stats_;
+  const auto s = idle_.stats();
+  return Stats{s.hits, s.misses, s.idle_bytes};
 }
 
 }  // namespace ragkv::model

@@ -5,9 +5,11 @@
 // cache: 16 layers x 1.5k tokens of a 1024-dim model is 100 MB of f32) pays
 // the kernel for every fresh page of it: on a VM that is ~25k page faults,
 // 240 ms, more than the whole blend of a reused prompt (docs/services.md,
-// "Fused-cache pool"). The pool hands such memory out again, zeroed.
+// "Fused-cache pool"). The pool hands such memory out again, zeroed. It is
+// a ragkv::FreeList of buffers (base/free_list.h) with one byte cap.
 //
-// Thread safety: every method may be called concurrently.
+// Thread safety: every method may be called concurrently (the FreeList's
+// absl::Mutex).
 #ifndef RAGKV_MODEL_KV_CACHE_POOL_H_
 #define RAGKV_MODEL_KV_CACHE_POOL_H_
 
@@ -15,9 +17,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "base/free_list.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
 
@@ -27,7 +28,8 @@ class KVCachePool {
  public:
   // max_idle_bytes: the most memory kept between caches (0: none is kept,
   // every Create allocates).
-  explicit KVCachePool(size_t max_idle_bytes) : max_idle_bytes_(max_idle_bytes) {}
+  explicit KVCachePool(size_t max_idle_bytes)
+      : idle_({.max_item_bytes = max_idle_bytes, .max_total_bytes = max_idle_bytes}) {}
   KVCachePool(const KVCachePool&) = delete;
   KVCachePool& operator=(const KVCachePool&) = delete;
 
@@ -50,10 +52,7 @@ class KVCachePool {
   Stats stats() const;
 
  private:
-  const size_t max_idle_bytes_;
-  mutable absl::Mutex mu_;
-  std::vector<std::vector<float>> idle_ ABSL_GUARDED_BY(mu_);
-  Stats stats_ ABSL_GUARDED_BY(mu_);
+  FreeList<std::vector<float>> idle_;  // sized by capacity() * sizeof(float)
 };
 
 }  // namespace ragkv::model
