@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "model/generate.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
+#include "model/sampler.h"
 
 namespace ragkv::model::testing {
 
@@ -32,7 +34,7 @@ inline Agreement CompareLogits(const std::vector<float>& a, const std::vector<fl
       lo = std::min(lo, y[j]);
       hi = std::max(hi, y[j]);
     }
-    same += (std::max_element(x, x + vocab) - x) == (std::max_element(y, y + vocab) - y);
+    same += model::Argmax(x, vocab) == model::Argmax(y, vocab);
   }
   g.range = hi - lo;
   g.top1 = double(same) / rows;
@@ -48,20 +50,12 @@ inline std::vector<float> RagkvLogits(const Model& m, const std::vector<int32_t>
   return l;
 }
 
-// RagkvGreedy: `n` greedy tokens after `prompt` (argmax, lowest id on ties).
+// RagkvGreedy: `n` greedy tokens after `prompt` (model::Generate with
+// model::Argmax: lowest id on ties).
 inline std::vector<int32_t> RagkvGreedy(const Model& m, const std::vector<int32_t>& prompt, int n) {
-  const int vocab = m.config().vocab_size;
-  auto kv = m.NewCache(static_cast<int>(prompt.size()) + n + 8);
-  Workspace ws;
-  std::vector<float> l(vocab);
-  EXPECT_TRUE(m.Prefill(prompt, &*kv, &ws, LogitsMode::kLast, l.data()).ok());
-  std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) {
-    const int32_t best = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
-    out.push_back(best);
-    EXPECT_TRUE(m.Prefill({best}, &*kv, &ws, LogitsMode::kLast, l.data()).ok());
-  }
-  return out;
+  absl::StatusOr<std::vector<int32_t>> out = Generate(m, prompt, n, model::Argmax);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? *std::move(out) : std::vector<int32_t>{};
 }
 
 }  // namespace ragkv::model::testing

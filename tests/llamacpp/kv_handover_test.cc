@@ -101,7 +101,7 @@ TEST_P(KvHandoverTest, LlamaCppDecodesFromRagkvKvAsFromItsOwnPrefill) {
   EXPECT_EQ(g.top1, 1.0);
   std::vector<int32_t> greedy;
   for (int i = 0; i < 32; ++i) {
-    const int32_t best = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+    const int32_t best = model::Argmax(l.data(), vocab);
     greedy.push_back(best);
     l = DecodeOne(ctx, best, vocab);
   }

@@ -122,7 +122,7 @@ class LlamaCppEngineTest : public ::testing::TestWithParam<std::string> {
   std::vector<int32_t> GreedyOn(std::vector<float> l) {
     std::vector<int32_t> out;
     for (int i = 0; i < 32; ++i) {
-      llama_token best = static_cast<llama_token>(std::max_element(l.begin(), l.end()) - l.begin());
+      llama_token best = model::Argmax(l.data(), static_cast<int32_t>(l.size()));
       out.push_back(best);
       EXPECT_EQ(llama_decode(ref_->context(), llama_batch_get_one(&best, 1)), 0);
       const float* p = llama_get_logits_ith(ref_->context(), -1);

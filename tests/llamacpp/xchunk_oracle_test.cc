@@ -39,7 +39,7 @@ TEST(XchunkOracleTest, LlamaCppComputesWhatRagkvComputesAndAnswers) {
     EXPECT_LT(g.max_abs, 1e-3) << "prompt " << i << ", range " << g.range;
     EXPECT_EQ(g.top1, 1.0) << "prompt " << i;
     const float* last = want->data() + (toks.size() - 1) * blend::kXchunkVocab;
-    right += std::max_element(last, last + blend::kXchunkVocab) - last == p->answer;
+    right += model::Argmax(last, blend::kXchunkVocab) == p->answer;
   }
   EXPECT_GE(right, kPrompts * 9 / 10);
 }

@@ -10,6 +10,7 @@
 
 #include "kernels/convert.h"
 #include "model/loader.h"
+#include "model/sampler.h"
 #include "tests/model/test_util.h"
 
 namespace ragkv::model {
@@ -210,8 +211,7 @@ TEST_F(SafetensorsTest, HalfPrecisionCheckpointsLoad) {
     const int v = bin_->config().vocab_size;
     int agree = 0;
     for (size_t t = 0; t < tokens_.size(); ++t) {
-      agree += std::max_element(got.begin() + t * v, got.begin() + (t + 1) * v) - got.begin() ==
-               std::max_element(want.begin() + t * v, want.begin() + (t + 1) * v) - want.begin();
+      agree += Argmax(got.data() + t * v, v) == Argmax(want.data() + t * v, v);
     }
     EXPECT_GE(agree, int(tokens_.size()) - 1) << dtype;
     double err = 0;
