@@ -171,7 +171,7 @@ absl::StatusOr<v1::GenerateResponse> ReferenceEngine::Generate(
   }
   for (uint64_t id : ids) resp.add_chunk_ids(id);
   const v1::BlendOptions& bo = req.blend();
-  const bool add_bos = bo.add_bos() && tok.bos_id() >= 0;
+  const bool add_bos = bo.add_bos() && tok.add_bos();
 
   std::unique_ptr<model::KVCache> cache;
   model::Workspace ws;

@@ -309,7 +309,8 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o,
   ASSIGN_OR_RETURN(std::unique_ptr<services::GrpcTtftPath> sidecar, services::GrpcTtftPath::Start(go));
   ASSIGN_OR_RETURN(Texts texts, BuildTexts(o, path, ours->config().vocab_size));
   ASSIGN_OR_RETURN(std::vector<EnginePrompt> prompts,
-                   Prepare(texts, *ours, tok->bos_id(), sidecar.get(), progress));
+                   Prepare(texts, *ours, tok->add_bos() ? tok->bos_id() : -1, sidecar.get(),
+                           progress));
   size_t longest = 0;
   for (const EnginePrompt& p : prompts) longest = std::max(longest, p.tokens.size());
   lc::ContextOptions co;

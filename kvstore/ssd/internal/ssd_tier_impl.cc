@@ -30,7 +30,7 @@ constexpr size_t kMetaBytes = 1 + 8 + 4 + 16 + 8;
 
 }  // namespace
 
-// The one place rocksdb::Status is translated (style.md).
+// The one place rocksdb::Status is translated (docs/style.md).
 absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
   if (s.ok()) return absl::OkStatus();
   std::string msg = absl::StrCat("ssd tier ", std::string(what), ": ", s.ToString());
