@@ -18,7 +18,7 @@ absl::StatusOr<std::unique_ptr<BoundedExecutor>> BoundedExecutor::Create(Options
 BoundedExecutor::~BoundedExecutor() { Shutdown(); }
 
 absl::Status BoundedExecutor::TrySubmit(absl::AnyInvocable<void() &&> task) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (stopping_) return absl::FailedPreconditionError("executor is shutting down");
   if (queue_.size() >= options_.max_queue) {
     return absl::ResourceExhaustedError("server busy: work queue full");
@@ -29,7 +29,7 @@ absl::Status BoundedExecutor::TrySubmit(absl::AnyInvocable<void() &&> task) {
 
 void BoundedExecutor::Shutdown() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (stopping_ && workers_.empty()) return;
     stopping_ = true;
   }
@@ -40,7 +40,7 @@ void BoundedExecutor::Shutdown() {
 }
 
 size_t BoundedExecutor::queued() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return queue_.size();
 }
 
@@ -48,11 +48,11 @@ void BoundedExecutor::WorkerLoop() {
   for (;;) {
     absl::AnyInvocable<void() &&> task;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return stopping_ || !queue_.empty();
       };
-      mu_.Await(absl::Condition(&ready));
+      mu_.Await(ready);
       if (queue_.empty()) return;  // stopping and drained
       task = std::move(queue_.front());
       queue_.pop_front();

@@ -22,7 +22,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "base/sync.h"
 
 namespace ragkv {
 
@@ -57,7 +57,7 @@ class BoundedExecutor {
   void WorkerLoop();
 
   const Options options_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::deque<absl::AnyInvocable<void() &&>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;

@@ -11,7 +11,7 @@
 // items first (the large ones are the costly ones to fault in again).
 // Dropped items are destroyed outside the lock.
 //
-// Thread safety: every method may be called concurrently (one absl::Mutex).
+// Thread safety: every method may be called concurrently (one ragkv::Mutex, base/sync.h).
 #ifndef RAGKV_BASE_FREE_LIST_H_
 #define RAGKV_BASE_FREE_LIST_H_
 
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "base/sync.h"
 
 namespace ragkv {
 
@@ -56,7 +56,7 @@ class FreeList {
   // of at least `min_bytes` (among equals, the one kept longest); nullopt
   // when there is none.
   std::optional<T> Take(size_t min_bytes) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = std::lower_bound(idle_.begin(), idle_.end(), min_bytes,
                                [](const Entry& e, size_t b) { return e.bytes < b; });
     if (it == idle_.end()) {
@@ -77,7 +77,7 @@ class FreeList {
     std::vector<Entry> dropped;  // destroyed after the lock is released
     bool kept = false;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (idle_.size() >= limits_.max_items) return false;
       auto at = std::upper_bound(idle_.begin(), idle_.end(), bytes,
                                  [](size_t b, const Entry& e) { return b < e.bytes; });
@@ -95,7 +95,7 @@ class FreeList {
   }
 
   Stats stats() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     Stats s = stats_;
     s.idle_items = idle_.size();
     return s;
@@ -108,7 +108,7 @@ class FreeList {
   };
 
   const Limits limits_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::vector<Entry> idle_ ABSL_GUARDED_BY(mu_);  // ascending bytes; equals in Put order
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };

@@ -8,7 +8,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "base/sync.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/status_macros.h"
@@ -230,7 +230,7 @@ class BlendRun {
 
   // Written by whichever thread loads; read after the loader is joined.
   double load_s_ = 0, rerotate_s_ = 0;
-  absl::Mutex mu_;
+  Mutex mu_;
   int loaded_ ABSL_GUARDED_BY(mu_) = 0;     // layers [0, loaded) are in the cache
   int consumed_ ABSL_GUARDED_BY(mu_) = 0;   // layers [0, consumed) are done computing
   bool stop_ ABSL_GUARDED_BY(mu_) = false;  // compute failed: loader must exit
@@ -300,15 +300,15 @@ void BlendRun::StartLoader() {
 void BlendRun::LoaderLoop() {
   for (int l = 0; l < L_; ++l) {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto can_go = [this, l]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return stop_ || l < consumed_ + options_.prefetch_layers;
       };
-      mu_.Await(absl::Condition(&can_go));
+      mu_.Await(can_go);
       if (stop_) return;
     }
     absl::Status st = LoadLayer(l);
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!st.ok()) {
       load_status_ = st;
       stop_ = true;
@@ -322,9 +322,9 @@ absl::Status BlendRun::WaitLayer(int l) {
   if (!need_load_) return absl::OkStatus();
   if (!threaded_) return LoadLayer(l);
   const Clock::time_point t0 = Clock::now();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto ready = [this, l]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || loaded_ > l; };
-  mu_.Await(absl::Condition(&ready));
+  mu_.Await(ready);
   tm_.load_wait_s += SecondsSince(t0);
   if (loaded_ > l) return absl::OkStatus();
   return load_status_.ok() ? absl::AbortedError("blend: loading stopped") : load_status_;
@@ -332,21 +332,21 @@ absl::Status BlendRun::WaitLayer(int l) {
 
 void BlendRun::MarkConsumed(int l) {
   if (!threaded_) return;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   consumed_ = l + 1;
 }
 
 void BlendRun::FinishLoader(bool failed) {
   if (!threaded_) return;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (failed) stop_ = true;
   }
   loader_.join();
 }
 
 absl::Status BlendRun::LoadStatus() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return load_status_;
 }
 

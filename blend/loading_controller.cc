@@ -97,24 +97,24 @@ absl::StatusOr<std::unique_ptr<LoadingController>> LoadingController::Create(
     ASSIGN_OR_RETURN(flops, MeasureFlops(*o.model, shape, o));
   }
   std::unique_ptr<LoadingController> c(new LoadingController(o, shape, std::move(blender)));
-  absl::MutexLock lock(&c->mu_);
+  MutexLock lock(&c->mu_);
   c->flops_per_s_ = flops;
   for (int i = 0; i < 3; ++i) c->tier_bw_[i] = o.tier_bytes_per_s[i];
   return c;
 }
 
 CostModel LoadingController::CostModelSnapshot() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return CostModel(shape_, CpuSpec(flops_per_s_, tier_bw_, options_.layer_overhead_s));
 }
 
 double LoadingController::recompute_flops_per_s() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return flops_per_s_;
 }
 
 double LoadingController::tier_bytes_per_s(Tier tier) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return tier_bw_[static_cast<int>(tier)];
 }
 
@@ -166,7 +166,7 @@ absl::StatusOr<ControlledBlend> LoadingController::Blend(
 
 void LoadingController::ObserveTierBandwidth(Tier tier, double bytes_per_s) {
   if (!(bytes_per_s > 0) || !std::isfinite(bytes_per_s)) return;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   double& bw = tier_bw_[static_cast<int>(tier)];
   bw = bw > 0 ? (1 - options_.ewma_alpha) * bw + options_.ewma_alpha * bytes_per_s : bytes_per_s;
 }
@@ -184,7 +184,7 @@ void LoadingController::ObserveBlend(const BlendResult& r) {
     secs += r.timings.layer_compute_s[l];
   }
   if (!(secs > 0) || !(flops > 0)) return;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   flops_per_s_ = (1 - options_.ewma_alpha) * flops_per_s_ + options_.ewma_alpha * (flops / secs);
 }
 

@@ -24,7 +24,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "base/sync.h"
 #include "absl/types/span.h"
 #include "blend/blender.h"
 #include "blend/cost_model.h"
@@ -107,7 +107,7 @@ class LoadingController {
   const ControllerOptions options_;
   const ModelShape shape_;
   const std::unique_ptr<Blender> blender_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   double flops_per_s_ ABSL_GUARDED_BY(mu_) = 0;
   double tier_bw_[3] ABSL_GUARDED_BY(mu_) = {0, 0, 0};
 };

@@ -25,11 +25,11 @@ absl::StatusOr<std::unique_ptr<StoreKvSource>> StoreKvSource::Open(
     ScopedRequestId scoped(rid);  // the store's log lines name the request
     raw->Produce(store, key, fp);
   });
-  absl::MutexLock lock(&s->mu_);
+  MutexLock lock(&s->mu_);
   auto ready = [raw]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(raw->mu_) {
     return raw->have_header_ || raw->done_;
   };
-  s->mu_.Await(absl::Condition(&ready));
+  s->mu_.Await(ready);
   if (s->have_header_) return s;
   if (!s->stream_status_.ok()) return s->stream_status_;
   return std::unique_ptr<StoreKvSource>();  // miss (destructor joins the finished thread)
@@ -40,7 +40,7 @@ void StoreKvSource::Produce(kvstore::TieredStore* store, kvstore::ChunkKey key,
   const auto t0 = Clock::now();
   auto callback = [this, t0](const kvstore::KvChunkHeader& header,
                          kvstore::LoadedLayer layer) -> absl::Status {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!have_header_) {
       header_ = header;
       info_.fingerprint = header.fingerprint;
@@ -56,7 +56,7 @@ void StoreKvSource::Produce(kvstore::TieredStore* store, kvstore::ChunkKey key,
       return cancelled_ || static_cast<int>(queue_.size()) < max_buffered_;
     };
     const auto w0 = Clock::now();
-    mu_.Await(absl::Condition(&room));
+    mu_.Await(room);
     wait_s_ += SecondsSince(w0);
     read_s_ = SecondsSince(t0) - wait_s_;
     if (cancelled_) return absl::CancelledError("StoreKvSource: consumer gone");
@@ -65,7 +65,7 @@ void StoreKvSource::Produce(kvstore::TieredStore* store, kvstore::ChunkKey key,
     return absl::OkStatus();
   };
   absl::StatusOr<kvstore::StreamResult> r = store->StreamLayers(key, fp, callback);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   read_s_ = SecondsSince(t0) - wait_s_;
   done_ = true;
   if (!r.ok()) {
@@ -78,7 +78,7 @@ void StoreKvSource::Produce(kvstore::TieredStore* store, kvstore::ChunkKey key,
 
 StoreKvSource::~StoreKvSource() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     cancelled_ = true;
     queue_.clear();
   }
@@ -86,22 +86,22 @@ StoreKvSource::~StoreKvSource() {
 }
 
 size_t StoreKvSource::tier_index() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return tier_index_;
 }
 
 bool StoreKvSource::finished() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return done_;
 }
 
 double StoreKvSource::read_seconds() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return read_s_;
 }
 
 uint64_t StoreKvSource::bytes_read() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return bytes_read_;
 }
 
@@ -113,11 +113,11 @@ absl::Status StoreKvSource::ReadLayer(int layer, kernels::TensorView dst_k,
   }
   kvstore::LoadedLayer loaded;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return !queue_.empty() || done_;
     };
-    mu_.Await(absl::Condition(&ready));
+    mu_.Await(ready);
     if (queue_.empty()) {
       return stream_status_.ok()
                  ? absl::DataLossError(absl::StrCat("StoreKvSource: stream ended before layer ",

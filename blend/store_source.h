@@ -20,7 +20,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "base/sync.h"
 #include "blend/kv_source.h"
 #include "kvstore/tiered_store.h"
 
@@ -67,7 +67,7 @@ class StoreKvSource : public KvSource {
   std::thread producer_;
   int next_layer_ = 0;  // consumer side only
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   bool have_header_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;       // producer finished (ok or not)
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;  // consumer gone

@@ -11,7 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "kvstore/internal/sync.h"
+#include "base/sync.h"
 
 namespace ragkv::kvstore {
 namespace {
@@ -31,7 +31,7 @@ struct Entry {
 };
 
 struct Shard {
-  mutable internal::Mutex mu;
+  mutable Mutex mu;
   uint64_t capacity = 0;
   absl::flat_hash_map<ChunkKey, std::unique_ptr<Entry>> map ABSL_GUARDED_BY(mu);
   std::list<Entry*> small ABSL_GUARDED_BY(mu);  // front = newest
@@ -80,7 +80,7 @@ class RamTier final : public Tier {
 
   absl::StatusOr<bool> Contains(const ChunkKey& key) override {
     Shard& s = ShardFor(key);
-    internal::ReaderMutexLock lock(&s.mu);
+    ReaderMutexLock lock(&s.mu);
     return s.map.contains(key);
   }
 
@@ -125,7 +125,7 @@ class RamTier final : public Tier {
     entry->charge = charge;
     std::vector<std::shared_ptr<const EncodedChunk>> dropped;  // freed outside the lock
     {
-      internal::MutexLock lock(&s.mu);
+      MutexLock lock(&s.mu);
       auto it = s.map.find(key);
       if (it != s.map.end()) dropped.push_back(RemoveLocked(s, it));
       uint64_t evicted = 0;
@@ -157,7 +157,7 @@ class RamTier final : public Tier {
     Shard& s = ShardFor(key);
     std::shared_ptr<const EncodedChunk> dropped;
     {
-      internal::MutexLock lock(&s.mu);
+      MutexLock lock(&s.mu);
       auto it = s.map.find(key);
       if (it == s.map.end()) return absl::OkStatus();
       dropped = RemoveLocked(s, it);
@@ -170,7 +170,7 @@ class RamTier final : public Tier {
     uint64_t n = 0;
     for (Shard& s : shards_) {
       std::vector<std::shared_ptr<const EncodedChunk>> dropped;
-      internal::MutexLock lock(&s.mu);
+      MutexLock lock(&s.mu);
       std::vector<ChunkKey> keys;
       for (const auto& [k, e] : s.map) {
         if (e->fingerprint == fp) keys.push_back(k);
@@ -186,7 +186,7 @@ class RamTier final : public Tier {
     TierStats st = counters().Snapshot(Name());
     st.capacity_bytes = options_.capacity_bytes;
     for (const Shard& s : shards_) {
-      internal::ReaderMutexLock lock(&s.mu);
+      ReaderMutexLock lock(&s.mu);
       st.bytes_used += UsedLocked(s);
       st.entries += s.map.size();
     }
@@ -206,14 +206,14 @@ class RamTier final : public Tier {
   std::shared_ptr<const EncodedChunk> Lookup(const ChunkKey& key, bool touch) {
     Shard& s = ShardFor(key);
     if (touch && options_.policy == EvictionPolicy::kLru) {
-      internal::MutexLock lock(&s.mu);
+      MutexLock lock(&s.mu);
       auto it = s.map.find(key);
       if (it == s.map.end()) return nullptr;
       Entry* e = it->second.get();
       s.main.splice(s.main.begin(), s.main, e->pos);
       return e->chunk;
     }
-    internal::ReaderMutexLock lock(&s.mu);
+    ReaderMutexLock lock(&s.mu);
     auto it = s.map.find(key);
     if (it == s.map.end()) return nullptr;
     Entry* e = it->second.get();

@@ -12,7 +12,7 @@
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "kvstore/internal/fanout_writer.h"
-#include "kvstore/internal/sync.h"
+#include "base/sync.h"
 
 namespace ragkv::kvstore {
 
@@ -28,7 +28,7 @@ class TieredStore::Impl {
   ~Impl() {
     if (writer_.joinable()) {
       {
-        internal::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         stop_ = true;
         cv_.SignalAll();
       }
@@ -105,7 +105,7 @@ class TieredStore::Impl {
     }
     Pending p{key, PeekFingerprint(chunk->header).value_or(Fingerprint{}), chunk->TotalBytes(),
               std::move(chunk)};
-    internal::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto has_room = [this, &p]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return queue_.size() < options_.write_back_max_chunks &&
              (queue_.empty() || queued_bytes_ + p.bytes <= options_.write_back_max_bytes);
@@ -156,7 +156,7 @@ class TieredStore::Impl {
     for (;;) {
       Pending p;
       {
-        internal::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); };
         cv_.Wait(&mu_, ready);
         if (queue_.empty()) return;  // stop_ and drained
@@ -170,7 +170,7 @@ class TieredStore::Impl {
       }
       absl::Status s = WriteTiers(1, p.key, p.chunk);
       if (!s.ok()) write_back_failures_.fetch_add(1, std::memory_order_relaxed);
-      internal::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       inflight_ = false;
       cv_.SignalAll();
     }
@@ -180,7 +180,7 @@ class TieredStore::Impl {
   // in-flight one to finish.
   template <typename Pred>
   void DropPending(Pred pred) {
-    internal::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (auto it = queue_.begin(); it != queue_.end();) {
       if (pred(it->key, it->fingerprint)) {
         queued_bytes_ -= it->bytes;
@@ -224,7 +224,7 @@ class TieredStore::Impl {
 
   absl::Status Flush() {
     {
-      internal::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return queue_.empty() && !inflight_;
       };
@@ -511,7 +511,7 @@ class TieredStore::Impl {
     s.promotions = promotions_.load();
     s.write_back_failures = write_back_failures_.load();
     {
-      internal::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       s.write_back_queued = queue_.size();
     }
     for (const auto& h : hits_by_tier_) s.hits_by_tier.push_back(h.load());
@@ -554,8 +554,8 @@ class TieredStore::Impl {
       corrupt_{0}, tier_errors_{0}, promotions_{0}, write_back_failures_{0};
   std::vector<std::atomic<uint64_t>> hits_by_tier_;
 
-  mutable internal::Mutex mu_;
-  internal::CondVar cv_;
+  mutable Mutex mu_;
+  CondVar cv_;
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool inflight_ ABSL_GUARDED_BY(mu_) = false;

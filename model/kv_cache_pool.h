@@ -9,7 +9,7 @@
 // a ragkv::FreeList of buffers (base/free_list.h) with one byte cap.
 //
 // Thread safety: every method may be called concurrently (the FreeList's
-// absl::Mutex).
+// Mutex).
 #ifndef RAGKV_MODEL_KV_CACHE_POOL_H_
 #define RAGKV_MODEL_KV_CACHE_POOL_H_
 

@@ -24,7 +24,7 @@ void StoreBack::Schedule(std::vector<int32_t> tokens) {
   if (tokens.empty() || stopping_.load()) return;
   const kvstore::ChunkKey key = kvstore::ChunkKey::Of(model_->fingerprint(), tokens);
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!in_flight_.insert(key).second) return;
   }
   absl::Status s = executor_->TrySubmit(
@@ -34,7 +34,7 @@ void StoreBack::Schedule(std::vector<int32_t> tokens) {
       });
   if (!s.ok()) {  // queue full or stopping: the next miss tries again
     metrics_->Add("ragkv_kv_store_back_skipped_total", "");
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     in_flight_.erase(key);
   }
 }
@@ -52,14 +52,14 @@ void StoreBack::Run(const kvstore::ChunkKey& key, const std::vector<int32_t>& to
       RAGKV_LOG(WARNING) << "store-back of chunk " << key.ToHex() << ": " << bytes.status();
     }
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   in_flight_.erase(key);
 }
 
 void StoreBack::SchedulePut(std::vector<blend::StoreChunk> records) {
   if (records.empty() || stopping_.load()) return;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     ++puts_in_flight_;
   }
   absl::Status s = executor_->TrySubmit(
@@ -77,12 +77,12 @@ void StoreBack::SchedulePut(std::vector<blend::StoreChunk> records) {
             RAGKV_LOG(WARNING) << "prefix block " << c.key.ToHex() << ": " << put;
           }
         }
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         --puts_in_flight_;
       });
   if (!s.ok()) {
     metrics_->Add("ragkv_kv_store_back_skipped_total", "");
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     --puts_in_flight_;
   }
 }
@@ -93,11 +93,11 @@ void StoreBack::Stop() {
 }
 
 void StoreBack::Drain() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return in_flight_.empty() && puts_in_flight_ == 0;
   };
-  mu_.Await(absl::Condition(&idle));
+  mu_.Await(idle);
 }
 
 }  // namespace ragkv::pipeline

@@ -22,7 +22,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/synchronization/mutex.h"
+#include "base/sync.h"
 #include "kvstore/chunk_key.h"
 #include "blend/store_source.h"
 #include "kvstore/kv_chunk.h"
@@ -80,7 +80,7 @@ class StoreBack {
   const kvstore::Codec codec_;
   std::unique_ptr<BoundedExecutor> executor_;
   std::atomic<bool> stopping_{false};
-  absl::Mutex mu_;
+  Mutex mu_;
   absl::flat_hash_set<kvstore::ChunkKey> in_flight_ ABSL_GUARDED_BY(mu_);
   int puts_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -14,7 +14,7 @@
 #include "kvstore/redis/internal/redis_cluster.h"
 #include "kvstore/redis/internal/redis_record.h"
 #include "kvstore/redis/internal/redis_tier_internal.h"
-#include "kvstore/internal/sync.h"
+#include "base/sync.h"
 
 // RedisTier is defined in three files: this one (options, connection,
 // health, layout hint, the header value parser), redis_tier_read.cc (Get*,
@@ -234,12 +234,12 @@ RedisTier::RedisTier(RedisTierOptions options, std::unique_ptr<internal::RedisEx
       hint_(std::make_unique<internal::RedisLayoutHint>()) {}
 
 std::vector<uint32_t> RedisTier::LayoutHint() const {
-  internal::MutexLock l(&hint_->mu);
+  MutexLock l(&hint_->mu);
   return hint_->parts;
 }
 
 void RedisTier::SetLayoutHint(const std::vector<uint32_t>& parts) {
-  internal::MutexLock l(&hint_->mu);
+  MutexLock l(&hint_->mu);
   if (hint_->parts != parts) hint_->parts = parts;
 }
 

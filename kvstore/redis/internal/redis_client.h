@@ -37,7 +37,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "kvstore/internal/sync.h"
+#include "base/sync.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -262,7 +262,7 @@ class RedisNodePool {
   absl::StatusOr<std::unique_ptr<RedisConnection>> OpenNew();
 
   const RedisNodePoolOptions options_;
-  // kvstore's std-based mutex (internal/sync.h), not absl::Mutex: Debian's
+  // kvstore's std-based mutex (base/sync.h), not absl::Mutex: Debian's
   // abseil is not TSan-instrumented, so its locks hide from ThreadSanitizer.
   mutable Mutex mu_;
   CondVar cv_;  // signalled whenever idle_ or open_ changes

@@ -14,7 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "kvstore/redis/internal/redis_record.h"
-#include "kvstore/internal/sync.h"
+#include "base/sync.h"
 
 namespace ragkv::kvstore::internal {
 

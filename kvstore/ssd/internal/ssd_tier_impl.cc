@@ -88,7 +88,7 @@ class ReadPool {
   }
   ~ReadPool() {
     {
-      internal::MutexLock l(&mu_);
+      MutexLock l(&mu_);
       stop_ = true;
     }
     cv_.SignalAll();
@@ -96,7 +96,7 @@ class ReadPool {
   }
   void Submit(std::function<void()> task) {
     {
-      internal::MutexLock l(&mu_);
+      MutexLock l(&mu_);
       queue_.push_back(std::move(task));
     }
     cv_.SignalAll();
@@ -107,7 +107,7 @@ class ReadPool {
     for (;;) {
       std::function<void()> task;
       {
-        internal::MutexLock l(&mu_);
+        MutexLock l(&mu_);
         cv_.Wait(&mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
           return stop_ || !queue_.empty();
         });
@@ -119,8 +119,8 @@ class ReadPool {
     }
   }
 
-  internal::Mutex mu_;
-  internal::CondVar cv_;
+  Mutex mu_;
+  CondVar cv_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
@@ -138,12 +138,12 @@ SsdTier::SsdTier(const SsdTierOptions& options, rocksdb::Env* env)
 }
 
 SsdTier::~SsdTier() {
-  internal::MutexLock lock(&db_mu_);
+  MutexLock lock(&db_mu_);
   CloseDbLocked();
 }
 
 absl::Status SsdTier::Open() {
-  internal::MutexLock lock(&db_mu_);
+  MutexLock lock(&db_mu_);
   absl::Status s = OpenDbLocked();
   if (s.ok()) s = LoadIndexLocked();
   if (!absl::IsDataLoss(s)) return s;
@@ -167,7 +167,7 @@ absl::Status SsdTier::Open() {
 
 absl::Status SsdTier::LoadIndexLocked() {
   {
-    internal::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     index_.clear();
     lru_.clear();
     used_ = 0;
@@ -199,7 +199,7 @@ absl::Status SsdTier::LoadIndexLocked() {
   std::sort(by_seq.begin(), by_seq.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   {
-    internal::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (auto& [seq, km] : by_seq) {
       lru_.push_front(km.first);
       index_[km.first] = Entry{km.second, lru_.begin()};
@@ -209,7 +209,7 @@ absl::Status SsdTier::LoadIndexLocked() {
     for (const auto& [k, m] : pending) next_seq_ = std::max(next_seq_, m.seq + 1);
   }
   RETURN_IF_ERROR(ReclaimPendingLocked(pending));  // after the index: committed keys keep their layers
-  internal::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RAGKV_LOG(INFO) << "ssd tier '" << options_.name << "' opened at " << options_.path << ": "
                   << index_.size() << " chunks, " << used_ << " bytes";
   // A smaller budget than last time: evict the oldest.
@@ -230,7 +230,7 @@ TierKind SsdTier::Kind() const { return TierKind::kSsd; }
 
 absl::StatusOr<bool> SsdTier::Contains(const ChunkKey& key) {
   MaybeRecoverForRead();
-  internal::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return index_.contains(key);
 }
 
@@ -245,9 +245,9 @@ absl::Status SsdTier::Put(const ChunkKey& key, std::shared_ptr<const EncodedChun
   }
   const uint64_t bytes = chunk->TotalBytes();
   RETURN_IF_ERROR(CheckChunkBytes(bytes));
-  internal::MutexLock write_lock(&write_mu_);
+  MutexLock write_lock(&write_mu_);
   if (write_failed_) RETURN_IF_ERROR(RecoverAfterWriteErrorLocked());
-  internal::ReaderMutexLock db_lock(&db_mu_);
+  ReaderMutexLock db_lock(&db_mu_);
   if (db_ == nullptr) return Closed();
   rocksdb::WriteBatch batch;
   std::vector<std::pair<ChunkKey, Meta>> victims;
@@ -257,7 +257,7 @@ absl::Status SsdTier::Put(const ChunkKey& key, std::shared_ptr<const EncodedChun
   meta.layers = *layers;
   meta.fingerprint = *fp;
   {
-    internal::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = index_.find(key);
     uint64_t freed = 0;
     if (it != index_.end()) {
@@ -292,7 +292,7 @@ absl::Status SsdTier::Put(const ChunkKey& key, std::shared_ptr<const EncodedChun
     return st;  // the batch is atomic: nothing changed on disk or in the index
   }
   {
-    internal::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (const auto& [k, m] : victims) RemoveIndexLocked(k);
     RemoveIndexLocked(key);
     lru_.push_front(key);
@@ -307,12 +307,12 @@ absl::Status SsdTier::Put(const ChunkKey& key, std::shared_ptr<const EncodedChun
 }
 
 absl::Status SsdTier::Delete(const ChunkKey& key) {
-  internal::MutexLock write_lock(&write_mu_);
-  internal::ReaderMutexLock db_lock(&db_mu_);
+  MutexLock write_lock(&write_mu_);
+  ReaderMutexLock db_lock(&db_mu_);
   if (db_ == nullptr) return Closed();
   std::optional<Meta> m;
   {
-    internal::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = index_.find(key);
     if (it != index_.end()) m = it->second.meta;
   }
@@ -330,7 +330,7 @@ absl::Status SsdTier::Delete(const ChunkKey& key) {
     counters().errors.fetch_add(1, std::memory_order_relaxed);
     return FromRocks(s, absl::StrCat("delete ", key.ToHex()));
   }
-  internal::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   EndStreamsLocked(&key, nullptr, /*deleted=*/true);
   if (m.has_value()) {
     RemoveIndexLocked(key);
@@ -340,12 +340,12 @@ absl::Status SsdTier::Delete(const ChunkKey& key) {
 }
 
 absl::StatusOr<uint64_t> SsdTier::DeleteByFingerprint(const Fingerprint& fp) {
-  internal::MutexLock write_lock(&write_mu_);
-  internal::ReaderMutexLock db_lock(&db_mu_);
+  MutexLock write_lock(&write_mu_);
+  ReaderMutexLock db_lock(&db_mu_);
   if (db_ == nullptr) return Closed();
   std::vector<std::pair<ChunkKey, Meta>> doomed;
   {
-    internal::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (const auto& [k, e] : index_) {
       if (e.meta.fingerprint == fp) doomed.push_back({k, e.meta});
     }
@@ -361,7 +361,7 @@ absl::StatusOr<uint64_t> SsdTier::DeleteByFingerprint(const Fingerprint& fp) {
     counters().errors.fetch_add(1, std::memory_order_relaxed);
     return FromRocks(s, "delete by fingerprint");
   }
-  internal::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   EndStreamsLocked(nullptr, &fp, /*deleted=*/true);
   for (const auto& [k, m] : doomed) RemoveIndexLocked(k);
   counters().deletes.fetch_add(doomed.size(), std::memory_order_relaxed);
@@ -369,7 +369,7 @@ absl::StatusOr<uint64_t> SsdTier::DeleteByFingerprint(const Fingerprint& fp) {
 }
 
 absl::Status SsdTier::Flush() {
-  internal::ReaderMutexLock db_lock(&db_mu_);
+  ReaderMutexLock db_lock(&db_mu_);
   if (db_ == nullptr) return Closed();
   return FromRocks(db_->FlushWAL(/*sync=*/true), "flush wal");
 }
@@ -378,7 +378,7 @@ TierStats SsdTier::Stats() const {
   TierStats st = counters().Snapshot(Name());
   st.up = (db_up_.load(std::memory_order_relaxed)) ? 1 : 0;
   st.capacity_bytes = options_.capacity_bytes;
-  internal::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   st.bytes_used = used_;
   st.entries = index_.size();
   return st;
@@ -395,8 +395,8 @@ void SsdTier::ParallelGet(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf,
                           std::vector<rocksdb::Status>* statuses) {
   struct State {
     std::atomic<size_t> next{0};
-    internal::Mutex mu;
-    internal::CondVar cv;
+    Mutex mu;
+    CondVar cv;
     size_t finished ABSL_GUARDED_BY(mu) = 0;
   };
   auto st = std::make_shared<State>();
@@ -411,14 +411,14 @@ void SsdTier::ParallelGet(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf,
       ++done;
     }
     if (done == 0) return;
-    internal::MutexLock l(&st->mu);
+    MutexLock l(&st->mu);
     st->finished += done;
     if (st->finished == n) st->cv.SignalAll();
   };
   const int helpers = std::min<int>(options_.read_threads - 1, static_cast<int>(n) - 1);
   for (int h = 0; h < helpers; ++h) read_pool_->Submit(work);
   work();
-  internal::MutexLock l(&st->mu);
+  MutexLock l(&st->mu);
   st->cv.Wait(&st->mu, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(st->mu) { return st->finished == n; });
 }
 
@@ -476,7 +476,7 @@ absl::Status SsdTier::RecoverAfterWriteErrorLocked() {
     return absl::ResourceExhaustedError(absl::StrCat(
         "ssd tier '", options_.name, "': the disk is full (writes resume once space is freed)"));
   }
-  internal::MutexLock db_lock(&db_mu_);
+  MutexLock db_lock(&db_mu_);
   CloseDbLocked();
   absl::Status s = OpenDbLocked();
   if (s.ok()) s = LoadIndexLocked();
@@ -497,7 +497,7 @@ void SsdTier::MaybeRecoverForRead() {
   const int64_t now = absl::ToUnixMillis(absl::Now());
   int64_t last = last_read_recovery_ms_.load();
   if (now - last < 1000 || !last_read_recovery_ms_.compare_exchange_strong(last, now)) return;
-  internal::MutexLock write_lock(&write_mu_);
+  MutexLock write_lock(&write_mu_);
   if (write_failed_) RecoverAfterWriteErrorLocked().IgnoreError();
 }
 
@@ -542,7 +542,7 @@ absl::StatusOr<std::vector<std::pair<ChunkKey, Meta>>> SsdTier::PickVictimsLocke
 }
 
 uint32_t SsdTier::StreamLayersLocked(const ChunkKey& key) const {
-  internal::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = streaming_.find(key);
   return it == streaming_.end() ? 0 : it->second.layers;
 }

@@ -24,7 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kvstore/chunk_key.h"
-#include "kvstore/internal/sync.h"
+#include "base/sync.h"
 #include "kvstore/kv_chunk.h"
 #include "kvstore/ssd/ssd_tier.h"
 #include "kvstore/tier.h"
@@ -212,7 +212,7 @@ class SsdTier final : public Tier {
 
   // db_mu_: shared by every operation that uses the database, exclusive to
   // open/close/reopen it. Order: write_mu_ -> db_mu_ -> mu_.
-  mutable internal::Mutex db_mu_ ABSL_ACQUIRED_AFTER(write_mu_) ABSL_ACQUIRED_BEFORE(mu_);
+  mutable Mutex db_mu_ ABSL_ACQUIRED_AFTER(write_mu_) ABSL_ACQUIRED_BEFORE(mu_);
   std::unique_ptr<rocksdb::DB> db_ ABSL_GUARDED_BY(db_mu_);
   std::vector<rocksdb::ColumnFamilyHandle*> handles_ ABSL_GUARDED_BY(db_mu_);
   // block_cache_: the open database's block cache; handles returned by reads
@@ -224,14 +224,14 @@ class SsdTier final : public Tier {
   rocksdb::ReadOptions layer_read_options_;  // layer records
   rocksdb::WriteOptions write_options_;
 
-  internal::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // serializes Put/Delete
+  Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // serializes Put/Delete
   bool write_failed_ ABSL_GUARDED_BY(write_mu_) = false;
   // db_up_: open and writable (TierStats::up); false from a failed write
   // until a reopen succeeds.
   std::atomic<bool> db_up_{true};
   std::atomic<int64_t> last_read_recovery_ms_{0};
   std::atomic<bool> db_closed_{true};  // db_ == nullptr, readable without db_mu_
-  mutable internal::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<ChunkKey, Entry> index_ ABSL_GUARDED_BY(mu_);
   std::list<ChunkKey> lru_ ABSL_GUARDED_BY(mu_);  // front = most recent
   uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;  // stored chunks + streams' reservations

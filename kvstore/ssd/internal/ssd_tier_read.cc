@@ -29,7 +29,7 @@ absl::StatusOr<Tier::Blob> SsdTier::ReadHeader(const ChunkKey& key) {
     return b;
   }
   counters().hits.fetch_add(1, std::memory_order_relaxed);
-  internal::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = index_.find(key);
   if (it != index_.end()) lru_.splice(lru_.begin(), lru_, it->second.lru);
   return b;
@@ -59,13 +59,13 @@ absl::StatusOr<std::vector<Tier::Blob>> SsdTier::ReadLayers(const ChunkKey& key,
   batch->statuses.resize(count);
   bool parallel = false;
   if (read_pool_ != nullptr && count > 1) {
-    internal::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = index_.find(key);
     parallel = it != index_.end() &&
                it->second.meta.bytes / it->second.meta.layers >= kParallelLayerBytes;
   }
   {
-    internal::ReaderMutexLock db_lock(&db_mu_);
+    ReaderMutexLock db_lock(&db_mu_);
     if (db_ == nullptr) return Closed();
     batch->block_cache = block_cache_;
     if (parallel) {
@@ -134,7 +134,7 @@ absl::StatusOr<Tier::Blob> SsdTier::GetOne(const ChunkKey& key, const std::strin
   auto value = std::make_shared<Value>();
   rocksdb::Status s;
   {
-    internal::ReaderMutexLock db_lock(&db_mu_);
+    ReaderMutexLock db_lock(&db_mu_);
     if (db_ == nullptr) return Closed();
     value->block_cache = block_cache_;
     s = db_->Get(ro, kv_, db_key, &value->slice);

@@ -86,9 +86,9 @@ absl::StatusOr<std::unique_ptr<ChunkWriter>> SsdTier::BeginPut(const ChunkKey& k
     return absl::InvalidArgumentError(absl::StrCat("ssd tier BeginPut: malformed chunk for key ", key.ToHex()));
   }
   RETURN_IF_ERROR(CheckChunkBytes(total_bytes));
-  internal::MutexLock write_lock(&write_mu_);
+  MutexLock write_lock(&write_mu_);
   if (write_failed_) RETURN_IF_ERROR(RecoverAfterWriteErrorLocked());
-  internal::ReaderMutexLock db_lock(&db_mu_);
+  ReaderMutexLock db_lock(&db_mu_);
   if (db_ == nullptr) return Closed();
   Meta meta;
   meta.bytes = total_bytes;
@@ -96,7 +96,7 @@ absl::StatusOr<std::unique_ptr<ChunkWriter>> SsdTier::BeginPut(const ChunkKey& k
   meta.fingerprint = *fp;
   std::vector<std::pair<ChunkKey, Meta>> victims;
   {
-    internal::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (streaming_.contains(key) || index_.contains(key)) {
       // A concurrent duplicate, or a replacement of a stored chunk: gathered
       // and written as one atomic Put, so the stored chunk stays readable
@@ -118,7 +118,7 @@ absl::StatusOr<std::unique_ptr<ChunkWriter>> SsdTier::BeginPut(const ChunkKey& k
     return FromRocks(s, absl::StrCat("begin put ", key.ToHex()));
   }
   {
-    internal::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (const auto& [k, m] : victims) RemoveIndexLocked(k);
     RemoveIndexLocked(key);
     streaming_[key] = Stream{total_bytes, meta.layers, *fp, StreamFate::kLive};
@@ -133,7 +133,7 @@ absl::StatusOr<SsdTier::StreamFate> SsdTier::StreamFateOf(const ChunkKey& key) c
     return absl::UnavailableError(absl::StrCat("ssd tier: a write failed during the stream of ",
                                                key.ToHex()));
   }
-  internal::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = streaming_.find(key);
   if (it == streaming_.end()) {
     return absl::InternalError(absl::StrCat("ssd tier: no live stream of ", key.ToHex()));
@@ -149,12 +149,12 @@ absl::Status SsdTier::PutStreamLayer(const ChunkKey& key, uint32_t layer, std::s
   ScopedTimerNs timer(&counters().write_ns);
   // Held across the write: a whole Put or Delete of the key is ordered
   // entirely before or after this layer.
-  internal::MutexLock write_lock(&write_mu_);
+  MutexLock write_lock(&write_mu_);
   ASSIGN_OR_RETURN(StreamFate fate, StreamFateOf(key));
   if (fate == StreamFate::kOvertaken) return absl::OkStatus();  // the Put's layers stand
   rocksdb::Status s;
   {
-    internal::ReaderMutexLock db_lock(&db_mu_);
+    ReaderMutexLock db_lock(&db_mu_);
     if (db_ == nullptr) return Closed();
     s = db_->Put(rocksdb::WriteOptions(), kv_, LayerKey(key, layer),
                  rocksdb::Slice(record.data(), record.size()));
@@ -170,9 +170,9 @@ absl::Status SsdTier::PutStreamLayer(const ChunkKey& key, uint32_t layer, std::s
 
 absl::Status SsdTier::CommitStream(const ChunkKey& key, const std::string& header, Meta meta) {
   ScopedTimerNs timer(&counters().write_ns);
-  internal::MutexLock write_lock(&write_mu_);
+  MutexLock write_lock(&write_mu_);
   ASSIGN_OR_RETURN(StreamFate fate, StreamFateOf(key));
-  internal::ReaderMutexLock db_lock(&db_mu_);
+  ReaderMutexLock db_lock(&db_mu_);
   if (db_ == nullptr) return Closed();
   if (fate == StreamFate::kOvertaken) return CommitOvertakenLocked(key);
   rocksdb::WriteBatch batch;
@@ -189,7 +189,7 @@ absl::Status SsdTier::CommitStream(const ChunkKey& key, const std::string& heade
     return st;
   }
   {
-    internal::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = streaming_.find(key);
     if (it != streaming_.end()) {
       used_ -= it->second.reserved;
@@ -208,16 +208,16 @@ absl::Status SsdTier::CommitStream(const ChunkKey& key, const std::string& heade
 void SsdTier::AbortStream(const ChunkKey& key, const Meta& meta) {
   // write_mu_ is held until the reservation is released, so no BeginPut of
   // the key can start (and be deleted by this batch) before the rows are gone.
-  internal::MutexLock write_lock(&write_mu_);
+  MutexLock write_lock(&write_mu_);
   auto release = [&] { ReleaseStream(key); };
-  internal::ReaderMutexLock db_lock(&db_mu_);
+  ReaderMutexLock db_lock(&db_mu_);
   if (db_ == nullptr) {  // the pending record is reclaimed at the next open
     release();
     return;
   }
   bool committed_by_other;  // a whole Put of the key landed during the stream
   {
-    internal::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     committed_by_other = index_.contains(key);
   }
   rocksdb::WriteBatch batch;
@@ -246,7 +246,7 @@ absl::Status SsdTier::CommitOvertakenLocked(const ChunkKey& key) {
 }
 
 void SsdTier::ReleaseStream(const ChunkKey& key) {
-  internal::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = streaming_.find(key);
   if (it != streaming_.end()) {
     used_ -= it->second.reserved;
@@ -260,7 +260,7 @@ absl::Status SsdTier::ReclaimPendingLocked(const std::vector<std::pair<ChunkKey,
   for (const auto& [key, m] : pending) {
     bool committed;  // a whole Put of the same key committed: its layers stay
     {
-      internal::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (streaming_.contains(key)) continue;  // a live writer of this process
       committed = index_.contains(key);
     }

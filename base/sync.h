@@ -1,13 +1,15 @@
-// sync.h: the locks of kvstore -- thin wrappers over std::shared_mutex /
-// std::mutex carrying Clang thread-safety annotations (ABSL_GUARDED_BY etc.).
+// sync.h: the project's locks -- thin wrappers over std::shared_mutex /
+// std::condition_variable_any carrying Clang thread-safety annotations
+// (ABSL_GUARDED_BY etc.), with absl::Mutex's Await.
 //
 // Why not absl::Mutex: Debian 12's libabsl is not built with ThreadSanitizer
 // annotations, so every absl::Mutex critical section is a false "data race"
 // under RAGKV_SANITIZE=thread. std::shared_mutex goes through pthreads,
-// which TSan intercepts, so the kvstore concurrency tests stay TSan-checkable.
+// which TSan intercepts, so the concurrency tests (kvstore, the pools, the
+// Blender, the store streams, the pipeline) stay TSan-checkable.
 // Thread-safe by definition.
-#ifndef RAGKV_KVSTORE_INTERNAL_SYNC_H_
-#define RAGKV_KVSTORE_INTERNAL_SYNC_H_
+#ifndef RAGKV_BASE_SYNC_H_
+#define RAGKV_BASE_SYNC_H_
 
 #include <condition_variable>
 #include <mutex>
@@ -15,21 +17,34 @@
 
 #include "absl/base/thread_annotations.h"
 
-namespace ragkv::kvstore::internal {
+namespace ragkv {
 
 // Mutex: exclusive + shared (reader) lock. Also BasicLockable (lock/unlock)
-// so std::condition_variable_any can wait on it.
+// so std::condition_variable_any can wait on it. Releasing an exclusive
+// lock wakes the threads in Await (absl::Mutex's conditions, re-checked
+// whenever the state may have changed).
 class ABSL_LOCKABLE Mutex {
  public:
   void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
-  void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+  void Unlock() ABSL_UNLOCK_FUNCTION() {
+    mu_.unlock();
+    awaits_.notify_all();
+  }
   void ReaderLock() ABSL_SHARED_LOCK_FUNCTION() { mu_.lock_shared(); }
   void ReaderUnlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock_shared(); }
-  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
-  void unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+  void lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { Lock(); }
+  void unlock() ABSL_UNLOCK_FUNCTION() { Unlock(); }
+
+  // Await: with the lock held exclusively, releases it until pred() holds
+  // (pred runs with the lock held), then returns holding it again.
+  template <typename Pred>
+  void Await(Pred pred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
+    awaits_.wait(mu_, pred);
+  }
 
  private:
   std::shared_mutex mu_;
+  std::condition_variable_any awaits_;
 };
 
 // MutexLock: scoped exclusive lock.
@@ -70,6 +85,6 @@ class CondVar {
   std::condition_variable_any cv_;
 };
 
-}  // namespace ragkv::kvstore::internal
+}  // namespace ragkv
 
-#endif  // RAGKV_KVSTORE_INTERNAL_SYNC_H_
+#endif  // RAGKV_BASE_SYNC_H_
