@@ -1,5 +1,5 @@
-// llama_main.cc: ragkv-llama, the binary behind `ragkv llama` and `ragkv
-// bench engine` (cli/llama_forward.cc execs it): the only one linking
+// llama_main.cc: ragkv-llama, the binary behind `ragkv llama`, `ragkv
+// bench engine` and `ragkv serve --engine llama.cpp` (cli/llama_forward.cc execs it): the only one linking
 // llama.cpp. Its commands come from one table, as in main.cc.
 #include <CLI/CLI.hpp>
 
@@ -9,6 +9,7 @@
 
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "cli/serve.h"
 
 namespace {
 
@@ -19,6 +20,9 @@ const CommandEntry kCommands[] = {
      ragkv::cli::NewLlamaCommand},
     {"bench-engine", "TTFT and quality of every strategy inside llama.cpp",
      ragkv::cli::NewBenchEngineCommand},
+    {"serve", "the sidecar with the OpenAI-compatible HTTP server and llama.cpp (ragkv serve "
+              "--engine llama.cpp)",
+     ragkv::cli::NewLlamaServeCommand},
 };
 constexpr int kNumCommands = static_cast<int>(std::size(kCommands));
 

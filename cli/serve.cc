@@ -1,17 +1,27 @@
 // serve.cc: `ragkv serve`, the sidecar (services/sidecar.h) on loopback by
-// default; SIGTERM/SIGINT shut it down.
+// default; SIGTERM/SIGINT shut it down. With --engine llama.cpp the HTTP
+// server and llama.cpp run in the same process (cli/serve.h): ragkv execs
+// ragkv-llama, whose `serve` is this command with a front end.
 #include <CLI/CLI.hpp>
 #include <signal.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_split.h"
 #include "base/log.h"
 #include "cli/command.h"
 #include "cli/config_file.h"
 #include "cli/flags.h"
+#include "cli/serve.h"
 #include "cli/store_flags.h"
 #include "services/sidecar.h"
 
@@ -20,7 +30,9 @@ namespace {
 
 class ServeCommand : public Command {
  public:
+  explicit ServeCommand(EngineFrontEndFactory front_end) : front_end_(front_end) {}
   void Register(CLI::App* cmd) override {
+    AddEngineOptions(cmd);
     cmd->add_option("--config", config_,
                     "TOML file of these flags, keys without the dashes (flags given here win)");
     cmd->add_flag("--print-config", print_config_, "print the effective configuration and exit");
@@ -143,10 +155,18 @@ class ServeCommand : public Command {
     so_.kv_codec = store->kv_codec;
     so_.redis_url = store->redis_url;
     so_.redis = store->redis;
+    if (!engine_.engine.empty() && engine_.engine != "llama.cpp") {
+      std::fprintf(stderr, "ragkv serve: --engine %s: the engines are llama.cpp\n",
+                   engine_.engine.c_str());
+      return 2;
+    }
+    if (!engine_.engine.empty() && front_end_ == nullptr) return ExecLlama();
     return Serve();
   }
 
  private:
+  void AddEngineOptions(CLI::App* cmd);
+  int ExecLlama();
   int Serve();
 
   services::SidecarOptions so_;
@@ -156,7 +176,73 @@ class ServeCommand : public Command {
   bool print_config_ = false;
   CLI::App* app_ = nullptr;
   AuthTokenFlags auth_;
+  EngineServeFlags engine_;
+  EngineFrontEndFactory front_end_ = nullptr;
+  std::unique_ptr<EngineFrontEnd> fe_;
 };
+
+void ServeCommand::AddEngineOptions(CLI::App* cmd) {
+  cmd->add_option("--engine", engine_.engine,
+                  "run an engine in this process: llama.cpp (the OpenAI-compatible HTTP server "
+                  "on --http; needs scripts/setup-llamacpp)");
+  cmd->add_option("--http", engine_.http, "--engine: HTTP API address HOST:PORT (port 0: any)")
+      ->capture_default_str();
+  cmd->add_option("--parallel", engine_.parallel, "--engine: slots (parallel sequences)")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd->add_option("--ctx-size", engine_.ctx_size,
+                  "--engine: total context cells, split across the --parallel slots")
+      ->check(CLI::Range(16, 1 << 22))
+      ->capture_default_str();
+  cmd->add_option("--threads", engine_.threads, "--engine: llama.cpp threads")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--max-queue-requests", engine_.max_queue,
+                  "--engine: requests waiting for a slot; more are answered 429")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--alias", engine_.alias, "--engine: the served model id (default: the file's name)");
+  cmd->add_option("--chat-template", engine_.chat_template,
+                  "--engine: a llama.cpp built-in chat template name (default: the file's own, "
+                  "else chatml)");
+}
+
+// ExecLlama: `ragkv serve --engine llama.cpp` runs in ragkv-llama (the one
+// binary linking llama.cpp), with every flag given here (the config file's
+// included); the bearer token goes through the environment, never argv.
+int ServeCommand::ExecLlama() {
+  std::string bin;
+  if (const char* e = std::getenv("RAGKV_LLAMA_BIN"); e != nullptr && *e) {
+    bin = e;
+  } else {
+    std::error_code ec;
+    bin = (std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "ragkv-llama")
+              .string();
+  }
+  std::vector<std::string> args = {bin, "serve"};
+  for (const CLI::Option* o : app_->get_options()) {
+    const std::string name = o->get_name(false, true);
+    if (o->count() == 0 || name.rfind("--", 0) != 0 || name == "--help" || name == "--config" ||
+        name == "--print-config" || name == "--auth-token" || name == "--auth-token-file") {
+      continue;
+    }
+    for (const std::string& v : o->results()) {
+      args.push_back(name);
+      args.push_back(v);
+    }
+  }
+  if (!so_.auth_token.empty()) ::setenv("RAGKV_AUTH_TOKEN", so_.auth_token.c_str(), 1);
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  ::execv(bin.c_str(), argv.data());
+  std::fprintf(stderr,
+               "ragkv serve: --engine llama.cpp needs %s (%s): this build has no llama.cpp "
+               "engine; run scripts/setup-llamacpp and rebuild, or set RAGKV_LLAMA_BIN\n",
+               bin.c_str(), std::strerror(errno));
+  return 2;
+}
 
 int ServeCommand::Serve() {
   // SIGTERM/SIGINT are taken synchronously by this thread (sigwait); block
@@ -166,10 +252,28 @@ int ServeCommand::Serve() {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  if (!engine_.engine.empty()) {
+    fe_ = front_end_();
+    if (absl::Status s = fe_->Bind(engine_, so_.model_path, so_.auth_token); !s.ok()) {
+      std::fprintf(stderr, "ragkv serve: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    // The HTTP port answers 503 from here until the engine is ready.
+    std::printf("HTTP %s\n", fe_->http_address().c_str());
+    std::fflush(stdout);
+  }
+  const services::SidecarOptions options = so_;
   auto sidecar = services::Sidecar::Start(std::move(so_));
   if (!sidecar.ok()) {
     std::fprintf(stderr, "ragkv serve: %s\n", sidecar.status().ToString().c_str());
     return 1;
+  }
+  if (fe_ != nullptr) {
+    if (absl::Status s = fe_->Ready(options, sidecar->get()); !s.ok()) {
+      std::fprintf(stderr, "ragkv serve: --engine llama.cpp: %s\n", s.ToString().c_str());
+      (*sidecar)->Shutdown();
+      return 1;
+    }
   }
   // Machine-readable line for scripts and tests (ports may be ephemeral).
   std::printf("LISTENING %s METRICS %d\n", (*sidecar)->listen_address().c_str(),
@@ -178,12 +282,16 @@ int ServeCommand::Serve() {
   int sig = 0;
   sigwait(&set, &sig);
   RAGKV_LOG(INFO) << "received signal " << sig;
+  if (fe_ != nullptr) fe_->Drain();
   (*sidecar)->Shutdown();
   return 0;
 }
 
 }  // namespace
 
-std::unique_ptr<Command> NewServeCommand() { return std::make_unique<ServeCommand>(); }
+std::unique_ptr<Command> NewServeCommand() { return std::make_unique<ServeCommand>(nullptr); }
+std::unique_ptr<Command> NewServeCommandWith(EngineFrontEndFactory front_end) {
+  return std::make_unique<ServeCommand>(front_end);
+}
 
 }  // namespace ragkv::cli

@@ -45,6 +45,7 @@ pipeline::Prompt ToPrompt(const google::protobuf::RepeatedPtrField<v1::Segment>&
         out.source = pipeline::Segment::Source::kTokens;
         out.tokens.assign(s.tokens().ids().begin(), s.tokens().ids().end());
     }
+    out.document = s.document() && s.source_case() != v1::Segment::kChunkId;
   }
   return p;
 }

@@ -170,6 +170,11 @@ absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::Prefill(const v1::BlendRe
   if (o_.sidecar != nullptr) got = FromSidecar(request, prompt, seq, &r);
   if (got.ok()) {
     rows = *got;
+  } else if (absl::IsNotFound(got.status()) && request.has_raw()) {
+    // A raw prompt holding no stored chunk: llama.cpp's own prefill by
+    // design (nothing to reuse), not a fallback.
+    r = Result{};
+    r.prompt = prompt;
   } else {
     r = Result{};
     r.prompt = prompt;

@@ -10,7 +10,9 @@
 // prefilled by llama.cpp itself. The sidecar unreachable, a deadline, an
 // error status, a stream cut mid-way (the sidecar killed), a layer failing
 // its checksum, a layout or fingerprint that is not this file's: the whole
-// prompt is prefilled here. A fused prompt that agrees with the engine's
+// prompt is prefilled here. A raw prompt in which the sidecar finds no
+// stored chunk (NOT_FOUND) is prefilled here too, and is not a fallback.
+// A fused prompt that agrees with the engine's
 // only up to token p: rows 0..p-1 are used (causal: they do not depend on
 // what follows) and llama.cpp prefills from p. The result says what came
 // from where and why; fallbacks() counts each fallback.

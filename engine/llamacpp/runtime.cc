@@ -86,6 +86,8 @@ absl::StatusOr<std::unique_ptr<LlamaFile>> LlamaFile::Open(const std::string& pa
                        : o.flash_attn == FA::kOff ? LLAMA_FLASH_ATTN_TYPE_DISABLED
                                                   : LLAMA_FLASH_ATTN_TYPE_AUTO;
   cp.no_perf = true;
+  cp.n_seq_max = static_cast<uint32_t>(std::max(1, o.sequences));
+  cp.kv_unified = true;
   for (int i = 0; i < std::max(1, o.contexts); ++i) {
     llama_context* c = llama_init_from_model(f->model_, cp);
     if (c == nullptr) {

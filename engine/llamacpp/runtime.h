@@ -43,6 +43,10 @@ struct ContextOptions {
   int threads = 1;
   FlashAttn flash_attn = FlashAttn::kAuto;
   int contexts = 1;     // independent contexts over the one model
+  // sequences: parallel sequences of one context (the server's slots). The
+  // KV cache is unified (one stream all sequences share; the handover,
+  // seq_state.h, writes one stream), so n_ctx cells are shared among them.
+  int sequences = 1;
 };
 
 class LlamaFile {

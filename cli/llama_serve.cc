@@ -1,0 +1,140 @@
+// llama_serve.cc: ragkv-llama's `serve`, i.e. `ragkv serve --engine
+// llama.cpp` (cli/serve.h): the sidecar, and in the same process the
+// OpenAI-compatible HTTP server (server/) with the llama.cpp engine. One
+// llama_context holds --parallel sequences over --ctx-size cells; the
+// engine reaches the sidecar through the connector on its own gRPC port
+// (so every fallback of LlamaCppEngine applies).
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "base/log.h"
+#include "base/status_macros.h"
+#include "cli/serve.h"
+#include "connector/client.h"
+#include "engine/llamacpp/llama_engine.h"
+#include "engine/llamacpp/runtime.h"
+#include "llama.h"
+#include "model/loader.h"
+#include "server/http_server.h"
+#include "server/prompt.h"
+#include "server/scheduler.h"
+#include "services/sidecar.h"
+
+namespace ragkv::cli {
+namespace {
+
+namespace lc = engine::llamacpp;
+
+class LlamaFrontEnd : public EngineFrontEnd {
+ public:
+  ~LlamaFrontEnd() override { Drain(); }
+  absl::Status Bind(const EngineServeFlags& flags, const std::string& model_path,
+                    const std::string& auth_token) override;
+  std::string http_address() const override {
+    return absl::StrCat(host_, ":", http_ ? http_->port() : 0);
+  }
+  absl::Status Ready(const services::SidecarOptions& options, services::Sidecar* sidecar) override;
+  void Drain() override;
+
+ private:
+  EngineServeFlags f_;
+  std::string host_, auth_token_;
+  std::unique_ptr<server::HttpServer> http_;
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<lc::LlamaFile> file_;
+  std::unique_ptr<Client> client_;
+  std::unique_ptr<lc::LlamaCppEngine> engine_, local_;
+  std::unique_ptr<server::PromptBuilder> prompts_;
+  std::unique_ptr<server::Scheduler> scheduler_;
+};
+
+absl::Status LlamaFrontEnd::Bind(const EngineServeFlags& flags, const std::string& model_path,
+                                 const std::string& auth_token) {
+  f_ = flags;
+  auth_token_ = auth_token;
+  if (model_path.empty()) return absl::InvalidArgumentError("--engine llama.cpp needs --model F.gguf");
+  const size_t colon = flags.http.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || !absl::SimpleAtoi(flags.http.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError("--http must be HOST:PORT, got " + flags.http);
+  }
+  host_ = flags.http.substr(0, colon);
+  server::HttpServer::Options o;
+  o.host = host_;
+  o.port = port;
+  o.auth_token = auth_token;
+  o.model_id = flags.alias;
+  if (o.model_id.empty()) {
+    const size_t slash = model_path.find_last_of('/');
+    o.model_id = slash == std::string::npos ? model_path : model_path.substr(slash + 1);
+  }
+  o.threads = flags.parallel + flags.max_queue + 4;
+  ASSIGN_OR_RETURN(http_, server::HttpServer::Start(o));
+  return absl::OkStatus();
+}
+
+absl::Status LlamaFrontEnd::Ready(const services::SidecarOptions& so, services::Sidecar* sidecar) {
+  // ragkv's view of the file: its fingerprint (the sidecar's must equal it).
+  ASSIGN_OR_RETURN(model_, model::LoadModel(so.model_path));
+  lc::ContextOptions co;
+  co.n_ctx = f_.ctx_size;
+  co.threads = f_.threads;
+  co.sequences = f_.parallel;
+  ASSIGN_OR_RETURN(file_, lc::LlamaFile::Open(so.model_path, co));
+  ClientOptions cl;
+  cl.target = sidecar->address();
+  cl.auth_token = auth_token_;
+  if (!so.tls_cert_file.empty()) {
+    std::ifstream in(so.tls_cert_file);
+    std::stringstream pem;
+    pem << in.rdbuf();
+    cl.use_tls = true;
+    cl.tls_root_certs_pem = pem.str();
+  }
+  ASSIGN_OR_RETURN(client_, Client::Create(cl));
+  lc::LlamaCppEngine::Options eo;
+  eo.ctx = file_->context();
+  eo.sidecar = client_.get();
+  eo.model_fingerprint.assign(model_->fingerprint().begin(), model_->fingerprint().end());
+  eo.config = &model_->config();
+  eo.deadline = absl::Seconds(120);
+  ASSIGN_OR_RETURN(engine_, lc::LlamaCppEngine::Create(eo));
+  eo.sidecar = nullptr;
+  ASSIGN_OR_RETURN(local_, lc::LlamaCppEngine::Create(eo));
+  ASSIGN_OR_RETURN(prompts_, server::PromptBuilder::Create(file_->model(), f_.chat_template));
+  server::Scheduler::Options sc;
+  sc.ctx = file_->context();
+  sc.engine = engine_.get();
+  sc.local = local_.get();
+  sc.parallel = f_.parallel;
+  sc.slot_ctx = f_.ctx_size / f_.parallel;
+  sc.max_queue = f_.max_queue;
+  sc.wire_dtype = so.engine_kv_wire_dtype == "f32"    ? v1::DTYPE_F32
+                  : so.engine_kv_wire_dtype == "bf16" ? v1::DTYPE_BF16
+                                                      : v1::DTYPE_F16;
+  scheduler_ = std::make_unique<server::Scheduler>(sc);
+  http_->SetReady(scheduler_.get(), prompts_.get(), file_->vocab_size());
+  RAGKV_LOG(INFO) << "llama.cpp engine: " << f_.parallel << " slots of " << sc.slot_ctx
+                  << " cells, chat template " << prompts_->template_name();
+  return absl::OkStatus();
+}
+
+void LlamaFrontEnd::Drain() {
+  if (http_ != nullptr) http_->SetDraining();
+  if (scheduler_ != nullptr) scheduler_->Drain(absl::Seconds(30));
+  if (http_ != nullptr) http_->Stop();
+}
+
+}  // namespace
+
+std::unique_ptr<Command> NewLlamaServeCommand() {
+  return NewServeCommandWith([]() -> std::unique_ptr<EngineFrontEnd> {
+    return std::make_unique<LlamaFrontEnd>();
+  });
+}
+
+}  // namespace ragkv::cli

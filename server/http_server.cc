@@ -1,0 +1,277 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <ctime>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "server/api.h"
+#include "server/prompt.h"
+#include "server/scheduler.h"
+
+namespace ragkv::server {
+
+struct HttpServer::Impl {
+  Options o;
+  httplib::Server http;
+  std::atomic<Scheduler*> scheduler{nullptr};
+  std::atomic<const PromptBuilder*> prompts{nullptr};
+  std::atomic<int> n_vocab{0};
+  std::atomic<bool> draining{false};
+  int64_t created = std::time(nullptr);
+  std::atomic<uint64_t> seq{0};
+  uint64_t nonce = std::random_device{}();
+
+  void Routes();
+  void Generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  bool Authorized(const httplib::Request& req, httplib::Response& res) const;
+  std::string NewId(bool chat) {
+    return absl::StrFormat("%s-%016x%08x", chat ? "chatcmpl" : "cmpl", nonce, seq.fetch_add(1));
+  }
+  void Stream(httplib::Response& res, std::shared_ptr<Job> job, bool chat, bool include_usage);
+};
+
+namespace {
+
+void Reply(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(ErrorJson(e), "application/json");
+}
+
+ApiError Error(int status, std::string message, std::string type, std::string code = "",
+               std::string param = "") {
+  ApiError e;
+  e.status = status;
+  e.message = std::move(message);
+  e.type = std::move(type);
+  e.code = std::move(code);
+  e.param = std::move(param);
+  return e;
+}
+
+}  // namespace
+
+bool HttpServer::Impl::Authorized(const httplib::Request& req, httplib::Response& res) const {
+  if (o.auth_token.empty() || req.get_header_value("Authorization") == "Bearer " + o.auth_token) {
+    return true;
+  }
+  Reply(res, Error(401, "a valid 'Authorization: Bearer <token>' header is required",
+                   "invalid_request_error", "invalid_api_key"));
+  return false;
+}
+
+void HttpServer::Impl::Routes() {
+  http.set_payload_max_length(kMaxBodyBytes);
+  http.set_error_handler(httplib::Server::HandlerWithResponse(
+      [](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    if (res.status == 413) {
+      Reply(res, BadRequest(absl::StrCat("the request body is over the limit of ", kMaxBodyBytes,
+                                         " bytes"),
+                            "", "body_too_large"));
+    } else if (res.status == 404) {
+      Reply(res, Error(404, "no route " + req.method + " " + req.path, "invalid_request_error",
+                       "not_found"));
+    } else {
+      Reply(res, Error(res.status, "the request failed", "invalid_request_error"));
+    }
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  http.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+        Reply(res, Error(500, "internal error", "server_error"));
+      });
+  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    const bool ok = scheduler.load() != nullptr && !draining.load();
+    res.status = ok ? 200 : 503;
+    res.set_content(ok ? R"({"status":"ok"})"
+                       : (draining.load() ? R"({"status":"draining"})" : R"({"status":"loading"})"),
+                    "application/json");
+  });
+  http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!Authorized(req, res)) return;
+    res.set_content(ModelsJson(o.model_id, created), "application/json");
+  });
+  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    Generate(req, res, true);
+  });
+  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    Generate(req, res, false);
+  });
+}
+
+void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+  if (!Authorized(req, res)) return;
+  Scheduler* sched = scheduler.load();
+  const PromptBuilder* pb = prompts.load();
+  if (sched == nullptr || draining.load()) {
+    Reply(res, Error(503, draining.load() ? "the server is shutting down" : "the model is loading",
+                     "server_error", "unavailable"));
+    return;
+  }
+  GenerationRequest r;
+  ApiError err;
+  if (!(chat ? ParseChatRequest(req.body, &r, &err) : ParseCompletionRequest(req.body, &r, &err))) {
+    Reply(res, err);
+    return;
+  }
+  if (r.model != o.model_id) {
+    Reply(res, Error(404, "The model `" + r.model + "` does not exist (this server serves `" +
+                              o.model_id + "`)",
+                     "invalid_request_error", "model_not_found", "model"));
+    return;
+  }
+  for (const auto& [id, bias] : r.sampling.logit_bias) {
+    if (id >= n_vocab.load()) {
+      Reply(res, BadRequest(absl::StrCat("'logit_bias' names token ", id, ", outside the vocabulary of ",
+                                         n_vocab.load()),
+                            "logit_bias"));
+      return;
+    }
+  }
+  absl::StatusOr<BuiltPrompt> p = chat ? pb->Chat(r.messages, r.documents) : pb->Completion(r);
+  const char* field = chat ? "messages" : "prompt";
+  if (!p.ok()) {
+    Reply(res, BadRequest(std::string(p.status().message()), field));
+    return;
+  }
+  if (p->tokens.empty()) {
+    Reply(res, BadRequest("the prompt tokenizes to nothing", field));
+    return;
+  }
+  if (static_cast<int>(p->tokens.size()) >= sched->slot_ctx()) {
+    Reply(res, BadRequest(absl::StrFormat("the prompt is %d tokens; a slot's context is %d "
+                                          "(--ctx-size / --parallel) and must also hold the output",
+                                          p->tokens.size(), sched->slot_ctx()),
+                          field, "context_length_exceeded"));
+    return;
+  }
+  auto job = std::make_shared<Job>();
+  job->prompt = std::move(p->tokens);
+  job->documents = std::move(p->documents);
+  job->sampling = r.sampling;
+  job->ragkv = r.ragkv;
+  job->info.id = NewId(chat);
+  job->info.created = std::time(nullptr);
+  job->info.model = o.model_id;
+  job->info.return_tokens = r.ragkv.return_tokens;
+  switch (sched->Submit(job)) {
+    case Scheduler::Admit::kQueueFull:
+      Reply(res, Error(429,
+                       absl::StrFormat("the server is busy: all %d slots are in use and the "
+                                       "queue is full (--max-queue); retry later",
+                                       sched->stats().parallel),
+                       "requests", "rate_limit_exceeded"));
+      return;
+    case Scheduler::Admit::kDraining:
+      Reply(res, Error(503, "the server is shutting down", "server_error", "unavailable"));
+      return;
+    case Scheduler::Admit::kQueued:
+      break;
+  }
+  if (r.stream) {
+    Stream(res, job, chat, r.include_usage);
+    return;
+  }
+  std::string text;
+  while (!job->Take(&text, absl::Milliseconds(200))) {
+  }
+  if (!job->error().empty()) {
+    Reply(res, Error(500, job->error(), "server_error"));
+    return;
+  }
+  Completion c = job->result();
+  res.set_content(chat ? ChatResponseJson(c) : CompletionResponseJson(c), "application/json");
+}
+
+void HttpServer::Impl::Stream(httplib::Response& res, std::shared_ptr<Job> job, bool chat,
+                              bool include_usage) {
+  res.set_header("Cache-Control", "no-cache");
+  auto started = std::make_shared<bool>(false);
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [job, chat, include_usage, started](size_t, httplib::DataSink& sink) {
+        auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+        if (!*started) {
+          *started = true;
+          if (chat && !write(ChatChunkSse(job->info, "", true, ""))) {
+            job->Cancel();
+            return false;
+          }
+        }
+        if (sink.is_writable && !sink.is_writable()) {
+          job->Cancel();
+          return false;
+        }
+        std::string piece;
+        const bool done = job->Take(&piece, absl::Milliseconds(100));
+        if (!piece.empty()) {
+          const std::string chunk =
+              chat ? ChatChunkSse(job->info, piece, false, "") : CompletionChunkSse(job->info, piece, "");
+          if (!write(chunk)) {
+            job->Cancel();
+            return false;
+          }
+        }
+        if (!done) return true;
+        if (!job->error().empty()) {
+          write("data: " + ErrorJson(Error(500, job->error(), "server_error")) + "\n\n");
+        } else {
+          const Completion& c = job->result();
+          write(chat ? ChatChunkSse(c, "", false, c.finish_reason)
+                     : CompletionChunkSse(c, "", c.finish_reason));
+          if (include_usage) write(UsageChunkSse(c, chat));
+        }
+        write("data: [DONE]\n\n");
+        sink.done();
+        return true;
+      },
+      [job](bool success) {
+        if (!success) job->Cancel();
+      });
+}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(Options o) {
+  std::unique_ptr<HttpServer> s(new HttpServer());
+  s->impl_ = std::make_unique<Impl>();
+  Impl* impl = s->impl_.get();
+  impl->o = std::move(o);
+  impl->Routes();
+  const int threads = std::max(4, impl->o.threads);
+  impl->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  impl->http.set_keep_alive_timeout(30);
+  if (impl->o.port == 0) {
+    s->port_ = impl->http.bind_to_any_port(impl->o.host);
+  } else if (impl->http.bind_to_port(impl->o.host, impl->o.port)) {
+    s->port_ = impl->o.port;
+  } else {
+    s->port_ = -1;
+  }
+  if (s->port_ <= 0) {
+    return absl::UnavailableError(
+        absl::StrFormat("cannot listen on %s:%d (in use?)", impl->o.host, impl->o.port));
+  }
+  s->thread_ = std::thread([impl] { impl->http.listen_after_bind(); });
+  return s;
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+void HttpServer::SetReady(Scheduler* scheduler, const PromptBuilder* prompts, int n_vocab) {
+  impl_->n_vocab.store(n_vocab);
+  impl_->prompts.store(prompts);
+  impl_->scheduler.store(scheduler);
+}
+
+void HttpServer::SetDraining() { impl_->draining.store(true); }
+
+void HttpServer::Stop() {
+  if (impl_ == nullptr) return;
+  impl_->http.stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+}  // namespace ragkv::server

@@ -1,0 +1,81 @@
+// prompt.h: a request's canonical prompt tokens (docs/protocol.md "HTTP
+// API"): the chat messages through the model's chat template
+// (llama_chat_apply_template: the GGUF's own tokenizer.chat_template, or
+// the named default "chatml" when the file has none, or --chat-template),
+// documents placed at the start of the last user message, and the whole
+// templated string tokenized as one string in which only the template's
+// own text may hold control tokens: a special token's text inside a
+// message or document is tokenized as plain text.
+//
+// Documents layout: each document is its title line (when it has a title)
+// and its text; documents are separated from each other and from the
+// user's own text by a blank line:
+//   "<title 1>\n<text 1>\n\n<title 2>\n<text 2>\n\n<the user's message>".
+// Each document's token span (title line + text) is reported, so the
+// sidecar can serve it as a document segment (stored KV by content).
+// Thread safety: a PromptBuilder is immutable after Create (tokenizing a
+// llama_vocab is read-only); Build may run on many threads.
+#ifndef RAGKV_SERVER_PROMPT_H_
+#define RAGKV_SERVER_PROMPT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/api.h"
+
+struct llama_model;
+struct llama_vocab;
+
+namespace ragkv::server {
+
+inline constexpr char kDefaultChatTemplate[] = "chatml";
+
+struct BuiltPrompt {
+  std::vector<int32_t> tokens;
+  // documents: [begin, end) token rows of each document (title line + text).
+  std::vector<std::pair<size_t, size_t>> documents;
+  std::string text;  // the templated string (chat) or the prompt text
+};
+
+class PromptBuilder {
+ public:
+  // Create: `chat_template`: a name of llama_chat_builtin_templates, or ""
+  // (the file's own, else kDefaultChatTemplate). InvalidArgument when the
+  // template is not one llama.cpp knows.
+  static absl::StatusOr<std::unique_ptr<PromptBuilder>> Create(const llama_model* model,
+                                                               const std::string& chat_template);
+  // template_name: what Create chose ("the file's own" or a name).
+  const std::string& template_name() const { return name_; }
+
+  // Chat: the messages (+ documents) templated with the assistant turn opened.
+  absl::StatusOr<BuiltPrompt> Chat(const std::vector<ChatMessage>& messages,
+                                   const std::vector<Document>& documents) const;
+  // Completion: the text tokenized (BOS as the vocabulary adds it; special
+  // tokens as text), or the ids checked against the vocabulary.
+  absl::StatusOr<BuiltPrompt> Completion(const GenerationRequest& request) const;
+
+  // Tokenize: `text`, where only the byte ranges in `control_ok` may hold
+  // control tokens (sorted, disjoint); BOS when the vocabulary adds one.
+  std::vector<int32_t> Tokenize(const std::string& text,
+                                const std::vector<std::pair<size_t, size_t>>& control_ok) const;
+
+ private:
+  PromptBuilder() = default;
+  absl::StatusOr<std::string> Apply(const std::vector<ChatMessage>& messages) const;
+  std::vector<int32_t> TokenizeText(const std::string& text) const;
+
+  const llama_model* model_ = nullptr;
+  const llama_vocab* vocab_ = nullptr;
+  std::string tmpl_;  // passed to llama_chat_apply_template
+  std::string name_;
+  // specials_: the text of every control / user-defined token, longest first.
+  std::vector<std::pair<std::string, int32_t>> specials_;
+};
+
+}  // namespace ragkv::server
+
+#endif  // RAGKV_SERVER_PROMPT_H_

@@ -1,0 +1,351 @@
+#include "server/scheduler.h"
+
+#include <algorithm>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "llama.h"
+
+namespace ragkv::server {
+
+namespace lc = engine::llamacpp;
+
+struct Scheduler::Slot {
+  int id = 0;
+  std::shared_ptr<Job> job;
+  llama_sampler* smpl = nullptr;
+  Completion c;
+  std::string text;   // everything generated so far (after stop trimming)
+  size_t sent = 0;    // bytes of text handed to the job
+  int32_t next = -1;  // sampled, not yet decoded
+  int n_past = 0;     // cells of the slot's sequence
+};
+
+bool Job::Take(std::string* out, absl::Duration wait) {
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait_for(l, absl::ToChronoMilliseconds(wait), [&] { return done_ || !pending_.empty(); });
+  out->append(pending_);
+  pending_.clear();
+  return done_;
+}
+
+void Job::Append(const std::string& text) {
+  if (text.empty()) return;
+  std::lock_guard<std::mutex> l(mu_);
+  pending_ += text;
+  cv_.notify_all();
+}
+
+void Job::Finish(Completion c, std::string error) {
+  std::lock_guard<std::mutex> l(mu_);
+  result_ = std::move(c);
+  error_ = std::move(error);
+  done_ = true;
+  cv_.notify_all();
+}
+
+Scheduler::Scheduler(Options o) : o_(std::move(o)) {
+  for (int i = 0; i < o_.parallel; ++i) {
+    slots_.push_back(std::make_unique<Slot>());
+    slots_.back()->id = i;
+  }
+  loop_ = std::thread([this] { Loop(); });
+}
+
+Scheduler::~Scheduler() { Drain(absl::ZeroDuration()); }
+
+Scheduler::Admit Scheduler::Submit(std::shared_ptr<Job> job) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (draining_) return Admit::kDraining;
+  // Waiting = queued beyond the free slots.
+  const int free_slots = o_.parallel - active_.load();
+  if (static_cast<int>(queue_.size()) - free_slots >= o_.max_queue) return Admit::kQueueFull;
+  job->submitted = Clock::now();
+  queue_.push_back(std::move(job));
+  cv_.notify_all();
+  return Admit::kQueued;
+}
+
+void Scheduler::Drain(absl::Duration grace) {
+  {
+    std::unique_lock<std::mutex> l(mu_);
+    if (stop_) return;
+    draining_ = true;
+    cv_.wait_for(l, absl::ToChronoMilliseconds(grace),
+                 [&] { return queue_.empty() && active_.load() == 0; });
+    for (auto& j : queue_) j->Cancel();
+    for (auto& s : slots_) {
+      if (s->job) s->job->Cancel();
+    }
+    stop_ = true;
+    cv_.notify_all();
+  }
+  if (loop_.joinable()) loop_.join();
+}
+
+Scheduler::Stats Scheduler::stats() const {
+  std::lock_guard<std::mutex> l(mu_);
+  Stats s;
+  s.active = active_.load();
+  s.queued = static_cast<int>(queue_.size());
+  s.parallel = o_.parallel;
+  s.done = done_.load();
+  s.cancelled = cancelled_.load();
+  s.decode_steps = steps_.load();
+  return s;
+}
+
+void Scheduler::Loop() {
+  while (true) {
+    std::vector<Slot*> admitted;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [&] {
+        return stop_ || active_.load() > 0 ||
+               (!queue_.empty() && active_.load() < o_.parallel);
+      });
+      if (stop_) {
+        // Cancelled jobs: queued ones end here, active ones below.
+        for (auto& j : queue_) j->Finish(j->info, "the server is shutting down");
+        queue_.clear();
+        if (active_.load() == 0) break;
+      }
+      for (auto& s : slots_) {
+        if (s->job || queue_.empty()) continue;
+        s->job = std::move(queue_.front());
+        queue_.pop_front();
+        active_.fetch_add(1);
+        admitted.push_back(s.get());
+      }
+    }
+    for (Slot* s : admitted) Start(s);
+    for (auto& s : slots_) {
+      if (s->job && s->job->cancelled()) Release(s.get(), "", "cancelled");
+    }
+    if (active_.load() > 0) Step();
+  }
+}
+
+namespace {
+
+v1::BlendMode ModeOf(const std::string& m) {
+  if (m == "full") return v1::BLEND_MODE_FULL_PREFILL;
+  if (m == "reuse") return v1::BLEND_MODE_FULL_REUSE;
+  if (m == "prefix") return v1::BLEND_MODE_PREFIX_CACHING;
+  if (m == "auto") return v1::BLEND_MODE_AUTO;
+  return v1::BLEND_MODE_CACHEBLEND;
+}
+
+void AddTokens(v1::BlendRequest* req, const std::vector<int32_t>& p, size_t b, size_t e, bool doc) {
+  if (e <= b) return;
+  v1::Segment* s = req->add_segments();
+  s->mutable_tokens()->mutable_ids()->Assign(p.begin() + b, p.begin() + e);
+  s->set_document(doc);
+}
+
+// BlendRequestOf: documents as document segments (stored KV by content,
+// stored back on a miss), full mode as one context document, otherwise the
+// whole prompt as raw tokens (stored chunks found inside it).
+v1::BlendRequest BlendRequestOf(const Job& j, v1::DType dtype) {
+  v1::BlendRequest req;
+  v1::BlendOptions* o = req.mutable_options();
+  o->set_mode(ModeOf(j.ragkv.mode));
+  o->set_recompute_ratio(static_cast<float>(j.ragkv.ratio));
+  o->set_output_dtype(dtype);
+  o->set_accept_restart(true);
+  const std::vector<int32_t>& p = j.prompt;
+  const size_t n = p.size();
+  if (!j.documents.empty()) {
+    size_t at = 0;
+    for (const auto& [b, e] : j.documents) {
+      if (b < at || e >= n) break;  // spans are sorted and end before the query
+      AddTokens(&req, p, at, b, false);
+      AddTokens(&req, p, b, e, true);
+      at = e;
+    }
+    AddTokens(&req, p, at, n, false);
+    return req;
+  }
+  if (j.ragkv.mode == "full") {
+    // The blend needs a chunk: the context is one document (stored back).
+    AddTokens(&req, p, 0, n - 1, true);
+    AddTokens(&req, p, n - 1, n, false);
+    return req;
+  }
+  req.mutable_raw()->mutable_ids()->Assign(p.begin(), p.end());
+  req.mutable_raw()->set_query_tokens(1);
+  return req;
+}
+
+llama_sampler* NewSampler(const Sampling& s, int32_t n_vocab) {
+  llama_sampler* chain = llama_sampler_chain_init(llama_sampler_chain_default_params());
+  if (!s.logit_bias.empty()) {
+    std::vector<llama_logit_bias> bias;
+    for (const auto& [id, b] : s.logit_bias) {
+      if (id < n_vocab) bias.push_back({id, b});
+    }
+    llama_sampler_chain_add(
+        chain, llama_sampler_init_logit_bias(n_vocab, static_cast<int32_t>(bias.size()), bias.data()));
+  }
+  if (s.temperature <= 0) {
+    llama_sampler_chain_add(chain, llama_sampler_init_greedy());
+    return chain;
+  }
+  if (s.top_p < 1) llama_sampler_chain_add(chain, llama_sampler_init_top_p(s.top_p, 1));
+  llama_sampler_chain_add(chain, llama_sampler_init_temp(s.temperature));
+  llama_sampler_chain_add(chain, llama_sampler_init_dist(s.seed ? *s.seed : LLAMA_DEFAULT_SEED));
+  return chain;
+}
+
+}  // namespace
+
+bool Scheduler::Start(Slot* s) {
+  Job& j = *s->job;
+  s->c = j.info;
+  s->text.clear();
+  s->sent = 0;
+  s->next = -1;
+  s->c.timing.queue_ms = MsSince(j.submitted);
+  if (j.cancelled()) {
+    Release(s, "", "cancelled");
+    return false;
+  }
+  const bool local = j.ragkv.mode == "local" || (j.ragkv.mode == "full" && j.prompt.size() < 2);
+  lc::LlamaCppEngine* engine = local ? o_.local : o_.engine;
+  auto r = engine->Prefill(BlendRequestOf(j, o_.wire_dtype), j.prompt, s->id);
+  if (!r.ok()) {
+    RAGKV_LOG(WARNING) << "llama.cpp prefill failed: " << r.status();
+    Release(s, "", "prefill failed: " + r.status().ToString());
+    return false;
+  }
+  Timing& t = s->c.timing;
+  t.blend_ms = r->blend_ms;
+  t.handover_ms = r->handover_ms;
+  t.prefill_ms = r->decode_ms;
+  t.handed_over_tokens = r->handed_over_tokens;
+  t.recomputed_tokens = r->recomputed_tokens;
+  t.prefilled_tokens = r->prefilled_tokens;
+  t.fallback = local ? "" : r->fallback;
+  s->c.usage.prompt_tokens = static_cast<int>(j.prompt.size());
+  s->c.usage.cached_tokens = r->reused_tokens;
+  if (s->c.return_tokens) s->c.prompt_ids = j.prompt;
+  s->n_past = static_cast<int>(j.prompt.size());
+  const llama_vocab* vocab = llama_model_get_vocab(llama_get_model(o_.ctx));
+  s->smpl = NewSampler(j.sampling, llama_vocab_n_tokens(vocab));
+  return Accept(s, Sample(s, r->logits.data()));
+}
+
+int32_t Scheduler::Sample(Slot* s, const float* logits) {
+  const int32_t n = llama_vocab_n_tokens(llama_model_get_vocab(llama_get_model(o_.ctx)));
+  std::vector<llama_token_data> cur(n);
+  for (int32_t i = 0; i < n; ++i) cur[i] = {i, logits[i], 0.0f};
+  llama_token_data_array arr{cur.data(), cur.size(), -1, false};
+  llama_sampler_apply(s->smpl, &arr);
+  const int32_t tok = arr.selected >= 0 ? arr.data[arr.selected].id : arr.data[0].id;
+  llama_sampler_accept(s->smpl, tok);
+  return tok;
+}
+
+void Scheduler::Step() {
+  std::vector<Slot*> batch;
+  for (auto& s : slots_) {
+    if (s->job && s->next >= 0) batch.push_back(s.get());
+  }
+  if (batch.empty()) return;
+  llama_batch b = llama_batch_init(static_cast<int32_t>(batch.size()), 0, 1);
+  for (size_t k = 0; k < batch.size(); ++k) {
+    b.token[k] = batch[k]->next;
+    b.pos[k] = batch[k]->n_past;
+    b.n_seq_id[k] = 1;
+    b.seq_id[k][0] = batch[k]->id;
+    b.logits[k] = 1;
+  }
+  b.n_tokens = static_cast<int32_t>(batch.size());
+  const int rc = llama_decode(o_.ctx, b);
+  llama_batch_free(b);
+  steps_.fetch_add(1);
+  if (rc != 0) {
+    for (Slot* s : batch) Release(s, "", "llama_decode failed (" + std::to_string(rc) + ")");
+    return;
+  }
+  for (size_t k = 0; k < batch.size(); ++k) {
+    Slot* s = batch[k];
+    ++s->n_past;
+    Accept(s, Sample(s, llama_get_logits_ith(o_.ctx, static_cast<int32_t>(k))));
+  }
+}
+
+bool Scheduler::Accept(Slot* s, int32_t token) {
+  Job& j = *s->job;
+  if (j.cancelled()) {
+    Release(s, "", "cancelled");
+    return false;
+  }
+  if (s->c.usage.completion_tokens == 0) s->c.timing.ttft_ms = MsSince(j.submitted);
+  const llama_vocab* vocab = llama_model_get_vocab(llama_get_model(o_.ctx));
+  if (llama_vocab_is_eog(vocab, token)) {
+    Release(s, "stop");
+    return false;
+  }
+  ++s->c.usage.completion_tokens;
+  if (s->c.return_tokens) s->c.output_ids.push_back(token);
+  char buf[256];
+  const int n = llama_token_to_piece(vocab, token, buf, sizeof buf, 0, false);
+  const size_t before = s->text.size();
+  if (n > 0) s->text.append(buf, n);
+  // Stop strings: the text ends before the first; text that may begin one
+  // is held back until it cannot.
+  size_t hold = 0;
+  for (const std::string& st : j.sampling.stop) {
+    const size_t from = before >= st.size() ? before - st.size() + 1 : 0;
+    const size_t at = s->text.find(st, from);
+    if (at != std::string::npos) {
+      s->text.resize(at);
+      Release(s, "stop");
+      return false;
+    }
+    for (size_t k = std::min(st.size() - 1, s->text.size()); k > hold; --k) {
+      if (s->text.compare(s->text.size() - k, k, st, 0, k) == 0) {
+        hold = k;
+        break;
+      }
+    }
+  }
+  if (j.sampling.max_tokens > 0 && s->c.usage.completion_tokens >= j.sampling.max_tokens) {
+    Release(s, "length");
+    return false;
+  }
+  if (s->n_past + 1 > o_.slot_ctx) {
+    Release(s, "length");
+    return false;
+  }
+  const size_t ready = Utf8CompleteLength(s->text.substr(0, s->text.size() - hold));
+  if (ready > s->sent) {
+    j.Append(s->text.substr(s->sent, ready - s->sent));
+    s->sent = ready;
+  }
+  s->next = token;
+  return true;
+}
+
+void Scheduler::Release(Slot* s, const std::string& finish, const std::string& error) {
+  llama_memory_seq_rm(llama_get_memory(o_.ctx), s->id, -1, -1);
+  if (s->smpl != nullptr) llama_sampler_free(s->smpl);
+  s->smpl = nullptr;
+  s->next = -1;
+  if (s->text.size() > s->sent) s->job->Append(s->text.substr(s->sent));
+  s->c.text = s->text;
+  s->c.finish_reason = finish;
+  if (error == "cancelled") cancelled_.fetch_add(1);
+  s->job->Finish(std::move(s->c), error);
+  s->c = Completion{};
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    s->job.reset();
+    active_.fetch_sub(1);
+    done_.fetch_add(1);
+    cv_.notify_all();
+  }
+}
+
+}  // namespace ragkv::server

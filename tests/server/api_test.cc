@@ -1,0 +1,171 @@
+// api_test.cc: the HTTP API's parsing and response shapes (server/api.h),
+// without llama.cpp: every refusal names its field, defaults clients send
+// are accepted, responses carry OpenAI's fields.
+#include "server/api.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace ragkv::server {
+namespace {
+
+using json = nlohmann::json;
+
+ApiError ChatError(const std::string& body) {
+  GenerationRequest r;
+  ApiError e;
+  EXPECT_FALSE(ParseChatRequest(body, &r, &e)) << body;
+  return e;
+}
+
+std::string Chat(json extra) {
+  json j = {{"model", "m"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+  if (extra.is_object()) j.update(extra);
+  return j.dump();
+}
+
+TEST(ApiTest, RefusalsNameTheField) {
+  EXPECT_EQ(ChatError("{nope").code, "invalid_json");
+  EXPECT_EQ(ChatError("[1]").code, "invalid_json");
+  EXPECT_EQ(ChatError(Chat({{"temperature", "hot"}})).param, "temperature");
+  EXPECT_EQ(ChatError(Chat({{"temperature", 3}})).param, "temperature");
+  EXPECT_EQ(ChatError(Chat({{"max_tokens", 0}})).param, "max_tokens");
+  EXPECT_EQ(ChatError(Chat({{"max_tokens", 1.5}})).param, "max_tokens");
+  EXPECT_EQ(ChatError(Chat({{"n", 2}})).param, "n");
+  EXPECT_EQ(ChatError(Chat({{"logprobs", true}})).param, "logprobs");
+  EXPECT_EQ(ChatError(Chat({{"top_logprobs", 2}})).param, "top_logprobs");
+  EXPECT_EQ(ChatError(Chat({{"presence_penalty", 0.5}})).param, "presence_penalty");
+  EXPECT_EQ(ChatError(Chat({{"tools", {{{"type", "function"}}}}})).param, "tools");
+  EXPECT_EQ(ChatError(Chat({{"tool_choice", "auto"}})).param, "tool_choice");
+  EXPECT_EQ(ChatError(Chat({{"response_format", {{"type", "json_object"}}}})).param,
+            "response_format");
+  EXPECT_EQ(ChatError(Chat({{"stop", {"a", "b", "c", "d", "e"}}})).param, "stop");
+  EXPECT_EQ(ChatError(Chat({{"stop", 3}})).param, "stop");
+  EXPECT_EQ(ChatError(Chat({{"messages", json::array()}})).param, "messages");
+  EXPECT_EQ(ChatError(Chat({{"messages", {{{"role", "tool"}, {"content", "x"}}}}})).param,
+            "messages[0].role");
+  EXPECT_EQ(ChatError(Chat({{"messages",
+                             {{{"role", "user"},
+                               {"content", {{{"type", "image_url"}, {"image_url", {{"url", "x"}}}}}}}}}}))
+                .param,
+            "messages[0].content[0]");
+  EXPECT_EQ(ChatError(Chat({{"documents", {{{"title", "t"}}}}})).param, "documents[0].text");
+  EXPECT_EQ(ChatError(Chat({{"documents", {{{"id", "d1"}}}}})).param, "documents[0].id");
+  EXPECT_EQ(ChatError(Chat({{"ragkv", {{"mode", "fast"}}}})).param, "ragkv.");
+  EXPECT_EQ(ChatError(Chat({{"logit_bias", {{"abc", 1}}}})).param, "logit_bias");
+  json no_model = json::parse(Chat({}));
+  no_model.erase("model");
+  EXPECT_EQ(ChatError(no_model.dump()).param, "model");
+  EXPECT_EQ(ChatError(std::string(kMaxBodyBytes + 1, ' ')).code, "body_too_large");
+  // Every error is OpenAI's shape.
+  const json e = json::parse(ErrorJson(ChatError(Chat({{"n", 3}}))));
+  ASSERT_TRUE(e.contains("error"));
+  for (const char* k : {"message", "type", "param", "code"}) EXPECT_TRUE(e["error"].contains(k)) << k;
+  EXPECT_EQ(e["error"]["type"], "invalid_request_error");
+  EXPECT_TRUE(e["error"]["code"].is_null());
+}
+
+TEST(ApiTest, DefaultsClientsSendAreAccepted) {
+  GenerationRequest r;
+  ApiError e;
+  ASSERT_TRUE(ParseChatRequest(
+      Chat({{"n", 1}, {"presence_penalty", 0}, {"frequency_penalty", 0},
+            {"response_format", {{"type", "text"}}}, {"user", "u"}, {"logprobs", false},
+            {"tools", json::array()}, {"tool_choice", "none"}, {"stream", true},
+            {"stream_options", {{"include_usage", true}}}, {"temperature", 0}, {"top_p", 0.9},
+            {"seed", 7}, {"stop", "\n\n"}, {"max_completion_tokens", 12},
+            {"documents", {{{"title", "T"}, {"text", "body"}}}},
+            {"ragkv", {{"mode", "full"}, {"ratio", 0.5}}}, {"logit_bias", {{"5", -100}}}}),
+      &r, &e))
+      << e.message;
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_EQ(r.sampling.temperature, 0);
+  EXPECT_EQ(r.sampling.max_tokens, 12);
+  ASSERT_TRUE(r.sampling.seed.has_value());
+  EXPECT_EQ(*r.sampling.seed, 7u);
+  ASSERT_EQ(r.sampling.stop.size(), 1u);
+  ASSERT_EQ(r.documents.size(), 1u);
+  EXPECT_EQ(r.documents[0].title, "T");
+  EXPECT_EQ(r.ragkv.mode, "full");
+  ASSERT_EQ(r.sampling.logit_bias.size(), 1u);
+  EXPECT_EQ(r.sampling.logit_bias[0].first, 5);
+}
+
+TEST(ApiTest, ContentPartsAndDeveloperRole) {
+  GenerationRequest r;
+  ApiError e;
+  ASSERT_TRUE(ParseChatRequest(
+      Chat({{"messages",
+             {{{"role", "developer"}, {"content", "sys"}},
+              {{"role", "user"},
+               {"content", {{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}}}}}}}),
+      &r, &e))
+      << e.message;
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[1].content, "ab");
+}
+
+TEST(ApiTest, CompletionPrompts) {
+  GenerationRequest r;
+  ApiError e;
+  ASSERT_TRUE(ParseCompletionRequest(R"({"model":"m","prompt":"Once"})", &r, &e));
+  EXPECT_FALSE(r.prompt_is_ids);
+  EXPECT_EQ(r.prompt_text, "Once");
+  ASSERT_TRUE(ParseCompletionRequest(R"({"model":"m","prompt":[1,2,3]})", &r, &e));
+  EXPECT_TRUE(r.prompt_is_ids);
+  EXPECT_EQ(r.prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+  ASSERT_TRUE(ParseCompletionRequest(R"({"model":"m","prompt":["Once"]})", &r, &e));
+  EXPECT_EQ(r.prompt_text, "Once");
+  EXPECT_FALSE(ParseCompletionRequest(R"({"model":"m","prompt":["a","b"]})", &r, &e));
+  EXPECT_EQ(e.param, "prompt");
+  EXPECT_FALSE(ParseCompletionRequest(R"({"model":"m","prompt":[1,-2]})", &r, &e));
+  EXPECT_EQ(e.param, "prompt");
+  EXPECT_FALSE(ParseCompletionRequest(R"({"model":"m","prompt":"x","echo":true})", &r, &e));
+  EXPECT_EQ(e.param, "echo");
+  EXPECT_FALSE(ParseCompletionRequest(R"({"model":"m","prompt":"x","best_of":2})", &r, &e));
+  EXPECT_EQ(e.param, "best_of");
+}
+
+TEST(ApiTest, ResponsesCarryOpenAiFields) {
+  Completion c;
+  c.id = "chatcmpl-1";
+  c.created = 123;
+  c.model = "m";
+  c.text = "hello \xff";  // a byte that is not UTF-8 is replaced, never thrown
+  c.finish_reason = "length";
+  c.usage = {10, 2, 7};
+  const json j = json::parse(ChatResponseJson(c));
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 10);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 2);
+  EXPECT_EQ(j["usage"]["total_tokens"], 12);
+  EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], 7);
+  const std::string sse = ChatChunkSse(c, "x", false, "");
+  ASSERT_EQ(sse.rfind("data: ", 0), 0u);
+  ASSERT_EQ(sse.substr(sse.size() - 2), "\n\n");
+  const json chunk = json::parse(sse.substr(6));
+  EXPECT_EQ(chunk["object"], "chat.completion.chunk");
+  EXPECT_EQ(chunk["choices"][0]["delta"]["content"], "x");
+  EXPECT_TRUE(chunk["choices"][0]["finish_reason"].is_null());
+  const json usage = json::parse(UsageChunkSse(c, true).substr(6));
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["prompt_tokens_details"]["cached_tokens"], 7);
+  const json models = json::parse(ModelsJson("m", 1));
+  EXPECT_EQ(models["data"][0]["id"], "m");
+}
+
+TEST(ApiTest, Utf8CompleteLengthHoldsCutSequences) {
+  EXPECT_EQ(Utf8CompleteLength("abc"), 3u);
+  EXPECT_EQ(Utf8CompleteLength("a\xc3"), 1u);             // é cut after its lead byte
+  EXPECT_EQ(Utf8CompleteLength("a\xc3\xa9"), 3u);         // é whole
+  EXPECT_EQ(Utf8CompleteLength("a\xe2\x82"), 1u);         // € cut
+  EXPECT_EQ(Utf8CompleteLength("a\xf0\x9f\x98\x80"), 5u); // emoji whole
+  EXPECT_EQ(Utf8CompleteLength(""), 0u);
+}
+
+}  // namespace
+}  // namespace ragkv::server

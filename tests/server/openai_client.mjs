@@ -1,0 +1,138 @@
+// openai_client.mjs: drives `ragkv serve --engine llama.cpp` with the
+// official OpenAI client (the pinned `openai` npm package, maxRetries 0 so
+// that no error is hidden by a retry). Run by tests/server/openai_server_test.cc:
+//   node openai_client.mjs BASE_URL MODEL CASE [JSON_ARG]
+// prints one JSON object with what the case saw; the test asserts on it.
+import OpenAI from "openai";
+
+const [base, model, which, arg] = process.argv.slice(2);
+const client = new OpenAI({ baseURL: base + "/v1", apiKey: "unused", maxRetries: 0, timeout: 120000 });
+const input = arg ? JSON.parse(arg) : {};
+
+async function chat(body) {
+  const r = await client.chat.completions.create({ model, ...body });
+  return { id: r.id, object: r.object, created: r.created, text: r.choices[0].message.content,
+           finish_reason: r.choices[0].finish_reason, usage: r.usage, ragkv: r.ragkv };
+}
+
+async function chatStream(body, abortAfter) {
+  const stream = await client.chat.completions.create({ model, ...body, stream: true });
+  let text = "", finish = null, usage = null, chunks = 0, ragkv = null, ids = new Set();
+  for await (const c of stream) {
+    ids.add(c.id);
+    chunks++;
+    if (c.usage) usage = c.usage;
+    if (c.ragkv) ragkv = c.ragkv;
+    if (c.choices.length) {
+      text += c.choices[0].delta.content ?? "";
+      if (c.choices[0].finish_reason) finish = c.choices[0].finish_reason;
+    }
+    if (abortAfter && chunks >= abortAfter) {
+      stream.controller.abort();
+      return { aborted: true, chunks, text };
+    }
+  }
+  return { text, finish_reason: finish, usage, chunks, ragkv, ids: ids.size };
+}
+
+async function completion(body) {
+  const r = await client.completions.create({ model, ...body });
+  return { text: r.choices[0].text, finish_reason: r.choices[0].finish_reason, usage: r.usage,
+           ragkv: r.ragkv };
+}
+
+async function completionStream(body) {
+  const stream = await client.completions.create({ model, ...body, stream: true });
+  let text = "", finish = null, usage = null;
+  for await (const c of stream) {
+    if (c.usage) usage = c.usage;
+    if (c.choices.length) {
+      text += c.choices[0].text ?? "";
+      if (c.choices[0].finish_reason) finish = c.choices[0].finish_reason;
+    }
+  }
+  return { text, finish_reason: finish, usage };
+}
+
+// raw: one HTTP call outside the client (bodies the client would not send).
+async function raw(path, body, method = "POST") {
+  const r = await fetch(base + path, {
+    method, headers: { "content-type": "application/json" },
+    body: method === "POST" ? (typeof body === "string" ? body : JSON.stringify(body)) : undefined,
+  });
+  const text = await r.text();
+  let json = null;
+  try { json = JSON.parse(text); } catch { }
+  return { status: r.status, json, text: json ? undefined : text.slice(0, 200) };
+}
+
+async function clientError(fn) {
+  try {
+    await fn();
+    return { status: 200 };
+  } catch (e) {
+    return { status: e.status ?? -1, name: e.constructor.name, message: e.message,
+             param: e.param ?? null, code: e.code ?? null, type: e.type ?? null };
+  }
+}
+
+const cases = {
+  chat: () => chat(input),
+  chat_stream: () => chatStream(input),
+  completion: () => completion(input),
+  completion_stream: () => completionStream(input),
+  abort: async () => {
+    const a = await chatStream(input, 2);
+    // The server goes on serving after the abort.
+    const b = await chat({ ...input, max_tokens: 4 });
+    return { abort: a, after: b };
+  },
+  // documents: the same request twice (the second finds the documents' KV
+  // stored by the first).
+  documents: async () => {
+    const first = await chat(input);
+    const second = await chat(input);
+    return { first, second };
+  },
+  // concurrent: every request at once (streaming), then each alone.
+  concurrent: async () => {
+    const together = await Promise.all(input.requests.map((b) => chatStream(b)));
+    const alone = [];
+    for (const b of input.requests) alone.push(await chatStream(b));
+    return { together, alone };
+  },
+  errors: async () => {
+    const ok = { model, messages: [{ role: "user", content: "Hi" }], max_tokens: 2 };
+    const out = {};
+    out.malformed = await raw("/v1/chat/completions", "{not json");
+    out.not_object = await raw("/v1/chat/completions", "[1,2]");
+    out.wrong_type = await raw("/v1/chat/completions", { ...ok, temperature: "hot" });
+    out.no_messages = await raw("/v1/chat/completions", { model, max_tokens: 2 });
+    out.unknown_model = await clientError(() =>
+      client.chat.completions.create({ ...ok, model: "no-such-model" }));
+    out.n2 = await clientError(() => client.chat.completions.create({ ...ok, n: 2 }));
+    out.logprobs = await raw("/v1/chat/completions", { ...ok, logprobs: true });
+    out.tools = await raw("/v1/chat/completions", {
+      ...ok, tools: [{ type: "function", function: { name: "f", parameters: {} } }] });
+    out.image = await raw("/v1/chat/completions", { ...ok, messages: [{ role: "user", content: [
+      { type: "text", text: "what is this" },
+      { type: "image_url", image_url: { url: "data:image/png;base64,AAAA" } }] }] });
+    out.too_long = await raw("/v1/chat/completions", { ...ok, messages: [{ role: "user",
+      content: "Once upon a time there was a little dog. ".repeat(400) }] });
+    out.oversized = await raw("/v1/chat/completions", { ...ok, messages: [{ role: "user",
+      content: "x".repeat(9 << 20) }] });
+    out.bad_ids = await raw("/v1/completions", { model, prompt: [1, 2, 99999999], max_tokens: 2 });
+    out.bad_logit_bias = await raw("/v1/chat/completions", { ...ok, logit_bias: { "abc": 1 } });
+    out.defaults = await raw("/v1/chat/completions", { ...ok, n: 1, presence_penalty: 0,
+      frequency_penalty: 0, response_format: { type: "text" }, user: "u1", logprobs: false,
+      stream: false, tool_choice: "none", tools: [] });
+    out.no_route = await raw("/v1/embeddings", { model, input: "x" });
+    out.models = await client.models.list().then((p) => p.data.map((m) => m.id));
+    out.health = await raw("/health", null, "GET");
+    out.after = await raw("/v1/chat/completions", ok);
+    return out;
+  },
+};
+
+const result = await cases[which]();
+process.stdout.write(JSON.stringify(result) + "\n");

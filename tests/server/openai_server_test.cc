@@ -1,0 +1,392 @@
+// openai_server_test.cc: the real `ragkv serve --engine llama.cpp` (ragkv
+// execs ragkv-llama) on an ephemeral 127.0.0.1 port, driven by the official
+// OpenAI npm client (tests/server/openai_client.mjs, the pinned `openai`
+// that scripts/setup-llamacpp installs), on ../shared/models/stories260K.gguf.
+// The reference is llama.cpp itself, in this process: the same templated
+// prompt tokenized as one string and continued greedily.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/llamacpp/runtime.h"
+#include "llama.h"
+#include "model/sampler.h"
+#include "tests/support/require.h"
+
+namespace ragkv::server {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::string Env(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v ? v : fallback;
+}
+std::string ModelPath() { return Env("RAGKV_TEST_MODELS", "../shared/models") + "/stories260K.gguf"; }
+std::string OpenAiDir() {
+  return Env("RAGKV_OPENAI_DIR",
+             Env("XDG_CACHE_HOME", Env("HOME", "/root") + "/.cache") + "/ragkv/openai-6.30.1");
+}
+
+// Run: argv to its exit, stdout captured (stderr passes through).
+std::string RunCapture(const std::vector<std::string>& args, const std::string& cwd, int* rc) {
+  int fds[2];
+  if (::pipe(fds) != 0) return "";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buf[65536];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, n);
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+class OpenAiServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!fs::exists(ModelPath()) || !fs::exists(OpenAiDir() + "/node_modules/openai")) return;
+    work_ = fs::temp_directory_path() / ("ragkv-openai-" + std::to_string(::getpid()));
+    fs::create_directories(work_ / "data");
+    // The script runs beside a node_modules link to the pinned client (ES
+    // modules resolve packages from the script's folder).
+    fs::create_symlink(OpenAiDir() + "/node_modules", work_ / "node_modules");
+    fs::copy_file(std::string(RAGKV_SOURCE_DIR) + "/tests/server/openai_client.mjs",
+                  work_ / "openai_client.mjs");
+    StartServer();
+  }
+  static void TearDownTestSuite() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+      // SIGTERM drains and exits cleanly.
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "exit status " << status;
+      pid_ = -1;
+    }
+    if (!work_.empty()) fs::remove_all(work_);
+  }
+
+  static void StartServer() {
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    const std::vector<std::string> args = {
+        RAGKV_BINARY, "serve", "--engine", "llama.cpp", "--model", ModelPath(),
+        "--http", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--metrics-port", "-1",
+        "--data-dir", (work_ / "data").string(), "--parallel", "4", "--ctx-size", "2048",
+        "--threads", "1", "--sync-writes", "false"};
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ::dup2(fds[1], 1);
+      ::close(fds[0]);
+      ::close(fds[1]);
+      std::vector<char*> argv;
+      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    std::string out;
+    char buf[4096];
+    pollfd p{fds[0], POLLIN, 0};
+    while (out.find("LISTENING") == std::string::npos && ::poll(&p, 1, 180000) > 0) {
+      const ssize_t n = ::read(fds[0], buf, sizeof buf);
+      if (n <= 0) break;
+      out.append(buf, n);
+    }
+    ::close(fds[0]);
+    const size_t at = out.find("HTTP ");
+    ASSERT_NE(out.find("LISTENING"), std::string::npos) << "the server did not start: " << out;
+    ASSERT_NE(at, std::string::npos) << out;
+    url_ = "http://" + out.substr(at + 5, out.find('\n', at) - at - 5);
+  }
+
+  void SetUp() override {
+    RAGKV_REQUIRE_OR_SKIP(fs::exists(ModelPath())) << "no test model at " << ModelPath();
+    RAGKV_REQUIRE_OR_SKIP(fs::exists(OpenAiDir() + "/node_modules/openai"))
+        << "no openai client at " << OpenAiDir() << " (scripts/setup-llamacpp)";
+    ASSERT_FALSE(url_.empty()) << "the server did not start";
+  }
+
+  // Node: one case of openai_client.mjs; its JSON.
+  json Node(const std::string& which, const json& arg = json::object()) {
+    int rc = 0;
+    const std::string out = RunCapture({"node", "openai_client.mjs", url_, kModelId, which, arg.dump()},
+                                work_.string(), &rc);
+    EXPECT_EQ(rc, 0) << which << ": " << out;
+    json j = json::parse(out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << which << ": " << out;
+    return j.is_discarded() ? json::object() : j;
+  }
+
+  static constexpr char kModelId[] = "stories260K.gguf";
+  static inline fs::path work_;
+  static inline pid_t pid_ = -1;
+  static inline std::string url_;
+};
+
+// Reference: llama.cpp's own greedy continuation of `messages` templated
+// with chatml (the default for a file without a template) and tokenized as
+// one string: tokens, and per step the top-2 gap and the logits' scale.
+struct Reference {
+  std::vector<int32_t> prompt, output;
+  std::vector<double> gap, scale;
+};
+
+Reference Greedy(const std::vector<std::pair<std::string, std::string>>& messages, int n) {
+  namespace lc = engine::llamacpp;
+  Reference r;
+  auto file = lc::LlamaFile::Open(ModelPath(), {.n_ctx = 1024, .threads = 1});
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return r;
+  std::vector<llama_chat_message> msgs;
+  for (const auto& [role, content] : messages) msgs.push_back({role.c_str(), content.c_str()});
+  std::string text(8192, '\0');
+  const int len = llama_chat_apply_template("chatml", msgs.data(), msgs.size(), true, text.data(),
+                                            static_cast<int32_t>(text.size()));
+  text.resize(len);
+  const llama_vocab* vocab = llama_model_get_vocab((*file)->model());
+  r.prompt.resize(text.size() + 8);
+  r.prompt.resize(llama_tokenize(vocab, text.data(), static_cast<int32_t>(text.size()), r.prompt.data(),
+                                 static_cast<int32_t>(r.prompt.size()), true, true));
+  std::vector<int32_t> all = r.prompt;
+  std::vector<float> logits;
+  EXPECT_TRUE(lc::DecodeTokens((*file)->context(), all, 0, 0, 1, &logits).ok());
+  const int vocab_n = (*file)->vocab_size();
+  for (int i = 0; i < n; ++i) {
+    const int32_t best = model::Argmax(logits.data(), vocab_n);
+    std::vector<float> rest = logits;
+    rest[best] = -INFINITY;
+    double mx = 0;
+    for (float v : logits) mx = std::max(mx, static_cast<double>(std::fabs(v)));
+    r.gap.push_back(logits[best] - rest[model::Argmax(rest.data(), vocab_n)]);
+    r.scale.push_back(mx);
+    if (llama_vocab_is_eog(vocab, best)) break;
+    r.output.push_back(best);
+    all.push_back(best);
+    EXPECT_TRUE(lc::DecodeTokens((*file)->context(), all, all.size() - 1, 0, 1, &logits).ok());
+  }
+  return r;
+}
+
+// ExpectSameUpToNearTie: the served tokens equal the reference's, except
+// that they may part where the reference's top-2 logit gap is below the f16
+// wire's error (EngineWireTest: 2 * 5e-3 of the logits' scale).
+void ExpectSameUpToNearTie(const Reference& ref, const std::vector<int32_t>& got) {
+  size_t i = 0;
+  while (i < ref.output.size() && i < got.size() && ref.output[i] == got[i]) ++i;
+  if (i == ref.output.size() && i == got.size()) return;
+  ASSERT_LT(i, ref.gap.size());
+  EXPECT_LE(ref.gap[i], 2 * 5e-3 * ref.scale[i])
+      << "the served tokens part from llama.cpp's greedy ones at " << i << " where the gap is "
+      << ref.gap[i];
+}
+
+std::vector<int32_t> Ids(const json& j) { return j.get<std::vector<int32_t>>(); }
+
+const std::vector<std::pair<std::string, std::string>> kMessages = {
+    {"system", "You tell short stories."}, {"user", "Once upon a time, Lily found a ball."}};
+
+json ChatBody(const std::string& mode, int max_tokens) {
+  json msgs = json::array();
+  for (const auto& [role, content] : kMessages) msgs.push_back({{"role", role}, {"content", content}});
+  json b = {{"messages", msgs}, {"temperature", 0}, {"max_tokens", max_tokens},
+            {"ragkv", {{"return_tokens", true}}}};
+  if (!mode.empty()) b["ragkv"]["mode"] = mode;
+  return b;
+}
+
+TEST_F(OpenAiServerTest, TemperatureZeroEqualsLlamaCppGreedy) {
+  const Reference ref = Greedy(kMessages, 24);
+  ASSERT_FALSE(ref.output.empty());
+  for (const std::string mode : {"full", "local", ""}) {
+    const json r = Node("chat", ChatBody(mode, 24));
+    ASSERT_TRUE(r.contains("ragkv")) << r;
+    // The canonical tokens are llama.cpp's own tokenization of the templated prompt.
+    EXPECT_EQ(Ids(r["ragkv"]["prompt_token_ids"]), ref.prompt) << mode;
+    EXPECT_EQ(r["usage"]["prompt_tokens"], ref.prompt.size());
+    const std::vector<int32_t> got = Ids(r["ragkv"]["output_token_ids"]);
+    EXPECT_EQ(r["usage"]["completion_tokens"], got.size());
+    if (mode == "full") {
+      // The sidecar computed the prompt's KV (f16 on the wire).
+      EXPECT_EQ(r["ragkv"]["handed_over_tokens"], ref.prompt.size() - 1) << r;
+      ExpectSameUpToNearTie(ref, got);
+    } else {
+      EXPECT_EQ(got, ref.output) << mode;  // llama.cpp prefilled it all
+    }
+    EXPECT_EQ(r["finish_reason"], got.size() == 24 ? "length" : "stop");
+    EXPECT_EQ(std::string(r["id"]).rfind("chatcmpl-", 0), 0u);
+    EXPECT_EQ(r["object"], "chat.completion");
+  }
+}
+
+TEST_F(OpenAiServerTest, StreamingAndCompletions) {
+  json body = ChatBody("local", 16);
+  body["stream_options"] = {{"include_usage", true}};
+  const json whole = Node("chat", ChatBody("local", 16));
+  const json streamed = Node("chat_stream", body);
+  EXPECT_EQ(streamed["text"], whole["text"]);
+  EXPECT_EQ(streamed["finish_reason"], whole["finish_reason"]);
+  EXPECT_EQ(streamed["ids"], 1);  // one id for every chunk
+  ASSERT_TRUE(streamed["usage"].is_object()) << streamed;
+  EXPECT_EQ(streamed["usage"]["completion_tokens"], whole["usage"]["completion_tokens"]);
+  EXPECT_EQ(streamed["usage"]["prompt_tokens"], whole["usage"]["prompt_tokens"]);
+
+  const json prompt = {{"prompt", "Once upon a time"}, {"temperature", 0}, {"max_tokens", 12},
+                       {"ragkv", {{"return_tokens", true}}}};
+  const json c = Node("completion", prompt);
+  const json cs = Node("completion_stream", prompt);
+  EXPECT_EQ(c["text"], cs["text"]);
+  EXPECT_FALSE(std::string(c["text"]).empty());
+  EXPECT_EQ(c["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(c["finish_reason"], "length");
+  // The same prompt as token ids gives the same text.
+  json by_ids = prompt;
+  by_ids["prompt"] = c["ragkv"]["prompt_token_ids"];
+  EXPECT_EQ(Node("completion", by_ids)["text"], c["text"]);
+  // A stop string ends the text before it.
+  const std::string text = c["text"];
+  if (text.size() > 4) {
+    json stopped = prompt;
+    stopped["stop"] = text.substr(text.size() / 2, 2);
+    const json s = Node("completion", stopped);
+    EXPECT_EQ(s["finish_reason"], "stop");
+    EXPECT_EQ(std::string(s["text"]), text.substr(0, text.find(text.substr(text.size() / 2, 2))));
+  }
+  // Seeded sampling is repeatable.
+  json seeded = ChatBody("local", 12);
+  seeded["temperature"] = 0.9;
+  seeded["top_p"] = 0.95;
+  seeded["seed"] = 42;
+  EXPECT_EQ(Node("chat", seeded)["text"], Node("chat", seeded)["text"]);
+}
+
+TEST_F(OpenAiServerTest, AbortMidStreamFreesTheSlot) {
+  json body = ChatBody("local", 200);
+  const json r = Node("abort", body);
+  EXPECT_EQ(r["abort"]["aborted"], true) << r;
+  EXPECT_EQ(r["after"]["finish_reason"], "length") << r;
+}
+
+std::vector<json> Docs(int seed) {
+  static const char* kText[] = {
+      "Tom had a red kite. Every morning he ran to the hill behind the house and let the wind "
+      "carry it up high. One day the string broke and the kite flew over the trees.",
+      "The little cat liked to sleep in the sun. She found a warm spot near the window and "
+      "purred all afternoon while the children played in the garden outside.",
+      "Sara and her mom baked a big cake for the party. They put pink frosting on top and "
+      "many candles. Everyone sang and the dog barked happily.",
+      "A small bird lived in a tall tree by the river. It sang every day to the fish and the "
+      "frogs, and they all listened quietly until the sun went down.",
+  };
+  std::vector<json> d;
+  for (int i = 0; i < 3; ++i) {
+    d.push_back({{"title", "Story " + std::to_string(seed * 10 + i)},
+                 {"text", kText[(seed + i) % 4]}});
+  }
+  return d;
+}
+
+TEST_F(OpenAiServerTest, DocumentsAreServedFromStoredKv) {
+  json body = {{"messages", {{{"role", "user"}, {"content", "What happened to the kite?"}}}},
+               {"documents", Docs(1)}, {"temperature", 0}, {"max_tokens", 8}};
+  const json r = Node("documents", body);
+  // The documents' tokens, as llama.cpp tokenizes each title line + text.
+  auto file = engine::llamacpp::LlamaFile::Open(ModelPath(), {.n_ctx = 256, .threads = 1});
+  ASSERT_TRUE(file.ok());
+  const llama_vocab* vocab = llama_model_get_vocab((*file)->model());
+  int doc_tokens = 0;
+  for (const json& d : Docs(1)) {
+    const std::string block = std::string(d["title"]) + "\n" + std::string(d["text"]);
+    std::vector<int32_t> t(block.size() + 8);
+    doc_tokens += llama_tokenize(vocab, block.data(), static_cast<int32_t>(block.size()), t.data(),
+                                 static_cast<int32_t>(t.size()), false, false);
+  }
+  const int first = r["first"]["usage"]["prompt_tokens_details"]["cached_tokens"];
+  const int second = r["second"]["usage"]["prompt_tokens_details"]["cached_tokens"];
+  EXPECT_LT(first, doc_tokens) << r;
+  EXPECT_GE(second, 0.9 * doc_tokens) << r;
+  EXPECT_EQ(r["second"]["usage"]["prompt_tokens"], r["first"]["usage"]["prompt_tokens"]);
+}
+
+TEST_F(OpenAiServerTest, ConcurrentStreamsEqualEachAlone) {
+  json requests = json::array();
+  for (int i = 0; i < 6; ++i) {
+    requests.push_back({{"messages", {{{"role", "user"}, {"content", "Tell me about story " +
+                                                                         std::to_string(i)}}}},
+                        {"documents", Docs(10 + i)}, {"temperature", 0}, {"max_tokens", 16},
+                        {"ragkv", {{"mode", "full"}}}});
+  }
+  const json r = Node("concurrent", {{"requests", requests}});
+  ASSERT_EQ(r["together"].size(), 6u) << r;
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(r["together"][i]["text"], r["alone"][i]["text"]) << i;
+    EXPECT_EQ(r["together"][i]["finish_reason"], r["alone"][i]["finish_reason"]) << i;
+    EXPECT_FALSE(r["together"][i]["finish_reason"].is_null()) << i;
+  }
+}
+
+TEST_F(OpenAiServerTest, BadInputIsRefusedByName) {
+  const json r = Node("errors");
+  auto expect = [&](const char* name, int status, const char* param, const char* code = nullptr) {
+    SCOPED_TRACE(name);
+    const json& e = r[name];
+    EXPECT_EQ(e["status"], status) << e;
+    const json& err = e.contains("json") ? e["json"]["error"] : e;
+    if (param != nullptr) EXPECT_EQ(err["param"], param) << e;
+    if (code != nullptr) EXPECT_EQ(err["code"], code) << e;
+    if (e.contains("json") && status >= 400) {
+      for (const char* k : {"message", "type", "param", "code"}) EXPECT_TRUE(err.contains(k)) << k;
+    }
+  };
+  expect("malformed", 400, nullptr, "invalid_json");
+  expect("not_object", 400, nullptr, "invalid_json");
+  expect("wrong_type", 400, "temperature");
+  expect("no_messages", 400, "messages");
+  expect("unknown_model", 404, "model", "model_not_found");
+  expect("n2", 400, "n");
+  expect("logprobs", 400, "logprobs");
+  expect("tools", 400, "tools");
+  expect("image", 400, "messages[0].content[1]");
+  expect("too_long", 400, "messages", "context_length_exceeded");
+  expect("oversized", 400, nullptr, "body_too_large");
+  expect("bad_ids", 400, "prompt");
+  expect("bad_logit_bias", 400, "logit_bias");
+  expect("defaults", 200, nullptr);
+  expect("no_route", 404, nullptr);
+  EXPECT_EQ(r["models"], json::array({kModelId}));
+  expect("health", 200, nullptr);
+  expect("after", 200, nullptr);  // still serving
+}
+
+}  // namespace
+}  // namespace ragkv::server
