@@ -85,10 +85,18 @@ void HttpServer::Impl::Routes() {
         Reply(res, Error(500, "internal error", "server_error"));
       });
   http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    const bool ok = scheduler.load() != nullptr && !draining.load();
+    Scheduler* sched = scheduler.load();
+    const bool ok = sched != nullptr && !draining.load();
     res.status = ok ? 200 : 503;
-    res.set_content(ok ? R"({"status":"ok"})"
-                       : (draining.load() ? R"({"status":"draining"})" : R"({"status":"loading"})"),
+    if (sched == nullptr || !ok) {
+      res.set_content(draining.load() ? R"({"status":"draining"})" : R"({"status":"loading"})",
+                      "application/json");
+      return;
+    }
+    const Scheduler::Stats st = sched->stats();
+    res.set_content(absl::StrFormat(R"({"status":"ok","slots":%d,"active":%d,"queued":%d,)"
+                                    R"("done":%d,"cancelled":%d})",
+                                    st.parallel, st.active, st.queued, st.done, st.cancelled),
                     "application/json");
   });
   http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {

@@ -82,17 +82,31 @@ const cases = {
   completion: () => completion(input),
   completion_stream: () => completionStream(input),
   abort: async () => {
+    const before = (await raw("/health", null, "GET")).json;
     const a = await chatStream(input, 2);
     // The server goes on serving after the abort.
     const b = await chat({ ...input, max_tokens: 4 });
-    return { abort: a, after: b };
+    const health = (await raw("/health", null, "GET")).json;
+    return { abort: a, after: b, before, health };
+  },
+  // busy: every request at once; those beyond the slots and the queue get 429.
+  busy: async () => {
+    const out = await Promise.all(input.requests.map((b) =>
+      clientError(() => chatStream(b))));
+    return { statuses: out.map((o) => o.status), errors: out.filter((o) => o.status !== 200) };
   },
   // documents: the same request twice (the second finds the documents' KV
   // stored by the first).
   documents: async () => {
     const first = await chat(input);
-    const second = await chat(input);
-    return { first, second };
+    // Store-back runs after the response: ask again until it has landed
+    // (at most 20 tries, 100 ms apart).
+    let second, tries = 0;
+    do {
+      if (tries) await new Promise((r) => setTimeout(r, 100));
+      second = await chat(input);
+    } while (++tries < 20 && second.usage.prompt_tokens_details.cached_tokens === 0);
+    return { first, second, tries };
   },
   // concurrent: every request at once (streaming), then each alone.
   concurrent: async () => {

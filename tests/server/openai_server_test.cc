@@ -83,27 +83,28 @@ class OpenAiServerTest : public ::testing::Test {
     StartServer();
   }
   static void TearDownTestSuite() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      int status = 0;
-      ::waitpid(pid_, &status, 0);
-      // SIGTERM drains and exits cleanly.
-      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "exit status " << status;
-      pid_ = -1;
-    }
+    if (pid_ > 0) Stop(pid_);
+    pid_ = -1;
     if (!work_.empty()) fs::remove_all(work_);
   }
 
   static void StartServer() {
+    Spawn({"--parallel", "4", "--ctx-size", "2048"}, "data", &pid_, &url_);
+  }
+
+  // Spawn: `ragkv serve --engine llama.cpp` with `extra` flags and its own
+  // data dir; its pid and http://host:port once it prints LISTENING.
+  static void Spawn(const std::vector<std::string>& extra, const std::string& data, pid_t* pid,
+                    std::string* url) {
     int fds[2];
     ASSERT_EQ(::pipe(fds), 0);
-    const std::vector<std::string> args = {
+    std::vector<std::string> args = {
         RAGKV_BINARY, "serve", "--engine", "llama.cpp", "--model", ModelPath(),
         "--http", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--metrics-port", "-1",
-        "--data-dir", (work_ / "data").string(), "--parallel", "4", "--ctx-size", "2048",
-        "--threads", "1", "--sync-writes", "false"};
-    pid_ = ::fork();
-    if (pid_ == 0) {
+        "--data-dir", (work_ / data).string(), "--threads", "1", "--sync-writes", "false"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    *pid = ::fork();
+    if (*pid == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       ::dup2(fds[1], 1);
       ::close(fds[0]);
@@ -127,7 +128,15 @@ class OpenAiServerTest : public ::testing::Test {
     const size_t at = out.find("HTTP ");
     ASSERT_NE(out.find("LISTENING"), std::string::npos) << "the server did not start: " << out;
     ASSERT_NE(at, std::string::npos) << out;
-    url_ = "http://" + out.substr(at + 5, out.find('\n', at) - at - 5);
+    *url = "http://" + out.substr(at + 5, out.find('\n', at) - at - 5);
+  }
+
+  static void Stop(pid_t pid) {
+    ::kill(pid, SIGTERM);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    // SIGTERM drains and exits cleanly.
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "exit status " << status;
   }
 
   void SetUp() override {
@@ -138,9 +147,10 @@ class OpenAiServerTest : public ::testing::Test {
   }
 
   // Node: one case of openai_client.mjs; its JSON.
-  json Node(const std::string& which, const json& arg = json::object()) {
+  json Node(const std::string& which, const json& arg = json::object(), std::string url = "") {
     int rc = 0;
-    const std::string out = RunCapture({"node", "openai_client.mjs", url_, kModelId, which, arg.dump()},
+    const std::string out = RunCapture(
+        {"node", "openai_client.mjs", url.empty() ? url_ : url, kModelId, which, arg.dump()},
                                 work_.string(), &rc);
     EXPECT_EQ(rc, 0) << which << ": " << out;
     json j = json::parse(out, nullptr, false);
@@ -295,6 +305,52 @@ TEST_F(OpenAiServerTest, AbortMidStreamFreesTheSlot) {
   const json r = Node("abort", body);
   EXPECT_EQ(r["abort"]["aborted"], true) << r;
   EXPECT_EQ(r["after"]["finish_reason"], "length") << r;
+  // The aborted request was cancelled (not run to its 200 tokens) and its
+  // slot freed.
+  EXPECT_EQ(r["health"]["cancelled"], r["before"]["cancelled"].get<int>() + 1) << r;
+  EXPECT_EQ(r["health"]["active"], 0) << r;
+}
+
+TEST_F(OpenAiServerTest, BeyondTheSlotsAndTheQueueIs429) {
+  pid_t pid = -1;
+  std::string url;
+  ASSERT_NO_FATAL_FAILURE(Spawn({"--parallel", "1", "--ctx-size", "1024",
+                                 "--max-queue-requests", "0"},
+                                "busy-data", &pid, &url));
+  json requests = json::array();
+  for (int i = 0; i < 4; ++i) {
+    json b = ChatBody("local", 600);
+    b["logit_bias"] = {{"2", -100}};  // no end of story: each keeps its slot
+    requests.push_back(b);
+  }
+  const json r = Node("busy", {{"requests", requests}}, url);
+  int ok = 0, busy = 0;
+  for (const json& s : r["statuses"]) ok += s == 200, busy += s == 429;
+  EXPECT_GE(ok, 1) << r;
+  EXPECT_GE(busy, 1) << r;
+  EXPECT_EQ(ok + busy, 4) << r;
+  for (const json& e : r["errors"]) {
+    EXPECT_NE(std::string(e["message"]).find("queue is full"), std::string::npos) << e;
+    EXPECT_EQ(e["code"], "rate_limit_exceeded") << e;
+  }
+  // Still serving once the slot is free.
+  EXPECT_EQ(Node("chat", ChatBody("local", 4), url)["finish_reason"], "length");
+  Stop(pid);
+}
+
+TEST(ServeEngineTest, WithoutLlamaCppExitsTwoNamingTheSetup) {
+  int rc = 0;
+  const std::string out = RunCapture(
+      {"sh", "-c",
+       std::string("RAGKV_LLAMA_BIN=/nonexistent/ragkv-llama ") + RAGKV_BINARY +
+           " serve --engine llama.cpp --model x.gguf 2>&1"},
+      ".", &rc);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("scripts/setup-llamacpp"), std::string::npos) << out;
+  const std::string other = RunCapture(
+      {"sh", "-c", std::string(RAGKV_BINARY) + " serve --engine vllm --model x.gguf 2>&1"}, ".",
+      &rc);
+  EXPECT_EQ(rc, 2) << other;
 }
 
 std::vector<json> Docs(int seed) {
