@@ -183,9 +183,10 @@ absl::Status Pipeline::Prepare(const Prompt& prompt, RunState* run) const {
   run->controlled =
       run->ro->mode == Mode::kAuto && o.controller != nullptr && !run->served.empty();
   run->gate_reason = internal::ApplyQualityGate(o, *run->ro, &run->bo, &run->controlled);
+  // The spans keep cache_hit: the record was found (what the wire has
+  // always reported), though this strategy does not read it.
   if (internal::ReleaseUnused(run->bo.strategy, run->layout, &run->pieces)) {
-    run->layout = BlendLayout();
-    internal::MapSegments(o, run->ro->add_bos, run->pieces, &run->layout);
+    internal::BuildSegs(run->pieces, &run->layout);
   }
   if (run->ro->mode == Mode::kAuto && !run->controlled) {
     run->reason = o.controller == nullptr ? "no loading controller: default ratio"

@@ -22,8 +22,9 @@ void MapSegments(const Pipeline::Options& o, bool add_bos, const std::vector<Pie
 
 // ReleaseUnused: closes the stored records that `strategy` will not read
 // (full prefill: every one; prefix reuse: all but a chunk at row 0), so
-// their streams stop prefetching. They are not misses. Returns whether any
-// was closed (the layout must then be mapped again).
+// their streams stop prefetching. They are not misses, and their spans
+// still say cache_hit. Returns whether any was closed (the segments must
+// then be built again).
 bool ReleaseUnused(blend::Strategy strategy, const BlendLayout& layout, std::vector<Piece>* pieces);
 
 // Misses: the whole token lists of the chunks whose record missed (what
