@@ -95,7 +95,7 @@ class OpenAiServerTest : public ::testing::Test {
   // Spawn: `ragkv serve --engine llama.cpp` with `extra` flags and its own
   // data dir; its pid and http://host:port once it prints LISTENING.
   static void Spawn(const std::vector<std::string>& extra, const std::string& data, pid_t* pid,
-                    std::string* url) {
+                    std::string* url, std::string* grpc = nullptr) {
     int fds[2];
     ASSERT_EQ(::pipe(fds), 0);
     std::vector<std::string> args = {
@@ -129,6 +129,10 @@ class OpenAiServerTest : public ::testing::Test {
     ASSERT_NE(out.find("LISTENING"), std::string::npos) << "the server did not start: " << out;
     ASSERT_NE(at, std::string::npos) << out;
     *url = "http://" + out.substr(at + 5, out.find('\n', at) - at - 5);
+    if (grpc != nullptr) {
+      const size_t l = out.find("LISTENING ") + 10;
+      *grpc = out.substr(l, out.find(' ', l) - l);
+    }
   }
 
   static void Stop(pid_t pid) {
@@ -335,6 +339,51 @@ TEST_F(OpenAiServerTest, BeyondTheSlotsAndTheQueueIs429) {
   }
   // Still serving once the slot is free.
   EXPECT_EQ(Node("chat", ChatBody("local", 4), url)["finish_reason"], "length");
+  Stop(pid);
+}
+
+// Passages pasted into a message (no client change): the chunks `ragkv
+// precompute` stored are found in the prompt by their tokens, in any order.
+TEST_F(OpenAiServerTest, PastedPassagesAreServedFromStoredChunks) {
+  const std::string t1 =
+      "Tom had a red kite. Every morning he ran to the hill behind the house and let the wind "
+      "carry it up high. One day the string broke and the kite flew over the trees. Tom was sad, "
+      "but his dad helped him make a new one.";
+  const std::string t2 =
+      "The little cat liked to sleep in the sun. She found a warm spot near the window and purred "
+      "all afternoon while the children played in the garden outside. When it rained, she hid "
+      "under the bed.";
+  fs::create_directories(work_ / "corpus");
+  {
+    std::ofstream f(work_ / "corpus" / "stories.jsonl");
+    f << json({{"id", "kite"}, {"title", "Kite"}, {"text", t1}}).dump() << "\n"
+      << json({{"id", "cat"}, {"title", "Cat"}, {"text", t2}}).dump() << "\n";
+  }
+  pid_t pid = -1;
+  std::string url, grpc;
+  ASSERT_NO_FATAL_FAILURE(Spawn({"--parallel", "2", "--ctx-size", "2048", "--corpus-root",
+                                 (work_ / "corpus").string()},
+                                "paste-data", &pid, &url, &grpc));
+  int rc = 0;
+  const std::string pre = RunCapture({RAGKV_BINARY, "precompute", "--corpus",
+                                      (work_ / "corpus" / "stories.jsonl").string(), "--server",
+                                      grpc},
+                                     ".", &rc);
+  ASSERT_EQ(rc, 0) << pre;
+  // "tokens N": the tokens the job stored.
+  const size_t at = pre.find("tokens");
+  ASSERT_NE(at, std::string::npos) << pre;
+  const int stored = std::atoi(pre.c_str() + pre.find_first_of("0123456789", at));
+  ASSERT_GT(stored, 100) << pre;
+  for (const std::string& content :
+       {"Read these.\n\n" + t1 + "\n\n" + t2 + "\n\nWhat happened?",
+        "Passages:\n" + t2 + "\n\n" + t1 + "\n\nWho was sad?"}) {
+    const json r = Node("chat", {{"messages", {{{"role", "user"}, {"content", content}}}},
+                                 {"temperature", 0}, {"max_tokens", 4}},
+                        url);
+    EXPECT_GE(r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0.9 * stored) << r;
+    EXPECT_TRUE(r["ragkv"]["fallback"].is_null()) << r;
+  }
   Stop(pid);
 }
 
