@@ -383,7 +383,8 @@ json Extension(const Completion& c) {
             {"blend_ms", t.blend_ms},       {"handover_ms", t.handover_ms},
             {"prefill_ms", t.prefill_ms},   {"handed_over_tokens", t.handed_over_tokens},
             {"recomputed_tokens", t.recomputed_tokens},
-            {"prefilled_tokens", t.prefilled_tokens}, {"fallback", NullOr(t.fallback)}};
+            {"prefilled_tokens", t.prefilled_tokens},
+            {"slot_prefix_tokens", t.slot_prefix_tokens}, {"fallback", NullOr(t.fallback)}};
   if (c.return_tokens) {
     x["prompt_token_ids"] = c.prompt_ids;
     x["output_token_ids"] = c.output_ids;

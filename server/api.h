@@ -87,7 +87,8 @@ bool ParseChatRequest(const std::string& body, GenerationRequest* out, ApiError*
 bool ParseCompletionRequest(const std::string& body, GenerationRequest* out, ApiError* error);
 
 // Usage of one response; cached_tokens: prompt rows whose KV came from the
-// store (or a slot's prefix) rather than a fresh prefill.
+// store or from the slot's kept cells (its previous request's prefix)
+// rather than a fresh prefill.
 struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
@@ -98,6 +99,7 @@ struct Usage {
 struct Timing {
   double queue_ms = 0, blend_ms = 0, handover_ms = 0, prefill_ms = 0, ttft_ms = 0;
   int handed_over_tokens = 0, recomputed_tokens = 0, prefilled_tokens = 0;
+  int slot_prefix_tokens = 0;  // rows the slot's kept cells served
   std::string fallback;
 };
 

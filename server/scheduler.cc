@@ -4,6 +4,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "engine/llamacpp/runtime.h"
 #include "llama.h"
 
 namespace ragkv::server {
@@ -19,7 +20,28 @@ struct Scheduler::Slot {
   size_t sent = 0;    // bytes of text handed to the job
   int32_t next = -1;  // sampled, not yet decoded
   int n_past = 0;     // cells of the slot's sequence
+  // tokens: what the sequence's cells hold (kept after a request ends, so
+  // the next request with the same prefix reuses it).
+  std::vector<int32_t> tokens;
 };
+
+namespace {
+
+size_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
+// PrefixReusable: a slot's kept cells serve the prompt's first `lcp` rows
+// when they cover at least half of it, in the modes that leave the choice
+// of rows to the server (full and local name their rows' origin).
+bool PrefixReusable(const Job& j, size_t lcp) {
+  const std::string& m = j.ragkv.mode;
+  return m != "full" && m != "local" && lcp > 0 && 2 * lcp >= j.prompt.size();
+}
+
+}  // namespace
 
 bool Job::Take(std::string* out, absl::Duration wait) {
   std::unique_lock<std::mutex> l(mu_);
@@ -110,12 +132,21 @@ void Scheduler::Loop() {
         queue_.clear();
         if (active_.load() == 0) break;
       }
-      for (auto& s : slots_) {
-        if (s->job || queue_.empty()) continue;
-        s->job = std::move(queue_.front());
+      // Each queued job (FIFO) takes the free slot whose kept cells share
+      // the longest prefix with its prompt.
+      while (!queue_.empty()) {
+        Slot* best = nullptr;
+        size_t best_lcp = 0;
+        for (auto& s : slots_) {
+          if (s->job) continue;
+          const size_t lcp = CommonPrefix(s->tokens, queue_.front()->prompt);
+          if (best == nullptr || lcp > best_lcp) best = s.get(), best_lcp = lcp;
+        }
+        if (best == nullptr) break;
+        best->job = std::move(queue_.front());
         queue_.pop_front();
         active_.fetch_add(1);
-        admitted.push_back(s.get());
+        admitted.push_back(best);
       }
     }
     for (Slot* s : admitted) Start(s);
@@ -210,6 +241,12 @@ bool Scheduler::Start(Slot* s) {
     Release(s, "", "cancelled");
     return false;
   }
+  const size_t lcp = std::min(CommonPrefix(s->tokens, j.prompt), j.prompt.size() - 1);
+  if (PrefixReusable(j, lcp) &&
+      llama_memory_seq_rm(llama_get_memory(o_.ctx), s->id, static_cast<llama_pos>(lcp), -1)) {
+    return StartFromPrefix(s, lcp);
+  }
+  s->tokens.clear();
   const bool local = j.ragkv.mode == "local" || (j.ragkv.mode == "full" && j.prompt.size() < 2);
   lc::LlamaCppEngine* engine = local ? o_.local : o_.engine;
   auto r = engine->Prefill(BlendRequestOf(j, o_.wire_dtype), j.prompt, s->id);
@@ -230,9 +267,33 @@ bool Scheduler::Start(Slot* s) {
   s->c.usage.cached_tokens = r->reused_tokens;
   if (s->c.return_tokens) s->c.prompt_ids = j.prompt;
   s->n_past = static_cast<int>(j.prompt.size());
+  s->tokens = j.prompt;
   const llama_vocab* vocab = llama_model_get_vocab(llama_get_model(o_.ctx));
   s->smpl = NewSampler(j.sampling, llama_vocab_n_tokens(vocab));
   return Accept(s, Sample(s, r->logits.data()));
+}
+
+bool Scheduler::StartFromPrefix(Slot* s, size_t lcp) {
+  Job& j = *s->job;
+  const auto t0 = Clock::now();
+  std::vector<float> logits;
+  const absl::Status st = lc::DecodeTokens(o_.ctx, j.prompt, lcp, s->id, 1, &logits);
+  if (!st.ok()) {
+    Release(s, "", "prefill failed: " + st.ToString());
+    return false;
+  }
+  Timing& t = s->c.timing;
+  t.prefill_ms = MsSince(t0);
+  t.prefilled_tokens = static_cast<int>(j.prompt.size() - lcp);
+  t.slot_prefix_tokens = static_cast<int>(lcp);
+  s->c.usage.prompt_tokens = static_cast<int>(j.prompt.size());
+  s->c.usage.cached_tokens = static_cast<int>(lcp);
+  if (s->c.return_tokens) s->c.prompt_ids = j.prompt;
+  s->n_past = static_cast<int>(j.prompt.size());
+  s->tokens = j.prompt;
+  const llama_vocab* vocab = llama_model_get_vocab(llama_get_model(o_.ctx));
+  s->smpl = NewSampler(j.sampling, llama_vocab_n_tokens(vocab));
+  return Accept(s, Sample(s, logits.data()));
 }
 
 int32_t Scheduler::Sample(Slot* s, const float* logits) {
@@ -271,6 +332,7 @@ void Scheduler::Step() {
   for (size_t k = 0; k < batch.size(); ++k) {
     Slot* s = batch[k];
     ++s->n_past;
+    s->tokens.push_back(s->next);
     Accept(s, Sample(s, llama_get_logits_ith(o_.ctx, static_cast<int32_t>(k))));
   }
 }
@@ -329,7 +391,12 @@ bool Scheduler::Accept(Slot* s, int32_t token) {
 }
 
 void Scheduler::Release(Slot* s, const std::string& finish, const std::string& error) {
-  llama_memory_seq_rm(llama_get_memory(o_.ctx), s->id, -1, -1);
+  // The cells stay for the next request sharing their prefix, unless the
+  // request failed (they may be partial).
+  if (!error.empty() && error != "cancelled") {
+    llama_memory_seq_rm(llama_get_memory(o_.ctx), s->id, -1, -1);
+    s->tokens.clear();
+  }
   if (s->smpl != nullptr) llama_sampler_free(s->smpl);
   s->smpl = nullptr;
   s->next = -1;

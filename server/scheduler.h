@@ -3,9 +3,13 @@
 // slot may use ctx-size / N, as llama-server splits it), fed from a bounded
 // queue (docs/engines.md "The HTTP server").
 //
-// One thread runs the loop: it admits queued jobs into free slots (each
-// prompt's KV from the sidecar through LlamaCppEngine, with its
-// fallbacks), then runs decode steps: one llama_decode over every active
+// One thread runs the loop: it admits queued jobs into free slots, each
+// into the free slot whose kept cells share the longest prefix with its
+// prompt. A slot keeps its last request's cells (prompt and output): when
+// they cover at least half of the new prompt (and the mode is not full or
+// local), llama.cpp decodes only the rest; otherwise the prompt's KV comes
+// from the sidecar through LlamaCppEngine, with its fallbacks. Then decode
+// steps: one llama_decode over every active
 // slot's next token, each slot sampling from its own row with llama.cpp's
 // sampler chain (seeded; temperature 0 is greedy). A job ends at an
 // end-of-generation token, a stop string, max_tokens, or the slot's
@@ -104,6 +108,7 @@ class Scheduler {
   struct Slot;
   void Loop();
   bool Start(Slot* s);
+  bool StartFromPrefix(Slot* s, size_t lcp);
   void Step();
   // Accept: handles a sampled token; false when the job ended.
   bool Accept(Slot* s, int32_t token);

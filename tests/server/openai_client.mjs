@@ -101,12 +101,23 @@ const cases = {
     const first = await chat(input);
     // Store-back runs after the response: ask again until it has landed
     // (at most 20 tries, 100 ms apart).
+    // Another system message first: the prompt's prefix differs, so no
+    // slot's kept cells serve it and the documents' KV comes from the store.
+    const again = { ...input, messages: [{ role: "system", content: "Answer briefly." }, ...input.messages] };
     let second, tries = 0;
     do {
       if (tries) await new Promise((r) => setTimeout(r, 100));
-      second = await chat(input);
+      second = await chat(again);
     } while (++tries < 20 && second.usage.prompt_tokens_details.cached_tokens === 0);
     return { first, second, tries };
+  },
+  // conversation: a first turn, the same prompt again, then a second turn.
+  conversation: async () => {
+    const first = await chat(input);
+    const same = await chat(input);
+    const next = await chat({ ...input, messages: [...input.messages,
+      { role: "assistant", content: first.text }, { role: "user", content: "And then?" }] });
+    return { first, same, next };
   },
   // concurrent: every request at once (streaming), then each alone.
   concurrent: async () => {

@@ -25,6 +25,7 @@
 #include "llama.h"
 #include "model/sampler.h"
 #include "tests/support/require.h"
+#include "tests/support/source_dir.h"
 
 namespace ragkv::server {
 namespace {
@@ -254,8 +255,12 @@ TEST_F(OpenAiServerTest, TemperatureZeroEqualsLlamaCppGreedy) {
       // The sidecar computed the prompt's KV (f16 on the wire).
       EXPECT_EQ(r["ragkv"]["handed_over_tokens"], ref.prompt.size() - 1) << r;
       ExpectSameUpToNearTie(ref, got);
-    } else {
+    } else if (mode == "local") {
       EXPECT_EQ(got, ref.output) << mode;  // llama.cpp prefilled it all
+    } else {
+      // The default mode may reuse a slot's kept cells (here, those of the
+      // full-mode request: the sidecar's f16 rows).
+      ExpectSameUpToNearTie(ref, got);
     }
     EXPECT_EQ(r["finish_reason"], got.size() == 24 ? "length" : "stop");
     EXPECT_EQ(std::string(r["id"]).rfind("chatcmpl-", 0), 0u);
@@ -440,7 +445,26 @@ TEST_F(OpenAiServerTest, DocumentsAreServedFromStoredKv) {
   const int second = r["second"]["usage"]["prompt_tokens_details"]["cached_tokens"];
   EXPECT_LT(first, doc_tokens) << r;
   EXPECT_GE(second, 0.9 * doc_tokens) << r;
-  EXPECT_EQ(r["second"]["usage"]["prompt_tokens"], r["first"]["usage"]["prompt_tokens"]);
+  EXPECT_EQ(r["second"]["ragkv"]["slot_prefix_tokens"], 0) << r;  // the store served them
+}
+
+// A slot keeps its cells: the same prompt again costs one token, and the
+// next turn of the conversation only its new tokens.
+TEST_F(OpenAiServerTest, ASlotReusesItsPrefixAcrossTurns) {
+  json body = ChatBody("", 12);
+  body["messages"] = {{{"role", "user"}, {"content", "Once upon a time, Max had a big dog."}}};
+  const json r = Node("conversation", body);
+  const int n = r["first"]["usage"]["prompt_tokens"];
+  EXPECT_EQ(r["same"]["usage"]["prompt_tokens_details"]["cached_tokens"], n - 1) << r;
+  EXPECT_EQ(r["same"]["ragkv"]["prefilled_tokens"], 1) << r;
+  // llama.cpp's own cells, reused: the very same continuation.
+  EXPECT_EQ(r["same"]["ragkv"]["output_token_ids"], r["first"]["ragkv"]["output_token_ids"]) << r;
+  const int cached = r["next"]["usage"]["prompt_tokens_details"]["cached_tokens"];
+  EXPECT_GE(cached, 0.9 * n) << r;
+  EXPECT_EQ(r["next"]["ragkv"]["slot_prefix_tokens"], cached) << r;
+  EXPECT_EQ(r["next"]["ragkv"]["prefilled_tokens"],
+            r["next"]["usage"]["prompt_tokens"].get<int>() - cached)
+      << r;
 }
 
 TEST_F(OpenAiServerTest, ConcurrentStreamsEqualEachAlone) {
