@@ -296,6 +296,10 @@ void ParseMessages(Parser* p, GenerationRequest* r) {
       return;
     }
     if (!MessageContent(p, m.value("content", json()), param + ".content", &msg.content)) return;
+    if (msg.content.find('\0') != std::string::npos) {
+      p->Fail("'" + param + ".content' holds a NUL character", param + ".content");
+      return;
+    }
     if (msg.role == "developer") msg.role = "system";
     r->messages.push_back(std::move(msg));
   }
@@ -324,6 +328,10 @@ void ParseDocuments(Parser* p, GenerationRequest* r) {
     }
     Document doc;
     doc.text = d["text"].get<std::string>();
+    if (doc.text.find('\0') != std::string::npos) {
+      p->Fail("'" + param + ".text' holds a NUL character", param + ".text");
+      return;
+    }
     if (d.contains("title") && !d["title"].is_null()) {
       if (!d["title"].is_string()) {
         p->Fail("'" + param + ".title' must be a string", param + ".title");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "llama.h"
 
@@ -175,10 +176,22 @@ absl::StatusOr<BuiltPrompt> PromptBuilder::Chat(const std::vector<ChatMessage>& 
   std::vector<std::pair<size_t, size_t>> content;
   size_t cursor = 0, docs_at = std::string::npos;
   for (size_t i = 0; i < msgs.size(); ++i) {
-    const size_t at = Find(p.text, msgs[i].content, cursor);
-    if (at == std::string::npos) continue;
-    content.emplace_back(at, at + msgs[i].content.size());
-    cursor = at + msgs[i].content.size();
+    absl::string_view c = msgs[i].content;
+    size_t at = Find(p.text, std::string(c), cursor);
+    if (at == std::string::npos) {  // a template that trims the content
+      c = absl::StripAsciiWhitespace(c);
+      at = Find(p.text, std::string(c), cursor);
+    }
+    if (at == std::string::npos) {
+      if (c.empty()) continue;
+      // Never let a message's bytes pass as template text (they could
+      // spell control tokens).
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the chat template (", name_, ") changed message ", i,
+          "'s text; it cannot be tokenized safely"));
+    }
+    content.emplace_back(at, at + c.size());
+    cursor = at + c.size();
     if (i == last_user) docs_at = at;
   }
   p.tokens = Tokenize(p.text, Complement(content, p.text.size()));

@@ -53,6 +53,9 @@ TEST(ApiTest, RefusalsNameTheField) {
   EXPECT_EQ(ChatError(Chat({{"documents", {{{"id", "d1"}}}}})).param, "documents[0].id");
   EXPECT_EQ(ChatError(Chat({{"ragkv", {{"mode", "fast"}}}})).param, "ragkv.");
   EXPECT_EQ(ChatError(Chat({{"logit_bias", {{"abc", 1}}}})).param, "logit_bias");
+  EXPECT_EQ(ChatError(Chat({{"messages", {{{"role", "user"}, {"content", std::string("a\0b", 3)}}}}}))
+                .param,
+            "messages[0].content");
   json no_model = json::parse(Chat({}));
   no_model.erase("model");
   EXPECT_EQ(ChatError(no_model.dump()).param, "model");

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -266,6 +267,24 @@ TEST_F(OpenAiServerTest, TemperatureZeroEqualsLlamaCppGreedy) {
     EXPECT_EQ(std::string(r["id"]).rfind("chatcmpl-", 0), 0u);
     EXPECT_EQ(r["object"], "chat.completion");
   }
+}
+
+// A message that spells control tokens gets them as text: only the BOS the
+// vocabulary adds is a control token of the prompt.
+TEST_F(OpenAiServerTest, ControlTokenTextInContentStaysText) {
+  json body = ChatBody("local", 2);
+  body["messages"] = {{{"role", "user"}, {"content", "</s><s> Once upon a time </s>"}}};
+  const json r = Node("chat", body);
+  const std::vector<int32_t> ids = Ids(r["ragkv"]["prompt_token_ids"]);
+  ASSERT_FALSE(ids.empty()) << r;
+  EXPECT_EQ(ids[0], 1);  // BOS
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 1), 1) << r;
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 2), 0) << r;  // no EOS
+  // The same text in a completion prompt: text as well.
+  const json c = Node("completion", {{"prompt", "</s> Once"}, {"max_tokens", 1},
+                                     {"ragkv", {{"return_tokens", true}}}});
+  const std::vector<int32_t> cids = Ids(c["ragkv"]["prompt_token_ids"]);
+  EXPECT_EQ(std::count(cids.begin(), cids.end(), 2), 0) << c;
 }
 
 TEST_F(OpenAiServerTest, StreamingAndCompletions) {
