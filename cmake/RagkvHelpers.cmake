@@ -26,8 +26,13 @@ function(ragkv_add_test name)
   add_executable(${name} ${A_SOURCES})
   target_compile_options(${name} PRIVATE ${RAGKV_WARNINGS})
   target_link_libraries(${name} PRIVATE ${A_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
-  target_compile_definitions(${name} PRIVATE
-    RAGKV_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  # RAGKV_SOURCE_DIR (tests/support/source_dir.h) comes from one generated
+  # file, not a -D on every object, so that the objects do not depend on the
+  # checkout's folder and ccache serves them to a clone elsewhere.
+  set(source_dir_cc ${PROJECT_BINARY_DIR}/ragkv_test_source_dir.cc)
+  file(CONFIGURE OUTPUT ${source_dir_cc} CONTENT
+    "namespace ragkv::testing {\nconst char* SourceDir() { return \"${PROJECT_SOURCE_DIR}\"; }\n}\n")
+  target_sources(${name} PRIVATE ${source_dir_cc})
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR} TEST_LIST ${name}_TESTS)
   if(A_LABELS)

@@ -71,23 +71,27 @@ for line in open(sys.argv[1], encoding="utf-8"):
         print(cmd, sub or "-", "|".join(subs) or "-", opt)
 PY
 declare -A HELP
-help_of() {  # help_of CMD SUB: the help text (cached)
+# has_opt CMD SUB OPT: whether `ragkv CMD [SUB] --help` names OPT. The help
+# text is cached and grepped from a here-string: piping it into `grep -q`
+# under pipefail failed at random (grep exits at the first match, the
+# writer then dies of SIGPIPE and the pipeline counts as failed).
+has_opt() {
   local key="$1 $2"
   if [ -z "${HELP[$key]+x}" ]; then
     if [ "$2" = "-" ]; then HELP[$key]=$("$RAGKV" "$1" --help 2>&1 || true)
     else HELP[$key]=$("$RAGKV" "$1" "$2" --help 2>&1 || true); fi
   fi
-  printf '%s' "${HELP[$key]}"
+  grep -Eq -- "$3([^a-z0-9-]|\$)" <<<"${HELP[$key]}"
 }
 checked=0
 while read -r cmd sub subs opt; do
   found=0
   if [ "$sub" != "-" ]; then
-    help_of "$cmd" "$sub" | grep -Eq -- "$opt([^a-z0-9-]|\$)" && found=1
+    has_opt "$cmd" "$sub" "$opt" && found=1
   elif [ "$subs" != "-" ]; then
-    for s in ${subs//|/ }; do help_of "$cmd" "$s" | grep -Eq -- "$opt([^a-z0-9-]|\$)" && { found=1; break; }; done
+    for s in ${subs//|/ }; do has_opt "$cmd" "$s" "$opt" && { found=1; break; }; done
   else
-    help_of "$cmd" - | grep -Eq -- "$opt([^a-z0-9-]|\$)" && found=1
+    has_opt "$cmd" - "$opt" && found=1
   fi
   checked=$((checked + 1))
   if [ $found = 0 ]; then

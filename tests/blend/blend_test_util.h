@@ -18,6 +18,7 @@
 #include "model/loader.h"
 #include "model/model.h"
 #include "model/synthetic.h"
+#include "tests/support/source_dir.h"
 
 namespace ragkv::blend::testing {
 

@@ -46,6 +46,7 @@
 #define LLVMFuzzerInitialize ProtoRequestInit
 #define LLVMFuzzerTestOneInput ProtoRequestOne
 #include "fuzz/proto_request_fuzzer.cc"
+#include "tests/support/source_dir.h"
 #undef LLVMFuzzerInitialize
 #undef LLVMFuzzerTestOneInput
 #endif

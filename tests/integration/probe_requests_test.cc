@@ -29,6 +29,7 @@
 #include "tests/integration/serve_process.h"
 #include "tests/integration/sidecar_fixture.h"
 #include "tests/support/require.h"
+#include "tests/support/source_dir.h"
 
 namespace ragkv::testing {
 namespace {
@@ -298,7 +299,7 @@ int ThreadsOf(int pid) {
 
 std::string CorpusDir() {
   const char* env = std::getenv("RAGKV_TEST_CORPUS");
-  return env ? env : RAGKV_SOURCE_DIR "/../shared/corpus";
+  return env ? env : RAGKV_SOURCE_DIR + "/../shared/corpus";
 }
 
 TEST_F(ProbeTest, WatchersShareOneThreadAndHonourTheirInterval) {

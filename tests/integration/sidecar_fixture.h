@@ -17,12 +17,13 @@
 #include "tests/integration/client_util.h"
 #include "kernels/cpu.h"
 #include "services/sidecar.h"
+#include "tests/support/source_dir.h"
 
 namespace ragkv::testing {
 
 inline std::string ModelsDir() {
   const char* env = std::getenv("RAGKV_TEST_MODELS");
-  return env ? env : RAGKV_SOURCE_DIR "/../shared/models";
+  return env ? env : RAGKV_SOURCE_DIR + "/../shared/models";
 }
 inline std::string TestModelPath() { return ModelsDir() + "/stories260K.gguf"; }
 inline bool HaveTestModel() { return std::filesystem::exists(TestModelPath()); }

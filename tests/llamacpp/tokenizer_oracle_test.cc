@@ -18,6 +18,7 @@
 #include "tests/model/test_util.h"
 #include "tests/support/llamacpp_oracle.h"
 #include "tests/support/require.h"
+#include "tests/support/source_dir.h"
 
 namespace ragkv::model {
 namespace {

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/require.h"
+#include "tests/support/source_dir.h"
 
 namespace ragkv::model::testing {
 

@@ -35,6 +35,7 @@
 #include "model/model.h"
 #include "model/sampler.h"
 #include "tests/support/require.h"
+#include "tests/support/source_dir.h"
 
 namespace ragkv {
 namespace {
@@ -174,7 +175,7 @@ TEST(EngineWireTest, SyntheticModel) {
 TEST(EngineWireTest, Stories260K) {
   const char* env = std::getenv("RAGKV_TEST_MODELS");
   const std::string path = (env != nullptr && *env ? std::string(env)
-                                                   : std::string(RAGKV_SOURCE_DIR "/../shared/models")) +
+                                                   : (RAGKV_SOURCE_DIR + "/../shared/models")) +
                            "/stories260K.bin";
   RAGKV_REQUIRE_OR_SKIP(std::filesystem::exists(path)) << "no " << path;
   model::LoadOptions lo;

@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "tests/support/source_dir.h"
 
 namespace ragkv::services {
 namespace {

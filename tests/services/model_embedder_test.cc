@@ -14,6 +14,7 @@
 #include "model/tokenizer.h"
 #include "retrieval/retriever.h"
 #include "tests/support/require.h"
+#include "tests/support/source_dir.h"
 
 namespace ragkv::services {
 namespace {
