@@ -1,6 +1,8 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
+#include <chrono>
+#include <future>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -23,6 +25,9 @@ struct Scheduler::Slot {
   // tokens: what the sequence's cells hold (kept after a request ends, so
   // the next request with the same prefix reuses it).
   std::vector<int32_t> tokens;
+  // fetching: the request's Blend stream runs (fetch's thread).
+  bool fetching = false;
+  std::future<std::unique_ptr<engine::llamacpp::LlamaCppEngine::Fetched>> fetch;
 };
 
 namespace {
@@ -123,7 +128,7 @@ void Scheduler::Loop() {
     {
       std::unique_lock<std::mutex> l(mu_);
       cv_.wait(l, [&] {
-        return stop_ || active_.load() > 0 ||
+        return stop_ || decoding_ > 0 || fetches_ready_ > 0 ||
                (!queue_.empty() && active_.load() < o_.parallel);
       });
       if (stop_) {
@@ -131,6 +136,10 @@ void Scheduler::Loop() {
         for (auto& j : queue_) j->Finish(j->info, "the server is shutting down");
         queue_.clear();
         if (active_.load() == 0) break;
+        if (decoding_ == 0 && fetches_ready_ == 0) {
+          // Only Blend streams in flight: wait for one to end.
+          cv_.wait_for(l, std::chrono::milliseconds(50));
+        }
       }
       // Each queued job (FIFO) takes the free slot whose kept cells share
       // the longest prefix with its prompt.
@@ -151,9 +160,19 @@ void Scheduler::Loop() {
     }
     for (Slot* s : admitted) Start(s);
     for (auto& s : slots_) {
-      if (s->job && s->job->cancelled()) Release(s.get(), "", "cancelled");
+      if (s->fetching &&
+          s->fetch.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+        Arrived(s.get());
+      }
+    }
+    // A cancelled request frees its slot now, unless its Blend stream is
+    // still running (then when it ends).
+    for (auto& s : slots_) {
+      if (s->job && !s->fetching && s->job->cancelled()) Release(s.get(), "", "cancelled");
     }
     if (active_.load() > 0) Step();
+    decoding_ = 0;
+    for (auto& s : slots_) decoding_ += s->job && s->next >= 0;
   }
 }
 
@@ -248,8 +267,39 @@ bool Scheduler::Start(Slot* s) {
   }
   s->tokens.clear();
   const bool local = j.ragkv.mode == "local" || (j.ragkv.mode == "full" && j.prompt.size() < 2);
-  lc::LlamaCppEngine* engine = local ? o_.local : o_.engine;
-  auto r = engine->Prefill(BlendRequestOf(j, o_.wire_dtype), j.prompt, s->id);
+  if (!local) {
+    // The Blend stream runs on its own thread while the other slots decode;
+    // the loop hands its rows over when it is done (Finished).
+    s->fetching = true;
+    v1::BlendRequest req = BlendRequestOf(j, o_.wire_dtype);
+    s->fetch = std::async(std::launch::async, [this, req = std::move(req)] {
+      auto f = o_.engine->Fetch(req);
+      std::lock_guard<std::mutex> l(mu_);
+      ++fetches_ready_;
+      cv_.notify_all();
+      return f;
+    });
+    return true;
+  }
+  return Begin(s, o_.local->Prefill(BlendRequestOf(j, o_.wire_dtype), j.prompt, s->id), true);
+}
+
+bool Scheduler::Arrived(Slot* s) {
+  std::unique_ptr<lc::LlamaCppEngine::Fetched> f = s->fetch.get();
+  s->fetching = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    --fetches_ready_;
+  }
+  if (s->job->cancelled()) {
+    Release(s, "", "cancelled");
+    return false;
+  }
+  return Begin(s, o_.engine->Apply(std::move(f), s->job->prompt, s->id), false);
+}
+
+bool Scheduler::Begin(Slot* s, absl::StatusOr<lc::LlamaCppEngine::Result> r, bool local) {
+  Job& j = *s->job;
   if (!r.ok()) {
     RAGKV_LOG(WARNING) << "llama.cpp prefill failed: " << r.status();
     Release(s, "", "prefill failed: " + r.status().ToString());

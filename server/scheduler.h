@@ -8,8 +8,10 @@
 // prompt. A slot keeps its last request's cells (prompt and output): when
 // they cover at least half of the new prompt (and the mode is not full or
 // local), llama.cpp decodes only the rest; otherwise the prompt's KV comes
-// from the sidecar through LlamaCppEngine, with its fallbacks. Then decode
-// steps: one llama_decode over every active
+// from the sidecar through LlamaCppEngine, with its fallbacks: its Blend
+// stream (LlamaCppEngine::Fetch) runs on a thread of its own while the
+// other slots keep decoding, and the loop hands the rows over (Apply) when
+// it ends. Then decode steps: one llama_decode over every active
 // slot's next token, each slot sampling from its own row with llama.cpp's
 // sampler chain (seeded; temperature 0 is greedy). A job ends at an
 // end-of-generation token, a stop string, max_tokens, or the slot's
@@ -109,6 +111,10 @@ class Scheduler {
   void Loop();
   bool Start(Slot* s);
   bool StartFromPrefix(Slot* s, size_t lcp);
+  // Arrived: a slot's Blend stream ended: its rows into the slot (Apply).
+  bool Arrived(Slot* s);
+  // Begin: the prompt is in the slot's cells: sample the first token.
+  bool Begin(Slot* s, absl::StatusOr<engine::llamacpp::LlamaCppEngine::Result> r, bool local);
   void Step();
   // Accept: handles a sampled token; false when the job ended.
   bool Accept(Slot* s, int32_t token);
@@ -121,6 +127,8 @@ class Scheduler {
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
   bool draining_ = false, stop_ = false;
+  int fetches_ready_ = 0;  // Blend streams ended, not yet handed over (under mu_)
+  int decoding_ = 0;       // slots with a token to decode (the loop's own)
   std::atomic<int> active_{0};
   std::atomic<int64_t> done_{0}, cancelled_{0}, steps_{0};
   std::thread loop_;

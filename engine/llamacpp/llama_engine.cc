@@ -110,14 +110,36 @@ absl::StatusOr<std::unique_ptr<LlamaCppEngine>> LlamaCppEngine::Create(Options o
   return std::unique_ptr<LlamaCppEngine>(new LlamaCppEngine(std::move(o), l));
 }
 
-absl::StatusOr<int64_t> LlamaCppEngine::FromSidecar(const v1::BlendRequest& request,
-                                                    const std::vector<int32_t>& prompt,
-                                                    int32_t seq, Result* r) {
-  SeqSink sink(layout_, o_.model_fingerprint, o_.on_layer, &k_buf_, &v_buf_);
+void LlamaCppEngine::FetchInto(const v1::BlendRequest& request, Fetched* f) const {
+  f->raw = request.has_raw();
+  SeqSink sink(layout_, o_.model_fingerprint, o_.on_layer, &f->k, &f->v);
   const auto t0 = Clock::now();
-  RETURN_IF_ERROR(o_.sidecar->Blend(request, &sink, o_.deadline));
-  r->blend_ms = MsSince(t0);
-  const FusedPromptInfo& info = sink.info();
+  f->status = o_.sidecar->Blend(request, &sink, o_.deadline);
+  f->blend_ms = MsSince(t0);
+  f->info = sink.info();
+  f->stats = sink.stats();
+  f->layers = sink.layers();
+  f->type = sink.type();
+}
+
+std::unique_ptr<LlamaCppEngine::Fetched> LlamaCppEngine::Fetch(
+    const v1::BlendRequest& request) const {
+  auto f = std::make_unique<Fetched>();
+  f->raw = request.has_raw();
+  if (o_.sidecar == nullptr) {
+    f->status = absl::FailedPreconditionError("LlamaCppEngine: no sidecar to fetch from");
+    return f;
+  }
+  FetchInto(request, f.get());
+  return f;
+}
+
+absl::StatusOr<int64_t> LlamaCppEngine::Handover(const Fetched& f,
+                                                 const std::vector<int32_t>& prompt, int32_t seq,
+                                                 Result* r) {
+  RETURN_IF_ERROR(f.status);
+  r->blend_ms = f.blend_ms;
+  const FusedPromptInfo& info = f.info;
   // Rows agree with the engine's prompt up to the first differing token;
   // llama.cpp always decodes at least the last token itself.
   const int64_t T = info.num_tokens, P = static_cast<int64_t>(prompt.size());
@@ -141,36 +163,36 @@ absl::StatusOr<int64_t> LlamaCppEngine::FromSidecar(const v1::BlendRequest& requ
   kv.n_kv_heads = info.num_kv_heads;
   kv.head_dim = info.head_dim;
   kv.head_stride = T * info.head_dim;
-  kv.type = sink.type();
-  for (size_t l = 0; l < sink.layers(); ++l) {
-    kv.k.push_back(sink.k(l).data());
-    kv.v.push_back(sink.v(l).data());
+  kv.type = f.type;
+  for (size_t l = 0; l < f.layers; ++l) {
+    kv.k.push_back(f.k[l].data());
+    kv.v.push_back(f.v[l].data());
   }
   RETURN_IF_ERROR(LoadSeqKv(o_.ctx, seq, layout_, kv, &blob_));
   r->handover_ms = MsSince(t1);
   r->handed_over_tokens = static_cast<int>(rows);
   r->reused_tokens = CachedRows(info, rows);
-  r->recomputed_tokens = static_cast<int>(sink.stats().recomputed_tokens);
+  r->recomputed_tokens = static_cast<int>(f.stats.recomputed_tokens);
   return rows;
 }
 
-absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::Prefill(const v1::BlendRequest& request,
-                                                              const std::vector<int32_t>& prompt,
-                                                              int32_t seq) {
+absl::Status LlamaCppEngine::CheckPrompt(const std::vector<int32_t>& prompt) const {
   if (static_cast<int64_t>(prompt.size()) < o_.local_tail) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "LlamaCppEngine: a prompt of %d tokens is shorter than local_tail %d", prompt.size(),
         o_.local_tail));
   }
-  Result r;
-  r.prompt = prompt;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::Complete(absl::StatusOr<int64_t> got,
+                                                               bool raw,
+                                                               const std::vector<int32_t>& prompt,
+                                                               int32_t seq, Result r) {
   int64_t rows = 0;
-  // No sidecar configured: llama.cpp's own prefill by design, not a fallback.
-  absl::StatusOr<int64_t> got = int64_t{0};
-  if (o_.sidecar != nullptr) got = FromSidecar(request, prompt, seq, &r);
   if (got.ok()) {
     rows = *got;
-  } else if (absl::IsNotFound(got.status()) && request.has_raw()) {
+  } else if (absl::IsNotFound(got.status()) && raw) {
     // A raw prompt holding no stored chunk: llama.cpp's own prefill by
     // design (nothing to reuse), not a fallback.
     r = Result{};
@@ -192,6 +214,37 @@ absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::Prefill(const v1::BlendRe
   r.decode_ms = MsSince(t0);
   r.prefilled_tokens = static_cast<int>(prompt.size() - rows);
   return r;
+}
+
+absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::Prefill(const v1::BlendRequest& request,
+                                                              const std::vector<int32_t>& prompt,
+                                                              int32_t seq) {
+  RETURN_IF_ERROR(CheckPrompt(prompt));
+  Result r;
+  r.prompt = prompt;
+  // No sidecar configured: llama.cpp's own prefill by design, not a fallback.
+  absl::StatusOr<int64_t> got = int64_t{0};
+  if (o_.sidecar != nullptr) {
+    // The engine's buffers lend their capacity to this fetch.
+    Fetched f;
+    f.k.swap(k_buf_);
+    f.v.swap(v_buf_);
+    FetchInto(request, &f);
+    got = Handover(f, prompt, seq, &r);
+    k_buf_.swap(f.k);
+    v_buf_.swap(f.v);
+  }
+  return Complete(std::move(got), request.has_raw(), prompt, seq, std::move(r));
+}
+
+absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::Apply(std::unique_ptr<Fetched> fetched,
+                                                            const std::vector<int32_t>& prompt,
+                                                            int32_t seq) {
+  RETURN_IF_ERROR(CheckPrompt(prompt));
+  Result r;
+  r.prompt = prompt;
+  absl::StatusOr<int64_t> got = Handover(*fetched, prompt, seq, &r);
+  return Complete(std::move(got), fetched->raw, prompt, seq, std::move(r));
 }
 
 absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::PrefillRaw(

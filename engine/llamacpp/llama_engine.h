@@ -17,8 +17,8 @@
 // what follows) and llama.cpp prefills from p. The result says what came
 // from where and why; fallbacks() counts each fallback.
 //
-// Thread safety: one Prefill at a time per engine (a llama_context is
-// single-threaded).
+// Thread safety: one Prefill / Apply at a time per engine (a llama_context
+// is single-threaded); Fetch is thread-safe.
 #ifndef RAGKV_ENGINE_LLAMACPP_LLAMA_ENGINE_H_
 #define RAGKV_ENGINE_LLAMACPP_LLAMA_ENGINE_H_
 
@@ -85,17 +85,46 @@ class LlamaCppEngine {
   absl::StatusOr<Result> PrefillRaw(const std::vector<int32_t>& prompt, uint32_t query_tokens,
                                     const v1::BlendOptions& options, int32_t seq);
 
-  // fallbacks: how many Prefill calls prefilled more than the last token.
+  // Fetched: the sidecar's answer to one Blend request (the fused layers as
+  // received), held between Fetch and Apply.
+  struct Fetched {
+    absl::Status status;  // the stream's; not OK: Apply prefills locally
+    bool raw = false;     // the request was a raw prompt
+    FusedPromptInfo info;
+    BlendStats stats;
+    std::vector<std::string> k, v;  // per layer: [H][T][D] F32 or F16 bytes
+    size_t layers = 0;
+    int32_t type = 0;  // ggml type of k / v
+    double blend_ms = 0;
+  };
+  // Prefill in two halves, so that the Blend stream can run while the
+  // context serves other sequences (the HTTP server's slots):
+  // Fetch: `request`'s Blend stream. Touches no llama_context: callable on
+  // any thread, several at once (on_layer is called on the calling
+  // thread); without a sidecar its status is FAILED_PRECONDITION.
+  std::unique_ptr<Fetched> Fetch(const v1::BlendRequest& request) const;
+  // Apply: on the context's thread, what Prefill does with a finished
+  // stream: the rows of `fetched` that agree with `prompt` into sequence
+  // `seq` (with Prefill's fallbacks), llama.cpp decodes the rest.
+  absl::StatusOr<Result> Apply(std::unique_ptr<Fetched> fetched,
+                               const std::vector<int32_t>& prompt, int32_t seq);
+
+  // fallbacks: how many Prefill / Apply calls prefilled more than the last token.
   int64_t fallbacks() const { return fallbacks_; }
   const SeqStateLayout& layout() const { return layout_; }
 
  private:
   LlamaCppEngine(Options o, SeqStateLayout l) : o_(std::move(o)), layout_(l) {}
-  // FromSidecar: hands over the rows of `prompt` the sidecar delivered
-  // intact; returns how many (0..prompt.size()-1).
-  absl::StatusOr<int64_t> FromSidecar(const v1::BlendRequest& request,
-                                      const std::vector<int32_t>& prompt, int32_t seq,
-                                      Result* r);
+  // FetchInto: runs the Blend stream into *f (its buffers reused).
+  void FetchInto(const v1::BlendRequest& request, Fetched* f) const;
+  // Handover: hands over the rows of `prompt` the sidecar delivered intact;
+  // returns how many (0..prompt.size()-1).
+  absl::StatusOr<int64_t> Handover(const Fetched& f, const std::vector<int32_t>& prompt,
+                                   int32_t seq, Result* r);
+  absl::Status CheckPrompt(const std::vector<int32_t>& prompt) const;
+  // Complete: the fallback decision and llama.cpp's decode of the rest.
+  absl::StatusOr<Result> Complete(absl::StatusOr<int64_t> got, bool raw,
+                                  const std::vector<int32_t>& prompt, int32_t seq, Result r);
 
   Options o_;
   SeqStateLayout layout_;
