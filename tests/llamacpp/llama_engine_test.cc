@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/llamacpp/llama_engine.h"
@@ -182,6 +183,35 @@ class LlamaCppEngineTest : public ::testing::TestWithParam<std::string> {
   std::vector<int32_t> prompt_, own_greedy_;
   std::vector<float> own_;
 };
+
+// Prefill in two halves: the Blend stream fetched on another thread, the
+// rows applied on the context's: the same answer as Prefill; a fetch that
+// failed falls back in Apply.
+TEST_P(LlamaCppEngineTest, FetchOnAnotherThreadThenApplyIsPrefill) {
+  ASSERT_NO_FATAL_FAILURE(Serve());
+  const v1::BlendRequest request = FromChunks();
+  auto engine = Engine(client_.get());
+  ASSERT_NE(engine, nullptr);
+  std::unique_ptr<lc::LlamaCppEngine::Fetched> f;
+  std::thread t([&] { f = engine->Fetch(request); });
+  t.join();
+  ASSERT_NE(f, nullptr);
+  ASSERT_TRUE(f->status.ok()) << f->status;
+  auto r = engine->Apply(std::move(f), prompt_, 0);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->fallback.empty()) << r->fallback;
+  EXPECT_EQ(r->handed_over_tokens, static_cast<int>(prompt_.size()) - 1);
+  EXPECT_EQ(r->reused_tokens, chunk_tokens_);
+  ExpectOwnAnswer(*r);
+  auto failed = std::make_unique<lc::LlamaCppEngine::Fetched>();
+  failed->status = absl::UnavailableError("cut");
+  auto fb = engine->Apply(std::move(failed), prompt_, 0);
+  ASSERT_TRUE(fb.ok()) << fb.status();
+  EXPECT_FALSE(fb->fallback.empty());
+  EXPECT_EQ(fb->prefilled_tokens, static_cast<int>(prompt_.size()));
+  ExpectOwnAnswer(*fb, /*local=*/true);
+  EXPECT_EQ(engine->fallbacks(), 1);
+}
 
 TEST_P(LlamaCppEngineTest, FusedKvFromTheSidecarGivesLlamaCppsOwnAnswer) {
   ASSERT_NO_FATAL_FAILURE(Serve());
