@@ -98,6 +98,7 @@ struct Usage {
 // Timing: the TTFT breakdown sent in the `ragkv` extension field.
 struct Timing {
   double queue_ms = 0, blend_ms = 0, handover_ms = 0, prefill_ms = 0, ttft_ms = 0;
+  double e2e_ms = 0;  // arrival to the last token
   int handed_over_tokens = 0, recomputed_tokens = 0, prefilled_tokens = 0;
   int slot_prefix_tokens = 0;  // rows the slot's kept cells served
   std::string fallback;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/api.h"
+#include "server/metrics.h"
 #include "server/prompt.h"
 #include "server/scheduler.h"
 
@@ -24,6 +25,7 @@ struct HttpServer::Impl {
   int64_t created = std::time(nullptr);
   std::atomic<uint64_t> seq{0};
   uint64_t nonce = std::random_device{}();
+  HttpMetrics metrics;
 
   void Routes();
   void Generate(const httplib::Request& req, httplib::Response& res, bool chat);
@@ -98,6 +100,25 @@ void HttpServer::Impl::Routes() {
                                     R"("done":%d,"cancelled":%d})",
                                     st.parallel, st.active, st.queued, st.done, st.cancelled),
                     "application/json");
+  });
+  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    const std::string& p = req.path;
+    metrics.Request(p == "/v1/chat/completions" ? "chat"
+                    : p == "/v1/completions"    ? "completions"
+                    : p == "/v1/models"         ? "models"
+                    : p == "/health"            ? "health"
+                    : p == "/metrics"           ? "metrics"
+                                                : "other",
+                    res.status);
+  });
+  http.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!Authorized(req, res)) return;
+    HttpMetrics::Gauges g;
+    if (Scheduler* sched = scheduler.load(); sched != nullptr) {
+      const Scheduler::Stats st = sched->stats();
+      g = {st.parallel, st.active, st.queued};
+    }
+    res.set_content(metrics.Render(g), "text/plain; version=0.0.4");
   });
   http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     if (!Authorized(req, res)) return;
@@ -192,6 +213,7 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
     return;
   }
   Completion c = job->result();
+  metrics.Finished(c);
   res.set_content(chat ? ChatResponseJson(c) : CompletionResponseJson(c), "application/json");
 }
 
@@ -201,7 +223,7 @@ void HttpServer::Impl::Stream(httplib::Response& res, std::shared_ptr<Job> job, 
   auto started = std::make_shared<bool>(false);
   res.set_chunked_content_provider(
       "text/event-stream",
-      [job, chat, include_usage, started](size_t, httplib::DataSink& sink) {
+      [this, job, chat, include_usage, started](size_t, httplib::DataSink& sink) {
         auto write = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
         if (!*started) {
           *started = true;
@@ -229,6 +251,7 @@ void HttpServer::Impl::Stream(httplib::Response& res, std::shared_ptr<Job> job, 
           write("data: " + ErrorJson(Error(500, job->error(), "server_error")) + "\n\n");
         } else {
           const Completion& c = job->result();
+          metrics.Finished(c);
           write(chat ? ChatChunkSse(c, "", false, c.finish_reason)
                      : CompletionChunkSse(c, "", c.finish_reason));
           if (include_usage) write(UsageChunkSse(c, chat));

@@ -453,6 +453,7 @@ void Scheduler::Release(Slot* s, const std::string& finish, const std::string& e
   if (s->text.size() > s->sent) s->job->Append(s->text.substr(s->sent));
   s->c.text = s->text;
   s->c.finish_reason = finish;
+  s->c.timing.e2e_ms = MsSince(s->job->submitted);
   if (error == "cancelled") cancelled_.fetch_add(1);
   s->job->Finish(std::move(s->c), error);
   s->c = Completion{};

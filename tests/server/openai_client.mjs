@@ -111,6 +111,13 @@ const cases = {
     } while (++tries < 20 && second.usage.prompt_tokens_details.cached_tokens === 0);
     return { first, second, tries };
   },
+  metrics: async () => {
+    await chatStream({ ...input });
+    await chat({ ...input });
+    await raw("/v1/chat/completions", "{bad");
+    const r = await fetch(base + "/metrics");
+    return { status: r.status, text: await r.text() };
+  },
   // conversation: a first turn, the same prompt again, then a second turn.
   conversation: async () => {
     const first = await chat(input);

@@ -411,6 +411,31 @@ TEST_F(OpenAiServerTest, PastedPassagesAreServedFromStoredChunks) {
   Stop(pid);
 }
 
+// Prometheus text: a value of one sample ("name{labels} value").
+double Sample(const std::string& text, const std::string& series) {
+  const size_t at = text.find("\n" + series + " ");
+  return at == std::string::npos ? -1 : std::atof(text.c_str() + at + series.size() + 2);
+}
+
+TEST_F(OpenAiServerTest, MetricsCountRequestsTokensAndLatency) {
+  const json before = Node("metrics", ChatBody("local", 6));
+  const json after = Node("metrics", ChatBody("local", 6));
+  ASSERT_EQ(after["status"], 200) << after;
+  const std::string a = before["text"], b = after["text"];
+  // Two generations each time (one streamed), one bad request.
+  EXPECT_EQ(Sample(b, "ragkv_http_ttft_seconds_count") - Sample(a, "ragkv_http_ttft_seconds_count"),
+            2) << b;
+  EXPECT_EQ(Sample(b, "ragkv_http_tpot_seconds_count") - Sample(a, "ragkv_http_tpot_seconds_count"),
+            2) << b;
+  EXPECT_EQ(Sample(b, "ragkv_http_completion_tokens_total") -
+                Sample(a, "ragkv_http_completion_tokens_total"),
+            12) << b;
+  EXPECT_GE(Sample(b, "ragkv_http_requests_total{endpoint=\"chat\",code=\"400\"}"), 2) << b;
+  EXPECT_GE(Sample(b, "ragkv_http_requests_total{endpoint=\"chat\",code=\"200\"}"), 4) << b;
+  EXPECT_EQ(Sample(b, "ragkv_http_slots"), 4) << b;
+  EXPECT_EQ(Sample(b, "ragkv_http_queue_depth"), 0) << b;
+}
+
 TEST(ServeEngineTest, WithoutLlamaCppExitsTwoNamingTheSetup) {
   int rc = 0;
   const std::string out = RunCapture(
@@ -510,8 +535,12 @@ TEST_F(OpenAiServerTest, BadInputIsRefusedByName) {
     const json& e = r[name];
     EXPECT_EQ(e["status"], status) << e;
     const json& err = e.contains("json") ? e["json"]["error"] : e;
-    if (param != nullptr) EXPECT_EQ(err["param"], param) << e;
-    if (code != nullptr) EXPECT_EQ(err["code"], code) << e;
+    if (param != nullptr) {
+      EXPECT_EQ(err["param"], param) << e;
+    }
+    if (code != nullptr) {
+      EXPECT_EQ(err["code"], code) << e;
+    }
     if (e.contains("json") && status >= 400) {
       for (const char* k : {"message", "type", "param", "code"}) EXPECT_TRUE(err.contains(k)) << k;
     }
