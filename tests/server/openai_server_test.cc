@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -434,6 +435,34 @@ TEST_F(OpenAiServerTest, MetricsCountRequestsTokensAndLatency) {
   EXPECT_GE(Sample(b, "ragkv_http_requests_total{endpoint=\"chat\",code=\"200\"}"), 4) << b;
   EXPECT_EQ(Sample(b, "ragkv_http_slots"), 4) << b;
   EXPECT_EQ(Sample(b, "ragkv_http_queue_depth"), 0) << b;
+}
+
+// SIGTERM drains: a stream in flight runs to its end, then the server exits 0.
+TEST_F(OpenAiServerTest, SigtermLetsInFlightStreamsFinish) {
+  pid_t pid = -1;
+  std::string url;
+  ASSERT_NO_FATAL_FAILURE(Spawn({"--parallel", "1", "--ctx-size", "1024"}, "drain-data", &pid, &url));
+  json body = ChatBody("local", 900);
+  body["logit_bias"] = {{"2", -100}};  // no end of story: it runs to max_tokens
+  json r;
+  std::thread client([&] { r = Node("chat_stream", body, url); });
+  // Once the stream is under way (the slot is busy), ask the server to stop.
+  for (int i = 0; i < 200; ++i) {
+    int rc = 0;
+    const std::string h = RunCapture(
+        {"node", "-e", "fetch(process.argv[1]).then((r) => r.text()).then(console.log)",
+         url + "/health"},
+        ".", &rc);
+    if (h.find("\"active\":1") != std::string::npos) break;
+    ::usleep(20000);
+  }
+  ::kill(pid, SIGTERM);
+  client.join();
+  EXPECT_EQ(r["finish_reason"], "length") << r;
+  EXPECT_EQ(r["usage"].is_null() ? 0 : 1, 0);  // include_usage was not asked
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 TEST(ServeEngineTest, WithoutLlamaCppExitsTwoNamingTheSetup) {
