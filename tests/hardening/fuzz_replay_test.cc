@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/support/source_dir.h"
 
 // Each fuzz target's entry points, renamed so the six can share a binary.
 #define LLVMFuzzerInitialize KvChunkInit
@@ -46,7 +47,6 @@
 #define LLVMFuzzerInitialize ProtoRequestInit
 #define LLVMFuzzerTestOneInput ProtoRequestOne
 #include "fuzz/proto_request_fuzzer.cc"
-#include "tests/support/source_dir.h"
 #undef LLVMFuzzerInitialize
 #undef LLVMFuzzerTestOneInput
 #endif

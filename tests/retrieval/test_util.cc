@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
+
 #include "tests/support/source_dir.h"
 
 namespace ragkv::retrieval::testing {
