@@ -265,7 +265,8 @@ absl::StatusOr<bool> Pipeline::RecoverFailedLoad(const absl::Status& st, RunStat
 
 absl::StatusOr<RequestResult> Pipeline::Finish(RunState* run, blend::BlendResult* r) const {
   const Options& o = options_;
-  std::vector<std::vector<int32_t>> misses = internal::Misses(run->pieces);  // failed ones too
+  std::vector<std::vector<int32_t>> misses;  // failed ones too; read before the sources go
+  if (store_back_ != nullptr) misses = internal::Misses(run->pieces);
   const int64_t exact_rows = internal::ExactRows(run->layout, run->bo.strategy);  // reads sources
   internal::ObserveBandwidth(o, run->bo, run->served, run->pieces, *r);
   internal::ObserveTierReads(o, run->bo.strategy, run->pieces);

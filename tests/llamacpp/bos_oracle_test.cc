@@ -18,6 +18,7 @@
 #include "model/tokenizer.h"
 #include "tests/model/tiny_vocab.h"
 #include "tests/support/llamacpp_oracle.h"
+#include "tests/support/run_command.h"
 
 namespace ragkv::model {
 namespace {
@@ -167,12 +168,8 @@ TEST(BosOracleTest, TokenizeCommandMatchesLlamaCppWithSpecials) {
     const std::string vocab = std::string(RAGKV_LLAMACPP_MODELS_DIR) + "/ggml-vocab-" + name + ".gguf";
     const std::string cmd = std::string(RAGKV_BINARY) + " tokenize --model " + vocab + " --text '" +
                             kText + "' --ids";
-    FILE* p = ::popen(cmd.c_str(), "r");
-    ASSERT_NE(p, nullptr);
-    char buf[4096];
     std::string out;
-    while (size_t n = std::fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
-    ASSERT_EQ(::pclose(p), 0) << out;
+    ASSERT_EQ(::ragkv::testing::RunCommand(cmd, &out), 0) << out;
     auto theirs = ::ragkv::testing::LlamaCppModel::Load(vocab, {.vocab_only = true});
     ASSERT_TRUE(theirs.ok());
     auto want = (*theirs)->Tokenize(kText, /*add_special=*/true, false);

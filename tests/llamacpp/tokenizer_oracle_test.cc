@@ -19,6 +19,7 @@
 #include "tests/support/llamacpp_oracle.h"
 #include "tests/support/require.h"
 #include "tests/support/source_dir.h"
+#include "tests/support/run_command.h"
 
 namespace ragkv::model {
 namespace {
@@ -121,12 +122,8 @@ TEST(TokenizeCommandTest, IdsMatchLlamaCpp) {
   const std::string text = "The Eiffel Tower, completed in 1889, is 330 m tall.";
   const std::string cmd = std::string(RAGKV_BINARY) + " tokenize --model " + vocab +
                           " --text '" + text + "' --ids --no-bos";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  char buf[4096];
   std::string out;
-  while (size_t n = std::fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
-  ASSERT_EQ(::pclose(p), 0) << out;
+  ASSERT_EQ(::ragkv::testing::RunCommand(cmd, &out), 0) << out;
   auto theirs = ::ragkv::testing::LlamaCppModel::Load(vocab, {.vocab_only = true});
   ASSERT_TRUE(theirs.ok());
   auto want = (*theirs)->Tokenize(text, false, false);
@@ -135,10 +132,10 @@ TEST(TokenizeCommandTest, IdsMatchLlamaCpp) {
   for (size_t i = 0; i < want->size(); ++i) expect += (i ? ", " : "") + std::to_string((*want)[i]);
   EXPECT_EQ(out, expect + "]\n");
   // A missing file: exit 1 with a message.
-  FILE* q = ::popen((std::string(RAGKV_BINARY) + " tokenize --model /nonexistent --text x 2>&1").c_str(), "r");
   out.clear();
-  while (size_t n = std::fread(buf, 1, sizeof(buf), q)) out.append(buf, n);
-  EXPECT_NE(::pclose(q), 0);
+  EXPECT_NE(::ragkv::testing::RunCommand(
+                std::string(RAGKV_BINARY) + " tokenize --model /nonexistent --text x 2>&1", &out),
+            0);
   EXPECT_NE(out.find("/nonexistent"), std::string::npos) << out;
 }
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tests/support/run_command.h"
 
 namespace ragkv::testing {
 namespace {
@@ -18,13 +19,8 @@ absl::StatusOr<std::string> ConfigGet(const std::string& host, const std::string
                                       const std::string& param) {
   const std::string cmd =
       absl::StrCat("redis-cli -h ", host, " -p ", port, " --raw CONFIG GET ", param, " 2>&1");
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return absl::UnavailableError("cannot run redis-cli");
   std::string out;
-  char buf[512];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  const int rc = ::pclose(p);
+  const int rc = RunCommand(cmd, &out);
   std::vector<std::string> lines = absl::StrSplit(out, '\n');
   if (rc != 0 || lines.empty() || lines[0] != param) {
     return absl::UnavailableError(absl::StrCat("RAGKV_TEST_REDIS ", host, ":", port,
