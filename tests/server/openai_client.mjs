@@ -86,7 +86,13 @@ const cases = {
     const a = await chatStream(input, 2);
     // The server goes on serving after the abort.
     const b = await chat({ ...input, max_tokens: 4 });
-    const health = (await raw("/health", null, "GET")).json;
+    // A slot is freed just after its response is written: ask /health until
+    // no slot is active (at most 20 tries, 50 ms apart).
+    let health, tries = 0;
+    do {
+      if (tries) await new Promise((r) => setTimeout(r, 50));
+      health = (await raw("/health", null, "GET")).json;
+    } while (++tries < 20 && health.active !== 0);
     return { abort: a, after: b, before, health };
   },
   // busy: every request at once; those beyond the slots and the queue get 429.
