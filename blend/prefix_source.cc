@@ -70,13 +70,12 @@ absl::Status PrefixKvSource::ReadLayer(int layer, kernels::TensorView dst_k,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<StoreChunk>> EncodePrefixBlocks(const model::KVCache& cache,
-                                                           absl::Span<const int32_t> tokens,
-                                                           const kvstore::Fingerprint& fp,
-                                                           int block_tokens, int first_block,
-                                                           int last_block, kernels::DType dtype,
-                                                           kvstore::Codec codec) {
-  const std::vector<kvstore::ChunkKey> keys = PrefixBlockKeys(fp, tokens, block_tokens);
+absl::StatusOr<std::vector<StoreChunk>> EncodePrefixBlocks(
+    const model::KVCache& cache, absl::Span<const int32_t> tokens, const kvstore::Fingerprint& fp,
+    int block_tokens, int first_block, int last_block, kernels::DType dtype, kvstore::Codec codec,
+    const kvstore::Fingerprint* key_fp) {
+  const std::vector<kvstore::ChunkKey> keys =
+      PrefixBlockKeys(key_fp != nullptr ? *key_fp : fp, tokens, block_tokens);
   if (first_block < 0 || last_block > static_cast<int>(keys.size()) ||
       static_cast<int64_t>(last_block) * block_tokens > cache.num_tokens()) {
     return absl::InvalidArgumentError(absl::StrCat("EncodePrefixBlocks: blocks [", first_block, ", ",

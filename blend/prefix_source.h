@@ -59,13 +59,13 @@ class PrefixKvSource : public KvSource {
 // EncodePrefixBlocks: blocks [first_block, last_block) of `tokens` (the
 // prompt) as store records, from `cache`, whose rows [0, last_block *
 // block_tokens) must be the exact KV of those tokens (a full prefill, or the
-// rows a blend computed exactly). Records in `dtype` with `codec`.
-absl::StatusOr<std::vector<StoreChunk>> EncodePrefixBlocks(const model::KVCache& cache,
-                                                           absl::Span<const int32_t> tokens,
-                                                           const kvstore::Fingerprint& fp,
-                                                           int block_tokens, int first_block,
-                                                           int last_block, kernels::DType dtype,
-                                                           kvstore::Codec codec);
+// rows a blend computed exactly). Records in `dtype` with `codec`, under
+// the model's fingerprint `fp`; their keys chain from `key_fp` (a tenant's
+// salted fingerprint, kvstore::SaltedFingerprint), or from `fp` when null.
+absl::StatusOr<std::vector<StoreChunk>> EncodePrefixBlocks(
+    const model::KVCache& cache, absl::Span<const int32_t> tokens, const kvstore::Fingerprint& fp,
+    int block_tokens, int first_block, int last_block, kernels::DType dtype, kvstore::Codec codec,
+    const kvstore::Fingerprint* key_fp = nullptr);
 
 }  // namespace ragkv::blend
 

@@ -191,9 +191,10 @@ absl::StatusOr<ChunkKV> ThroughCodec(const ChunkKV& chunk, kvstore::Codec codec,
 
 absl::StatusOr<uint64_t> PrecomputeAndStore(const model::Model& model, kvstore::TieredStore* store,
                                             absl::Span<const int32_t> tokens,
-                                            kvstore::Codec codec) {
+                                            kvstore::Codec codec, const kvstore::ChunkKey* key) {
   ASSIGN_OR_RETURN(ChunkKV kv, PrecomputeChunk(model, tokens));
-  ASSIGN_OR_RETURN(StoreChunk enc, EncodeForStore(kv, codec));
+  ASSIGN_OR_RETURN(StoreChunk enc, key != nullptr ? EncodeForStoreAs(kv, *key, codec)
+                                                   : EncodeForStore(kv, codec));
   const uint64_t bytes = enc.chunk->TotalBytes();
   RETURN_IF_ERROR(store->Put(enc.key, enc.chunk));
   return bytes;

@@ -110,11 +110,13 @@ absl::StatusOr<ChunkKV> ThroughCodec(const ChunkKV& chunk, kvstore::Codec codec,
 // encoded by EncodeForStore with `codec` and Put in `store` under its
 // content key: the record precompute jobs and the sidecar's store-back both
 // write (the same bytes under the same key for the same codec, so duplicate
-// writes are harmless). Returns the bytes stored. Errors: those of the three
-// steps.
+// writes are harmless). `key`: store it under this key instead (a content
+// key in a salted namespace, kvstore::SaltedFingerprint). Returns the bytes
+// stored. Errors: those of the three steps.
 absl::StatusOr<uint64_t> PrecomputeAndStore(const model::Model& model, kvstore::TieredStore* store,
                                             absl::Span<const int32_t> tokens,
-                                            kvstore::Codec codec = kvstore::Codec::kRaw);
+                                            kvstore::Codec codec = kvstore::Codec::kRaw,
+                                            const kvstore::ChunkKey* key = nullptr);
 
 }  // namespace ragkv::blend
 

@@ -4,6 +4,7 @@
 // llama_context holds --parallel sequences over --ctx-size cells; the
 // engine reaches the sidecar through the connector on its own gRPC port
 // (so every fallback of LlamaCppEngine applies).
+#include <atomic>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -18,6 +19,7 @@
 #include "engine/llamacpp/runtime.h"
 #include "llama.h"
 #include "model/loader.h"
+#include "server/documents.h"
 #include "server/http_server.h"
 #include "server/prompt.h"
 #include "server/scheduler.h"
@@ -49,6 +51,8 @@ class LlamaFrontEnd : public EngineFrontEnd {
   std::unique_ptr<lc::LlamaCppEngine> engine_, local_;
   std::unique_ptr<server::PromptBuilder> prompts_;
   std::unique_ptr<server::Scheduler> scheduler_;
+  std::unique_ptr<server::SidecarDocuments> documents_;
+  std::atomic<const services::Sidecar*> sidecar_{nullptr};
 };
 
 absl::Status LlamaFrontEnd::Bind(const EngineServeFlags& flags, const std::string& model_path,
@@ -73,11 +77,19 @@ absl::Status LlamaFrontEnd::Bind(const EngineServeFlags& flags, const std::strin
     o.model_id = slash == std::string::npos ? model_path : model_path.substr(slash + 1);
   }
   o.threads = flags.parallel + flags.max_queue + 4;
+  // The sidecar's own metrics follow the server's on GET /metrics.
+  o.more_metrics = [this] {
+    const services::Sidecar* s = sidecar_.load();
+    return s == nullptr ? std::string() : s->MetricsText();
+  };
+  o.request_timeout = flags.request_timeout_s > 0 ? absl::Seconds(flags.request_timeout_s)
+                                                  : absl::InfiniteDuration();
   ASSIGN_OR_RETURN(http_, server::HttpServer::Start(o));
   return absl::OkStatus();
 }
 
 absl::Status LlamaFrontEnd::Ready(const services::SidecarOptions& so, services::Sidecar* sidecar) {
+  sidecar_.store(sidecar);
   // ragkv's view of the file: its fingerprint (the sidecar's must equal it).
   ASSIGN_OR_RETURN(model_, model::LoadModel(so.model_path));
   lc::ContextOptions co;
@@ -86,7 +98,8 @@ absl::Status LlamaFrontEnd::Ready(const services::SidecarOptions& so, services::
   co.sequences = f_.parallel;
   ASSIGN_OR_RETURN(file_, lc::LlamaFile::Open(so.model_path, co));
   ClientOptions cl;
-  cl.target = sidecar->address();
+  // The engine's sidecar: this process's, or --engine-upstream's.
+  cl.target = so.engine_upstream.empty() ? sidecar->address() : so.engine_upstream;
   cl.auth_token = auth_token_;
   if (!so.tls_cert_file.empty()) {
     std::ifstream in(so.tls_cert_file);
@@ -113,11 +126,13 @@ absl::Status LlamaFrontEnd::Ready(const services::SidecarOptions& so, services::
   sc.parallel = f_.parallel;
   sc.slot_ctx = f_.ctx_size / f_.parallel;
   sc.max_queue = f_.max_queue;
+  sc.learn = f_.learn;
   sc.wire_dtype = so.engine_kv_wire_dtype == "f32"    ? v1::DTYPE_F32
                   : so.engine_kv_wire_dtype == "bf16" ? v1::DTYPE_BF16
                                                       : v1::DTYPE_F16;
   scheduler_ = std::make_unique<server::Scheduler>(sc);
-  http_->SetReady(scheduler_.get(), prompts_.get(), file_->vocab_size());
+  documents_ = std::make_unique<server::SidecarDocuments>(client_.get(), model_->fingerprint());
+  http_->SetReady(scheduler_.get(), prompts_.get(), file_->vocab_size(), documents_.get());
   RAGKV_LOG(INFO) << "llama.cpp engine: " << f_.parallel << " slots of " << sc.slot_ctx
                   << " cells, chat template " << prompts_->template_name();
   return absl::OkStatus();

@@ -205,6 +205,15 @@ void ServeCommand::AddEngineOptions(CLI::App* cmd) {
   cmd->add_option("--chat-template", engine_.chat_template,
                   "--engine: a llama.cpp built-in chat template name (default: the file's own, "
                   "else chatml)");
+  cmd->add_option("--learn-from-traffic", engine_.learn,
+                  "--engine: store the KV of pasted passages the store has not seen, so the "
+                  "next request that pastes them reuses it (docs/engines.md)")
+      ->capture_default_str();
+  cmd->add_option("--request-timeout", engine_.request_timeout_s,
+                  "--engine: seconds a request may take from arrival to its last token; past "
+                  "it, it ends with an error (0 = no deadline)")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
 }
 
 // ExecLlama: `ragkv serve --engine llama.cpp` runs in ragkv-llama (the one

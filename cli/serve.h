@@ -30,6 +30,8 @@ struct EngineServeFlags {
   int max_queue = 64;                  // requests waiting for a slot; more get 429
   std::string alias;                   // served model id (default: the file's name)
   std::string chat_template;           // "" = the file's own, else chatml
+  bool learn = true;                   // --learn-from-traffic: store pasted passages
+  double request_timeout_s = 600;      // --request-timeout: a request's deadline (0 = none)
 };
 
 // EngineFrontEnd: what ragkv-llama adds around the sidecar. Bind runs before

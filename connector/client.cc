@@ -326,8 +326,13 @@ absl::StatusOr<v1::GetChunksResponse> Client::GetChunks(const std::vector<uint64
                                                         const CallOptions& call) {
   v1::GetChunksRequest req;
   for (uint64_t id : chunk_ids) req.add_chunk_ids(id);
+  return GetChunks(req, call);
+}
+
+absl::StatusOr<v1::GetChunksResponse> Client::GetChunks(const v1::GetChunksRequest& request,
+                                                        const CallOptions& call) {
   return Unary(options_, call, stubs_->retrieval.get(), &v1::RetrievalService::Stub::GetChunks,
-               req);
+               request);
 }
 
 absl::StatusOr<v1::ChunkDocumentsResponse> Client::ChunkDocuments(

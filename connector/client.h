@@ -107,6 +107,10 @@ class Client {
                                             const CallOptions& call = {});
   absl::StatusOr<v1::GetChunksResponse> GetChunks(const std::vector<uint64_t>& chunk_ids,
                                                   const CallOptions& call = {});
+  // GetChunks: the chunks a request names (chunk ids, then every chunk of
+  // its doc ids).
+  absl::StatusOr<v1::GetChunksResponse> GetChunks(const v1::GetChunksRequest& request,
+                                                  const CallOptions& call = {});
   // ChunkDocuments: the chunks ingest would make (for callers that embed).
   absl::StatusOr<v1::ChunkDocumentsResponse> ChunkDocuments(const std::vector<v1::Document>& docs,
                                                             const CallOptions& call = {});

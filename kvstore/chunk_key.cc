@@ -13,6 +13,7 @@ namespace {
 constexpr char kHexDigits[] = "0123456789abcdef";
 constexpr std::string_view kPrefixRootTag = "ragkv/prefix/v1";
 constexpr uint8_t kPrefixBlockTag = 'P';
+constexpr std::string_view kSaltTag = "ragkv/salt/v1";
 
 std::string BytesToHex(const uint8_t* b, size_t n) {
   std::string out(2 * n, '0');
@@ -129,6 +130,15 @@ absl::StatusOr<ChunkKey> ChunkKey::FromBytes(std::string_view raw) {
 std::string ChunkKey::ToHex() const { return BytesToHex(bytes.data(), bytes.size()); }
 uint64_t ChunkKey::Hi64() const { return LoadBe64(bytes.data()); }
 uint64_t ChunkKey::Lo64() const { return LoadBe64(bytes.data() + 8); }
+
+Fingerprint SaltedFingerprint(const Fingerprint& fp, std::string_view salt) {
+  if (salt.empty()) return fp;
+  StatePtr s = NewState();
+  XXH3_128bits_update(s.get(), kSaltTag.data(), kSaltTag.size());
+  XXH3_128bits_update(s.get(), fp.data(), fp.size());
+  XXH3_128bits_update(s.get(), salt.data(), salt.size());
+  return Finish(s.get()).bytes;
+}
 
 ChunkKey PrefixRootKey(const Fingerprint& fp) {
   StatePtr s = NewState();

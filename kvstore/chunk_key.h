@@ -8,6 +8,9 @@
 //      PrefixRootKey(fp)            = XXH3-128( "ragkv/prefix/v1" || fp[16] )
 //      PrefixBlockKey(parent, toks) = XXH3-128( 'P' || parent[16] || toks LE int32 )
 //    so block n's key commits to the fingerprint and to every token before it.
+//  * SaltedFingerprint(fp, salt): a tenant's key namespace (cache_salt):
+//      XXH3-128( "ragkv/salt/v1" || fp[16] || salt bytes ), used in place of
+//      fp by the key functions above for that tenant's traffic.
 //
 // Byte order: a key's 16 bytes are XXH128's canonical (big-endian) form;
 // ToHex prints them in order (32 lowercase hex digits). These definitions are
@@ -69,6 +72,13 @@ struct ChunkKey {
     return H::combine(std::move(h), k.Hi64(), k.Lo64());
   }
 };
+
+// SaltedFingerprint: the key namespace of a tenant's traffic (a request's
+// cache_salt, vLLM's field): XXH3-128( "ragkv/salt/v1" || fp[16] || salt ).
+// Keys derived from it (ChunkKey::Of, PrefixRootKey) never equal keys of
+// another salt or of no salt, so tenants neither share nor probe each
+// other's KV. An empty salt returns `fp` unchanged.
+Fingerprint SaltedFingerprint(const Fingerprint& fp, std::string_view salt);
 
 // PrefixRootKey: the parent of the first block of a prefix chain under `fp`.
 ChunkKey PrefixRootKey(const Fingerprint& fp);

@@ -1,5 +1,6 @@
 #include "pipeline/pipeline.h"
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <utility>
@@ -67,6 +68,37 @@ class PoolReturn {
   model::KVCachePool* pool_;
   model::KVCache* cache_;
 };
+
+// CheckPassagesAndSalt: a raw prompt's passages are sorted, disjoint,
+// non-empty and end before its query tail; only raw prompts have them; the
+// salt is bounded.
+absl::Status CheckPassagesAndSalt(const Prompt& prompt, const RequestOptions& ro) {
+  if (ro.cache_salt.size() > kMaxSaltBytes) {
+    return absl::InvalidArgumentError(absl::StrFormat("cache_salt is %d bytes (max %d)",
+                                                      ro.cache_salt.size(), kMaxSaltBytes));
+  }
+  if (prompt.passages.empty()) return absl::OkStatus();
+  if (!prompt.segments.empty()) {
+    return absl::InvalidArgumentError("passages are given only with a raw prompt");
+  }
+  if (prompt.passages.size() > static_cast<size_t>(kMaxSegments / 2)) {
+    return absl::InvalidArgumentError(absl::StrFormat("%d passages (max %d)",
+                                                      prompt.passages.size(), kMaxSegments / 2));
+  }
+  const size_t query = std::max<size_t>(1, prompt.raw_query_tokens);
+  const size_t limit = prompt.raw.size() > query ? prompt.raw.size() - query : 0;
+  uint32_t at = 0;
+  for (size_t i = 0; i < prompt.passages.size(); ++i) {
+    const auto [b, e] = prompt.passages[i];
+    if (b < at || e <= b || e > limit) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "passage %d [%d, %d) is empty, overlaps the one before or reaches the query tail "
+          "(rows before %d)", i, b, e, limit));
+    }
+    at = e;
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -169,12 +201,17 @@ absl::Status Pipeline::Prepare(const Prompt& prompt, RunState* run) const {
     return absl::InvalidArgumentError(
         absl::StrFormat("%d segments (max %d)", prompt.segments.size(), kMaxSegments));
   }
+  RETURN_IF_ERROR(CheckPassagesAndSalt(prompt, *run->ro));
+  const kvstore::Fingerprint traffic =
+      kvstore::SaltedFingerprint(o.model->fingerprint(), run->ro->cache_salt);
   if (prompt.segments.empty()) {
-    RETURN_IF_ERROR(internal::ResolveRaw(o, prompt, &run->pieces, &run->ms.fetch));
+    RETURN_IF_ERROR(internal::ResolveRaw(o, traffic, prompt, &run->pieces, &run->ms.fetch));
   } else {
     run->pieces.resize(prompt.segments.size());
-    RETURN_IF_ERROR(internal::ResolveSegments(o, prompt.segments, &run->pieces, &run->ms.fetch));
+    RETURN_IF_ERROR(
+        internal::ResolveSegments(o, traffic, prompt.segments, &run->pieces, &run->ms.fetch));
   }
+  run->layout.traffic = traffic;
   internal::MapSegments(o, run->ro->add_bos, run->pieces, &run->layout);
   run->bo = internal::StrategyOptions(o, *run->ro);
   // kAuto: the loading controller picks r among the tiers that served the
@@ -265,7 +302,7 @@ absl::StatusOr<bool> Pipeline::RecoverFailedLoad(const absl::Status& st, RunStat
 
 absl::StatusOr<RequestResult> Pipeline::Finish(RunState* run, blend::BlendResult* r) const {
   const Options& o = options_;
-  std::vector<std::vector<int32_t>> misses;  // failed ones too; read before the sources go
+  std::vector<internal::Miss> misses;  // failed ones too; read before the sources go
   if (store_back_ != nullptr) misses = internal::Misses(run->pieces);
   const int64_t exact_rows = internal::ExactRows(run->layout, run->bo.strategy);  // reads sources
   internal::ObserveBandwidth(o, run->bo, run->served, run->pieces, *r);
@@ -284,7 +321,7 @@ absl::StatusOr<RequestResult> Pipeline::Finish(RunState* run, blend::BlendResult
   }
   FillResult(*run, *r, &res);
   if (store_back_ != nullptr) {
-    for (std::vector<int32_t>& t : misses) store_back_->Schedule(std::move(t));
+    for (internal::Miss& m : misses) store_back_->Schedule(m.key, std::move(m.tokens));
     internal::StorePrefixCache(o, PrefixCacheOn() ? store_back_.get() : nullptr, run->layout,
                                run->pieces, r->cache, exact_rows);
   }

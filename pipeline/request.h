@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -37,10 +38,18 @@ struct Segment {
 // Prompt: segments (the last one is the query: tokens or text), or raw
 // token ids in which the catalogue's chunks are found by token matching
 // (never inside the last `raw_query_tokens`, at least 1).
+//
+// passages (raw prompts only): rows [begin, end) of `raw` that the caller
+// found to be passages (the HTTP server: paragraphs of pasted text). Where
+// no catalogue chunk overlaps one, it is served as a document: its stored
+// KV found by content (the same passage at any offset, in any order), a
+// miss stored back after the request ("learning from traffic"). Sorted,
+// disjoint, before the query tail; at most kMaxSegments / 2.
 struct Prompt {
   std::vector<Segment> segments;
   std::vector<int32_t> raw;  // used when `segments` is empty
   size_t raw_query_tokens = 1;
+  std::vector<std::pair<uint32_t, uint32_t>> passages;
 };
 
 // Mode: how the prompt's KV is made.
@@ -67,7 +76,13 @@ struct RequestOptions {
   // retrieve_ms: time the caller spent retrieving (Pipeline::Retrieve),
   // reported in the result's stage times and counted in the total.
   double retrieve_ms = 0;
+  // cache_salt: the tenant's key namespace (kvstore::SaltedFingerprint):
+  // documents, passages and exact-prefix blocks are found and stored under
+  // it only; catalogue chunks are shared. "" = no salt. At most
+  // kMaxSaltBytes.
+  std::string cache_salt;
 };
+inline constexpr size_t kMaxSaltBytes = 1024;
 
 // Span: one segment of the prompt as served (the optional BOS + leading
 // fresh segments form one span; a cut raw chunk keeps its catalogue id).

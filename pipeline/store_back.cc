@@ -20,9 +20,8 @@ absl::StatusOr<std::unique_ptr<StoreBack>> StoreBack::Create(const model::Model*
 
 StoreBack::~StoreBack() { Stop(); }
 
-void StoreBack::Schedule(std::vector<int32_t> tokens) {
+void StoreBack::Schedule(const kvstore::ChunkKey& key, std::vector<int32_t> tokens) {
   if (tokens.empty() || stopping_.load()) return;
-  const kvstore::ChunkKey key = kvstore::ChunkKey::Of(model_->fingerprint(), tokens);
   {
     MutexLock lock(&mu_);
     if (!in_flight_.insert(key).second) return;
@@ -43,7 +42,7 @@ void StoreBack::Run(const kvstore::ChunkKey& key, const std::vector<int32_t>& to
   // Nothing to do when stopping, or when the chunk was stored meanwhile
   // (precompute, an earlier miss): the lookup runs here, off the request.
   if (!stopping_.load() && !store_->Contains(key)) {
-    absl::StatusOr<uint64_t> bytes = blend::PrecomputeAndStore(*model_, store_, tokens, codec_);
+    absl::StatusOr<uint64_t> bytes = blend::PrecomputeAndStore(*model_, store_, tokens, codec_, &key);
     if (bytes.ok()) {
       metrics_->Add("ragkv_kv_stored_back_chunks_total", "");
       metrics_->Add("ragkv_kv_stored_back_bytes_total", "", static_cast<double>(*bytes));

@@ -55,8 +55,9 @@ class StoreBack {
   StoreBack& operator=(const StoreBack&) = delete;
 
   // Schedule: stores the KV of the chunk `tokens` (its whole token list)
-  // unless it is queued already. Never blocks on the store.
-  void Schedule(std::vector<int32_t> tokens);
+  // under `key` (its content key under the model's or a salted
+  // fingerprint) unless it is queued already. Never blocks on the store.
+  void Schedule(const kvstore::ChunkKey& key, std::vector<int32_t> tokens);
   // SchedulePut: stores `records` (prefix blocks: pipeline/internal/
   // prefix_cache.h) the store does not hold yet, in one task; skipped
   // (counted) when the queue is full. Never blocks on the store.

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -217,6 +219,10 @@ void ParseCommon(Parser* p, bool chat, GenerationRequest* r) {
   }
   ParseSampling(p, chat, r);
   CheckUnsupported(p, chat);
+  p->String("cache_salt", &r->cache_salt);
+  if (p->ok() && r->cache_salt.size() > kMaxSaltBytes) {
+    p->Fail("'cache_salt' is over " + std::to_string(kMaxSaltBytes) + " bytes", "cache_salt");
+  }
   if (p->Has("ragkv")) {
     const json& x = p->At("ragkv");
     if (!x.is_object()) {
@@ -318,8 +324,18 @@ void ParseDocuments(Parser* p, GenerationRequest* r) {
     const std::string param = "documents[" + std::to_string(i) + "]";
     const json& d = ds[i];
     if (d.is_object() && d.contains("id") && !d.contains("text")) {
-      p->Fail("'" + param + ".id' (documents by id) is not supported yet; send its text", param + ".id");
-      return;
+      Document doc;
+      if (d["id"].is_string() && !d["id"].get<std::string>().empty()) {
+        doc.doc_id = d["id"].get<std::string>();
+      } else if (d["id"].is_number_unsigned()) {
+        doc.chunk_id = d["id"].get<uint64_t>();
+      } else {
+        p->Fail("'" + param + ".id' must be a document id (a non-empty string) or a chunk id "
+                "(a non-negative integer)", param + ".id");
+        return;
+      }
+      r->documents.push_back(std::move(doc));
+      continue;
     }
     if (!d.is_object() || !d.contains("text") || !d["text"].is_string() ||
         d["text"].get<std::string>().empty()) {
@@ -448,6 +464,50 @@ bool ParseCompletionRequest(const std::string& body, GenerationRequest* out, Api
   if (p.ok() && p.Has("documents")) p.Fail("'documents' belong to /v1/chat/completions", "documents");
   if (!p.ok()) *error = p.error();
   return p.ok();
+}
+
+bool ParseIngestRequest(const std::string& body, std::vector<Document>* out, ApiError* error) {
+  json j;
+  if (!ParseBody(body, &j, error)) return false;
+  Parser p(j);
+  out->clear();
+  const json* ds = p.Has("documents") ? &p.At("documents") : nullptr;
+  if (ds == nullptr || !ds->is_array() || ds->empty() || ds->size() > kMaxDocuments) {
+    *error = BadRequest("'documents' must be an array of 1 to " + std::to_string(kMaxDocuments) +
+                            " {\"id\", \"text\", \"title\"} objects",
+                        "documents");
+    return false;
+  }
+  for (size_t i = 0; i < ds->size(); ++i) {
+    const std::string param = "documents[" + std::to_string(i) + "]";
+    const json& d = (*ds)[i];
+    auto str = [&](const char* f, bool required, std::string* v) {
+      const bool has = d.is_object() && d.contains(f) && !d[f].is_null();
+      if (has && d[f].is_string() && !d[f].get<std::string>().empty()) {
+        *v = d[f].get<std::string>();
+        return v->find('\0') == std::string::npos;
+      }
+      return !required && !has;
+    };
+    Document doc;
+    for (const auto& [f, v, required] : {std::tuple{"id", &doc.doc_id, true},
+                                         std::tuple{"text", &doc.text, true},
+                                         std::tuple{"title", &doc.title, false}}) {
+      if (!str(f, required, v)) {
+        *error = BadRequest("'" + param + "." + f + "' must be a non-empty string without NUL",
+                            param + "." + f);
+        return false;
+      }
+    }
+    for (const Document& seen : *out) {
+      if (seen.doc_id == doc.doc_id) {
+        *error = BadRequest("'" + param + ".id' repeats " + doc.doc_id, param + ".id");
+        return false;
+      }
+    }
+    out->push_back(std::move(doc));
+  }
+  return true;
 }
 
 std::string ChatResponseJson(const Completion& c) {

@@ -26,6 +26,7 @@ inline constexpr size_t kMaxBodyBytes = 8u << 20;
 inline constexpr size_t kMaxDocuments = 64;
 inline constexpr size_t kMaxStops = 4;
 inline constexpr size_t kMaxMessages = 1024;
+inline constexpr size_t kMaxSaltBytes = 1024;
 
 // ApiError: an OpenAI error response.
 struct ApiError {
@@ -44,11 +45,20 @@ struct ChatMessage {
   std::string content;
 };
 
-// Document: vLLM's `documents` entry: its title line (may be empty) and text.
+// Document: vLLM's `documents` entry: its title line (may be empty) and
+// text; or, by id, a document (`{"id": "doc"}`) or chunk (`{"id": 17}`) of
+// the sidecar's catalogue, which the server resolves (ResolveDocuments) to
+// one Document per chunk before templating: the chunk's text, its id and
+// its catalogue tokens.
 struct Document {
   std::string title;
   std::string text;
+  std::string doc_id;                 // by id: a catalogue document
+  std::optional<uint64_t> chunk_id;   // by id: a catalogue chunk; resolved: the chunk's id
+  std::vector<int32_t> chunk_tokens;  // resolved: the chunk's catalogue tokens
+  bool by_id() const { return text.empty() && (!doc_id.empty() || chunk_id.has_value()); }
 };
+inline constexpr size_t kMaxResolvedDocuments = 256;
 
 struct Sampling {
   double temperature = 1.0;  // 0: greedy
@@ -79,12 +89,19 @@ struct GenerationRequest {
   bool include_usage = false;  // stream_options.include_usage
   Sampling sampling;
   RagkvOptions ragkv;
+  // cache_salt (vLLM's field): the request's KV is found and stored only
+  // under this tenant's key namespace (docs/kv_format.md "Salted keys"),
+  // and a slot's kept cells serve only a request with the same salt.
+  std::string cache_salt;
 };
 
 // ParseChatRequest / ParseCompletionRequest: false with *error set when the
 // body is refused.
 bool ParseChatRequest(const std::string& body, GenerationRequest* out, ApiError* error);
 bool ParseCompletionRequest(const std::string& body, GenerationRequest* out, ApiError* error);
+// ParseIngestRequest: POST /v1/documents: {"documents": [{"id", "text",
+// "title"?}]}, 1 to kMaxDocuments of them, ids unique.
+bool ParseIngestRequest(const std::string& body, std::vector<Document>* out, ApiError* error);
 
 // Usage of one response; cached_tokens: prompt rows whose KV came from the
 // store or from the slot's kept cells (its previous request's prefix)

@@ -12,49 +12,9 @@
 #include "server/metrics.h"
 #include "server/prompt.h"
 #include "server/scheduler.h"
+#include "server/internal/http_impl.h"
 
 namespace ragkv::server {
-
-struct HttpServer::Impl {
-  Options o;
-  httplib::Server http;
-  std::atomic<Scheduler*> scheduler{nullptr};
-  std::atomic<const PromptBuilder*> prompts{nullptr};
-  std::atomic<int> n_vocab{0};
-  std::atomic<bool> draining{false};
-  int64_t created = std::time(nullptr);
-  std::atomic<uint64_t> seq{0};
-  uint64_t nonce = std::random_device{}();
-  HttpMetrics metrics;
-
-  void Routes();
-  void Generate(const httplib::Request& req, httplib::Response& res, bool chat);
-  bool Authorized(const httplib::Request& req, httplib::Response& res) const;
-  std::string NewId(bool chat) {
-    return absl::StrFormat("%s-%016x%08x", chat ? "chatcmpl" : "cmpl", nonce, seq.fetch_add(1));
-  }
-  void Stream(httplib::Response& res, std::shared_ptr<Job> job, bool chat, bool include_usage);
-};
-
-namespace {
-
-void Reply(httplib::Response& res, const ApiError& e) {
-  res.status = e.status;
-  res.set_content(ErrorJson(e), "application/json");
-}
-
-ApiError Error(int status, std::string message, std::string type, std::string code = "",
-               std::string param = "") {
-  ApiError e;
-  e.status = status;
-  e.message = std::move(message);
-  e.type = std::move(type);
-  e.code = std::move(code);
-  e.param = std::move(param);
-  return e;
-}
-
-}  // namespace
 
 bool HttpServer::Impl::Authorized(const httplib::Request& req, httplib::Response& res) const {
   if (o.auth_token.empty() || req.get_header_value("Authorization") == "Bearer " + o.auth_token) {
@@ -118,7 +78,9 @@ void HttpServer::Impl::Routes() {
       const Scheduler::Stats st = sched->stats();
       g = {st.parallel, st.active, st.queued};
     }
-    res.set_content(metrics.Render(g), "text/plain; version=0.0.4");
+    std::string text = metrics.Render(g);
+    if (o.more_metrics) text += o.more_metrics();
+    res.set_content(text, "text/plain; version=0.0.4");
   });
   http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     if (!Authorized(req, res)) return;
@@ -130,6 +92,7 @@ void HttpServer::Impl::Routes() {
   http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     Generate(req, res, false);
   });
+  DocumentRoutes();
 }
 
 void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& res, bool chat) {
@@ -151,6 +114,10 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
     Reply(res, Error(404, "The model `" + r.model + "` does not exist (this server serves `" +
                               o.model_id + "`)",
                      "invalid_request_error", "model_not_found", "model"));
+    return;
+  }
+  if (chat && !ResolveDocuments(&r, &err)) {
+    Reply(res, err);
     return;
   }
   for (const auto& [id, bias] : r.sampling.logit_bias) {
@@ -181,6 +148,12 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
   auto job = std::make_shared<Job>();
   job->prompt = std::move(p->tokens);
   job->documents = std::move(p->documents);
+  job->document_chunks = std::move(p->document_chunks);
+  job->passages = std::move(p->passages);
+  job->cache_salt = r.cache_salt;
+  if (o.request_timeout != absl::InfiniteDuration()) {
+    job->deadline = job->submitted + absl::ToChronoMilliseconds(o.request_timeout);
+  }
   job->sampling = r.sampling;
   job->ragkv = r.ragkv;
   job->info.id = NewId(chat);
@@ -209,7 +182,9 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
   while (!job->Take(&text, absl::Milliseconds(200))) {
   }
   if (!job->error().empty()) {
-    Reply(res, Error(500, job->error(), "server_error"));
+    const bool late = job->error() == kDeadlineError;
+    Reply(res, Error(late ? 504 : 500, job->error(), late ? "timeout" : "server_error",
+                     late ? "deadline_exceeded" : ""));
     return;
   }
   Completion c = job->result();
@@ -238,6 +213,13 @@ void HttpServer::Impl::Stream(httplib::Response& res, std::shared_ptr<Job> job, 
         }
         std::string piece;
         const bool done = job->Take(&piece, absl::Milliseconds(100));
+        if (piece.empty() && !done && !write(": \n\n")) {
+          // An SSE comment while nothing else is sent (the Blend stream,
+          // the queue): a client that left is seen by the next write, and
+          // its request cancelled (within one layer of its blend).
+          job->Cancel();
+          return false;
+        }
         if (!piece.empty()) {
           const std::string chunk =
               chat ? ChatChunkSse(job->info, piece, false, "") : CompletionChunkSse(job->info, piece, "");
@@ -248,7 +230,11 @@ void HttpServer::Impl::Stream(httplib::Response& res, std::shared_ptr<Job> job, 
         }
         if (!done) return true;
         if (!job->error().empty()) {
-          write("data: " + ErrorJson(Error(500, job->error(), "server_error")) + "\n\n");
+          const bool late = job->error() == kDeadlineError;
+          write("data: " +
+                ErrorJson(Error(late ? 504 : 500, job->error(), late ? "timeout" : "server_error",
+                                late ? "deadline_exceeded" : "")) +
+                "\n\n");
         } else {
           const Completion& c = job->result();
           metrics.Finished(c);
@@ -291,7 +277,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(Options o) {
 
 HttpServer::~HttpServer() { Stop(); }
 
-void HttpServer::SetReady(Scheduler* scheduler, const PromptBuilder* prompts, int n_vocab) {
+void HttpServer::SetReady(Scheduler* scheduler, const PromptBuilder* prompts, int n_vocab,
+                          DocumentBackend* documents) {
+  impl_->documents.store(documents);
   impl_->n_vocab.store(n_vocab);
   impl_->prompts.store(prompts);
   impl_->scheduler.store(scheduler);

@@ -1,7 +1,8 @@
 // http_server.h: HttpServer, the OpenAI-compatible HTTP front end of
 // `ragkv serve --engine llama.cpp` (docs/protocol.md "HTTP API"):
 //   POST /v1/chat/completions, POST /v1/completions (JSON or SSE streams
-//   ending with `data: [DONE]`), GET /v1/models, GET /health.
+//   ending with `data: [DONE]`), GET /v1/models, GET /health, GET /metrics,
+//   POST /v1/documents, DELETE /v1/documents/{id}, POST /v1/cache/forget.
 // It binds first and answers /health 503 (and every API call 503) until
 // SetReady hands it the scheduler and the prompt builder; Stop stops
 // accepting and closes the listener.
@@ -15,16 +16,19 @@
 #define RAGKV_SERVER_HTTP_SERVER_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace ragkv::server {
 
 class Scheduler;
 class PromptBuilder;
+class DocumentBackend;
 
 class HttpServer {
  public:
@@ -34,13 +38,22 @@ class HttpServer {
     std::string model_id;      // the served model's id (--alias, default the file's name)
     std::string auth_token;    // when set: "Authorization: Bearer <token>" on /v1/*
     int threads = 16;          // HTTP worker threads (connections served at once)
+    // request_timeout: arrival to the last token; past it the request ends
+    // with an error (504, or an error event in a stream) and frees its slot.
+    absl::Duration request_timeout = absl::InfiniteDuration();
+    // more_metrics: appended to GET /metrics (the in-process sidecar's
+    // histograms and counters); null: nothing.
+    std::function<std::string()> more_metrics;
   };
   // Start: binds and serves (loading). Unavailable when the address is taken.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(Options options);
   ~HttpServer();
 
-  // SetReady: serving from now on (not owned; both outlive Stop).
-  void SetReady(Scheduler* scheduler, const PromptBuilder* prompts, int n_vocab);
+  // SetReady: serving from now on (not owned; all outlive Stop).
+  // `documents`: the catalogue (documents by id, /v1/documents,
+  // /v1/cache/forget); null: those answer an error.
+  void SetReady(Scheduler* scheduler, const PromptBuilder* prompts, int n_vocab,
+                DocumentBackend* documents = nullptr);
   // SetDraining: /health and new requests answer 503 (in-flight ones finish).
   void SetDraining();
   void Stop();

@@ -151,12 +151,54 @@ std::vector<int32_t> PromptBuilder::Tokenize(
   return out;
 }
 
+std::pair<size_t, size_t> PromptBuilder::RowsOf(
+    const BuiltPrompt& p, const std::vector<std::pair<size_t, size_t>>& control, size_t b,
+    size_t e) const {
+  // The rows shared with the whole prompt by the tokenizations of the text
+  // up to b and up to e (minus an EOS the vocabulary may append).
+  auto clip = [&](size_t n) {
+    std::vector<std::pair<size_t, size_t>> c;
+    for (auto [x, y] : control) {
+      if (x < n) c.emplace_back(x, std::min(y, n));
+    }
+    return c;
+  };
+  auto agree = [&](size_t n) {
+    const std::vector<int32_t> t = Tokenize(p.text.substr(0, n), clip(n));
+    size_t k = 0;
+    const size_t lim = std::min(t.size(), p.tokens.size());
+    while (k < lim && t[k] == p.tokens[k]) ++k;
+    return k;
+  };
+  const size_t begin = agree(b), end = agree(e);
+  return end > begin ? std::pair{begin, end} : std::pair<size_t, size_t>{0, 0};
+}
+
+namespace {
+
+// Paragraphs: the byte ranges of `text`'s blank-line-separated paragraphs
+// inside [b, e), offsets into the whole text.
+std::vector<std::pair<size_t, size_t>> Paragraphs(const std::string& text, size_t b, size_t e) {
+  std::vector<std::pair<size_t, size_t>> out;
+  size_t at = b;
+  while (at < e) {
+    size_t sep = text.find("\n\n", at);
+    if (sep == std::string::npos || sep >= e) sep = e;
+    if (sep > at) out.emplace_back(at, sep);
+    at = sep;
+    while (at < e && text[at] == '\n') ++at;
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<BuiltPrompt> PromptBuilder::Chat(const std::vector<ChatMessage>& messages,
                                                 const std::vector<Document>& documents) const {
   std::vector<ChatMessage> msgs = messages;
   // Documents go at the start of the last user message.
   std::vector<std::string> blocks;
-  size_t last_user = msgs.size();
+  size_t last_user = msgs.size(), docs_bytes = 0;
   for (size_t i = 0; i < msgs.size(); ++i) {
     if (msgs[i].role == "user") last_user = i;
   }
@@ -166,6 +208,7 @@ absl::StatusOr<BuiltPrompt> PromptBuilder::Chat(const std::vector<ChatMessage>& 
       blocks.push_back(d.title.empty() ? d.text : absl::StrCat(d.title, "\n", d.text));
       absl::StrAppend(&prefix, blocks.back(), "\n\n");
     }
+    docs_bytes = prefix.size();
     msgs[last_user].content = prefix + msgs[last_user].content;
   }
   BuiltPrompt p;
@@ -173,8 +216,9 @@ absl::StatusOr<BuiltPrompt> PromptBuilder::Chat(const std::vector<ChatMessage>& 
   if (!text.ok()) return text.status();
   p.text = std::move(*text);
   // The messages' own bytes never hold control tokens.
-  std::vector<std::pair<size_t, size_t>> content;
-  size_t cursor = 0, docs_at = std::string::npos;
+  std::vector<std::pair<size_t, size_t>> content(msgs.size(), {std::string::npos, 0});
+  std::vector<std::pair<size_t, size_t>> taken;
+  size_t cursor = 0;
   for (size_t i = 0; i < msgs.size(); ++i) {
     absl::string_view c = msgs[i].content;
     size_t at = Find(p.text, std::string(c), cursor);
@@ -190,41 +234,45 @@ absl::StatusOr<BuiltPrompt> PromptBuilder::Chat(const std::vector<ChatMessage>& 
           "the chat template (", name_, ") changed message ", i,
           "'s text; it cannot be tokenized safely"));
     }
-    content.emplace_back(at, at + c.size());
+    content[i] = {at, at + c.size()};
+    taken.push_back(content[i]);
     cursor = at + c.size();
-    if (i == last_user) docs_at = at;
   }
-  p.tokens = Tokenize(p.text, Complement(content, p.text.size()));
-  if (blocks.empty() || docs_at == std::string::npos) return p;
-  // Each document's rows: the tokens of its block, found by tokenizing the
-  // text up to its start and its end (a token straddling either edge stays
-  // outside the span).
-  const auto control = Complement(content, p.text.size());
-  size_t b = docs_at;
-  for (const std::string& block : blocks) {
-    const size_t e = b + block.size();
-    auto clip = [&](size_t n) {
-      std::vector<std::pair<size_t, size_t>> c;
-      for (auto [x, y] : control) {
-        if (x < n) c.emplace_back(x, std::min(y, n));
-      }
-      return c;
-    };
-    const std::vector<int32_t> head = Tokenize(p.text.substr(0, b), clip(b));
-    const std::vector<int32_t> upto = Tokenize(p.text.substr(0, e), clip(e));
-    // Rows shared with the whole prompt: the span is where both prefixes
-    // agree with it (minus an EOS the vocabulary may append).
-    auto agree = [&](const std::vector<int32_t>& t) {
-      size_t n = 0;
-      const size_t lim = std::min(t.size(), p.tokens.size());
-      while (n < lim && t[n] == p.tokens[n]) ++n;
-      return n;
-    };
-    const size_t begin = agree(head), end = agree(upto);
-    if (end > begin + 1) p.documents.emplace_back(begin, end);
-    b = e + 2;  // "\n\n"
+  const auto control = Complement(taken, p.text.size());
+  p.tokens = Tokenize(p.text, control);
+  if (!blocks.empty() && content[last_user].first != std::string::npos) {
+    size_t b = content[last_user].first;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const auto rows = RowsOf(p, control, b, b + blocks[i].size());
+      b += blocks[i].size() + 2;  // "\n\n"
+      if (rows.second <= rows.first + 1) continue;
+      p.documents.push_back(rows);
+      const Document& d = documents[i];
+      const bool exact = d.chunk_id.has_value() && !d.chunk_tokens.empty() &&
+                         std::equal(d.chunk_tokens.begin(), d.chunk_tokens.end(),
+                                    p.tokens.begin() + rows.first, p.tokens.begin() + rows.second);
+      p.document_chunks.push_back(exact ? d.chunk_id : std::nullopt);
+    }
   }
+  AddPassages(msgs, content, last_user, docs_bytes, control, &p);
   return p;
+}
+
+void PromptBuilder::AddPassages(const std::vector<ChatMessage>& msgs,
+                                const std::vector<std::pair<size_t, size_t>>& content,
+                                size_t last_user, size_t docs_bytes,
+                                const std::vector<std::pair<size_t, size_t>>& control,
+                                BuiltPrompt* p) const {
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    if (msgs[i].role == "assistant" || content[i].first == std::string::npos) continue;
+    const size_t from = content[i].first + (i == last_user ? docs_bytes : 0);
+    std::vector<std::pair<size_t, size_t>> paras = Paragraphs(p->text, from, content[i].second);
+    if (i == last_user && !paras.empty()) paras.pop_back();  // the question
+    for (const auto& [b, e] : paras) {
+      const auto rows = RowsOf(*p, control, b, e);
+      if (rows.second - rows.first >= kMinPassageTokens) p->passages.push_back(rows);
+    }
+  }
 }
 
 absl::StatusOr<BuiltPrompt> PromptBuilder::Completion(const GenerationRequest& r) const {

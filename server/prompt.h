@@ -13,6 +13,15 @@
 //   "<title 1>\n<text 1>\n\n<title 2>\n<text 2>\n\n<the user's message>".
 // Each document's token span (title line + text) is reported, so the
 // sidecar can serve it as a document segment (stored KV by content).
+//
+// Passages (learning from traffic, docs/engines.md "Learning from
+// traffic"): the content of every system, developer and user message is
+// split at blank lines ("\n\n"); each paragraph of at least
+// kMinPassageTokens tokens is a passage, reported as its token span (the
+// rows whose tokens the prompt's tokenization shares with the paragraph's
+// edges; a token straddling an edge stays outside). The last paragraph of
+// the last user message is the question and never a passage, and neither
+// are documents (they are documents already).
 // Thread safety: a PromptBuilder is immutable after Create (tokenizing a
 // llama_vocab is read-only); Build may run on many threads.
 #ifndef RAGKV_SERVER_PROMPT_H_
@@ -20,6 +29,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,11 +43,19 @@ struct llama_vocab;
 namespace ragkv::server {
 
 inline constexpr char kDefaultChatTemplate[] = "chatml";
+inline constexpr size_t kMinPassageTokens = 16;
 
 struct BuiltPrompt {
   std::vector<int32_t> tokens;
   // documents: [begin, end) token rows of each document (title line + text).
   std::vector<std::pair<size_t, size_t>> documents;
+  // document_chunks[i]: the catalogue chunk documents[i] is, when it was
+  // named by id and its rows hold exactly the chunk's catalogue tokens
+  // (then it is served as that chunk, shared by every tenant).
+  std::vector<std::optional<uint64_t>> document_chunks;
+  // passages: [begin, end) token rows of the pasted paragraphs (sorted,
+  // disjoint, none inside a document).
+  std::vector<std::pair<size_t, size_t>> passages;
   std::string text;  // the templated string (chat) or the prompt text
 };
 
@@ -67,6 +85,17 @@ class PromptBuilder {
   PromptBuilder() = default;
   absl::StatusOr<std::string> Apply(const std::vector<ChatMessage>& messages) const;
   std::vector<int32_t> TokenizeText(const std::string& text) const;
+  // RowsOf: the token rows of p.text's bytes [b, e) within p.tokens
+  // (`control`: where control tokens may be); empty when it holds none.
+  // AddPassages: p->passages from the messages' paragraphs (`content`:
+  // each message's byte range in p->text, npos when absent).
+  void AddPassages(const std::vector<ChatMessage>& msgs,
+                   const std::vector<std::pair<size_t, size_t>>& content, size_t last_user,
+                   size_t docs_bytes, const std::vector<std::pair<size_t, size_t>>& control,
+                   BuiltPrompt* p) const;
+  std::pair<size_t, size_t> RowsOf(const BuiltPrompt& p,
+                                   const std::vector<std::pair<size_t, size_t>>& control, size_t b,
+                                   size_t e) const;
 
   const llama_model* model_ = nullptr;
   const llama_vocab* vocab_ = nullptr;

@@ -25,6 +25,7 @@ struct Scheduler::Slot {
   // tokens: what the sequence's cells hold (kept after a request ends, so
   // the next request with the same prefix reuses it).
   std::vector<int32_t> tokens;
+  std::string salt;  // the cache_salt of the request that left `tokens`
   // fetching: the request's Blend stream runs (fetch's thread).
   bool fetching = false;
   std::future<std::unique_ptr<engine::llamacpp::LlamaCppEngine::Fetched>> fetch;
@@ -40,10 +41,13 @@ size_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b
 
 // PrefixReusable: a slot's kept cells serve the prompt's first `lcp` rows
 // when they cover at least half of it, in the modes that leave the choice
-// of rows to the server (full and local name their rows' origin).
-bool PrefixReusable(const Job& j, size_t lcp) {
+// of rows to the server ("", auto, prefix; the others name how the rows are
+// made), and only for a request with the same cache_salt (another tenant
+// could otherwise probe them through cached_tokens or timing).
+bool PrefixReusable(const Job& j, const std::string& salt, size_t lcp) {
   const std::string& m = j.ragkv.mode;
-  return m != "full" && m != "local" && lcp > 0 && 2 * lcp >= j.prompt.size();
+  return (m.empty() || m == "auto" || m == "prefix") && lcp > 0 && 2 * lcp >= j.prompt.size() &&
+         salt == j.cache_salt;
 }
 
 }  // namespace
@@ -141,6 +145,15 @@ void Scheduler::Loop() {
           cv_.wait_for(l, std::chrono::milliseconds(50));
         }
       }
+      // Jobs past their deadline leave the queue.
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        if (!(*it)->expired()) {
+          ++it;
+          continue;
+        }
+        (*it)->Finish((*it)->info, kDeadlineError);
+        it = queue_.erase(it);
+      }
       // Each queued job (FIFO) takes the free slot whose kept cells share
       // the longest prefix with its prompt.
       while (!queue_.empty()) {
@@ -148,7 +161,8 @@ void Scheduler::Loop() {
         size_t best_lcp = 0;
         for (auto& s : slots_) {
           if (s->job) continue;
-          const size_t lcp = CommonPrefix(s->tokens, queue_.front()->prompt);
+          const Job& j = *queue_.front();
+          const size_t lcp = s->salt == j.cache_salt ? CommonPrefix(s->tokens, j.prompt) : 0;
           if (best == nullptr || lcp > best_lcp) best = s.get(), best_lcp = lcp;
         }
         if (best == nullptr) break;
@@ -169,6 +183,7 @@ void Scheduler::Loop() {
     // still running (then when it ends).
     for (auto& s : slots_) {
       if (s->job && !s->fetching && s->job->cancelled()) Release(s.get(), "", "cancelled");
+      if (s->job && !s->fetching && s->job->expired()) Release(s.get(), "", kDeadlineError);
     }
     if (active_.load() > 0) Step();
     decoding_ = 0;
@@ -193,25 +208,58 @@ void AddTokens(v1::BlendRequest* req, const std::vector<int32_t>& p, size_t b, s
   s->set_document(doc);
 }
 
+// DocSpan: a document's rows, and the catalogue chunk it is (when named by
+// id and exactly its tokens).
+struct DocSpan {
+  size_t begin = 0, end = 0;
+  std::optional<uint64_t> chunk;
+  bool operator<(const DocSpan& o) const { return begin < o.begin; }
+};
+
+// DocumentSpans: the documents, and (learning) the passages no document
+// overlaps, sorted.
+std::vector<DocSpan> DocumentSpans(const Job& j, bool learn) {
+  std::vector<DocSpan> out;
+  for (size_t i = 0; i < j.documents.size(); ++i) {
+    out.push_back({j.documents[i].first, j.documents[i].second,
+                   i < j.document_chunks.size() ? j.document_chunks[i] : std::nullopt});
+  }
+  if (learn) {
+    for (const auto& [b, e] : j.passages) {
+      const bool inside = std::any_of(j.documents.begin(), j.documents.end(),
+                                      [&](const auto& d) { return d.first < e && b < d.second; });
+      if (!inside) out.push_back({b, e, std::nullopt});
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // BlendRequestOf: documents as document segments (stored KV by content,
-// stored back on a miss), full mode as one context document, otherwise the
-// whole prompt as raw tokens (stored chunks found inside it).
-v1::BlendRequest BlendRequestOf(const Job& j, v1::DType dtype) {
+// stored back on a miss), and then the pasted passages too; full mode as
+// one context document; otherwise the whole prompt as raw tokens (stored
+// chunks found inside it) with its passages (learned on a miss).
+v1::BlendRequest BlendRequestOf(const Job& j, v1::DType dtype, bool learn) {
   v1::BlendRequest req;
   v1::BlendOptions* o = req.mutable_options();
   o->set_mode(ModeOf(j.ragkv.mode));
   o->set_recompute_ratio(static_cast<float>(j.ragkv.ratio));
   o->set_output_dtype(dtype);
   o->set_accept_restart(true);
+  o->set_cache_salt(j.cache_salt);
   const std::vector<int32_t>& p = j.prompt;
   const size_t n = p.size();
   if (!j.documents.empty()) {
     size_t at = 0;
-    for (const auto& [b, e] : j.documents) {
-      if (b < at || e >= n) break;  // spans are sorted and end before the query
-      AddTokens(&req, p, at, b, false);
-      AddTokens(&req, p, b, e, true);
-      at = e;
+    for (const DocSpan& d : DocumentSpans(j, learn)) {
+      if (d.begin < at || d.end >= n) continue;  // spans end before the query
+      AddTokens(&req, p, at, d.begin, false);
+      if (d.chunk.has_value()) {
+        req.add_segments()->set_chunk_id(*d.chunk);  // the catalogue's chunk: its tokens
+      } else {
+        AddTokens(&req, p, d.begin, d.end, true);
+      }
+      at = d.end;
     }
     AddTokens(&req, p, at, n, false);
     return req;
@@ -224,6 +272,14 @@ v1::BlendRequest BlendRequestOf(const Job& j, v1::DType dtype) {
   }
   req.mutable_raw()->mutable_ids()->Assign(p.begin(), p.end());
   req.mutable_raw()->set_query_tokens(1);
+  if (learn) {
+    for (const auto& [b, e] : j.passages) {
+      if (e >= n) continue;
+      v1::TokenSpan* t = req.mutable_raw()->add_passages();
+      t->set_begin(static_cast<uint32_t>(b));
+      t->set_end(static_cast<uint32_t>(e));
+    }
+  }
   return req;
 }
 
@@ -261,19 +317,21 @@ bool Scheduler::Start(Slot* s) {
     return false;
   }
   const size_t lcp = std::min(CommonPrefix(s->tokens, j.prompt), j.prompt.size() - 1);
-  if (PrefixReusable(j, lcp) &&
+  if (PrefixReusable(j, s->salt, lcp) &&
       llama_memory_seq_rm(llama_get_memory(o_.ctx), s->id, static_cast<llama_pos>(lcp), -1)) {
     return StartFromPrefix(s, lcp);
   }
   s->tokens.clear();
+  s->salt = j.cache_salt;
   const bool local = j.ragkv.mode == "local" || (j.ragkv.mode == "full" && j.prompt.size() < 2);
   if (!local) {
     // The Blend stream runs on its own thread while the other slots decode;
     // the loop hands its rows over when it is done (Finished).
     s->fetching = true;
-    v1::BlendRequest req = BlendRequestOf(j, o_.wire_dtype);
-    s->fetch = std::async(std::launch::async, [this, req = std::move(req)] {
-      auto f = o_.engine->Fetch(req);
+    v1::BlendRequest req = BlendRequestOf(j, o_.wire_dtype, o_.learn);
+    std::shared_ptr<Job> job = s->job;  // the stream stops within a layer once it is cancelled
+    s->fetch = std::async(std::launch::async, [this, job, req = std::move(req)] {
+      auto f = o_.engine->Fetch(req, [job] { return job->cancelled() || job->expired(); });
       std::lock_guard<std::mutex> l(mu_);
       ++fetches_ready_;
       cv_.notify_all();
@@ -281,7 +339,7 @@ bool Scheduler::Start(Slot* s) {
     });
     return true;
   }
-  return Begin(s, o_.local->Prefill(BlendRequestOf(j, o_.wire_dtype), j.prompt, s->id), true);
+  return Begin(s, o_.local->Prefill(BlendRequestOf(j, o_.wire_dtype, o_.learn), j.prompt, s->id), true);
 }
 
 bool Scheduler::Arrived(Slot* s) {
@@ -293,6 +351,10 @@ bool Scheduler::Arrived(Slot* s) {
   }
   if (s->job->cancelled()) {
     Release(s, "", "cancelled");
+    return false;
+  }
+  if (s->job->expired()) {
+    Release(s, "", kDeadlineError);
     return false;
   }
   return Begin(s, o_.engine->Apply(std::move(f), s->job->prompt, s->id), false);
@@ -443,7 +505,7 @@ bool Scheduler::Accept(Slot* s, int32_t token) {
 void Scheduler::Release(Slot* s, const std::string& finish, const std::string& error) {
   // The cells stay for the next request sharing their prefix, unless the
   // request failed (they may be partial).
-  if (!error.empty() && error != "cancelled") {
+  if (!error.empty() && error != "cancelled" && error != std::string(kDeadlineError)) {
     llama_memory_seq_rm(llama_get_memory(o_.ctx), s->id, -1, -1);
     s->tokens.clear();
   }

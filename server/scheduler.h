@@ -6,8 +6,9 @@
 // One thread runs the loop: it admits queued jobs into free slots, each
 // into the free slot whose kept cells share the longest prefix with its
 // prompt. A slot keeps its last request's cells (prompt and output): when
-// they cover at least half of the new prompt (and the mode is not full or
-// local), llama.cpp decodes only the rest; otherwise the prompt's KV comes
+// they cover at least half of the new prompt (the mode is the server's
+// choice: none, auto or prefix; and the cache_salt is the same), llama.cpp
+// decodes only the rest; otherwise the prompt's KV comes
 // from the sidecar through LlamaCppEngine, with its fallbacks: its Blend
 // stream (LlamaCppEngine::Fetch) runs on a thread of its own while the
 // other slots keep decoding, and the loop hands the rows over (Apply) when
@@ -30,6 +31,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -50,10 +52,16 @@ class Job {
  public:
   std::vector<int32_t> prompt;                          // the canonical tokens
   std::vector<std::pair<size_t, size_t>> documents;     // token spans of documents
+  std::vector<std::optional<uint64_t>> document_chunks;  // per document: its catalogue chunk
+  std::vector<std::pair<size_t, size_t>> passages;      // token spans of pasted paragraphs
+  std::string cache_salt;                               // the tenant's key namespace
   Sampling sampling;
   RagkvOptions ragkv;
   Completion info;  // id, created, model, return_tokens: copied into the result
   std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
+  // deadline: past it the job ends with kDeadlineError (max(): none).
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  bool expired() const { return std::chrono::steady_clock::now() > deadline; }
 
   // Take: waits up to `wait` for text or the end; appends new text to *out.
   // True once the job has finished and everything was taken.
@@ -79,6 +87,9 @@ class Job {
   std::atomic<bool> cancelled_{false};
 };
 
+// kDeadlineError: the error of a job that passed its deadline.
+inline constexpr char kDeadlineError[] = "the request exceeded its deadline (--request-timeout)";
+
 class Scheduler {
  public:
   struct Options {
@@ -89,6 +100,10 @@ class Scheduler {
     int slot_ctx = 4096;   // cells one slot may use (prompt + output)
     int max_queue = 64;    // jobs waiting for a slot; more -> Submit refuses
     v1::DType wire_dtype = v1::DTYPE_F16;
+    // learn: pasted paragraphs (Job::passages) are sent as passages, stored
+    // back on a miss (--learn-from-traffic); off: only documents and
+    // ingested chunks are served from stored KV.
+    bool learn = true;
   };
   explicit Scheduler(Options o);
   ~Scheduler();  // Drain(0) then stop

@@ -28,6 +28,7 @@ pipeline::Prompt ToPrompt(const google::protobuf::RepeatedPtrField<v1::Segment>&
   if (raw != nullptr) {
     p.raw.assign(raw->ids().begin(), raw->ids().end());
     p.raw_query_tokens = raw->query_tokens();
+    for (const v1::TokenSpan& t : raw->passages()) p.passages.emplace_back(t.begin(), t.end());
     return p;
   }
   for (const v1::Segment& s : segments) {
@@ -62,6 +63,7 @@ pipeline::RequestOptions ToOptions(const v1::BlendOptions& o, double retrieve_ms
   ro.ratio = o.recompute_ratio();
   ro.add_bos = o.add_bos();
   ro.accept_restart = o.accept_restart();
+  ro.cache_salt = o.cache_salt();
   ro.retrieve_ms = retrieve_ms;
   return ro;
 }

@@ -268,7 +268,7 @@ grpc::ServerUnaryReactor* RetrievalServiceImpl::GetChunks(grpc::CallbackServerCo
   return RunUnary(c, ctx_->executor, ctx_->gate, [this, req, resp]() -> absl::Status {
     RETURN_IF_ERROR(internal::ValidateGetChunksRequest(*req));
     RETURN_IF_ERROR(NeedRetriever(ctx_));
-    for (uint64_t id : req->chunk_ids()) {
+    auto add = [&](uint64_t id) -> absl::Status {
       ASSIGN_OR_RETURN(auto ch, ctx_->retriever->GetChunk(static_cast<int64_t>(id)));
       if (!ch) return absl::NotFoundError(absl::StrFormat("unknown chunk id %d", id));
       v1::ChunkInfo* ci = resp->add_chunks();
@@ -278,6 +278,13 @@ grpc::ServerUnaryReactor* RetrievalServiceImpl::GetChunks(grpc::CallbackServerCo
       ci->set_text(ch->text);
       ci->mutable_token_ids()->Assign(ch->token_ids.begin(), ch->token_ids.end());
       ci->set_kv_key(KvKeyOf(ctx_, ch->token_ids));
+      return absl::OkStatus();
+    };
+    for (uint64_t id : req->chunk_ids()) RETURN_IF_ERROR(add(id));
+    for (const std::string& doc : req->doc_ids()) {
+      ASSIGN_OR_RETURN(auto d, ctx_->retriever->GetDocument(doc));
+      if (!d) return absl::NotFoundError("unknown document id " + doc);
+      for (int64_t id : d->chunk_ids) RETURN_IF_ERROR(add(static_cast<uint64_t>(id)));
     }
     return absl::OkStatus();
   });

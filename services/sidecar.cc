@@ -569,6 +569,8 @@ absl::StatusOr<std::unique_ptr<Sidecar>> Sidecar::Start(SidecarOptions options) 
 
 int Sidecar::port() const { return impl_->port; }
 
+std::string Sidecar::MetricsText() const { return impl_->metrics.Render(); }
+
 int Sidecar::metrics_port() const {
   return impl_->metrics_server ? impl_->metrics_server->port() : -1;
 }

@@ -160,6 +160,9 @@ class Sidecar {
   std::string listen_address() const;
   int port() const;          // the bound gRPC port
   int metrics_port() const;  // -1 when off
+  // MetricsText: what GET /metrics on the metrics port answers (Prometheus
+  // text 0.0.4): an engine front end in this process appends it to its own.
+  std::string MetricsText() const;
   std::string address() const;  // "127.0.0.1:<port>" style, for clients
 
   // Shutdown: see the file comment. Idempotent.

@@ -23,9 +23,11 @@ class SeqSink : public KVSink {
  public:
   // k_buf / v_buf: the caller's buffers, reused (capacity kept across calls).
   SeqSink(const SeqStateLayout& l, const std::string& fp, const std::function<void(int)>& on_layer,
-          std::vector<std::string>* k_buf, std::vector<std::string>* v_buf)
-      : layout_(l), fp_(fp), on_layer_(on_layer), k_(*k_buf), v_(*v_buf) {}
+          const std::function<bool()>& cancelled, std::vector<std::string>* k_buf,
+          std::vector<std::string>* v_buf)
+      : layout_(l), fp_(fp), on_layer_(on_layer), cancelled_(cancelled), k_(*k_buf), v_(*v_buf) {}
   absl::Status OnHeader(const FusedPromptInfo& info) override {
+    RETURN_IF_ERROR(Cancelled());
     if (info.model_fingerprint != fp_) {
       return absl::FailedPreconditionError("the sidecar's model fingerprint is not this file's");
     }
@@ -39,6 +41,7 @@ class SeqSink : public KVSink {
     return absl::OkStatus();
   }
   absl::Status OnLayer(const FusedLayerView& l) override {
+    RETURN_IF_ERROR(Cancelled());
     if (n_ == k_.size()) k_.emplace_back(), v_.emplace_back();
     Keep(l.k, &k_[n_]);
     Keep(l.v, &v_[n_]);
@@ -63,6 +66,11 @@ class SeqSink : public KVSink {
   const std::string& v(size_t l) const { return v_[l]; }
 
  private:
+  // Cancelled: the caller gave up: the stream stops at this message.
+  absl::Status Cancelled() const {
+    return cancelled_ && cancelled_() ? absl::CancelledError("the request was cancelled")
+                                      : absl::OkStatus();
+  }
   void Keep(std::string_view bytes, std::string* out) const {
     if (info_.dtype != WireDType::kBF16) {
       out->assign(bytes);
@@ -80,6 +88,7 @@ class SeqSink : public KVSink {
   const SeqStateLayout& layout_;
   const std::string& fp_;
   const std::function<void(int)>& on_layer_;
+  const std::function<bool()>& cancelled_;
   FusedPromptInfo info_;
   BlendStats stats_;
   std::vector<std::string>& k_;
@@ -110,9 +119,10 @@ absl::StatusOr<std::unique_ptr<LlamaCppEngine>> LlamaCppEngine::Create(Options o
   return std::unique_ptr<LlamaCppEngine>(new LlamaCppEngine(std::move(o), l));
 }
 
-void LlamaCppEngine::FetchInto(const v1::BlendRequest& request, Fetched* f) const {
+void LlamaCppEngine::FetchInto(const v1::BlendRequest& request, Fetched* f,
+                               const std::function<bool()>& cancelled) const {
   f->raw = request.has_raw();
-  SeqSink sink(layout_, o_.model_fingerprint, o_.on_layer, &f->k, &f->v);
+  SeqSink sink(layout_, o_.model_fingerprint, o_.on_layer, cancelled, &f->k, &f->v);
   const auto t0 = Clock::now();
   f->status = o_.sidecar->Blend(request, &sink, o_.deadline);
   f->blend_ms = MsSince(t0);
@@ -123,14 +133,14 @@ void LlamaCppEngine::FetchInto(const v1::BlendRequest& request, Fetched* f) cons
 }
 
 std::unique_ptr<LlamaCppEngine::Fetched> LlamaCppEngine::Fetch(
-    const v1::BlendRequest& request) const {
+    const v1::BlendRequest& request, const std::function<bool()>& cancelled) const {
   auto f = std::make_unique<Fetched>();
   f->raw = request.has_raw();
   if (o_.sidecar == nullptr) {
     f->status = absl::FailedPreconditionError("LlamaCppEngine: no sidecar to fetch from");
     return f;
   }
-  FetchInto(request, f.get());
+  FetchInto(request, f.get(), cancelled);
   return f;
 }
 
@@ -229,7 +239,7 @@ absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::Prefill(const v1::BlendRe
     Fetched f;
     f.k.swap(k_buf_);
     f.v.swap(v_buf_);
-    FetchInto(request, &f);
+    FetchInto(request, &f, nullptr);
     got = Handover(f, prompt, seq, &r);
     k_buf_.swap(f.k);
     v_buf_.swap(f.v);

@@ -102,7 +102,11 @@ class LlamaCppEngine {
   // Fetch: `request`'s Blend stream. Touches no llama_context: callable on
   // any thread, several at once (on_layer is called on the calling
   // thread); without a sidecar its status is FAILED_PRECONDITION.
-  std::unique_ptr<Fetched> Fetch(const v1::BlendRequest& request) const;
+  // `cancelled` (optional) is asked at the header and at each layer: true
+  // stops the stream there (status CANCELLED), so a request whose client
+  // left frees its slot within one layer of its blend.
+  std::unique_ptr<Fetched> Fetch(const v1::BlendRequest& request,
+                                 const std::function<bool()>& cancelled = nullptr) const;
   // Apply: on the context's thread, what Prefill does with a finished
   // stream: the rows of `fetched` that agree with `prompt` into sequence
   // `seq` (with Prefill's fallbacks), llama.cpp decodes the rest.
@@ -116,7 +120,8 @@ class LlamaCppEngine {
  private:
   LlamaCppEngine(Options o, SeqStateLayout l) : o_(std::move(o)), layout_(l) {}
   // FetchInto: runs the Blend stream into *f (its buffers reused).
-  void FetchInto(const v1::BlendRequest& request, Fetched* f) const;
+  void FetchInto(const v1::BlendRequest& request, Fetched* f,
+                 const std::function<bool()>& cancelled) const;
   // Handover: hands over the rows of `prompt` the sidecar delivered intact;
   // returns how many (0..prompt.size()-1).
   absl::StatusOr<int64_t> Handover(const Fetched& f, const std::vector<int32_t>& prompt,

@@ -12,6 +12,7 @@
 #include "blend/kv_source.h"
 #include "blend/prefix_source.h"
 #include "blend/store_source.h"
+#include "kvstore/chunk_key.h"
 #include "pipeline/request.h"
 
 namespace ragkv::pipeline::internal {
@@ -21,6 +22,10 @@ struct Piece {
   std::vector<int32_t> tokens;
   bool is_chunk = false;  // a catalogue chunk (chunk_id valid) or a document (chunk_id 0)
   uint64_t chunk_id = 0;
+  // key: its record's store key (is_chunk): a catalogue chunk's under the
+  // model's fingerprint, a document's or passage's under the request's
+  // (salted) one; store-back writes a miss under it.
+  kvstore::ChunkKey key;
   int64_t chunk_begin = 0;  // the chunk's first row in this piece (raw prompts)
   std::unique_ptr<blend::KvSource> source;  // null: computed fresh
   blend::StoreKvSource* store = nullptr;    // the store stream under source
@@ -44,6 +49,10 @@ struct BlendLayout {
   std::vector<int> seg_piece;   // owner of segs[i]: a piece index or k*Segment
   std::vector<Span> spans;      // span i: the prefix (when any), then pieces[first..]
   int64_t T = 0;                // prompt tokens
+  // traffic: the key namespace of the request's own KV (documents,
+  // passages, exact-prefix blocks): the model's fingerprint salted by the
+  // request's cache_salt (kvstore::SaltedFingerprint).
+  kvstore::Fingerprint traffic{};
   // The stored exact prefix in front (prefix_cache.h), when one was found.
   std::unique_ptr<blend::PrefixKvSource> exact;
   std::vector<int32_t> exact_tokens;

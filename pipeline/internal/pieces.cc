@@ -17,19 +17,18 @@
 namespace ragkv::pipeline::internal {
 namespace {
 
-// OpenStored: the store's record of `chunk_tokens` (the chunk's whole
-// token list) as p's source, rows [begin, end) of it; a miss leaves p fresh.
-absl::Status OpenStored(const Pipeline::Options& o, absl::Span<const int32_t> chunk_tokens,
-                        int64_t begin, int64_t end, Piece* p, double* fetch_ms) {
-  if (o.store == nullptr || chunk_tokens.empty()) return absl::OkStatus();
+// OpenStored: the record under p->key (a chunk of `chunk_tokens` tokens)
+// as p's source, rows [begin, end) of it; a miss leaves p fresh.
+absl::Status OpenStored(const Pipeline::Options& o, int64_t chunk_tokens, int64_t begin,
+                        int64_t end, Piece* p, double* fetch_ms) {
+  if (o.store == nullptr || chunk_tokens == 0) return absl::OkStatus();
   const auto t0 = Clock::now();
-  const auto& fp = o.model->fingerprint();
   ASSIGN_OR_RETURN(std::unique_ptr<blend::StoreKvSource> s,
-                   blend::StoreKvSource::Open(o.store, kvstore::ChunkKey::Of(fp, chunk_tokens), fp));
+                   blend::StoreKvSource::Open(o.store, p->key, o.model->fingerprint()));
   *fetch_ms += MsSince(t0);
   if (s == nullptr) return absl::OkStatus();
   blend::StoreKvSource* stream = s.get();
-  if (begin == 0 && end == static_cast<int64_t>(chunk_tokens.size())) {
+  if (begin == 0 && end == chunk_tokens) {
     p->source = std::move(s);
   } else {
     ASSIGN_OR_RETURN(p->source, blend::SliceKvSource::Create(std::move(s), begin, end));
@@ -37,6 +36,15 @@ absl::Status OpenStored(const Pipeline::Options& o, absl::Span<const int32_t> ch
   p->store = stream;
   p->stored = true;
   return absl::OkStatus();
+}
+
+// OpenWhole: p (its tokens a whole chunk or document) keyed under `fp`.
+absl::Status OpenWhole(const Pipeline::Options& o, const kvstore::Fingerprint& fp, Piece* p,
+                       double* fetch_ms) {
+  p->is_chunk = true;
+  p->key = kvstore::ChunkKey::Of(fp, p->tokens);
+  const int64_t n = static_cast<int64_t>(p->tokens.size());
+  return OpenStored(o, n, 0, n, p, fetch_ms);
 }
 
 absl::StatusOr<std::vector<int32_t>> TokensOfText(const Pipeline::Options& o,
@@ -52,16 +60,15 @@ absl::Status ResolveChunk(const Pipeline::Options& o, uint64_t chunk_id, Piece* 
   }
   ASSIGN_OR_RETURN(auto ch, o.retriever->GetChunk(static_cast<int64_t>(chunk_id)));
   if (!ch) return absl::NotFoundError(absl::StrFormat("unknown chunk id %d", chunk_id));
-  p->is_chunk = true;
   p->chunk_id = chunk_id;
   p->tokens = std::move(ch->token_ids);
-  return OpenStored(o, p->tokens, 0, static_cast<int64_t>(p->tokens.size()), p, fetch_ms);
+  return OpenWhole(o, o.model->fingerprint(), p, fetch_ms);
 }
 
 // ResolveSegment: one segment's tokens, and its stored KV when it is a
 // catalogue chunk or a document.
-absl::Status ResolveSegment(const Pipeline::Options& o, const Segment& s, size_t i, Piece* p,
-                            double* fetch_ms) {
+absl::Status ResolveSegment(const Pipeline::Options& o, const kvstore::Fingerprint& traffic,
+                            const Segment& s, size_t i, Piece* p, double* fetch_ms) {
   switch (s.source) {
     case Segment::Source::kChunkId:
       RETURN_IF_ERROR(ResolveChunk(o, s.chunk_id, p, fetch_ms));
@@ -76,9 +83,54 @@ absl::Status ResolveSegment(const Pipeline::Options& o, const Segment& s, size_t
   }
   if (p->tokens.empty()) return absl::InvalidArgumentError(absl::StrFormat("segment %d is empty", i));
   if (s.document && s.source != Segment::Source::kChunkId) {
-    p->is_chunk = true;
-    RETURN_IF_ERROR(OpenStored(o, p->tokens, 0, static_cast<int64_t>(p->tokens.size()), p, fetch_ms));
+    RETURN_IF_ERROR(OpenWhole(o, traffic, p, fetch_ms));
   }
+  return absl::OkStatus();
+}
+
+// Island: a stored-KV candidate in a raw prompt: a catalogue match, or a
+// passage (match null) that no match overlaps.
+struct Island {
+  size_t begin = 0, end = 0;
+  const retrieval::ChunkMatch* match = nullptr;
+};
+
+std::vector<Island> Islands(const std::vector<retrieval::ChunkMatch>& found,
+                            const std::vector<std::pair<uint32_t, uint32_t>>& passages) {
+  std::vector<Island> out;
+  for (const retrieval::ChunkMatch& m : found) {
+    out.push_back({static_cast<size_t>(m.prompt_begin), static_cast<size_t>(m.prompt_end()), &m});
+  }
+  const size_t matches = out.size();
+  for (const auto& [b, e] : passages) {
+    const bool overlaps = std::any_of(out.begin(), out.begin() + matches, [&](const Island& m) {
+      return m.begin < e && b < m.end;
+    });
+    if (!overlaps) out.push_back({b, e, nullptr});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const Island& x, const Island& y) { return x.begin < y.begin; });
+  return out;
+}
+
+// OpenMatch: a catalogue chunk found in a raw prompt (whole, or the rows of
+// it the prompt holds); deleted since it was matched: plain fresh rows.
+absl::Status OpenMatch(const Pipeline::Options& o, const retrieval::ChunkMatch& m, Piece* p,
+                       double* fetch_ms) {
+  p->chunk_id = static_cast<uint64_t>(m.chunk_id);
+  p->chunk_begin = m.chunk_begin;
+  if (m.whole()) return OpenWhole(o, o.model->fingerprint(), p, fetch_ms);
+  ASSIGN_OR_RETURN(std::optional<retrieval::ChunkRecord> ch, o.retriever->GetChunk(m.chunk_id));
+  if (!ch) {
+    p->chunk_id = 0;
+    p->chunk_begin = 0;
+    return absl::OkStatus();
+  }
+  p->is_chunk = true;
+  p->key = kvstore::ChunkKey::Of(o.model->fingerprint(), ch->token_ids);
+  RETURN_IF_ERROR(OpenStored(o, static_cast<int64_t>(ch->token_ids.size()), m.chunk_begin,
+                             m.chunk_end, p, fetch_ms));
+  p->whole = std::move(ch->token_ids);
   return absl::OkStatus();
 }
 
@@ -90,17 +142,17 @@ absl::Status ReopenAll(const Pipeline::Options& o, std::vector<Piece>* pieces, d
     p.store = nullptr;
     p.covered = false;
     if (!p.stored || p.failed || p.released) continue;
-    const std::vector<int32_t>& key_tokens = p.whole.empty() ? p.tokens : p.whole;
+    const int64_t whole = static_cast<int64_t>(p.whole.empty() ? p.tokens.size() : p.whole.size());
     const int64_t begin = p.whole.empty() ? 0 : p.chunk_begin;
-    RETURN_IF_ERROR(OpenStored(o, key_tokens, begin,
-                               begin + static_cast<int64_t>(p.tokens.size()), &p, fetch_ms));
+    RETURN_IF_ERROR(OpenStored(o, whole, begin, begin + static_cast<int64_t>(p.tokens.size()), &p,
+                               fetch_ms));
   }
   return absl::OkStatus();
 }
 
-absl::Status ResolveRaw(const Pipeline::Options& o, const Prompt& prompt,
-                        std::vector<Piece>* pieces, double* fetch_ms) {
-  if (o.retriever == nullptr) {
+absl::Status ResolveRaw(const Pipeline::Options& o, const kvstore::Fingerprint& traffic,
+                        const Prompt& prompt, std::vector<Piece>* pieces, double* fetch_ms) {
+  if (o.retriever == nullptr && prompt.passages.empty()) {
     return absl::FailedPreconditionError(
         "raw prompts need the retrieval service (its catalogue holds the chunks' tokens)");
   }
@@ -112,13 +164,16 @@ absl::Status ResolveRaw(const Pipeline::Options& o, const Prompt& prompt,
         "the raw prompt has %d tokens, over the model context of %d", ids.size(), context));
   }
   const size_t query = std::min(ids.size(), std::max<size_t>(1, prompt.raw_query_tokens));
-  ASSIGN_OR_RETURN(std::vector<retrieval::ChunkMatch> found,
-                   o.retriever->FindChunks(ids.subspan(0, ids.size() - query)));
-  if (found.empty()) return absl::NotFoundError("no stored chunk found in the raw prompt");
+  std::vector<retrieval::ChunkMatch> found;
+  if (o.retriever != nullptr) {
+    ASSIGN_OR_RETURN(found, o.retriever->FindChunks(ids.subspan(0, ids.size() - query)));
+  }
   if (found.size() > static_cast<size_t>(kMaxSegments / 2)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "the raw prompt holds %d chunk matches (max %d)", found.size(), kMaxSegments / 2));
   }
+  const std::vector<Island> islands = Islands(found, prompt.passages);
+  if (islands.empty()) return absl::NotFoundError("no stored chunk found in the raw prompt");
   size_t at = 0;
   auto fresh = [&](size_t end) {
     if (end <= at) return;
@@ -126,27 +181,16 @@ absl::Status ResolveRaw(const Pipeline::Options& o, const Prompt& prompt,
     p.tokens.assign(ids.begin() + at, ids.begin() + end);
     at = end;
   };
-  for (const retrieval::ChunkMatch& m : found) {
-    fresh(m.prompt_begin);
+  for (const Island& is : islands) {
+    fresh(is.begin);
     Piece& p = pieces->emplace_back();
-    p.is_chunk = true;
-    p.chunk_id = static_cast<uint64_t>(m.chunk_id);
-    p.chunk_begin = m.chunk_begin;
-    p.tokens.assign(ids.begin() + m.prompt_begin, ids.begin() + m.prompt_end());
-    at = m.prompt_end();
-    if (m.whole()) {
-      RETURN_IF_ERROR(OpenStored(o, p.tokens, 0, m.size(), &p, fetch_ms));
-      continue;
+    p.tokens.assign(ids.begin() + is.begin, ids.begin() + is.end);
+    at = is.end;
+    if (is.match == nullptr) {
+      RETURN_IF_ERROR(OpenWhole(o, traffic, &p, fetch_ms));  // a passage: a document
+    } else {
+      RETURN_IF_ERROR(OpenMatch(o, *is.match, &p, fetch_ms));
     }
-    ASSIGN_OR_RETURN(std::optional<retrieval::ChunkRecord> ch, o.retriever->GetChunk(m.chunk_id));
-    if (!ch) {  // deleted since it was matched: plain fresh rows
-      p.is_chunk = false;
-      p.chunk_id = 0;
-      p.chunk_begin = 0;
-      continue;
-    }
-    RETURN_IF_ERROR(OpenStored(o, ch->token_ids, m.chunk_begin, m.chunk_end, &p, fetch_ms));
-    p.whole = std::move(ch->token_ids);
   }
   fresh(ids.size());
   if (std::none_of(pieces->begin(), pieces->end(), [](const Piece& p) { return p.is_chunk; })) {
@@ -155,12 +199,13 @@ absl::Status ResolveRaw(const Pipeline::Options& o, const Prompt& prompt,
   return absl::OkStatus();
 }
 
-absl::Status ResolveSegments(const Pipeline::Options& o, const std::vector<Segment>& segments,
-                             std::vector<Piece>* pieces, double* fetch_ms) {
+absl::Status ResolveSegments(const Pipeline::Options& o, const kvstore::Fingerprint& traffic,
+                             const std::vector<Segment>& segments, std::vector<Piece>* pieces,
+                             double* fetch_ms) {
   const int64_t context = o.model->config().max_seq_len;
   int64_t total = 1;  // a BOS the options may add
   for (size_t i = 0; i < segments.size(); ++i) {
-    RETURN_IF_ERROR(ResolveSegment(o, segments[i], i, &(*pieces)[i], fetch_ms));
+    RETURN_IF_ERROR(ResolveSegment(o, traffic, segments[i], i, &(*pieces)[i], fetch_ms));
     total += static_cast<int64_t>((*pieces)[i].tokens.size());
     if (total > context) {
       return absl::OutOfRangeError(absl::StrFormat(

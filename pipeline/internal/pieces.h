@@ -16,14 +16,19 @@ namespace ragkv::pipeline::internal {
 // soon as the prompt outgrows the model's context (before the Blender sizes
 // anything from it). Time spent opening stored records is added to
 // *fetch_ms.
-absl::Status ResolveSegments(const Pipeline::Options& o, const std::vector<Segment>& segments,
-                             std::vector<Piece>* pieces, double* fetch_ms);
+// `traffic`: the key namespace of the request's documents (the model's
+// fingerprint, salted by the request's cache_salt).
+absl::Status ResolveSegments(const Pipeline::Options& o, const kvstore::Fingerprint& traffic,
+                             const std::vector<Segment>& segments, std::vector<Piece>* pieces,
+                             double* fetch_ms);
 
 // ResolveRaw: the raw prompt cut into pieces: the catalogue's chunks found
 // in it (Retriever::FindChunks; never inside the query tail) with their
 // stored KV, and fresh pieces between them; the last piece holds the query.
-absl::Status ResolveRaw(const Pipeline::Options& o, const Prompt& prompt,
-                        std::vector<Piece>* pieces, double* fetch_ms);
+// The prompt's passages that no catalogue chunk overlaps become documents
+// (keyed under `traffic`). NOT_FOUND when it has neither.
+absl::Status ResolveRaw(const Pipeline::Options& o, const kvstore::Fingerprint& traffic,
+                        const Prompt& prompt, std::vector<Piece>* pieces, double* fetch_ms);
 
 // ReopenAll: every piece's stored record opened again, but the failed ones
 // (the streams were consumed by a blend that failed on one load); a miss

@@ -10,7 +10,7 @@
 namespace ragkv::pipeline::internal {
 namespace {
 
-absl::Status ApplyExactPrefix(kvstore::TieredStore* store, const model::Model& model,
+absl::Status ApplyExactPrefix(kvstore::TieredStore* store, const kvstore::Fingerprint& fp,
                               const PrefixCacheOptions& options, std::vector<Piece>* pieces,
                               BlendLayout* layout) {
   layout->exact.reset();
@@ -24,9 +24,9 @@ absl::Status ApplyExactPrefix(kvstore::TieredStore* store, const model::Model& m
   // context is whole blocks would otherwise leave none and be refused).
   const int64_t limit = std::min(query_begin - 1, options.max_tokens);
   const std::vector<kvstore::ChunkKey> keys = blend::PrefixBlockKeys(
-      model.fingerprint(), absl::MakeConstSpan(tokens).subspan(0, limit), options.block_tokens);
+      layout->traffic, absl::MakeConstSpan(tokens).subspan(0, limit), options.block_tokens);
   if (keys.empty()) return absl::OkStatus();
-  ASSIGN_OR_RETURN(layout->exact, blend::PrefixKvSource::Open(store, keys, model.fingerprint(),
+  ASSIGN_OR_RETURN(layout->exact, blend::PrefixKvSource::Open(store, keys, fp,
                                                               options.block_tokens));
   if (layout->exact == nullptr) return absl::OkStatus();
   const int64_t P = layout->exact->info().num_tokens;
@@ -79,7 +79,7 @@ absl::Status ApplyExactPrefix(kvstore::TieredStore* store, const model::Model& m
 absl::Status ApplyPrefixCache(const Pipeline::Options& o, bool enabled, std::vector<Piece>* pieces,
                               BlendLayout* layout) {
   if (!enabled) return absl::OkStatus();
-  RETURN_IF_ERROR(ApplyExactPrefix(o.store, *o.model, o.prefix_cache, pieces, layout));
+  RETURN_IF_ERROR(ApplyExactPrefix(o.store, o.model->fingerprint(), o.prefix_cache, pieces, layout));
   const int64_t P = static_cast<int64_t>(layout->exact_tokens.size());
   o.metrics->Add("ragkv_prefix_lookups_total", P > 0 ? "result=\"hit\"" : "result=\"miss\"");
   if (P > 0) o.metrics->Add("ragkv_prefix_tokens_reused_total", "", static_cast<double>(P));
@@ -116,7 +116,7 @@ void StorePrefixCache(const Pipeline::Options& o, StoreBack* store_back, const B
   if (last <= first) return;
   absl::StatusOr<std::vector<blend::StoreChunk>> blocks = blend::EncodePrefixBlocks(
       cache, layout.Tokens(pieces), o.model->fingerprint(), B, first, last,
-      o.model->config().kv_dtype, store_back->codec());
+      o.model->config().kv_dtype, store_back->codec(), &layout.traffic);
   if (!blocks.ok()) {
     RAGKV_LOG(WARNING) << "prefix cache: encoding blocks: " << blocks.status();
     return;

@@ -64,11 +64,11 @@ bool ReleaseUnused(blend::Strategy strategy, const BlendLayout& layout, std::vec
   return any;
 }
 
-std::vector<std::vector<int32_t>> Misses(const std::vector<Piece>& pieces) {
-  std::vector<std::vector<int32_t>> out;
+std::vector<Miss> Misses(const std::vector<Piece>& pieces) {
+  std::vector<Miss> out;
   for (const Piece& p : pieces) {
     if (p.is_chunk && p.source == nullptr && !p.covered && !p.released) {
-      out.push_back(p.whole.empty() ? p.tokens : p.whole);
+      out.push_back({p.key, p.whole.empty() ? p.tokens : p.whole});
     }
   }
   return out;
@@ -177,8 +177,7 @@ bool MarkFailedLoad(const Pipeline::Options& o, const absl::Status& st,
     // still have its header, which store-back takes for "stored": delete
     // it so that it is rewritten. An outage leaves the record alone.
     if (!absl::IsUnavailable(st) && !absl::IsDeadlineExceeded(st)) {
-      const kvstore::ChunkKey key = kvstore::ChunkKey::Of(
-          o.model->fingerprint(), bad.whole.empty() ? bad.tokens : bad.whole);
+      const kvstore::ChunkKey& key = bad.key;
       if (absl::Status d = o.store->Delete(key); !d.ok()) {
         RAGKV_LOG(WARNING) << "blend: deleting failed record " << key.ToHex() << ": " << d;
       }

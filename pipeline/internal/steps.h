@@ -29,7 +29,11 @@ bool ReleaseUnused(blend::Strategy strategy, const BlendLayout& layout, std::vec
 
 // Misses: the whole token lists of the chunks whose record missed (what
 // store-back writes after the request).
-std::vector<std::vector<int32_t>> Misses(const std::vector<Piece>& pieces);
+struct Miss {
+  kvstore::ChunkKey key;
+  std::vector<int32_t> tokens;
+};
+std::vector<Miss> Misses(const std::vector<Piece>& pieces);
 
 // StrategyOptions: the Blender options of the request's mode (kAuto: the
 // default ratio, which the controller's may replace later).

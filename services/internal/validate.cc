@@ -389,6 +389,12 @@ absl::Status ValidateGetChunksRequest(const v1::GetChunksRequest& req) {
     return absl::InvalidArgumentError(
         absl::StrFormat("over %d chunk ids", kMaxChunkIdsPerCall));
   }
+  if (req.doc_ids_size() > kMaxChunkIdsPerCall) {
+    return absl::InvalidArgumentError(absl::StrFormat("over %d doc ids", kMaxChunkIdsPerCall));
+  }
+  for (const std::string& d : req.doc_ids()) {
+    if (d.empty()) return absl::InvalidArgumentError("an empty doc id");
+  }
   return absl::OkStatus();
 }
 

@@ -57,6 +57,23 @@ TEST(ChunkKey, DeterministicAndSensitive) {
   EXPECT_NE(ChunkKey::Of(fp, toks), ChunkKey::Of(fp, rev));
 }
 
+// SaltedFingerprint follows docs/kv_format.md "Salted keys" byte for byte;
+// no salt is the fingerprint itself; salts never collide with each other.
+TEST(ChunkKey, SaltedFingerprintFollowsSpec) {
+  const Fingerprint fp = TestFingerprint(4);
+  EXPECT_EQ(SaltedFingerprint(fp, ""), fp);
+  const std::string salt = std::string("tenant-\x01") + '\0' + "b";
+  std::string bytes = "ragkv/salt/v1";
+  bytes.append(reinterpret_cast<const char*>(fp.data()), 16);
+  bytes += salt;
+  EXPECT_EQ(SaltedFingerprint(fp, salt), Reference(bytes).bytes);
+  EXPECT_NE(SaltedFingerprint(fp, "a"), SaltedFingerprint(fp, "b"));
+  EXPECT_NE(SaltedFingerprint(fp, "a"), fp);
+  EXPECT_NE(SaltedFingerprint(fp, "a"), SaltedFingerprint(TestFingerprint(5), "a"));
+  const auto toks = TestTokens(64, 2);
+  EXPECT_NE(ChunkKey::Of(SaltedFingerprint(fp, "a"), toks), ChunkKey::Of(fp, toks));
+}
+
 TEST(ChunkKey, HexRoundTripAndErrors) {
   const ChunkKey k = ChunkKey::Of(TestFingerprint(5), TestTokens(10, 1));
   const std::string hex = k.ToHex();

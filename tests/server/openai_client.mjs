@@ -68,8 +68,8 @@ async function raw(path, body, method = "POST") {
 
 async function clientError(fn) {
   try {
-    await fn();
-    return { status: 200 };
+    const r = await fn();
+    return { status: 200, r };
   } catch (e) {
     return { status: e.status ?? -1, name: e.constructor.name, message: e.message,
              param: e.param ?? null, code: e.code ?? null, type: e.type ?? null };
@@ -95,6 +95,19 @@ const cases = {
     } while (++tries < 20 && health.active !== 0);
     return { abort: a, after: b, before, health };
   },
+  // abort_held: a stream aborted after its first event while the server
+  // holds it (its blend stalled); then /health until no slot is active
+  // (at most 15 s).
+  abort_held: async () => {
+    const before = (await raw("/health", null, "GET")).json;
+    const a = await chatStream(input, 1);
+    let health, tries = 0;
+    do {
+      if (tries) await new Promise((r) => setTimeout(r, 100));
+      health = (await raw("/health", null, "GET")).json;
+    } while (++tries < 150 && health.active !== 0);
+    return { abort: a, before, health };
+  },
   // busy: every request at once; those beyond the slots and the queue get 429.
   busy: async () => {
     const out = await Promise.all(input.requests.map((b) =>
@@ -102,20 +115,61 @@ const cases = {
     return { statuses: out.map((o) => o.status), errors: out.filter((o) => o.status !== 200) };
   },
   // documents: the same request twice (the second finds the documents' KV
-  // stored by the first).
+  // stored by the first). input: {body, min_cached}.
   documents: async () => {
-    const first = await chat(input);
+    const first = await chat(input.body);
     // Store-back runs after the response: ask again until it has landed
     // (at most 20 tries, 100 ms apart).
     // Another system message first: the prompt's prefix differs, so no
     // slot's kept cells serve it and the documents' KV comes from the store.
-    const again = { ...input, messages: [{ role: "system", content: "Answer briefly." }, ...input.messages] };
+    // Each document is stored by its own task: ask until all have landed
+    // (cached_tokens reaches min_cached; at most 40 tries, 100 ms apart).
+    const body = input.body;
+    const again = { ...body, messages: [{ role: "system", content: "Answer briefly." }, ...body.messages] };
     let second, tries = 0;
     do {
       if (tries) await new Promise((r) => setTimeout(r, 100));
       second = await chat(again);
-    } while (++tries < 20 && second.usage.prompt_tokens_details.cached_tokens === 0);
+    } while (++tries < 40 && second.usage.prompt_tokens_details.cached_tokens < input.min_cached);
     return { first, second, tries };
+  },
+  // sequence: the chat requests in order; each item is a body (an error:
+  // {status, message, param, code}), or
+  // {retry: [bodies], min_cached}: the bodies in turn until one reports
+  // cached_tokens >= min_cached (store-back lands after a response).
+  // An item {http: {method, path, body}} is one raw HTTP call ({status, json}).
+  sequence: async () => {
+    const out = [];
+    for (const item of input.requests) {
+      if (item.http) {
+        out.push(await raw(item.http.path, item.http.body, item.http.method));
+        continue;
+      }
+      if (!item.retry) {
+        out.push(await clientError(() => chat(item)).then((e) => e.status === 200 ? e.r : e));
+        continue;
+      }
+      let r;
+      for (const b of item.retry) {
+        r = await chat(b);
+        if (r.usage.prompt_tokens_details.cached_tokens >= item.min_cached) break;
+      }
+      out.push(r);
+    }
+    return out;
+  },
+  // deadline: a request past --request-timeout, whole and streamed; then one
+  // that fits.
+  deadline: async () => {
+    const whole = await clientError(() => chat(input));
+    const streamed = await clientError(() => chatStream(input));
+    const after = await chat({ ...input, max_tokens: 2 });
+    let health, tries = 0;
+    do {
+      if (tries) await new Promise((r) => setTimeout(r, 50));
+      health = (await raw("/health", null, "GET")).json;
+    } while (++tries < 20 && health.active !== 0);
+    return { whole, streamed, after, health };
   },
   metrics: async () => {
     await chatStream({ ...input });

@@ -1,0 +1,64 @@
+// documents.h: what the HTTP API needs of the sidecar's catalogue and KV
+// store (docs/protocol.md "HTTP API": documents by id, POST/DELETE
+// /v1/documents, POST /v1/cache/forget), and SidecarDocuments, its
+// implementation over the connector (the sidecar's gRPC API).
+// Thread safety: SidecarDocuments is thread-safe (the Client is).
+#ifndef RAGKV_SERVER_DOCUMENTS_H_
+#define RAGKV_SERVER_DOCUMENTS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kvstore/chunk_key.h"
+#include "server/api.h"
+
+namespace ragkv {
+class Client;
+}
+
+namespace ragkv::server {
+
+// Ingested: one document as the catalogue chunked it.
+struct Ingested {
+  std::string doc_id;
+  std::vector<uint64_t> chunk_ids;
+};
+
+class DocumentBackend {
+ public:
+  virtual ~DocumentBackend() = default;
+  // Resolve: a document named by id (Document::by_id) as its chunks, in
+  // order: text, chunk_id and chunk_tokens set. NOT_FOUND names the id.
+  virtual absl::StatusOr<std::vector<Document>> Resolve(const Document& d) = 0;
+  // Ingest: documents (doc_id, title, text) into the catalogue (chunked and
+  // indexed; a document with an existing id replaces it).
+  virtual absl::StatusOr<std::vector<Ingested>> Ingest(const std::vector<Document>& docs) = 0;
+  // Delete: the document and the stored KV of its chunks; the chunks deleted.
+  virtual absl::StatusOr<int> Delete(const std::string& doc_id) = 0;
+  // Forget: the stored KV records of these token lists (documents or
+  // passages as a request keyed them) under `salt`; how many were deleted.
+  virtual absl::StatusOr<int> Forget(const std::vector<std::vector<int32_t>>& spans,
+                                     const std::string& salt) = 0;
+};
+
+class SidecarDocuments final : public DocumentBackend {
+ public:
+  // `client` (not owned) reaches the sidecar; `fingerprint` is the model's.
+  SidecarDocuments(Client* client, kvstore::Fingerprint fingerprint)
+      : client_(client), fp_(fingerprint) {}
+  absl::StatusOr<std::vector<Document>> Resolve(const Document& d) override;
+  absl::StatusOr<std::vector<Ingested>> Ingest(const std::vector<Document>& docs) override;
+  absl::StatusOr<int> Delete(const std::string& doc_id) override;
+  absl::StatusOr<int> Forget(const std::vector<std::vector<int32_t>>& spans,
+                             const std::string& salt) override;
+
+ private:
+  Client* client_;
+  kvstore::Fingerprint fp_;
+};
+
+}  // namespace ragkv::server
+
+#endif  // RAGKV_SERVER_DOCUMENTS_H_

@@ -1,0 +1,150 @@
+// faults_test.cc: the OpenAI-compatible server (tests/server/
+// server_fixture.h) when its sidecar fails or its clients leave. The
+// engine reaches a sidecar of its own process (`--engine-upstream`), so the
+// test can kill it (its Blend streams cut while slots are busy) or stop it
+// (a blend held mid-way while the client leaves).
+#include "tests/server/server_fixture.h"
+
+namespace ragkv::server {
+namespace {
+
+class FaultsTest : public OpenAiServerTest {
+ protected:
+  static void SetUpTestSuite() {}  // each test starts its own servers
+  void SetUp() override {
+    RAGKV_REQUIRE_OR_SKIP(fs::exists(ModelPath())) << "no test model at " << ModelPath();
+    RAGKV_REQUIRE_OR_SKIP(fs::exists(OpenAiDir() + "/node_modules/openai"))
+        << "no openai client at " << OpenAiDir() << " (scripts/setup-llamacpp)";
+    if (work_.empty()) {
+      work_ = fs::temp_directory_path() / ("ragkv-faults-" + std::to_string(::getpid()));
+      fs::create_directories(work_);
+      fs::create_symlink(OpenAiDir() + "/node_modules", work_ / "node_modules");
+      fs::copy_file(std::string(RAGKV_SOURCE_DIR) + "/tests/server/openai_client.mjs",
+                    work_ / "openai_client.mjs");
+    }
+  }
+
+  // SpawnSidecar: a gRPC-only `ragkv serve` of the same model; its pid and
+  // address.
+  static void SpawnSidecar(const std::string& data, pid_t* pid, std::string* address) {
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    const std::vector<std::string> args = {
+        RAGKV_BINARY, "serve", "--model", ModelPath(), "--listen", "127.0.0.1:0",
+        "--metrics-port", "-1", "--data-dir", (work_ / data).string(), "--sync-writes", "false"};
+    *pid = ::fork();
+    if (*pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ::dup2(fds[1], 1);
+      ::close(fds[0]);
+      ::close(fds[1]);
+      std::vector<char*> argv;
+      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    std::string out;
+    char buf[4096];
+    pollfd p{fds[0], POLLIN, 0};
+    while (out.find("LISTENING") == std::string::npos && ::poll(&p, 1, 120000) > 0) {
+      const ssize_t n = ::read(fds[0], buf, sizeof buf);
+      if (n <= 0) break;
+      out.append(buf, n);
+    }
+    ::close(fds[0]);
+    ASSERT_NE(out.find("LISTENING "), std::string::npos) << "the sidecar did not start: " << out;
+    const size_t l = out.find("LISTENING ") + 10;
+    *address = out.substr(l, out.find_first_of(" \n", l) - l);
+  }
+
+  static void Kill(pid_t pid) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+
+  static void TearDownTestSuite() {
+    if (!work_.empty()) fs::remove_all(work_);
+  }
+};
+
+json DocsRequest(int seed, const std::string& mode, int max_tokens) {
+  static const char* kText[] = {
+      "Tom had a red kite. Every morning he ran to the hill behind the house and let the wind "
+      "carry it up high. One day the string broke and the kite flew over the trees.",
+      "The little cat liked to sleep in the sun. She found a warm spot near the window and "
+      "purred all afternoon while the children played in the garden outside.",
+      "Sara and her mom baked a big cake for the party. They put pink frosting on top and "
+      "many candles. Everyone sang and the dog barked happily.",
+  };
+  json docs = json::array();
+  for (int i = 0; i < 2; ++i) {
+    docs.push_back({{"title", "Story " + std::to_string(seed) + "." + std::to_string(i)},
+                    {"text", kText[(seed + i) % 3]}});
+  }
+  json b = {{"messages", {{{"role", "user"}, {"content", "What happened?"}}}},
+            {"documents", docs},
+            {"temperature", 0},
+            {"max_tokens", max_tokens}};
+  if (!mode.empty()) b["ragkv"] = {{"mode", mode}};
+  return b;
+}
+
+// The sidecar killed while one slot streams and another blends: the
+// requests after it fall back to llama.cpp's own prefill (the same text as
+// mode local), the busy stream finishes, and the server keeps serving.
+TEST_F(FaultsTest, ASidecarKilledWhileSlotsAreBusyFallsBack) {
+  pid_t sidecar = -1, server = -1;
+  std::string address, url;
+  ASSERT_NO_FATAL_FAILURE(SpawnSidecar("upstream-data", &sidecar, &address));
+  ASSERT_NO_FATAL_FAILURE(Spawn({"--parallel", "2", "--ctx-size", "4096", "--engine-upstream",
+                                 address},
+                                "front-data", &server, &url));
+  const json before = Node("chat", DocsRequest(1, "", 8), url);
+  EXPECT_TRUE(before["ragkv"]["fallback"].is_null()) << before;  // the sidecar served it
+  json busy = ChatBody("local", 1500);
+  busy["logit_bias"] = {{"2", -100}};  // no end of story: the slot stays busy
+  json streamed;
+  std::thread client([&] { streamed = Node("chat_stream", busy, url); });
+  ::usleep(300000);
+  Kill(sidecar);
+  const json after = Node("chat", DocsRequest(2, "", 8), url);
+  const json local = Node("chat", DocsRequest(2, "local", 8), url);
+  client.join();
+  EXPECT_FALSE(after["ragkv"]["fallback"].is_null()) << after;
+  EXPECT_EQ(after["text"], local["text"]) << after;
+  EXPECT_EQ(after["finish_reason"], local["finish_reason"]);
+  EXPECT_EQ(streamed["finish_reason"], "length") << streamed;
+  EXPECT_EQ(Node("chat", ChatBody("", 4), url)["finish_reason"], "length");
+  Stop(server);
+}
+
+// A client that leaves while its blend is held mid-way (the sidecar
+// stopped) is cancelled: its slot is freed once the stream moves on, and
+// the server serves the next request.
+TEST_F(FaultsTest, AClientLeavingMidBlendFreesItsSlot) {
+  pid_t sidecar = -1, server = -1;
+  std::string address, url;
+  ASSERT_NO_FATAL_FAILURE(SpawnSidecar("held-data", &sidecar, &address));
+  ASSERT_NO_FATAL_FAILURE(Spawn({"--parallel", "1", "--ctx-size", "2048", "--engine-upstream",
+                                 address},
+                                "held-front-data", &server, &url));
+  ::kill(sidecar, SIGSTOP);
+  json r;
+  std::thread client([&] { r = Node("abort_held", DocsRequest(3, "", 64), url); });
+  ::usleep(1500000);  // the client has left (it aborts after the first event)
+  ::kill(sidecar, SIGCONT);
+  client.join();
+  EXPECT_EQ(r["abort"]["aborted"], true) << r;
+  EXPECT_EQ(r["health"]["active"], 0) << r;
+  EXPECT_EQ(r["health"]["cancelled"], r["before"]["cancelled"].get<int>() + 1) << r;
+  const json next = Node("chat", DocsRequest(4, "", 4), url);
+  EXPECT_EQ(next["finish_reason"], "length") << next;
+  EXPECT_TRUE(next["ragkv"]["fallback"].is_null()) << next;
+  Stop(server);
+  Kill(sidecar);
+}
+
+}  // namespace
+}  // namespace ragkv::server
