@@ -58,6 +58,7 @@ std::unique_ptr<Command> NewBenchQualityCommand();    // bench.cc
 std::unique_ptr<Command> NewBenchRetrievalCommand();  // bench_retrieval.cc
 std::unique_ptr<Command> NewBenchTtftCommand();       // bench_ttft.cc
 std::unique_ptr<Command> NewBenchLoadCommand();       // bench_load.cc
+std::unique_ptr<Command> NewBenchServeCommand();      // bench_serve.cc
 
 // RunParsed: registers nothing; finds the entry of `table` whose
 // subcommand of `app` was parsed and runs its command. 2 when none was.

@@ -31,6 +31,8 @@ const CommandEntry kBench[] = {
     {"blend", "blend time vs full prefill, per-stage breakdown", ragkv::cli::NewBenchBlendCommand},
     {"quality", "KL / top-1 / dNLL of every strategy vs full prefill on self-sampled prompts",
      ragkv::cli::NewBenchQualityCommand},
+    {"serve", "the OpenAI server (ragkv serve --engine llama.cpp) under load vs llama-server",
+     ragkv::cli::NewBenchServeCommand},
     {"engine", "TTFT and quality of every strategy inside llama.cpp (ragkv-llama)",
      ragkv::cli::NewBenchEngineForwardCommand},
 };
