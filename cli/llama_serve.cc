@@ -48,7 +48,7 @@ class LlamaFrontEnd : public EngineFrontEnd {
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<lc::LlamaFile> file_;
   std::unique_ptr<Client> client_;
-  std::unique_ptr<lc::LlamaCppEngine> engine_, local_;
+  std::unique_ptr<lc::LlamaCppEngine> engine_;
   std::unique_ptr<server::PromptBuilder> prompts_;
   std::unique_ptr<server::Scheduler> scheduler_;
   std::unique_ptr<server::SidecarDocuments> documents_;
@@ -116,13 +116,10 @@ absl::Status LlamaFrontEnd::Ready(const services::SidecarOptions& so, services::
   eo.config = &model_->config();
   eo.deadline = absl::Seconds(120);
   ASSIGN_OR_RETURN(engine_, lc::LlamaCppEngine::Create(eo));
-  eo.sidecar = nullptr;
-  ASSIGN_OR_RETURN(local_, lc::LlamaCppEngine::Create(eo));
   ASSIGN_OR_RETURN(prompts_, server::PromptBuilder::Create(file_->model(), f_.chat_template));
   server::Scheduler::Options sc;
   sc.ctx = file_->context();
   sc.engine = engine_.get();
-  sc.local = local_.get();
   sc.parallel = f_.parallel;
   sc.slot_ctx = f_.ctx_size / f_.parallel;
   sc.max_queue = f_.max_queue;

@@ -236,11 +236,21 @@ absl::Status Pipeline::StartStream(RunState* run) const {
   PromptInfo info;
   info.tokens = run->layout.Tokens(run->pieces);
   info.spans = run->layout.spans;
-  RETURN_IF_ERROR(run->stream.sink->OnPrompt(info));
   const auto t_prefix = Clock::now();
   RETURN_IF_ERROR(
       internal::ApplyPrefixCache(options_, PrefixCacheOn(), &run->pieces, &run->layout));
   run->ms.fetch += MsSince(t_prefix);
+  if (run->ro->not_found_when_cold && Cold(*run)) {
+    if (store_back_ != nullptr) {
+      for (internal::Miss& m : internal::Misses(run->pieces)) {
+        store_back_->Schedule(m.key, std::move(m.tokens));
+      }
+    }
+    options_.metrics->Add("ragkv_blend_cold_total", "");
+    return absl::NotFoundError(
+        "nothing of the prompt is stored (not_found_when_cold); its misses are being stored");
+  }
+  RETURN_IF_ERROR(run->stream.sink->OnPrompt(info));
   run->stream.T = run->layout.T;
   LayerStream* stream = &run->stream;
   run->send_layer = [stream](int l, const model::KVCache& cache,
@@ -249,6 +259,12 @@ absl::Status Pipeline::StartStream(RunState* run) const {
   };
   run->bo.on_layer_done = run->send_layer;
   return absl::OkStatus();
+}
+
+bool Pipeline::Cold(const RunState& run) const {
+  if (run.layout.exact != nullptr) return false;
+  return std::none_of(run.pieces.begin(), run.pieces.end(),
+                      [](const Piece& p) { return p.stored; });
 }
 
 absl::StatusOr<blend::BlendResult> Pipeline::BlendOnce(RunState* run) const {

@@ -120,6 +120,8 @@ class Pipeline {
   // The stages of Run, in order.
   absl::Status Prepare(const Prompt& prompt, RunState* run) const;
   absl::Status StartStream(RunState* run) const;
+  // Cold: nothing of the prompt is stored (no piece's record, no exact prefix).
+  bool Cold(const RunState& run) const;
   absl::StatusOr<blend::BlendResult> BlendWithRecovery(RunState* run) const;
   absl::StatusOr<blend::BlendResult> BlendOnce(RunState* run) const;
   absl::StatusOr<bool> RecoverFailedLoad(const absl::Status& st, RunState* run) const;

@@ -81,6 +81,11 @@ struct RequestOptions {
   // it only; catalogue chunks are shared. "" = no salt. At most
   // kMaxSaltBytes.
   std::string cache_salt;
+  // not_found_when_cold: when nothing of the prompt is stored (no chunk,
+  // document, passage or exact-prefix hit), Run schedules the misses'
+  // store-back and returns NOT_FOUND before the sink sees anything: an
+  // engine prefills such a prompt faster itself.
+  bool not_found_when_cold = false;
 };
 inline constexpr size_t kMaxSaltBytes = 1024;
 

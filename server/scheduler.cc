@@ -26,6 +26,13 @@ struct Scheduler::Slot {
   // the next request with the same prefix reuses it).
   std::vector<int32_t> tokens;
   std::string salt;  // the cache_salt of the request that left `tokens`
+  // feed: prompt tokens llama.cpp decodes in the coming decode steps (a
+  // kept prefix's new tail, or a whole local prefill), `fed` of them done;
+  // the first token is sampled when the last is decoded.
+  std::vector<int32_t> feed;
+  size_t fed = 0;
+  Clock::time_point feed_t0;
+  bool feeding() const { return fed < feed.size(); }
   // fetching: the request's Blend stream runs (fetch's thread).
   bool fetching = false;
   std::future<std::unique_ptr<engine::llamacpp::LlamaCppEngine::Fetched>> fetch;
@@ -187,7 +194,7 @@ void Scheduler::Loop() {
     }
     if (active_.load() > 0) Step();
     decoding_ = 0;
-    for (auto& s : slots_) decoding_ += s->job && s->next >= 0;
+    for (auto& s : slots_) decoding_ += s->job && (s->next >= 0 || s->feeding());
   }
 }
 
@@ -247,6 +254,10 @@ v1::BlendRequest BlendRequestOf(const Job& j, v1::DType dtype, bool learn) {
   o->set_output_dtype(dtype);
   o->set_accept_restart(true);
   o->set_cache_salt(j.cache_salt);
+  // Nothing stored: llama.cpp prefills it faster than a blend of nothing
+  // would (the misses are stored back all the same). Full mode asks for
+  // the sidecar's rows.
+  o->set_not_found_when_cold(j.ragkv.mode != "full");
   const std::vector<int32_t>& p = j.prompt;
   const size_t n = p.size();
   if (!j.documents.empty()) {
@@ -339,7 +350,33 @@ bool Scheduler::Start(Slot* s) {
     });
     return true;
   }
-  return Begin(s, o_.local->Prefill(BlendRequestOf(j, o_.wire_dtype, o_.learn), j.prompt, s->id), true);
+  // llama.cpp prefills it all, in the coming decode steps' batches.
+  llama_memory_seq_rm(llama_get_memory(o_.ctx), s->id, -1, -1);
+  BeginFeed(s, 0);
+  return true;
+}
+
+void Scheduler::BeginFeed(Slot* s, size_t from) {
+  const std::vector<int32_t>& prompt = s->job->prompt;
+  s->tokens.assign(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(from));
+  s->n_past = static_cast<int>(from);
+  s->feed.assign(prompt.begin() + static_cast<std::ptrdiff_t>(from), prompt.end());
+  s->fed = 0;
+  s->feed_t0 = Clock::now();
+}
+
+bool Scheduler::FinishFeed(Slot* s, const float* logits) {
+  Job& j = *s->job;
+  Timing& t = s->c.timing;
+  t.prefill_ms = MsSince(s->feed_t0);
+  t.prefilled_tokens = static_cast<int>(s->feed.size());
+  s->feed.clear();
+  s->fed = 0;
+  s->c.usage.prompt_tokens = static_cast<int>(j.prompt.size());
+  if (s->c.return_tokens) s->c.prompt_ids = j.prompt;
+  const llama_vocab* vocab = llama_model_get_vocab(llama_get_model(o_.ctx));
+  s->smpl = NewSampler(j.sampling, llama_vocab_n_tokens(vocab));
+  return Accept(s, Sample(s, logits));
 }
 
 bool Scheduler::Arrived(Slot* s) {
@@ -357,10 +394,10 @@ bool Scheduler::Arrived(Slot* s) {
     Release(s, "", kDeadlineError);
     return false;
   }
-  return Begin(s, o_.engine->Apply(std::move(f), s->job->prompt, s->id), false);
+  return Begin(s, o_.engine->Apply(std::move(f), s->job->prompt, s->id));
 }
 
-bool Scheduler::Begin(Slot* s, absl::StatusOr<lc::LlamaCppEngine::Result> r, bool local) {
+bool Scheduler::Begin(Slot* s, absl::StatusOr<lc::LlamaCppEngine::Result> r) {
   Job& j = *s->job;
   if (!r.ok()) {
     RAGKV_LOG(WARNING) << "llama.cpp prefill failed: " << r.status();
@@ -374,7 +411,7 @@ bool Scheduler::Begin(Slot* s, absl::StatusOr<lc::LlamaCppEngine::Result> r, boo
   t.handed_over_tokens = r->handed_over_tokens;
   t.recomputed_tokens = r->recomputed_tokens;
   t.prefilled_tokens = r->prefilled_tokens;
-  t.fallback = local ? "" : r->fallback;
+  t.fallback = r->fallback;
   s->c.usage.prompt_tokens = static_cast<int>(j.prompt.size());
   s->c.usage.cached_tokens = r->reused_tokens;
   if (s->c.return_tokens) s->c.prompt_ids = j.prompt;
@@ -386,26 +423,11 @@ bool Scheduler::Begin(Slot* s, absl::StatusOr<lc::LlamaCppEngine::Result> r, boo
 }
 
 bool Scheduler::StartFromPrefix(Slot* s, size_t lcp) {
-  Job& j = *s->job;
-  const auto t0 = Clock::now();
-  std::vector<float> logits;
-  const absl::Status st = lc::DecodeTokens(o_.ctx, j.prompt, lcp, s->id, 1, &logits);
-  if (!st.ok()) {
-    Release(s, "", "prefill failed: " + st.ToString());
-    return false;
-  }
-  Timing& t = s->c.timing;
-  t.prefill_ms = MsSince(t0);
-  t.prefilled_tokens = static_cast<int>(j.prompt.size() - lcp);
-  t.slot_prefix_tokens = static_cast<int>(lcp);
-  s->c.usage.prompt_tokens = static_cast<int>(j.prompt.size());
+  // The kept cells hold rows 0..lcp-1; the new tail joins the decode steps.
+  s->c.timing.slot_prefix_tokens = static_cast<int>(lcp);
   s->c.usage.cached_tokens = static_cast<int>(lcp);
-  if (s->c.return_tokens) s->c.prompt_ids = j.prompt;
-  s->n_past = static_cast<int>(j.prompt.size());
-  s->tokens = j.prompt;
-  const llama_vocab* vocab = llama_model_get_vocab(llama_get_model(o_.ctx));
-  s->smpl = NewSampler(j.sampling, llama_vocab_n_tokens(vocab));
-  return Accept(s, Sample(s, logits.data()));
+  BeginFeed(s, lcp);
+  return true;
 }
 
 int32_t Scheduler::Sample(Slot* s, const float* logits) {
@@ -420,32 +442,59 @@ int32_t Scheduler::Sample(Slot* s, const float* logits) {
 }
 
 void Scheduler::Step() {
-  std::vector<Slot*> batch;
+  // One llama_decode: each decoding slot's next token, then as many of the
+  // feeding slots' prompt tokens as the context's n_batch leaves room for.
+  struct Part {
+    Slot* s;
+    int first, n;  // batch rows [first, first + n)
+  };
+  std::vector<Part> parts;
+  int used = 0;
   for (auto& s : slots_) {
-    if (s->job && s->next >= 0) batch.push_back(s.get());
+    if (s->job && s->next >= 0) parts.push_back({s.get(), used++, 1});
   }
-  if (batch.empty()) return;
-  llama_batch b = llama_batch_init(static_cast<int32_t>(batch.size()), 0, 1);
-  for (size_t k = 0; k < batch.size(); ++k) {
-    b.token[k] = batch[k]->next;
-    b.pos[k] = batch[k]->n_past;
-    b.n_seq_id[k] = 1;
-    b.seq_id[k][0] = batch[k]->id;
-    b.logits[k] = 1;
+  const int budget = static_cast<int>(llama_n_batch(o_.ctx));
+  for (auto& s : slots_) {
+    if (!s->job || !s->feeding() || used >= budget) continue;
+    const int n = std::min<int>(budget - used, static_cast<int>(s->feed.size() - s->fed));
+    parts.push_back({s.get(), used, n});
+    used += n;
   }
-  b.n_tokens = static_cast<int32_t>(batch.size());
+  if (parts.empty()) return;
+  llama_batch b = llama_batch_init(used, 0, 1);
+  for (const Part& p : parts) {
+    Slot* s = p.s;
+    const bool feeding = s->feeding();
+    for (int k = 0; k < p.n; ++k) {
+      const int row = p.first + k;
+      b.token[row] = feeding ? s->feed[s->fed + k] : s->next;
+      b.pos[row] = s->n_past + k;
+      b.n_seq_id[row] = 1;
+      b.seq_id[row][0] = s->id;
+      b.logits[row] = !feeding || s->fed + k + 1 == s->feed.size();
+    }
+  }
+  b.n_tokens = used;
   const int rc = llama_decode(o_.ctx, b);
   llama_batch_free(b);
   steps_.fetch_add(1);
   if (rc != 0) {
-    for (Slot* s : batch) Release(s, "", "llama_decode failed (" + std::to_string(rc) + ")");
+    for (const Part& p : parts) Release(p.s, "", "llama_decode failed (" + std::to_string(rc) + ")");
     return;
   }
-  for (size_t k = 0; k < batch.size(); ++k) {
-    Slot* s = batch[k];
-    ++s->n_past;
-    s->tokens.push_back(s->next);
-    Accept(s, Sample(s, llama_get_logits_ith(o_.ctx, static_cast<int32_t>(k))));
+  for (const Part& p : parts) {
+    Slot* s = p.s;
+    const float* logits = llama_get_logits_ith(o_.ctx, p.first + p.n - 1);
+    s->n_past += p.n;
+    if (!s->feeding()) {
+      s->tokens.push_back(s->next);
+      Accept(s, Sample(s, logits));
+      continue;
+    }
+    s->tokens.insert(s->tokens.end(), s->feed.begin() + static_cast<std::ptrdiff_t>(s->fed),
+                     s->feed.begin() + static_cast<std::ptrdiff_t>(s->fed + p.n));
+    s->fed += p.n;
+    if (!s->feeding()) FinishFeed(s, logits);
   }
 }
 
@@ -512,6 +561,8 @@ void Scheduler::Release(Slot* s, const std::string& finish, const std::string& e
   if (s->smpl != nullptr) llama_sampler_free(s->smpl);
   s->smpl = nullptr;
   s->next = -1;
+  s->feed.clear();
+  s->fed = 0;
   if (s->text.size() > s->sent) s->job->Append(s->text.substr(s->sent));
   s->c.text = s->text;
   s->c.finish_reason = finish;

@@ -8,16 +8,19 @@
 // prompt. A slot keeps its last request's cells (prompt and output): when
 // they cover at least half of the new prompt (the mode is the server's
 // choice: none, auto or prefix; and the cache_salt is the same), llama.cpp
-// decodes only the rest; otherwise the prompt's KV comes
-// from the sidecar through LlamaCppEngine, with its fallbacks: its Blend
-// stream (LlamaCppEngine::Fetch) runs on a thread of its own while the
-// other slots keep decoding, and the loop hands the rows over (Apply) when
-// it ends. Then decode steps: one llama_decode over every active
-// slot's next token, each slot sampling from its own row with llama.cpp's
-// sampler chain (seeded; temperature 0 is greedy). A job ends at an
-// end-of-generation token, a stop string, max_tokens, or the slot's
-// context (finish "length"); a cancelled job (its client gone) frees its
-// slot before the next step.
+// decodes only the rest; in mode local it decodes the whole prompt; either
+// way those prompt tokens join the decode steps' batches. Otherwise the
+// prompt's KV comes from the sidecar through LlamaCppEngine, with its
+// fallbacks: its Blend stream (LlamaCppEngine::Fetch) runs on a thread of
+// its own while the other slots keep decoding, and the loop hands the rows
+// over (Apply, which decodes the last prompt token, or more on a
+// fallback) when it ends. Each decode step is one llama_decode over every
+// active slot's next token plus as many feeding slots' prompt tokens as
+// the context's n_batch leaves room for; each slot samples from its own
+// row with llama.cpp's sampler chain (seeded; temperature 0 is greedy). A
+// job ends at an end-of-generation token, a stop string, max_tokens, the
+// slot's context (finish "length") or its deadline; a cancelled job (its
+// client gone) frees its slot before the next step.
 //
 // Thread safety: Submit, Cancel (through the Job), Stats and Drain are
 // thread-safe; the llama_context is touched only by the loop thread.
@@ -95,7 +98,6 @@ class Scheduler {
   struct Options {
     llama_context* ctx = nullptr;                       // not owned; n_seq_max >= parallel
     engine::llamacpp::LlamaCppEngine* engine = nullptr;  // through the sidecar; not owned
-    engine::llamacpp::LlamaCppEngine* local = nullptr;   // llama.cpp alone; not owned
     int parallel = 1;
     int slot_ctx = 4096;   // cells one slot may use (prompt + output)
     int max_queue = 64;    // jobs waiting for a slot; more -> Submit refuses
@@ -126,10 +128,15 @@ class Scheduler {
   void Loop();
   bool Start(Slot* s);
   bool StartFromPrefix(Slot* s, size_t lcp);
+  // BeginFeed: the prompt from row `from` on is decoded in the coming
+  // steps' batches (the cells hold rows 0..from-1); FinishFeed: its last
+  // token's logits are in: sample the first token.
+  void BeginFeed(Slot* s, size_t from);
+  bool FinishFeed(Slot* s, const float* logits);
   // Arrived: a slot's Blend stream ended: its rows into the slot (Apply).
   bool Arrived(Slot* s);
   // Begin: the prompt is in the slot's cells: sample the first token.
-  bool Begin(Slot* s, absl::StatusOr<engine::llamacpp::LlamaCppEngine::Result> r, bool local);
+  bool Begin(Slot* s, absl::StatusOr<engine::llamacpp::LlamaCppEngine::Result> r);
   void Step();
   // Accept: handles a sampled token; false when the job ended.
   bool Accept(Slot* s, int32_t token);

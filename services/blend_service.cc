@@ -64,6 +64,7 @@ pipeline::RequestOptions ToOptions(const v1::BlendOptions& o, double retrieve_ms
   ro.add_bos = o.add_bos();
   ro.accept_restart = o.accept_restart();
   ro.cache_salt = o.cache_salt();
+  ro.not_found_when_cold = o.not_found_when_cold();
   ro.retrieve_ms = retrieve_ms;
   return ro;
 }

@@ -106,6 +106,10 @@ int CachedRows(const FusedPromptInfo& info, int64_t rows) {
   return static_cast<int>(n);
 }
 
+bool NothingStoredOk(const v1::BlendRequest& request) {
+  return request.has_raw() || request.options().not_found_when_cold();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LlamaCppEngine>> LlamaCppEngine::Create(Options o) {
@@ -121,7 +125,7 @@ absl::StatusOr<std::unique_ptr<LlamaCppEngine>> LlamaCppEngine::Create(Options o
 
 void LlamaCppEngine::FetchInto(const v1::BlendRequest& request, Fetched* f,
                                const std::function<bool()>& cancelled) const {
-  f->raw = request.has_raw();
+  f->nothing_stored_ok = NothingStoredOk(request);
   SeqSink sink(layout_, o_.model_fingerprint, o_.on_layer, cancelled, &f->k, &f->v);
   const auto t0 = Clock::now();
   f->status = o_.sidecar->Blend(request, &sink, o_.deadline);
@@ -135,7 +139,7 @@ void LlamaCppEngine::FetchInto(const v1::BlendRequest& request, Fetched* f,
 std::unique_ptr<LlamaCppEngine::Fetched> LlamaCppEngine::Fetch(
     const v1::BlendRequest& request, const std::function<bool()>& cancelled) const {
   auto f = std::make_unique<Fetched>();
-  f->raw = request.has_raw();
+  f->nothing_stored_ok = NothingStoredOk(request);
   if (o_.sidecar == nullptr) {
     f->status = absl::FailedPreconditionError("LlamaCppEngine: no sidecar to fetch from");
     return f;
@@ -196,15 +200,16 @@ absl::Status LlamaCppEngine::CheckPrompt(const std::vector<int32_t>& prompt) con
 }
 
 absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::Complete(absl::StatusOr<int64_t> got,
-                                                               bool raw,
+                                                               bool nothing_stored_ok,
                                                                const std::vector<int32_t>& prompt,
                                                                int32_t seq, Result r) {
   int64_t rows = 0;
   if (got.ok()) {
     rows = *got;
-  } else if (absl::IsNotFound(got.status()) && raw) {
-    // A raw prompt holding no stored chunk: llama.cpp's own prefill by
-    // design (nothing to reuse), not a fallback.
+  } else if (absl::IsNotFound(got.status()) && nothing_stored_ok) {
+    // Nothing of the prompt is stored (a raw prompt without a stored chunk,
+    // or a cold prompt that asked for NOT_FOUND): llama.cpp's own prefill
+    // by design (nothing to reuse), not a fallback.
     r = Result{};
     r.prompt = prompt;
   } else {
@@ -244,7 +249,7 @@ absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::Prefill(const v1::BlendRe
     k_buf_.swap(f.k);
     v_buf_.swap(f.v);
   }
-  return Complete(std::move(got), request.has_raw(), prompt, seq, std::move(r));
+  return Complete(std::move(got), NothingStoredOk(request), prompt, seq, std::move(r));
 }
 
 absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::Apply(std::unique_ptr<Fetched> fetched,
@@ -254,7 +259,7 @@ absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::Apply(std::unique_ptr<Fet
   Result r;
   r.prompt = prompt;
   absl::StatusOr<int64_t> got = Handover(*fetched, prompt, seq, &r);
-  return Complete(std::move(got), fetched->raw, prompt, seq, std::move(r));
+  return Complete(std::move(got), fetched->nothing_stored_ok, prompt, seq, std::move(r));
 }
 
 absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::PrefillRaw(

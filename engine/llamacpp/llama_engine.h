@@ -11,7 +11,9 @@
 // error status, a stream cut mid-way (the sidecar killed), a layer failing
 // its checksum, a layout or fingerprint that is not this file's: the whole
 // prompt is prefilled here. A raw prompt in which the sidecar finds no
-// stored chunk (NOT_FOUND) is prefilled here too, and is not a fallback.
+// stored chunk (NOT_FOUND), or a request with
+// BlendOptions.not_found_when_cold of which nothing is stored, is
+// prefilled here too, and is not a fallback.
 // A fused prompt that agrees with the engine's
 // only up to token p: rows 0..p-1 are used (causal: they do not depend on
 // what follows) and llama.cpp prefills from p. The result says what came
@@ -89,7 +91,10 @@ class LlamaCppEngine {
   // received), held between Fetch and Apply.
   struct Fetched {
     absl::Status status;  // the stream's; not OK: Apply prefills locally
-    bool raw = false;     // the request was a raw prompt
+    // nothing_stored_ok: NOT_FOUND (nothing of the prompt stored) means
+    // llama.cpp's own prefill by design, not a fallback: a raw prompt, or
+    // BlendOptions.not_found_when_cold.
+    bool nothing_stored_ok = false;
     FusedPromptInfo info;
     BlendStats stats;
     std::vector<std::string> k, v;  // per layer: [H][T][D] F32 or F16 bytes
@@ -128,7 +133,7 @@ class LlamaCppEngine {
                                    int32_t seq, Result* r);
   absl::Status CheckPrompt(const std::vector<int32_t>& prompt) const;
   // Complete: the fallback decision and llama.cpp's decode of the rest.
-  absl::StatusOr<Result> Complete(absl::StatusOr<int64_t> got, bool raw,
+  absl::StatusOr<Result> Complete(absl::StatusOr<int64_t> got, bool nothing_stored_ok,
                                   const std::vector<int32_t>& prompt, int32_t seq, Result r);
 
   Options o_;

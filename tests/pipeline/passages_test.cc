@@ -147,6 +147,27 @@ TEST_F(PassagesTest, ASaltKeepsThePrefixCacheToItsTenant) {
   EXPECT_EQ(prefix_rows(""), 64);
 }
 
+// not_found_when_cold: a prompt of which nothing is stored is NOT_FOUND
+// before the sink sees anything, and its passages are stored all the same;
+// once one is stored the request blends.
+TEST_F(PassagesTest, AColdPromptIsNotFoundAndStillLearned) {
+  auto pipe = Make();
+  RequestOptions ro;
+  ro.not_found_when_cold = true;
+  CaptureSink cold;
+  auto r = pipe->Run(RawPrompt({1, 2}, 4, 3, 7), ro, &cold);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << r.status();
+  EXPECT_TRUE(cold.prompt.tokens.empty());
+  EXPECT_TRUE(cold.k.empty());
+  pipe->DrainStoreBack();
+  EXPECT_TRUE(store_->Contains(Key(1)));
+  EXPECT_TRUE(store_->Contains(Key(2)));
+  CaptureSink warm;
+  auto w = pipe->Run(RawPrompt({2, 1, 5}, 6, 2, 8), ro, &warm);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(Hits(warm), (std::vector<bool>{true, true, false}));
+}
+
 TEST_F(PassagesTest, BadPassagesAndSaltsAreRefusedByName) {
   auto pipe = Make();
   CaptureSink sink;

@@ -50,7 +50,11 @@ TEST(ApiTest, RefusalsNameTheField) {
                 .param,
             "messages[0].content[0]");
   EXPECT_EQ(ChatError(Chat({{"documents", {{{"title", "t"}}}}})).param, "documents[0].text");
-  EXPECT_EQ(ChatError(Chat({{"documents", {{{"id", "d1"}}}}})).param, "documents[0].id");
+  EXPECT_EQ(ChatError(Chat({{"documents", {{{"id", -3}}}}})).param, "documents[0].id");
+  EXPECT_EQ(ChatError(Chat({{"documents", {{{"id", ""}}}}})).param, "documents[0].id");
+  EXPECT_EQ(ChatError(Chat({{"cache_salt", 7}})).param, "cache_salt");
+  EXPECT_EQ(ChatError(Chat({{"cache_salt", std::string(kMaxSaltBytes + 1, 's')}})).param,
+            "cache_salt");
   EXPECT_EQ(ChatError(Chat({{"ragkv", {{"mode", "fast"}}}})).param, "ragkv.");
   EXPECT_EQ(ChatError(Chat({{"logit_bias", {{"abc", 1}}}})).param, "logit_bias");
   EXPECT_EQ(ChatError(Chat({{"messages", {{{"role", "user"}, {"content", std::string("a\0b", 3)}}}}}))
@@ -66,6 +70,46 @@ TEST(ApiTest, RefusalsNameTheField) {
   for (const char* k : {"message", "type", "param", "code"}) EXPECT_TRUE(e["error"].contains(k)) << k;
   EXPECT_EQ(e["error"]["type"], "invalid_request_error");
   EXPECT_TRUE(e["error"]["code"].is_null());
+}
+
+// Documents by id (a catalogue document or chunk) and cache_salt parse.
+TEST(ApiTest, DocumentsByIdAndCacheSalt) {
+  GenerationRequest r;
+  ApiError e;
+  ASSERT_TRUE(ParseChatRequest(Chat({{"documents", {{{"id", "kite"}}, {{"id", 17}}}},
+                                     {"cache_salt", "tenant-1"}}),
+                               &r, &e))
+      << e.message;
+  ASSERT_EQ(r.documents.size(), 2u);
+  EXPECT_TRUE(r.documents[0].by_id());
+  EXPECT_EQ(r.documents[0].doc_id, "kite");
+  EXPECT_EQ(r.documents[1].chunk_id, 17u);
+  EXPECT_EQ(r.cache_salt, "tenant-1");
+}
+
+// POST /v1/documents bodies: ids and texts required, ids unique.
+TEST(ApiTest, IngestBodies) {
+  std::vector<Document> docs;
+  ApiError e;
+  ASSERT_TRUE(ParseIngestRequest(
+      R"({"documents": [{"id": "a", "text": "x", "title": "T"}, {"id": "b", "text": "y"}]})", &docs,
+      &e))
+      << e.message;
+  ASSERT_EQ(docs.size(), 2u);
+  EXPECT_EQ(docs[0].title, "T");
+  EXPECT_EQ(docs[1].doc_id, "b");
+  auto refused = [&](const std::string& body) {
+    EXPECT_FALSE(ParseIngestRequest(body, &docs, &e)) << body;
+    return e.param;
+  };
+  EXPECT_EQ(refused(R"({"documents": []})"), "documents");
+  EXPECT_EQ(refused(R"({"documents": [{"text": "x"}]})"), "documents[0].id");
+  EXPECT_EQ(refused(R"({"documents": [{"id": "a"}]})"), "documents[0].text");
+  EXPECT_EQ(refused(R"({"documents": [{"id": "a", "text": "x", "title": 3}]})"),
+            "documents[0].title");
+  EXPECT_EQ(refused(R"({"documents": [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}]})"),
+            "documents[1].id");
+  EXPECT_EQ(refused("{nope"), "");
 }
 
 TEST(ApiTest, DefaultsClientsSendAreAccepted) {

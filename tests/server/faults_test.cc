@@ -27,33 +27,10 @@ class FaultsTest : public OpenAiServerTest {
   // SpawnSidecar: a gRPC-only `ragkv serve` of the same model; its pid and
   // address.
   static void SpawnSidecar(const std::string& data, pid_t* pid, std::string* address) {
-    int fds[2];
-    ASSERT_EQ(::pipe(fds), 0);
-    const std::vector<std::string> args = {
-        RAGKV_BINARY, "serve", "--model", ModelPath(), "--listen", "127.0.0.1:0",
-        "--metrics-port", "-1", "--data-dir", (work_ / data).string(), "--sync-writes", "false"};
-    *pid = ::fork();
-    if (*pid == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      ::dup2(fds[1], 1);
-      ::close(fds[0]);
-      ::close(fds[1]);
-      std::vector<char*> argv;
-      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    ::close(fds[1]);
-    std::string out;
-    char buf[4096];
-    pollfd p{fds[0], POLLIN, 0};
-    while (out.find("LISTENING") == std::string::npos && ::poll(&p, 1, 120000) > 0) {
-      const ssize_t n = ::read(fds[0], buf, sizeof buf);
-      if (n <= 0) break;
-      out.append(buf, n);
-    }
-    ::close(fds[0]);
+    const std::string out = SpawnUntil(
+        {RAGKV_BINARY, "serve", "--model", ModelPath(), "--listen", "127.0.0.1:0", "--metrics-port",
+         "-1", "--data-dir", (work_ / data).string(), "--sync-writes", "false"},
+        pid);
     ASSERT_NE(out.find("LISTENING "), std::string::npos) << "the sidecar did not start: " << out;
     const size_t l = out.find("LISTENING ") + 10;
     *address = out.substr(l, out.find_first_of(" \n", l) - l);
@@ -70,18 +47,10 @@ class FaultsTest : public OpenAiServerTest {
 };
 
 json DocsRequest(int seed, const std::string& mode, int max_tokens) {
-  static const char* kText[] = {
-      "Tom had a red kite. Every morning he ran to the hill behind the house and let the wind "
-      "carry it up high. One day the string broke and the kite flew over the trees.",
-      "The little cat liked to sleep in the sun. She found a warm spot near the window and "
-      "purred all afternoon while the children played in the garden outside.",
-      "Sara and her mom baked a big cake for the party. They put pink frosting on top and "
-      "many candles. Everyone sang and the dog barked happily.",
-  };
   json docs = json::array();
   for (int i = 0; i < 2; ++i) {
     docs.push_back({{"title", "Story " + std::to_string(seed) + "." + std::to_string(i)},
-                    {"text", kText[(seed + i) % 3]}});
+                    {"text", kStories[(seed + i) % 3]}});
   }
   json b = {{"messages", {{{"role", "user"}, {"content", "What happened?"}}}},
             {"documents", docs},

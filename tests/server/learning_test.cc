@@ -11,15 +11,9 @@
 namespace ragkv::server {
 namespace {
 
-const std::string kT1 =
-    "Tom had a red kite. Every morning he ran to the hill behind the house and let the wind "
-    "carry it up high. One day the string broke and the kite flew over the trees.";
-const std::string kT2 =
-    "The little cat liked to sleep in the sun. She found a warm spot near the window and purred "
-    "all afternoon while the children played in the garden outside.";
-const std::string kT3 =
-    "Sara and her mom baked a big cake for the party. They put pink frosting on top and many "
-    "candles. Everyone sang and the dog barked happily.";
+const std::string kT1 = kStories[0];
+const std::string kT2 = kStories[1];
+const std::string kT3 = kStories[2];
 
 // Tokens: llama.cpp's tokenization of `text` alone (no BOS).
 int Tokens(const std::string& text) {

@@ -246,20 +246,10 @@ TEST(ServeEngineTest, WithoutLlamaCppExitsTwoNamingTheSetup) {
 }
 
 std::vector<json> Docs(int seed) {
-  static const char* kText[] = {
-      "Tom had a red kite. Every morning he ran to the hill behind the house and let the wind "
-      "carry it up high. One day the string broke and the kite flew over the trees.",
-      "The little cat liked to sleep in the sun. She found a warm spot near the window and "
-      "purred all afternoon while the children played in the garden outside.",
-      "Sara and her mom baked a big cake for the party. They put pink frosting on top and "
-      "many candles. Everyone sang and the dog barked happily.",
-      "A small bird lived in a tall tree by the river. It sang every day to the fish and the "
-      "frogs, and they all listened quietly until the sun went down.",
-  };
   std::vector<json> d;
   for (int i = 0; i < 3; ++i) {
     d.push_back({{"title", "Story " + std::to_string(seed * 10 + i)},
-                 {"text", kText[(seed + i) % 4]}});
+                 {"text", kStories[(seed + i) % 4]}});
   }
   return d;
 }

@@ -98,17 +98,11 @@ class OpenAiServerTest : public ::testing::Test {
     Spawn({"--parallel", "4", "--ctx-size", "2048"}, "data", &pid_, &url_);
   }
 
-  // Spawn: `ragkv serve --engine llama.cpp` with `extra` flags and its own
-  // data dir; its pid and http://host:port once it prints LISTENING.
-  static void Spawn(const std::vector<std::string>& extra, const std::string& data, pid_t* pid,
-                    std::string* url, std::string* grpc = nullptr) {
+  // SpawnUntil: `args` as a child process (killed with the test), its
+  // stdout read until it prints LISTENING (or 180 s); what it printed.
+  static std::string SpawnUntil(const std::vector<std::string>& args, pid_t* pid) {
     int fds[2];
-    ASSERT_EQ(::pipe(fds), 0);
-    std::vector<std::string> args = {
-        RAGKV_BINARY, "serve", "--engine", "llama.cpp", "--model", ModelPath(),
-        "--http", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--metrics-port", "-1",
-        "--data-dir", (work_ / data).string(), "--threads", "1", "--sync-writes", "false"};
-    args.insert(args.end(), extra.begin(), extra.end());
+    if (::pipe(fds) != 0) return "";
     *pid = ::fork();
     if (*pid == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -131,6 +125,19 @@ class OpenAiServerTest : public ::testing::Test {
       out.append(buf, n);
     }
     ::close(fds[0]);
+    return out;
+  }
+
+  // Spawn: `ragkv serve --engine llama.cpp` with `extra` flags and its own
+  // data dir; its pid and http://host:port once it prints LISTENING.
+  static void Spawn(const std::vector<std::string>& extra, const std::string& data, pid_t* pid,
+                    std::string* url, std::string* grpc = nullptr) {
+    std::vector<std::string> args = {
+        RAGKV_BINARY, "serve", "--engine", "llama.cpp", "--model", ModelPath(),
+        "--http", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--metrics-port", "-1",
+        "--data-dir", (work_ / data).string(), "--threads", "1", "--sync-writes", "false"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const std::string out = SpawnUntil(args, pid);
     const size_t at = out.find("HTTP ");
     ASSERT_NE(out.find("LISTENING"), std::string::npos) << "the server did not start: " << out;
     ASSERT_NE(at, std::string::npos) << out;
@@ -232,6 +239,18 @@ inline void ExpectSameUpToNearTie(const Reference& ref, const std::vector<int32_
 }
 
 inline std::vector<int32_t> Ids(const json& j) { return j.get<std::vector<int32_t>>(); }
+
+// kStories: four short stories in the test model's register (documents).
+inline const char* const kStories[] = {
+    "Tom had a red kite. Every morning he ran to the hill behind the house and let the wind "
+    "carry it up high. One day the string broke and the kite flew over the trees.",
+    "The little cat liked to sleep in the sun. She found a warm spot near the window and "
+    "purred all afternoon while the children played in the garden outside.",
+    "Sara and her mom baked a big cake for the party. They put pink frosting on top and "
+    "many candles. Everyone sang and the dog barked happily.",
+    "A small bird lived in a tall tree by the river. It sang every day to the fish and the "
+    "frogs, and they all listened quietly until the sun went down.",
+};
 
 inline const std::vector<std::pair<std::string, std::string>> kMessages = {
     {"system", "You tell short stories."}, {"user", "Once upon a time, Lily found a ball."}};
