@@ -96,6 +96,7 @@ absl::Status LlamaFrontEnd::Ready(const services::SidecarOptions& so, services::
   co.n_ctx = f_.ctx_size;
   co.threads = f_.threads;
   co.sequences = f_.parallel;
+  co.n_batch = f_.batch_size;
   ASSIGN_OR_RETURN(file_, lc::LlamaFile::Open(so.model_path, co));
   ClientOptions cl;
   // The engine's sidecar: this process's, or --engine-upstream's.

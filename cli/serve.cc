@@ -209,6 +209,11 @@ void ServeCommand::AddEngineOptions(CLI::App* cmd) {
                   "--engine: store the KV of pasted passages the store has not seen, so the "
                   "next request that pastes them reuses it (docs/engines.md)")
       ->capture_default_str();
+  cmd->add_option("--batch-size", engine_.batch_size,
+                  "--engine: tokens per llama_decode: every slot's next token and new prompts' "
+                  "tokens share it (llama-server's -b)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   cmd->add_option("--request-timeout", engine_.request_timeout_s,
                   "--engine: seconds a request may take from arrival to its last token; past "
                   "it, it ends with an error (0 = no deadline)")

@@ -484,17 +484,18 @@ void Scheduler::Step() {
   }
   for (const Part& p : parts) {
     Slot* s = p.s;
-    const float* logits = llama_get_logits_ith(o_.ctx, p.first + p.n - 1);
+    // The part's last row has logits when it ends a feed or is a next token.
+    auto logits = [&] { return llama_get_logits_ith(o_.ctx, p.first + p.n - 1); };
     s->n_past += p.n;
     if (!s->feeding()) {
       s->tokens.push_back(s->next);
-      Accept(s, Sample(s, logits));
+      Accept(s, Sample(s, logits()));
       continue;
     }
     s->tokens.insert(s->tokens.end(), s->feed.begin() + static_cast<std::ptrdiff_t>(s->fed),
                      s->feed.begin() + static_cast<std::ptrdiff_t>(s->fed + p.n));
     s->fed += p.n;
-    if (!s->feeding()) FinishFeed(s, logits);
+    if (!s->feeding()) FinishFeed(s, logits());
   }
 }
 

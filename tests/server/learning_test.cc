@@ -156,6 +156,29 @@ TEST_F(LearningTest, DocumentsPastedTextAndFullModeAgree) {
   ExpectSameUpToNearTie(ref, Ids(all["ragkv"]["output_token_ids"]));
 }
 
+// Prompt tokens llama.cpp decodes itself share the decode steps' batches:
+// with --batch-size 8 a local prompt is fed over several steps while
+// another slot streams, and the answer is still llama.cpp's greedy one.
+TEST_F(LearningTest, APromptFedOverSeveralStepsAnswersAsAlone) {
+  pid_t pid = -1;
+  std::string url;
+  ASSERT_NO_FATAL_FAILURE(
+      Spawn({"--parallel", "2", "--ctx-size", "2048", "--batch-size", "8"}, "batch-data", &pid, &url));
+  json busy = ChatBody("local", 400);
+  busy["logit_bias"] = {{"2", -100}};
+  json streamed;
+  std::thread client([&] { streamed = Node("chat_stream", busy, url); });
+  const Reference ref = Greedy(kMessages, 12);
+  const json r = Node("chat", ChatBody("local", 12), url);
+  client.join();
+  EXPECT_EQ(Ids(r["ragkv"]["prompt_token_ids"]), ref.prompt);
+  EXPECT_GT(ref.prompt.size(), 16u);  // at least three steps of 8
+  EXPECT_EQ(r["ragkv"]["prefilled_tokens"], ref.prompt.size()) << r;
+  ExpectSameUpToNearTie(ref, Ids(r["ragkv"]["output_token_ids"]));
+  EXPECT_EQ(streamed["finish_reason"], "length") << streamed;
+  Stop(pid);
+}
+
 // Scale-out: two servers share one Redis tier (CI's loopback redis-server,
 // a key prefix of their own); documents sent through one are served from
 // stored KV by the other, whose own RAM and SSD tiers never saw them.
