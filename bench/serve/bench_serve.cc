@@ -71,7 +71,7 @@ CellResult Summarize(const std::string& server, const std::string& workload, int
   c.workload = workload;
   c.clients = clients;
   c.requests = static_cast<int>(rs.size());
-  std::vector<double> ttft, e2e, tok_s;
+  std::vector<double> ttft, e2e, tok_s, blend, prefill, recomputed, prefilled;
   double cached = 0, prompt = 0;
   for (const StreamResult& r : rs) {
     c.first_content.push_back(r.ok ? r.first_content : "");
@@ -86,6 +86,18 @@ CellResult Summarize(const std::string& server, const std::string& workload, int
     }
     cached += r.cached_tokens;
     prompt += r.prompt_tokens;
+    if (r.blend_ms >= 0) {
+      blend.push_back(r.blend_ms);
+      prefill.push_back(r.prefill_ms);
+      recomputed.push_back(r.recomputed_tokens);
+      prefilled.push_back(r.prefilled_tokens);
+    }
+  }
+  if (!blend.empty()) {
+    c.blend_p50_ms = Percentile(blend, 0.5);
+    c.prefill_p50_ms = Percentile(prefill, 0.5);
+    c.recomputed_p50 = Percentile(recomputed, 0.5);
+    c.prefilled_p50 = Percentile(prefilled, 0.5);
   }
   c.ttft_p50_ms = Percentile(ttft, 0.5);
   c.ttft_p99_ms = Percentile(ttft, 0.99);
@@ -246,17 +258,38 @@ absl::StatusOr<std::vector<Server>> StartServers(const ServeBenchOptions& o, con
   return servers;
 }
 
+// Quiesce: until every server uses under 0.05 cores over one second (at
+// most 30 min), so no server's background work (ragkv's store-back of the
+// warm-up documents) runs during another's timed step.
+void Quiesce(std::vector<Server>& servers, std::ostream& progress) {
+  for (int i = 0; i < 1800; ++i) {
+    std::vector<double> before;
+    for (Server& srv : servers) before.push_back(srv.child->CpuSeconds());
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    bool idle = true;
+    for (size_t k = 0; k < servers.size(); ++k) {
+      idle = idle && servers[k].child->CpuSeconds() - before[k] < 0.05;
+    }
+    if (idle) return;
+    if (i % 30 == 29) progress << "bench serve: waiting for the servers to be idle" << std::endl;
+  }
+}
+
 // RunCells: the warm-up pass, then each recombining cell on every server in
-// turn, then the repeat cases; the servers are stopped after.
+// turn, then the repeat cases, each after the servers are idle; the servers
+// are stopped after.
 void RunCells(std::vector<Server>& servers, const Workload& w, const Schedule& sched,
               const ServeBenchOptions& o, std::ostream& progress, ServeBenchReport* rep) {
   double unused = 0;
+  progress << "bench serve: waiting until every server is idle" << std::endl;
+  Quiesce(servers, progress);
   for (Server& srv : servers) {
     progress << "bench serve: warm-up " << srv.name << std::endl;
     ClosedLoop(srv, w, sched.warmup, 1, o.request_timeout_s, progress, &unused);
   }
   for (size_t i = 0; i < o.clients.size(); ++i) {
     for (Server& srv : servers) {
+      Quiesce(servers, progress);
       progress << "bench serve: " << srv.name << " recombine clients=" << o.clients[i] << std::endl;
       double wall = 0;
       auto rs =
@@ -265,6 +298,7 @@ void RunCells(std::vector<Server>& servers, const Workload& w, const Schedule& s
     }
   }
   for (Server& srv : servers) {
+    Quiesce(servers, progress);
     if (o.repeats > 0) RunRepeats(srv, w, sched, o, progress, rep);
   }
   for (Server& srv : servers) {

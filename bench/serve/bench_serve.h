@@ -55,6 +55,11 @@ struct CellResult {
   double out_tok_s = 0;    // median over requests of decode tokens/s after the first token
   double cached_frac = 0;  // sum cached_tokens / sum prompt_tokens
   double mean_prompt_tokens = 0;
+  // ragkv's own breakdown, medians over requests (-1: the server sends none):
+  // the sidecar's blend, llama.cpp's prefill after the handover, and the
+  // rows the blend recomputed / llama.cpp prefilled.
+  double blend_p50_ms = -1, prefill_p50_ms = -1;
+  double recomputed_p50 = -1, prefilled_p50 = -1;
   std::string first_error;
   std::vector<std::string> first_content;  // per request, "" on an error
 };

@@ -41,6 +41,13 @@ void OnEvent(const std::string& data, Clock::time_point t0, StreamResult* r, boo
       r->cached_tokens = u["prompt_tokens_details"].value("cached_tokens", 0);
     }
   }
+  if (j.contains("ragkv") && j["ragkv"].is_object()) {
+    const json& k = j["ragkv"];
+    r->blend_ms = k.value("blend_ms", 0.0);
+    r->prefill_ms = k.value("prefill_ms", 0.0);
+    r->recomputed_tokens = k.value("recomputed_tokens", 0);
+    r->prefilled_tokens = k.value("prefilled_tokens", 0);
+  }
   if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) return;
   const json& delta = j["choices"][0].value("delta", json::object());
   if (!delta.contains("content") || !delta["content"].is_string()) return;

@@ -21,6 +21,10 @@ struct StreamResult {
   std::string first_content;  // the first non-empty content piece
   int content_chunks = 0;
   int prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+  // ragkv's TTFT breakdown (the `ragkv` object of its finishing chunk;
+  // -1 when the server sends none).
+  double blend_ms = -1, prefill_ms = -1;
+  int recomputed_tokens = 0, prefilled_tokens = 0;
 };
 
 // StreamChat: POSTs `body` to http://127.0.0.1:port/v1/chat/completions and

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <thread>
 
@@ -106,6 +107,22 @@ double ChildProcess::RssMb() const {
     if (line.rfind("VmRSS:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;
   }
   return -1;
+}
+
+double ChildProcess::CpuSeconds() const {
+  std::ifstream f(absl::StrCat("/proc/", pid_, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');
+  if (paren == std::string::npos) return -1;
+  // After the command: state (field 3) ... utime (14), stime (15).
+  std::istringstream in(text.substr(paren + 2));
+  std::string field;
+  double utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && in >> field; ++i) {
+    if (i == 14) utime = std::atof(field.c_str());
+    if (i == 15) stime = std::atof(field.c_str());
+  }
+  return (utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
 absl::StatusOr<int> FreeLoopbackPort() {

@@ -44,6 +44,8 @@ class ChildProcess {
   pid_t pid() const { return pid_; }
   // RssMb: the child's resident set (VmRSS) in MiB; -1 when unreadable.
   double RssMb() const;
+  // CpuSeconds: user + system CPU time the child has used; -1 when unreadable.
+  double CpuSeconds() const;
 
  private:
   ChildProcess(pid_t pid, std::string log) : pid_(pid), log_path_(std::move(log)) {}

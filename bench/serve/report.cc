@@ -32,11 +32,13 @@ absl::Status WriteText(const std::string& path, const std::string& text) {
 std::string Csv(const ServeBenchReport& r) {
   std::string s =
       "server,workload,clients,requests,errors,ttft_p50_ms,ttft_p99_ms,e2e_p50_ms,rps,out_tok_s,"
-      "cached_frac,mean_prompt_tokens\n";
+      "cached_frac,mean_prompt_tokens,blend_p50_ms,prefill_p50_ms,recomputed_p50,prefilled_p50\n";
   for (const CellResult& c : r.cells) {
-    absl::StrAppendFormat(&s, "%s,%s,%d,%d,%d,%.2f,%.2f,%.2f,%.4f,%.2f,%.4f,%.1f\n", c.server,
-                          c.workload, c.clients, c.requests, c.errors, c.ttft_p50_ms, c.ttft_p99_ms,
-                          c.e2e_p50_ms, c.rps, c.out_tok_s, c.cached_frac, c.mean_prompt_tokens);
+    absl::StrAppendFormat(
+        &s, "%s,%s,%d,%d,%d,%.2f,%.2f,%.2f,%.4f,%.2f,%.4f,%.1f,%.1f,%.1f,%.0f,%.0f\n", c.server,
+        c.workload, c.clients, c.requests, c.errors, c.ttft_p50_ms, c.ttft_p99_ms, c.e2e_p50_ms,
+        c.rps, c.out_tok_s, c.cached_frac, c.mean_prompt_tokens, c.blend_p50_ms, c.prefill_p50_ms,
+        c.recomputed_p50, c.prefilled_p50);
   }
   return s;
 }
@@ -56,6 +58,10 @@ std::string Json(const ServeBenchReport& r) {
                      {"out_tok_s", c.out_tok_s},
                      {"cached_frac", c.cached_frac},
                      {"mean_prompt_tokens", c.mean_prompt_tokens},
+                     {"blend_p50_ms", c.blend_p50_ms},
+                     {"prefill_p50_ms", c.prefill_p50_ms},
+                     {"recomputed_p50", c.recomputed_p50},
+                     {"prefilled_p50", c.prefilled_p50},
                      {"first_error", c.first_error}});
   }
   nlohmann::json j = {{"description", r.description},
@@ -112,6 +118,12 @@ std::string FormatServeReport(const ServeBenchReport& r) {
   out << "# bench serve: " << r.description << "\n";
   for (const CellResult& c : r.cells) {
     out << Line(c) << "\n";
+    if (c.blend_p50_ms >= 0) {
+      out << absl::StrFormat(
+          "#   ragkv breakdown p50: blend %.0f ms, llama.cpp prefill %.0f ms, "
+          "%.0f rows recomputed, %.0f prefilled\n",
+          c.blend_p50_ms, c.prefill_p50_ms, c.recomputed_p50, c.prefilled_p50);
+    }
     if (!c.first_error.empty()) out << "#   first error: " << c.first_error << "\n";
   }
   if (r.first_token_agreement >= 0) {
