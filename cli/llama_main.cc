@@ -10,6 +10,7 @@
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "cli/serve.h"
+#include "kernels/blas_core.h"
 
 namespace {
 
@@ -29,6 +30,7 @@ constexpr int kNumCommands = static_cast<int>(std::size(kCommands));
 }  // namespace
 
 int main(int argc, char** argv) {
+  ragkv::kernels::RestartWithBlasCore(argv);  // docs/kernels.md "The OpenBLAS core"
   CLI::App app{"ragkv-llama: ragkv's fused KV inside llama.cpp"};
   app.require_subcommand(1);
   std::unique_ptr<ragkv::cli::Command> commands[kNumCommands];

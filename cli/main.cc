@@ -10,6 +10,7 @@
 
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "kernels/blas_core.h"
 
 namespace {
 
@@ -40,6 +41,7 @@ constexpr int kNumCommands = static_cast<int>(std::size(kCommands));
 }  // namespace
 
 int main(int argc, char** argv) {
+  ragkv::kernels::RestartWithBlasCore(argv);  // docs/kernels.md "The OpenBLAS core"
   CLI::App app{"ragkv: RAG KV-cache sidecar (precompute, tiered store, CacheBlend fusion)"};
   app.require_subcommand(1);
   ragkv::cli::GlobalFlags globals;

@@ -12,6 +12,7 @@
 
 #include "cli/command.h"
 #include "cli/flags.h"
+#include "kernels/blas_core.h"
 
 namespace {
 
@@ -41,6 +42,7 @@ constexpr int kNumBench = static_cast<int>(std::size(kBench));
 }  // namespace
 
 int main(int argc, char** argv) {
+  ragkv::kernels::RestartWithBlasCore(argv);  // docs/kernels.md "The OpenBLAS core"
   // Named as users type it: `ragkv bench` (ragkv's help lists it).
   CLI::App app{"ragkv bench: benchmarks (the ragkv-bench binary)", "ragkv bench"};
   app.require_subcommand(1);

@@ -3,9 +3,12 @@
 #include "kernels/gemm.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/blas_core.h"
 #include "kernels/cpu.h"
 #include "tests/kernels/test_util.h"
 
@@ -63,6 +66,36 @@ TEST(GemmTest, MatchesNaive) {
       for (int j = c.n; j < ldc; ++j) ASSERT_EQ(cm[i * ldc + j], c0[i * ldc + j]);
     }
   }
+}
+
+// The OpenBLAS core a process asks for follows the ISA cap (the avx2 stage
+// must run OpenBLAS's AVX2 kernels), and a core the user set is kept.
+TEST(BlasCoreTest, FollowsTheIsaCapAndKeepsTheUsersChoice) {
+  const Isa saved = IsaCap();
+  SetIsaOverride(Isa::kScalar);
+  EXPECT_EQ(PreferredBlasCore(), "");
+  SetIsaOverride(Isa::kAvx2);
+  if (DetectedIsa() >= Isa::kAvx2) {
+    EXPECT_EQ(PreferredBlasCore(), "Haswell");
+  }
+  SetIsaOverride(Isa::kAvx512);
+  if (DetectedIsa() == Isa::kAvx512) {
+    const std::string core = PreferredBlasCore();
+    EXPECT_TRUE(core == "SkylakeX" || core == "Cooperlake") << core;
+  }
+  const char* env = std::getenv("OPENBLAS_CORETYPE");
+  const std::string before = env != nullptr ? env : "";
+  setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+  EXPECT_EQ(BlasCoreUpgrade(), "");
+  if (before.empty()) {
+    unsetenv("OPENBLAS_CORETYPE");
+  } else {
+    setenv("OPENBLAS_CORETYPE", before.c_str(), 1);
+  }
+  // Whatever OpenBLAS chose, an upgrade is only ever the preferred core.
+  const std::string up = BlasCoreUpgrade();
+  EXPECT_TRUE(up.empty() || up == PreferredBlasCore()) << up;
+  SetIsaOverride(saved);
 }
 
 TEST(GemmTest, BadInputs) {
