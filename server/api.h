@@ -48,14 +48,13 @@ struct ChatMessage {
 // Document: vLLM's `documents` entry: its title line (may be empty) and
 // text; or, by id, a document (`{"id": "doc"}`) or chunk (`{"id": 17}`) of
 // the sidecar's catalogue, which the server resolves (ResolveDocuments) to
-// one Document per chunk before templating: the chunk's text, its id and
-// its catalogue tokens.
+// one Document per chunk before templating: the chunk's text and id (the
+// sidecar finds the chunk's stored KV in the prompt by its tokens).
 struct Document {
   std::string title;
   std::string text;
   std::string doc_id;                 // by id: a catalogue document
   std::optional<uint64_t> chunk_id;   // by id: a catalogue chunk; resolved: the chunk's id
-  std::vector<int32_t> chunk_tokens;  // resolved: the chunk's catalogue tokens
   bool by_id() const { return text.empty() && (!doc_id.empty() || chunk_id.has_value()); }
 };
 inline constexpr size_t kMaxResolvedDocuments = 256;

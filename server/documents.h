@@ -30,7 +30,7 @@ class DocumentBackend {
  public:
   virtual ~DocumentBackend() = default;
   // Resolve: a document named by id (Document::by_id) as its chunks, in
-  // order: text, chunk_id and chunk_tokens set. NOT_FOUND names the id.
+  // order: text and chunk_id set. NOT_FOUND names the id.
   virtual absl::StatusOr<std::vector<Document>> Resolve(const Document& d) = 0;
   // Ingest: documents (doc_id, title, text) into the catalogue (chunked and
   // indexed; a document with an existing id replaces it).

@@ -148,7 +148,6 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
   auto job = std::make_shared<Job>();
   job->prompt = std::move(p->tokens);
   job->documents = std::move(p->documents);
-  job->document_chunks = std::move(p->document_chunks);
   job->passages = std::move(p->passages);
   job->cache_salt = r.cache_salt;
   if (o.request_timeout != absl::InfiniteDuration()) {

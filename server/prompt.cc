@@ -247,11 +247,7 @@ absl::StatusOr<BuiltPrompt> PromptBuilder::Chat(const std::vector<ChatMessage>& 
       b += blocks[i].size() + 2;  // "\n\n"
       if (rows.second <= rows.first + 1) continue;
       p.documents.push_back(rows);
-      const Document& d = documents[i];
-      const bool exact = d.chunk_id.has_value() && !d.chunk_tokens.empty() &&
-                         std::equal(d.chunk_tokens.begin(), d.chunk_tokens.end(),
-                                    p.tokens.begin() + rows.first, p.tokens.begin() + rows.second);
-      p.document_chunks.push_back(exact ? d.chunk_id : std::nullopt);
+      p.document_chunks.push_back(documents[i].chunk_id);
     }
   }
   AddPassages(msgs, content, last_user, docs_bytes, control, &p);

@@ -49,9 +49,9 @@ struct BuiltPrompt {
   std::vector<int32_t> tokens;
   // documents: [begin, end) token rows of each document (title line + text).
   std::vector<std::pair<size_t, size_t>> documents;
-  // document_chunks[i]: the catalogue chunk documents[i] is, when it was
-  // named by id and its rows hold exactly the chunk's catalogue tokens
-  // (then it is served as that chunk, shared by every tenant).
+  // document_chunks[i]: the catalogue chunk documents[i] was named by (its
+  // KV is the operator's, shared by every tenant: /v1/cache/forget keeps
+  // it).
   std::vector<std::optional<uint64_t>> document_chunks;
   // passages: [begin, end) token rows of the pasted paragraphs (sorted,
   // disjoint, none inside a document).

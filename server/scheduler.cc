@@ -215,11 +215,9 @@ void AddTokens(v1::BlendRequest* req, const std::vector<int32_t>& p, size_t b, s
   s->set_document(doc);
 }
 
-// DocSpan: a document's rows, and the catalogue chunk it is (when named by
-// id and exactly its tokens).
+// DocSpan: a document's or passage's rows.
 struct DocSpan {
   size_t begin = 0, end = 0;
-  std::optional<uint64_t> chunk;
   bool operator<(const DocSpan& o) const { return begin < o.begin; }
 };
 
@@ -228,24 +226,25 @@ struct DocSpan {
 std::vector<DocSpan> DocumentSpans(const Job& j, bool learn) {
   std::vector<DocSpan> out;
   for (size_t i = 0; i < j.documents.size(); ++i) {
-    out.push_back({j.documents[i].first, j.documents[i].second,
-                   i < j.document_chunks.size() ? j.document_chunks[i] : std::nullopt});
+    out.push_back({j.documents[i].first, j.documents[i].second});
   }
   if (learn) {
     for (const auto& [b, e] : j.passages) {
       const bool inside = std::any_of(j.documents.begin(), j.documents.end(),
                                       [&](const auto& d) { return d.first < e && b < d.second; });
-      if (!inside) out.push_back({b, e, std::nullopt});
+      if (!inside) out.push_back({b, e});
     }
   }
   std::sort(out.begin(), out.end());
   return out;
 }
 
-// BlendRequestOf: documents as document segments (stored KV by content,
-// stored back on a miss), and then the pasted passages too; full mode as
-// one context document; otherwise the whole prompt as raw tokens (stored
-// chunks found inside it) with its passages (learned on a miss).
+// BlendRequestOf: the whole prompt as raw tokens, in which the sidecar
+// finds the catalogue's chunks (whole or less a few boundary rows, so a
+// document precomputed alone is found although its first token differs in
+// place), with the documents and (learning) the pasted passages as spans
+// served by content where no catalogue chunk overlaps them and stored back
+// on a miss. Full mode sends the context as one document (stored back).
 v1::BlendRequest BlendRequestOf(const Job& j, v1::DType dtype, bool learn) {
   v1::BlendRequest req;
   v1::BlendOptions* o = req.mutable_options();
@@ -260,21 +259,6 @@ v1::BlendRequest BlendRequestOf(const Job& j, v1::DType dtype, bool learn) {
   o->set_not_found_when_cold(j.ragkv.mode != "full");
   const std::vector<int32_t>& p = j.prompt;
   const size_t n = p.size();
-  if (!j.documents.empty()) {
-    size_t at = 0;
-    for (const DocSpan& d : DocumentSpans(j, learn)) {
-      if (d.begin < at || d.end >= n) continue;  // spans end before the query
-      AddTokens(&req, p, at, d.begin, false);
-      if (d.chunk.has_value()) {
-        req.add_segments()->set_chunk_id(*d.chunk);  // the catalogue's chunk: its tokens
-      } else {
-        AddTokens(&req, p, d.begin, d.end, true);
-      }
-      at = d.end;
-    }
-    AddTokens(&req, p, at, n, false);
-    return req;
-  }
   if (j.ragkv.mode == "full") {
     // The blend needs a chunk: the context is one document (stored back).
     AddTokens(&req, p, 0, n - 1, true);
@@ -283,13 +267,11 @@ v1::BlendRequest BlendRequestOf(const Job& j, v1::DType dtype, bool learn) {
   }
   req.mutable_raw()->mutable_ids()->Assign(p.begin(), p.end());
   req.mutable_raw()->set_query_tokens(1);
-  if (learn) {
-    for (const auto& [b, e] : j.passages) {
-      if (e >= n) continue;
-      v1::TokenSpan* t = req.mutable_raw()->add_passages();
-      t->set_begin(static_cast<uint32_t>(b));
-      t->set_end(static_cast<uint32_t>(e));
-    }
+  for (const DocSpan& d : DocumentSpans(j, learn)) {
+    if (d.end >= n) continue;  // spans end before the query
+    v1::TokenSpan* t = req.mutable_raw()->add_passages();
+    t->set_begin(static_cast<uint32_t>(d.begin));
+    t->set_end(static_cast<uint32_t>(d.end));
   }
   return req;
 }

@@ -55,7 +55,6 @@ class Job {
  public:
   std::vector<int32_t> prompt;                          // the canonical tokens
   std::vector<std::pair<size_t, size_t>> documents;     // token spans of documents
-  std::vector<std::optional<uint64_t>> document_chunks;  // per document: its catalogue chunk
   std::vector<std::pair<size_t, size_t>> passages;      // token spans of pasted paragraphs
   std::string cache_salt;                               // the tenant's key namespace
   Sampling sampling;

@@ -19,7 +19,6 @@ absl::StatusOr<std::vector<Document>> SidecarDocuments::Resolve(const Document& 
     Document& r = out.emplace_back();
     r.text = c.text();
     r.chunk_id = c.chunk_id();
-    r.chunk_tokens.assign(c.token_ids().begin(), c.token_ids().end());
   }
   if (out.empty()) return absl::NotFoundError(absl::StrCat("document ", d.doc_id, " has no chunks"));
   return out;

@@ -139,37 +139,17 @@ std::vector<StreamResult> ClosedLoop(Server& srv, const Workload& w,
   return out;
 }
 
-// WarmRagkv: the run's passages into "ragkv"'s store both ways it serves
-// them: `ragkv precompute` of a corpus of them (found in pasted prompts by
-// token matching) and each sent once as a `documents` entry, k per request
-// (a document is keyed by its tokens in place, which differ from the
-// precomputed chunk's, so it needs its own store-back). Not measured.
+// WarmRagkv: the run's passages into "ragkv"'s store: `ragkv precompute` of
+// a corpus of them, which serves them pasted and as `documents` alike (the
+// sidecar finds the chunks in the prompt by their tokens). Not measured.
 absl::Status WarmRagkv(Server& srv, const Workload& w, const Schedule& sched,
-                       const ServeBenchOptions& o, const RunSettings& s, std::ostream& progress,
-                       ServeBenchReport* rep) {
+                       const RunSettings& s, std::ostream& progress, ServeBenchReport* rep) {
   const std::vector<int> used = UsedPassages(sched);
   std::vector<std::string> texts;
   for (int p : used) texts.push_back(w.pool()[p]);
   ASSIGN_OR_RETURN(double secs, internal::Precompute(srv, texts, s, progress));
-  std::vector<ServeRequest> docs;
-  for (size_t i = 0; i < used.size(); i += o.workload.k) {
-    ServeRequest r;
-    r.documents = true;
-    r.passages.assign(used.begin() + i, used.begin() + std::min(used.size(), i + o.workload.k));
-    docs.push_back(std::move(r));
-  }
-  progress << "bench serve: ragkv documents warm-up, " << docs.size() << " requests" << std::endl;
-  double wall = 0;
-  srv.body.max_tokens = 1;
-  const std::vector<StreamResult> rs =
-      ClosedLoop(srv, w, docs, 1, o.request_timeout_s, progress, &wall);
-  srv.body.max_tokens = o.max_tokens;
-  int failed = 0;
-  for (const StreamResult& r : rs) failed += !r.ok;
-  rep->notes.push_back(absl::StrFormat(
-      "ragkv warm-up of the run's %d passages: ragkv precompute %.1f s, then each sent once as "
-      "a document (%d requests, %.1f s, %d failed)",
-      static_cast<int>(used.size()), secs, static_cast<int>(docs.size()), wall, failed));
+  rep->notes.push_back(absl::StrFormat("ragkv warm-up of the run's %d passages: ragkv precompute %.1f s",
+                                       static_cast<int>(used.size()), secs));
   return absl::OkStatus();
 }
 
@@ -251,7 +231,7 @@ absl::StatusOr<std::vector<Server>> StartServers(const ServeBenchOptions& o, con
     }
     ASSIGN_OR_RETURN(Server srv, internal::StartServer(name, o, s, progress));
     if (name == "ragkv" && o.precompute) {
-      RETURN_IF_ERROR(WarmRagkv(srv, w, sched, o, s, progress, rep));
+      RETURN_IF_ERROR(WarmRagkv(srv, w, sched, s, progress, rep));
     }
     servers.push_back(std::move(srv));
   }

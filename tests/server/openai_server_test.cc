@@ -174,6 +174,15 @@ TEST_F(OpenAiServerTest, PastedPassagesAreServedFromStoredChunks) {
     EXPECT_GE(r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0.9 * stored) << r;
     EXPECT_TRUE(r["ragkv"]["fallback"].is_null()) << r;
   }
+  // The same texts as `documents`, on their first use: the precomputed
+  // chunks serve them, although under this SentencePiece vocabulary a
+  // chunk's first token alone ("▁Tom") is not its token in place ("Tom").
+  const json docs = {{{"title", "Cat"}, {"text", t2}}, {{"title", "Kite"}, {"text", t1}}};
+  const json r = Node("chat", {{"messages", {{{"role", "user"}, {"content", "Who was sad?"}}}},
+                               {"documents", docs}, {"temperature", 0}, {"max_tokens", 4}},
+                      url);
+  EXPECT_GE(r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0.9 * stored) << r;
+  EXPECT_TRUE(r["ragkv"]["fallback"].is_null()) << r;
   Stop(pid);
 }
 
