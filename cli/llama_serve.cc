@@ -84,6 +84,7 @@ absl::Status LlamaFrontEnd::Bind(const EngineServeFlags& flags, const std::strin
   };
   o.request_timeout = flags.request_timeout_s > 0 ? absl::Seconds(flags.request_timeout_s)
                                                   : absl::InfiniteDuration();
+  o.retrieval_k = flags.retrieval_k;
   ASSIGN_OR_RETURN(http_, server::HttpServer::Start(o));
   return absl::OkStatus();
 }

@@ -214,6 +214,11 @@ void ServeCommand::AddEngineOptions(CLI::App* cmd) {
                   "tokens share it (llama-server's -b)")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+  cmd->add_option("--retrieval-k", engine_.retrieval_k,
+                  "--engine: server-side retrieval: the top-k catalogue chunks for a chat's "
+                  "last user message go in as documents (0 = off; a request's ragkv.k wins)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
   cmd->add_option("--request-timeout", engine_.request_timeout_s,
                   "--engine: seconds a request may take from arrival to its last token; past "
                   "it, it ends with an error (0 = no deadline)")

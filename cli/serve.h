@@ -32,6 +32,7 @@ struct EngineServeFlags {
   std::string chat_template;           // "" = the file's own, else chatml
   bool learn = true;                   // --learn-from-traffic: store pasted passages
   double request_timeout_s = 600;      // --request-timeout: a request's deadline (0 = none)
+  int retrieval_k = 0;                 // --retrieval-k: server-side retrieval (0 = off)
   int batch_size = 2048;               // --batch-size: tokens per llama_decode (llama-server's -b)
 };
 

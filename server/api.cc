@@ -233,11 +233,14 @@ void ParseCommon(Parser* p, bool chat, GenerationRequest* r) {
     q.String("mode", &r->ragkv.mode);
     q.Number("ratio", 0, 1, &r->ragkv.ratio);
     q.Bool("return_tokens", &r->ragkv.return_tokens);
+    int64_t k = r->ragkv.k;
+    q.Int("k", 0, static_cast<int64_t>(kMaxDocuments), &k);
+    r->ragkv.k = static_cast<int>(k);
     static const char* kModes[] = {"", "full", "cacheblend", "reuse", "prefix", "auto", "local"};
     bool known = false;
     for (const char* m : kModes) known = known || r->ragkv.mode == m;
     if (q.ok() && !known) {
-      q.Fail("'ragkv.mode' must be one of full, cacheblend, reuse, prefix, auto, local", "");
+      q.Fail("'ragkv.mode' must be one of full, cacheblend, reuse, prefix, auto, local", "mode");
     }
     if (!q.ok()) p->Fail(q.error().message, "ragkv." + q.error().param);
   }
@@ -404,6 +407,7 @@ json UsageJson(const Usage& u) {
 json Extension(const Completion& c) {
   const Timing& t = c.timing;
   json x = {{"ttft_ms", t.ttft_ms},         {"queue_ms", t.queue_ms},
+            {"retrieve_ms", t.retrieve_ms}, {"retrieved_chunks", t.retrieved_chunks},
             {"blend_ms", t.blend_ms},       {"handover_ms", t.handover_ms},
             {"prefill_ms", t.prefill_ms},   {"handed_over_tokens", t.handed_over_tokens},
             {"recomputed_tokens", t.recomputed_tokens},

@@ -73,6 +73,10 @@ struct RagkvOptions {
   std::string mode;    // "" (the server's default: cacheblend, gate's ratio), full,
                        // cacheblend, reuse, prefix, auto, local (llama.cpp prefills all)
   double ratio = 0;    // cacheblend ratio; 0 = the server's
+  // k: server-side retrieval: the top-k chunks of the sidecar's catalogue
+  // for the last user message go in as documents, after the request's own.
+  // -1 = the server's --retrieval-k; 0 = none.
+  int k = -1;
   bool return_tokens = false;  // the response lists prompt and output token ids
 };
 
@@ -113,6 +117,8 @@ struct Usage {
 
 // Timing: the TTFT breakdown sent in the `ragkv` extension field.
 struct Timing {
+  double retrieve_ms = 0;  // server-side retrieval, before admission (not in ttft_ms)
+  int retrieved_chunks = 0;
   double queue_ms = 0, blend_ms = 0, handover_ms = 0, prefill_ms = 0, ttft_ms = 0;
   double e2e_ms = 0;  // arrival to the last token
   int handed_over_tokens = 0, recomputed_tokens = 0, prefilled_tokens = 0;

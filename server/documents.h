@@ -1,6 +1,6 @@
 // documents.h: what the HTTP API needs of the sidecar's catalogue and KV
 // store (docs/protocol.md "HTTP API": documents by id, POST/DELETE
-// /v1/documents, POST /v1/cache/forget), and SidecarDocuments, its
+// /v1/documents, POST /v1/cache/forget, server-side retrieval), and SidecarDocuments, its
 // implementation over the connector (the sidecar's gRPC API).
 // Thread safety: SidecarDocuments is thread-safe (the Client is).
 #ifndef RAGKV_SERVER_DOCUMENTS_H_
@@ -37,6 +37,9 @@ class DocumentBackend {
   virtual absl::StatusOr<std::vector<Ingested>> Ingest(const std::vector<Document>& docs) = 0;
   // Delete: the document and the stored KV of its chunks; the chunks deleted.
   virtual absl::StatusOr<int> Delete(const std::string& doc_id) = 0;
+  // Search: the catalogue's top-k chunks for `query` (the sidecar's search
+  // mode), best first: text and chunk_id set.
+  virtual absl::StatusOr<std::vector<Document>> Search(const std::string& query, int k) = 0;
   // Forget: the stored KV records of these token lists (documents or
   // passages as a request keyed them) under `salt`; how many were deleted.
   virtual absl::StatusOr<int> Forget(const std::vector<std::vector<int32_t>>& spans,
@@ -51,6 +54,7 @@ class SidecarDocuments final : public DocumentBackend {
   absl::StatusOr<std::vector<Document>> Resolve(const Document& d) override;
   absl::StatusOr<std::vector<Ingested>> Ingest(const std::vector<Document>& docs) override;
   absl::StatusOr<int> Delete(const std::string& doc_id) override;
+  absl::StatusOr<std::vector<Document>> Search(const std::string& query, int k) override;
   absl::StatusOr<int> Forget(const std::vector<std::vector<int32_t>>& spans,
                              const std::string& salt) override;
 

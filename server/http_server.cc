@@ -116,7 +116,8 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
                      "invalid_request_error", "model_not_found", "model"));
     return;
   }
-  if (chat && !ResolveDocuments(&r, &err)) {
+  Timing retrieval;
+  if (chat && !(ResolveDocuments(&r, &err) && Retrieve(&r, &err, &retrieval))) {
     Reply(res, err);
     return;
   }
@@ -159,6 +160,8 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
   job->info.created = std::time(nullptr);
   job->info.model = o.model_id;
   job->info.return_tokens = r.ragkv.return_tokens;
+  job->info.timing.retrieve_ms = retrieval.retrieve_ms;
+  job->info.timing.retrieved_chunks = retrieval.retrieved_chunks;
   switch (sched->Submit(job)) {
     case Scheduler::Admit::kQueueFull:
       Reply(res, Error(429,

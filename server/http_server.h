@@ -41,6 +41,10 @@ class HttpServer {
     // request_timeout: arrival to the last token; past it the request ends
     // with an error (504, or an error event in a stream) and frees its slot.
     absl::Duration request_timeout = absl::InfiniteDuration();
+    // retrieval_k: server-side retrieval for requests without `ragkv.k`:
+    // the top-k catalogue chunks for the last user message go in as
+    // documents (0: off).
+    int retrieval_k = 0;
     // more_metrics: appended to GET /metrics (the in-process sidecar's
     // histograms and counters); null: nothing.
     std::function<std::string()> more_metrics;

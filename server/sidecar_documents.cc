@@ -24,6 +24,21 @@ absl::StatusOr<std::vector<Document>> SidecarDocuments::Resolve(const Document& 
   return out;
 }
 
+absl::StatusOr<std::vector<Document>> SidecarDocuments::Search(const std::string& query, int k) {
+  v1::SearchRequest req;
+  req.set_text(query);
+  req.set_k(static_cast<uint32_t>(k));
+  req.set_include_content(true);
+  ASSIGN_OR_RETURN(v1::SearchResponse resp, client_->Search(req));
+  std::vector<Document> out;
+  for (const v1::SearchHit& h : resp.hits()) {
+    Document& r = out.emplace_back();
+    r.text = h.chunk().text();
+    r.chunk_id = h.chunk().chunk_id();
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<Ingested>> SidecarDocuments::Ingest(const std::vector<Document>& docs) {
   std::vector<v1::Document> wire;
   for (const Document& d : docs) {

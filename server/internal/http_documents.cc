@@ -6,7 +6,11 @@
 // and the resolution of `documents: [{"id"}]` before a chat is templated.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "server/internal/http_impl.h"
 
 namespace ragkv::server {
@@ -62,6 +66,39 @@ bool HttpServer::Impl::ResolveDocuments(GenerationRequest* r, ApiError* error) c
     }
   }
   r->documents = std::move(out);
+  return true;
+}
+
+bool HttpServer::Impl::Retrieve(GenerationRequest* r, ApiError* error, Timing* timing) const {
+  const int k = r->ragkv.k >= 0 ? r->ragkv.k : o.retrieval_k;
+  if (k <= 0) return true;
+  const auto user = std::find_if(r->messages.rbegin(), r->messages.rend(),
+                                 [](const ChatMessage& m) { return m.role == "user"; });
+  if (user == r->messages.rend() || user->content.empty()) {
+    *error = BadRequest("server-side retrieval searches with the last user message; there is none",
+                        "ragkv.k");
+    return false;
+  }
+  DocumentBackend* backend = documents.load();
+  if (backend == nullptr) {
+    *error = BadRequest("server-side retrieval needs the sidecar's catalogue", "ragkv.k");
+    return false;
+  }
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::vector<Document>> hits = backend->Search(user->content, k);
+  if (!hits.ok()) {
+    *error = FromStatus(hits.status(), "ragkv.k");
+    return false;
+  }
+  if (r->documents.size() + hits->size() > kMaxResolvedDocuments) {
+    *error = BadRequest(absl::StrCat("the documents and the retrieved chunks are over ",
+                                     kMaxResolvedDocuments),
+                        "ragkv.k");
+    return false;
+  }
+  for (Document& d : *hits) r->documents.push_back(std::move(d));
+  timing->retrieve_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+  timing->retrieved_chunks = static_cast<int>(hits->size());
   return true;
 }
 

@@ -48,6 +48,10 @@ struct HttpServer::Impl {
   std::atomic<DocumentBackend*> documents{nullptr};
   void DocumentRoutes();
   bool ResolveDocuments(GenerationRequest* r, ApiError* error) const;
+  // Retrieve: server-side retrieval (ragkv.k, else --retrieval-k): the
+  // catalogue's top-k chunks for the last user message appended to the
+  // documents; the time and count into *timing.
+  bool Retrieve(GenerationRequest* r, ApiError* error, Timing* timing) const;
 };
 
 inline void Reply(httplib::Response& res, const ApiError& e) {

@@ -183,6 +183,20 @@ TEST_F(OpenAiServerTest, PastedPassagesAreServedFromStoredChunks) {
                       url);
   EXPECT_GE(r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0.9 * stored) << r;
   EXPECT_TRUE(r["ragkv"]["fallback"].is_null()) << r;
+  // Server-side retrieval: the question alone, the catalogue's top chunks
+  // put in as documents and served from their stored KV.
+  const json q = {{"messages", {{{"role", "user"}, {"content", "Why was Tom sad about his kite?"}}}},
+                  {"temperature", 0}, {"max_tokens", 4}};
+  json with_k = q;
+  with_k["ragkv"] = {{"k", 2}};
+  const json alone = Node("chat", q, url), retrieved = Node("chat", with_k, url);
+  EXPECT_EQ(alone["ragkv"]["retrieved_chunks"], 0) << alone;
+  EXPECT_EQ(retrieved["ragkv"]["retrieved_chunks"], 2) << retrieved;
+  EXPECT_GE(retrieved["usage"]["prompt_tokens"].get<int>(),
+            alone["usage"]["prompt_tokens"].get<int>() + 0.9 * stored)
+      << retrieved;
+  EXPECT_GE(retrieved["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 0.9 * stored)
+      << retrieved;
   Stop(pid);
 }
 
