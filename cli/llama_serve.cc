@@ -33,8 +33,8 @@ namespace lc = engine::llamacpp;
 class LlamaFrontEnd : public EngineFrontEnd {
  public:
   ~LlamaFrontEnd() override { Drain(); }
-  absl::Status Bind(const EngineServeFlags& flags, const std::string& model_path,
-                    const std::string& auth_token) override;
+  absl::Status Bind(const EngineServeFlags& flags,
+                    const services::SidecarOptions& options) override;
   std::string http_address() const override {
     return absl::StrCat(host_, ":", http_ ? http_->port() : 0);
   }
@@ -55,8 +55,10 @@ class LlamaFrontEnd : public EngineFrontEnd {
   std::atomic<const services::Sidecar*> sidecar_{nullptr};
 };
 
-absl::Status LlamaFrontEnd::Bind(const EngineServeFlags& flags, const std::string& model_path,
-                                 const std::string& auth_token) {
+absl::Status LlamaFrontEnd::Bind(const EngineServeFlags& flags,
+                                 const services::SidecarOptions& so) {
+  const std::string& model_path = so.model_path;
+  const std::string& auth_token = so.auth_token;
   f_ = flags;
   auth_token_ = auth_token;
   if (model_path.empty()) return absl::InvalidArgumentError("--engine llama.cpp needs --model F.gguf");
@@ -85,6 +87,8 @@ absl::Status LlamaFrontEnd::Bind(const EngineServeFlags& flags, const std::strin
   o.request_timeout = flags.request_timeout_s > 0 ? absl::Seconds(flags.request_timeout_s)
                                                   : absl::InfiniteDuration();
   o.retrieval_k = flags.retrieval_k;
+  o.tls_cert_file = so.tls_cert_file;  // the sidecar's TLS applies to HTTP too
+  o.tls_key_file = so.tls_key_file;
   ASSIGN_OR_RETURN(http_, server::HttpServer::Start(o));
   return absl::OkStatus();
 }

@@ -43,8 +43,9 @@ struct EngineServeFlags {
 class EngineFrontEnd {
  public:
   virtual ~EngineFrontEnd() = default;
-  virtual absl::Status Bind(const EngineServeFlags& flags, const std::string& model_path,
-                            const std::string& auth_token) = 0;
+  // Bind: the HTTP port, with the sidecar's bearer token and TLS files.
+  virtual absl::Status Bind(const EngineServeFlags& flags,
+                            const services::SidecarOptions& options) = 0;
   virtual std::string http_address() const = 0;
   virtual absl::Status Ready(const services::SidecarOptions& options,
                              services::Sidecar* sidecar) = 0;

@@ -253,11 +253,29 @@ void HttpServer::Impl::Stream(httplib::Response& res, std::shared_ptr<Job> job, 
       });
 }
 
+namespace {
+
+std::unique_ptr<httplib::Server> NewServer(const HttpServer::Options& o) {
+  if (o.tls_cert_file.empty() && o.tls_key_file.empty()) return std::make_unique<httplib::Server>();
+  return std::make_unique<httplib::SSLServer>(o.tls_cert_file.c_str(), o.tls_key_file.c_str());
+}
+
+}  // namespace
+
+HttpServer::Impl::Impl(Options options) : o(std::move(options)), server(NewServer(o)), http(*server) {}
+
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(Options o) {
+  if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("HTTPS needs both --tls-cert and --tls-key");
+  }
   std::unique_ptr<HttpServer> s(new HttpServer());
-  s->impl_ = std::make_unique<Impl>();
+  s->impl_ = std::make_unique<Impl>(std::move(o));
   Impl* impl = s->impl_.get();
-  impl->o = std::move(o);
+  if (!impl->http.is_valid()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "HTTPS: cannot load the certificate %s or the key %s (PEM)", impl->o.tls_cert_file,
+        impl->o.tls_key_file));
+  }
   impl->Routes();
   const int threads = std::max(4, impl->o.threads);
   impl->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };

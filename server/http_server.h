@@ -45,6 +45,9 @@ class HttpServer {
     // the top-k catalogue chunks for the last user message go in as
     // documents (0: off).
     int retrieval_k = 0;
+    // tls_cert_file / tls_key_file (PEM): both set, the port speaks HTTPS
+    // only (`ragkv serve --tls-cert/--tls-key`, as the sidecar's gRPC).
+    std::string tls_cert_file, tls_key_file;
     // more_metrics: appended to GET /metrics (the in-process sidecar's
     // histograms and counters); null: nothing.
     std::function<std::string()> more_metrics;

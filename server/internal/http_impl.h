@@ -24,8 +24,10 @@
 namespace ragkv::server {
 
 struct HttpServer::Impl {
+  explicit Impl(Options options);
   Options o;
-  httplib::Server http;
+  std::unique_ptr<httplib::Server> server;  // an httplib::SSLServer with TLS files
+  httplib::Server& http;
   std::atomic<Scheduler*> scheduler{nullptr};
   std::atomic<const PromptBuilder*> prompts{nullptr};
   std::atomic<int> n_vocab{0};

@@ -2,6 +2,8 @@
 // server_fixture.h) against llama.cpp's own greedy continuation: tokens,
 // streaming, completions, aborts, 429, pasted passages and documents from
 // stored KV, metrics, SIGTERM, slots' prefixes, concurrency, bad input.
+#include <sys/stat.h>
+
 #include "tests/server/server_fixture.h"
 
 namespace ragkv::server {
@@ -333,6 +335,35 @@ TEST_F(OpenAiServerTest, ConcurrentStreamsEqualEachAlone) {
     EXPECT_EQ(r["together"][i]["finish_reason"], r["alone"][i]["finish_reason"]) << i;
     EXPECT_FALSE(r["together"][i]["finish_reason"].is_null()) << i;
   }
+}
+
+// The sidecar's TLS files apply to the HTTP port: the OpenAI client speaks
+// HTTPS to it (trusting the certificate), and a plain-HTTP client gets no
+// answer.
+TEST_F(OpenAiServerTest, TheSidecarsTlsAppliesToHttp) {
+  const std::string cert = (work_ / "tls_cert.pem").string();
+  const std::string key = (work_ / "tls_key.pem").string();
+  const std::string cmd =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -addext "
+      "subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " + key + " -out " + cert + " 2>/dev/null";
+  RAGKV_REQUIRE_OR_SKIP(std::system(cmd.c_str()) == 0) << "openssl not available";
+  ::chmod(key.c_str(), 0600);
+  pid_t pid = -1;
+  std::string url;
+  ASSERT_NO_FATAL_FAILURE(Spawn({"--parallel", "1", "--ctx-size", "512", "--tls-cert", cert,
+                                 "--tls-key", key},
+                                "tls-data", &pid, &url));
+  const json body = {{"messages", {{{"role", "user"}, {"content", "Once upon a time"}}}},
+                     {"temperature", 0}, {"max_tokens", 4}};
+  ::setenv("NODE_EXTRA_CA_CERTS", cert.c_str(), 1);
+  const json r = Node("chat", body, "https" + url.substr(4));
+  EXPECT_EQ(r["usage"]["completion_tokens"], 4) << r;
+  int rc = 0;
+  const std::string plain =
+      RunCapture({"node", "openai_client.mjs", url, kModelId, "chat", body.dump()}, work_.string(), &rc);
+  ::unsetenv("NODE_EXTRA_CA_CERTS");
+  EXPECT_NE(rc, 0) << plain;
+  Stop(pid);
 }
 
 TEST_F(OpenAiServerTest, BadInputIsRefusedByName) {
