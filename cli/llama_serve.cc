@@ -45,7 +45,8 @@ class LlamaFrontEnd : public EngineFrontEnd {
   EngineServeFlags f_;
   std::string host_, auth_token_;
   std::unique_ptr<server::HttpServer> http_;
-  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<model::Model> own_model_;  // only when the sidecar has none
+  const model::Model* model_ = nullptr;      // the sidecar's (one copy per process)
   std::unique_ptr<lc::LlamaFile> file_;
   std::unique_ptr<Client> client_;
   std::unique_ptr<lc::LlamaCppEngine> engine_;
@@ -95,8 +96,13 @@ absl::Status LlamaFrontEnd::Bind(const EngineServeFlags& flags,
 
 absl::Status LlamaFrontEnd::Ready(const services::SidecarOptions& so, services::Sidecar* sidecar) {
   sidecar_.store(sidecar);
-  // ragkv's view of the file: its fingerprint (the sidecar's must equal it).
-  ASSIGN_OR_RETURN(model_, model::LoadModel(so.model_path));
+  // ragkv's view of the file: its fingerprint and config (the sidecar's,
+  // one copy per process).
+  model_ = sidecar->model();
+  if (model_ == nullptr) {
+    ASSIGN_OR_RETURN(own_model_, model::LoadModel(so.model_path));
+    model_ = own_model_.get();
+  }
   lc::ContextOptions co;
   co.n_ctx = f_.ctx_size;
   co.threads = f_.threads;

@@ -571,6 +571,10 @@ int Sidecar::port() const { return impl_->port; }
 
 std::string Sidecar::MetricsText() const { return impl_->metrics.Render(); }
 
+const model::Model* Sidecar::model() const {
+  return impl_->backends != nullptr ? impl_->backends->model.get() : nullptr;
+}
+
 int Sidecar::metrics_port() const {
   return impl_->metrics_server ? impl_->metrics_server->port() : -1;
 }

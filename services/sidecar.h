@@ -28,6 +28,10 @@ namespace ragkv::kvstore {
 class Tier;
 }
 
+namespace ragkv::model {
+class Model;
+}
+
 namespace ragkv::services {
 
 struct SidecarOptions {
@@ -164,6 +168,10 @@ class Sidecar {
   // text 0.0.4): an engine front end in this process appends it to its own.
   std::string MetricsText() const;
   std::string address() const;  // "127.0.0.1:<port>" style, for clients
+  // model: the served model (null without --model); valid while the Sidecar
+  // lives. An engine front end in this process reads its fingerprint and
+  // config here rather than loading the file a second time.
+  const model::Model* model() const;
 
   // Shutdown: see the file comment. Idempotent.
   void Shutdown(absl::Duration grace = absl::Seconds(10));
