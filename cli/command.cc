@@ -31,8 +31,17 @@ int RunParsed(CLI::App* app, const CommandEntry* table, int n,
 void AddGlobalFlags(CLI::App* app, GlobalFlags* flags) {
   app->add_option(kGlobalFlagNames[0], flags->log_level, "debug|info|warning|error");
   app->add_option(kGlobalFlagNames[1], flags->kernel_threads,
-                  "OpenMP/BLAS threads per kernel call")
+                  "OpenMP/BLAS threads per kernel call (0: one per hardware thread)")
       ->capture_default_str();
+}
+
+void AppendGlobalFlags(const CLI::App* root, std::vector<std::string>* args) {
+  if (root == nullptr) return;
+  for (const char* flag : kGlobalFlagNames) {
+    const CLI::Option* o = root->get_option_no_throw(flag);
+    if (o == nullptr || o->count() == 0) continue;
+    for (const std::string& v : o->results()) args->insert(args->end(), {flag, v});
+  }
 }
 
 void ApplyGlobalFlags(const GlobalFlags& flags) {
@@ -40,7 +49,7 @@ void ApplyGlobalFlags(const GlobalFlags& flags) {
   if (level == "debug") SetMinLogLevel(LogLevel::kDebug);
   if (level == "warning") SetMinLogLevel(LogLevel::kWarning);
   if (level == "error") SetMinLogLevel(LogLevel::kError);
-  kernels::SetMaxThreads(std::max(1, flags.kernel_threads));
+  if (flags.kernel_threads > 0) kernels::SetMaxThreads(flags.kernel_threads);
 }
 
 }  // namespace ragkv::cli

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace CLI {
 class App;
@@ -77,7 +78,9 @@ struct GlobalFlags {
   // --kernel-threads: OpenMP/BLAS threads per kernel call. Request-level
   // parallelism (executor workers, precompute workers) is the main axis, so
   // kernels default to 1 thread each and the two never multiply into
-  // oversubscription (no nested pools).
+  // oversubscription (no nested pools). 0: one per hardware thread
+  // (ragkv-llama's default: its sidecar blends while llama.cpp decodes on
+  // --threads, and OMP_NUM_THREADS caps both).
   int kernel_threads = 1;
 };
 // kGlobalFlagNames: the names AddGlobalFlags registers.
@@ -86,6 +89,11 @@ inline constexpr const char* kGlobalFlagNames[] = {"--log-level", "--kernel-thre
 void AddGlobalFlags(CLI::App* app, GlobalFlags* flags);
 // ApplyGlobalFlags: sets the process-wide log level and kernel thread cap.
 void ApplyGlobalFlags(const GlobalFlags& flags);
+// AppendGlobalFlags: the global flags given to `root` (before the command),
+// as arguments for a binary this command execs, so that `ragkv
+// --kernel-threads 4 bench ...` means what it would in this process.
+// Null root: nothing.
+void AppendGlobalFlags(const CLI::App* root, std::vector<std::string>* args);
 
 }  // namespace ragkv::cli
 

@@ -53,7 +53,7 @@ class ForwardCommand : public Command {
   int Run() override {
     const std::string bin = ToolPath(t_);
     std::vector<std::string> args = {bin};
-    if (t_.pass_globals) AppendGlobalFlags(&args);
+    if (t_.pass_globals) AppendGlobalFlags(app_->get_parent(), &args);
     if (t_.sub != nullptr) args.push_back(t_.sub);
     for (const std::string& a : app_->remaining()) args.push_back(a);
     std::vector<char*> argv;
@@ -67,22 +67,6 @@ class ForwardCommand : public Command {
   }
 
  private:
-  // AppendGlobalFlags: the global flags given to ragkv (before this
-  // command), so that `ragkv --kernel-threads 4 bench ...` means the same
-  // as it did when the command ran in this process.
-  void AppendGlobalFlags(std::vector<std::string>* args) const {
-    const CLI::App* root = app_->get_parent();
-    if (root == nullptr) return;
-    for (const char* flag : kGlobalFlagNames) {
-      const CLI::Option* o = root->get_option_no_throw(flag);
-      if (o == nullptr || o->count() == 0) continue;
-      for (const std::string& v : o->results()) {
-        args->push_back(flag);
-        args->push_back(v);
-      }
-    }
-  }
-
   const ForwardTarget t_;
   CLI::App* app_ = nullptr;
 };

@@ -33,9 +33,14 @@ int main(int argc, char** argv) {
   ragkv::kernels::RestartWithBlasCore(argv);  // docs/kernels.md "The OpenBLAS core"
   CLI::App app{"ragkv-llama: ragkv's fused KV inside llama.cpp"};
   app.require_subcommand(1);
+  // ragkv's global flags, which `ragkv serve --engine` forwards.
+  ragkv::cli::GlobalFlags globals;
+  globals.kernel_threads = 0;
+  ragkv::cli::AddGlobalFlags(&app, &globals);
   std::unique_ptr<ragkv::cli::Command> commands[kNumCommands];
   ragkv::cli::RegisterTable(&app, kCommands, kNumCommands, commands);
   CLI11_PARSE(app, argc, argv);
   ragkv::cli::ScrubTokenArgs(argc, argv);
+  ragkv::cli::ApplyGlobalFlags(globals);
   return ragkv::cli::RunParsed(&app, kCommands, kNumCommands, commands);
 }

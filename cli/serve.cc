@@ -238,7 +238,9 @@ int ServeCommand::ExecLlama() {
     bin = (std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "ragkv-llama")
               .string();
   }
-  std::vector<std::string> args = {bin, "serve"};
+  std::vector<std::string> args = {bin};
+  AppendGlobalFlags(app_->get_parent(), &args);
+  args.push_back("serve");
   for (const CLI::Option* o : app_->get_options()) {
     const std::string name = o->get_name(false, true);
     if (o->count() == 0 || name.rfind("--", 0) != 0 || name == "--help" || name == "--config" ||
