@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -70,6 +71,10 @@ struct LlamaVocab {
   std::vector<int32_t> types;  // GGUF token types (1 normal, 2 unk, 3 control, 6 byte); may be empty
   int32_t bos_id = 1, eos_id = 2, unk_id = 0;
   bool add_bos = true;  // prompts start with bos_id (Tokenizer::add_bos)
+  // add_space_prefix: the encoded text starts with the space piece
+  // (SentencePiece's dummy prefix; GGUF `tokenizer.ggml.add_space_prefix`,
+  // default true). Unset: when " " is a piece (llama2.c's rule).
+  std::optional<bool> add_space_prefix;
 };
 
 // MakeLlamaTokenizer: InvalidArgument if the vocabulary is empty or its

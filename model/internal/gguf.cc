@@ -671,6 +671,7 @@ absl::StatusOr<LlamaVocab> LoadGgufVocab(const std::string& path) {
   v.eos_id = st.eos_id;
   v.add_bos = st.add_bos;
   v.unk_id = id("tokenizer.ggml.unknown_token_id", 0);
+  v.add_space_prefix = GetNumberOr(g, "tokenizer.ggml.add_space_prefix", 1.0) != 0;
   return v;
 }
 

@@ -1,4 +1,4 @@
-// LlamaTokenizer (llama2.c's encoder over a SentencePiece-style vocabulary),
+// LlamaTokenizer (llama.cpp's SentencePiece-style encoder over a "llama" vocabulary),
 // ByteTokenizer, and the default Tokenizer::Decode.
 #include <array>
 #include <queue>
@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 #include "model/tokenizer.h"
 
 namespace ragkv::model {
@@ -64,7 +65,7 @@ class LlamaTokenizer final : public Tokenizer {
       }
       lookup_.emplace(v_.pieces[i], i);  // first id wins on duplicates
     }
-    if (auto it = lookup_.find(" "); it != lookup_.end()) dummy_prefix_ = it->second;
+    space_prefix_ = v_.add_space_prefix.value_or(lookup_.count(" ") > 0);
   }
 
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text, bool add_bos,
@@ -72,37 +73,7 @@ class LlamaTokenizer final : public Tokenizer {
     std::vector<int32_t> t;
     t.reserve(text.size() + 3);
     if (add_bos && this->add_bos()) t.push_back(v_.bos_id);
-    const size_t first = t.size();
-    if (!text.empty() && dummy_prefix_ >= 0) t.push_back(dummy_prefix_);
-    // One token per UTF-8 code point, byte fallback otherwise.
-    size_t i = 0;
-    while (i < text.size()) {
-      size_t len = 1;
-      while (len < 4 && i + len < text.size() &&
-             (static_cast<unsigned char>(text[i + len]) & 0xC0) == 0x80) {
-        ++len;
-      }
-      auto it = lookup_.find(std::string(text.substr(i, len)));
-      if (it != lookup_.end()) {
-        t.push_back(it->second);
-      } else {
-        for (size_t j = 0; j < len; ++j) {
-          const unsigned char b = static_cast<unsigned char>(text[i + j]);
-          int32_t id = byte_id_[b] >= 0 ? byte_id_[b] : static_cast<int32_t>(b) + 3;
-          if (id >= static_cast<int32_t>(v_.pieces.size())) {
-            return absl::InternalError(absl::StrFormat("tokenizer: no token for byte 0x%02X", b));
-          }
-          t.push_back(id);
-        }
-      }
-      i += len;
-    }
-    // Greedy merges: repeatedly merge the adjacent pair whose concatenation
-    // is the highest-scoring vocabulary entry, leftmost on ties (llama2.c's
-    // rule). Done with a heap of candidate pairs over a linked list of
-    // symbols, invalidated lazily, so it is O(n log n) instead of llama2.c's
-    // O(n^2) rescans; the merge order, and so the result, is the same.
-    MergeAll(&t, first);
+    if (!text.empty()) RETURN_IF_ERROR(EncodeText(text, &t));
     if (add_eos && v_.eos_id >= 0) t.push_back(v_.eos_id);
     return t;
   }
@@ -125,65 +96,107 @@ class LlamaTokenizer final : public Tokenizer {
   std::string Name() const override { return "llama2c"; }
 
  private:
-  void MergeAll(std::vector<int32_t>* t, size_t first) const {
-    const int n = static_cast<int>(t->size() - first);
-    if (n < 2) return;
-    struct Sym {
-      int32_t id;
-      int prev, next;
-    };
-    std::vector<Sym> sym(n);
-    for (int i = 0; i < n; ++i) sym[i] = {(*t)[first + i], i - 1, i + 1 < n ? i + 1 : -1};
+  // Sym: one symbol of the text being merged: bytes [begin, begin + len)
+  // of the escaped text, in a linked list.
+  struct Sym {
+    uint32_t begin, len;
+    int prev, next;
+  };
+
+  // EncodeText: llama.cpp's SentencePiece encoding (llm_tokenizer_spm).
+  // Spaces, and literal U+2581 (which its escaping makes the same), are the
+  // space piece (' ' here), with the dummy-prefix space first when the
+  // vocabulary asks for it. The text starts as code points; the adjacent
+  // pair whose concatenation is the highest-scoring piece merges first
+  // (leftmost on ties), whether or not its halves are pieces themselves.
+  // A final symbol is its piece, or else its bytes' tokens (a lone space:
+  // U+2581's three bytes, as llama.cpp falls back).
+  absl::Status EncodeText(std::string_view text, std::vector<int32_t>* out) const {
+    std::string s;
+    s.reserve(text.size() + 1);
+    if (space_prefix_) s.push_back(' ');
+    for (size_t i = 0; i < text.size();) {
+      if (text.compare(i, 3, "\xE2\x96\x81") == 0) {
+        s.push_back(' ');
+        i += 3;
+      } else {
+        s.push_back(text[i++]);
+      }
+    }
+    std::vector<Sym> sym;
+    for (size_t i = 0; i < s.size();) {
+      uint32_t len = 1;
+      while (len < 4 && i + len < s.size() && (static_cast<unsigned char>(s[i + len]) & 0xC0) == 0x80) {
+        ++len;
+      }
+      const int k = static_cast<int>(sym.size());
+      sym.push_back({static_cast<uint32_t>(i), len, k - 1, -1});
+      if (k > 0) sym[k - 1].next = k;
+      i += len;
+    }
+    MergeAll(s, &sym);
+    for (int i = 0; i >= 0; i = sym[i].next) {
+      const std::string piece = s.substr(sym[i].begin, sym[i].len);
+      if (auto it = lookup_.find(piece); it != lookup_.end()) {
+        out->push_back(it->second);
+        continue;
+      }
+      for (unsigned char b : piece == " " ? std::string("\xE2\x96\x81") : piece) {
+        const int32_t id = byte_id_[b] >= 0 ? byte_id_[b] : static_cast<int32_t>(b) + 3;
+        if (id >= static_cast<int32_t>(v_.pieces.size())) {
+          return absl::InternalError(absl::StrFormat("tokenizer: no token for byte 0x%02X", b));
+        }
+        out->push_back(id);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // MergeAll: the greedy merges over a heap of candidate pairs, invalidated
+  // lazily (O(n log n)).
+  void MergeAll(const std::string& s, std::vector<Sym>* syms) const {
+    std::vector<Sym>& sym = *syms;
     struct Cand {
       float score;
       int left, right;
-      int32_t left_id, right_id, merged;
+      uint32_t left_len, right_len;
+      int32_t merged;
     };
     auto worse = [](const Cand& a, const Cand& b) {
       return a.score < b.score || (a.score == b.score && a.left > b.left);
     };
     std::priority_queue<Cand, std::vector<Cand>, decltype(worse)> heap(worse);
-    std::string buf;
     auto push = [&](int l) {
-      if (l < 0) return;
+      if (l < 0 || sym[l].next < 0) return;
       const int r = sym[l].next;
-      if (r < 0) return;
-      buf = PieceText(sym[l].id);
-      buf += PieceText(sym[r].id);
-      auto it = lookup_.find(buf);
+      auto it = lookup_.find(s.substr(sym[l].begin, sym[l].len + sym[r].len));
       if (it == lookup_.end()) return;
-      heap.push({v_.scores[it->second], l, r, sym[l].id, sym[r].id, it->second});
+      heap.push({v_.scores[it->second], l, r, sym[l].len, sym[r].len, it->second});
     };
-    for (int i = 0; i + 1 < n; ++i) push(i);
-    std::vector<bool> dead(n, false);
+    for (int i = 0; i + 1 < static_cast<int>(sym.size()); ++i) push(i);
+    std::vector<bool> dead(sym.size(), false);
     while (!heap.empty()) {
       const Cand c = heap.top();
       heap.pop();
       if (dead[c.left] || dead[c.right] || sym[c.left].next != c.right ||
-          sym[c.left].id != c.left_id || sym[c.right].id != c.right_id) {
+          sym[c.left].len != c.left_len || sym[c.right].len != c.right_len) {
         continue;  // stale
       }
-      sym[c.left].id = c.merged;
+      sym[c.left].len += sym[c.right].len;
       dead[c.right] = true;
       sym[c.left].next = sym[c.right].next;
       if (sym[c.right].next >= 0) sym[sym[c.right].next].prev = c.left;
       push(sym[c.left].prev);
       push(c.left);
     }
-    t->resize(first);
-    for (int i = 0; i >= 0; i = sym[i].next) t->push_back(sym[i].id);
   }
-
-  // The text a token contributes to merge candidates: byte tokens merge as
-  // their "<0xXX>" piece (as llama2.c does), which never forms a word.
-  const std::string& PieceText(int32_t id) const { return v_.pieces[id]; }
 
   LlamaVocab v_;
   std::unordered_map<std::string, int32_t> lookup_;
   std::array<int32_t, 256> byte_id_;
   std::vector<bool> control_;
   std::vector<int> byte_of_;
-  int32_t dummy_prefix_ = -1;
+  bool space_prefix_ = false;
 };
 
 class ByteTokenizer final : public Tokenizer {

@@ -16,6 +16,7 @@
 #include "model/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "tests/model/test_util.h"
+#include "tests/support/gguf_writer.h"
 #include "tests/support/llamacpp_oracle.h"
 #include "tests/support/require.h"
 #include "tests/support/source_dir.h"
@@ -107,6 +108,56 @@ TEST(VocabMusiqueTest, PassagesMatchLlamaCpp) {
                 texts.size());
     EXPECT_EQ(equal, static_cast<int>(texts.size()));
   }
+}
+
+// The benches' synthetic vocabulary (tests/support/gguf_writer.h
+// AddTinyLlamaVocab: every piece starts with the space piece, no letter
+// alone, no bare space piece, every score 0): llama.cpp merges characters
+// that are no pieces themselves (" e" + "n" -> " en"), falls back to bytes
+// for what stays unmerged, and breaks score ties leftmost. Before session 22
+// ragkv encoded such text as bytes only, so chunks it stored were never
+// found in llama.cpp's prompts.
+TEST(VocabMusiqueTest, AVocabOfSpacePrefixedPiecesMatchesLlamaCpp) {
+  const char* env = std::getenv("RAGKV_TEST_CORPUS");
+  const std::string corpus = (env != nullptr && *env ? std::string(env)
+                                                     : std::string(RAGKV_SOURCE_DIR) + "/../shared/corpus") +
+                             "/musique_dev.json";
+  std::ifstream in(corpus);
+  RAGKV_REQUIRE_OR_SKIP(in) << corpus << " not found";
+  const nlohmann::json j = nlohmann::json::parse(in);
+  const std::string path = ::testing::TempDir() + "/tiny_vocab.gguf";
+  {
+    ::ragkv::testing::GgufWriter g;
+    g.KvStr("general.architecture", "llama");
+    g.KvU32("llama.context_length", 256);
+    g.KvU32("llama.embedding_length", 64);
+    g.KvU32("llama.feed_forward_length", 128);
+    g.KvU32("llama.block_count", 1);
+    g.KvU32("llama.attention.head_count", 4);
+    g.KvU32("llama.attention.head_count_kv", 4);
+    g.KvF32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    ::ragkv::testing::AddTinyLlamaVocab(&g, 32000);
+    g.Write(path, 3);
+  }
+  auto ours = LoadTokenizer(path);
+  ASSERT_TRUE(ours.ok()) << ours.status();
+  auto theirs = ::ragkv::testing::LlamaCppModel::Load(path, {.vocab_only = true});
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  int equal = 0, n = 0;
+  for (const auto& q : j) {
+    for (const auto& p : q["passages"]) {
+      for (const std::string& t : {p["text"].get<std::string>(), "\n\n" + p["text"].get<std::string>()}) {
+        auto a = (*ours)->Encode(t, false, false);
+        auto b = (*theirs)->Tokenize(t, false, false);
+        ASSERT_TRUE(a.ok() && b.ok());
+        ++n;
+        equal += *a == *b;
+        if (*a != *b) ADD_FAILURE() << "'" << t.substr(0, 80) << "...' differs";
+      }
+    }
+    if (n >= 200) break;
+  }
+  EXPECT_EQ(equal, n);
 }
 
 }  // namespace
