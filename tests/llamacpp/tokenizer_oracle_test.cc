@@ -73,12 +73,17 @@ INSTANTIATE_TEST_SUITE_P(Vocabs, VocabVectorsTest,
                            return n;
                          });
 
+// MusiquePath: the MuSiQue file (RAGKV_TEST_CORPUS, else ../shared/corpus).
+std::string MusiquePath() {
+  const char* env = std::getenv("RAGKV_TEST_CORPUS");
+  return (env != nullptr && *env ? std::string(env)
+                                 : std::string(RAGKV_SOURCE_DIR) + "/../shared/corpus") +
+         "/musique_dev.json";
+}
+
 // MuSiQue passages through both tokenizers (no BOS, no special parsing).
 TEST(VocabMusiqueTest, PassagesMatchLlamaCpp) {
-  const char* env = std::getenv("RAGKV_TEST_CORPUS");
-  const std::string corpus = (env != nullptr && *env ? std::string(env)
-                                                     : std::string(RAGKV_SOURCE_DIR) + "/../shared/corpus") +
-                             "/musique_dev.json";
+  const std::string corpus = MusiquePath();
   std::ifstream in(corpus);
   RAGKV_REQUIRE_OR_SKIP(in) << corpus << " not found";
   const nlohmann::json j = nlohmann::json::parse(in);
@@ -118,10 +123,7 @@ TEST(VocabMusiqueTest, PassagesMatchLlamaCpp) {
 // ragkv encoded such text as bytes only, so chunks it stored were never
 // found in llama.cpp's prompts.
 TEST(VocabMusiqueTest, AVocabOfSpacePrefixedPiecesMatchesLlamaCpp) {
-  const char* env = std::getenv("RAGKV_TEST_CORPUS");
-  const std::string corpus = (env != nullptr && *env ? std::string(env)
-                                                     : std::string(RAGKV_SOURCE_DIR) + "/../shared/corpus") +
-                             "/musique_dev.json";
+  const std::string corpus = MusiquePath();
   std::ifstream in(corpus);
   RAGKV_REQUIRE_OR_SKIP(in) << corpus << " not found";
   const nlohmann::json j = nlohmann::json::parse(in);
