@@ -24,7 +24,12 @@ class BenchEngineCommand : public Command {
     cmd->add_option("--encoding", o_.encoding, "synthetic GGUF encoding: f32|f16|q8_0|q4_k_m|...")
         ->capture_default_str();
     cmd->add_option("--corpus", o_.corpus, "MuSiQue-style JSON (default: synthetic shapes)");
-    cmd->add_option("--prompts", o_.prompts)->capture_default_str();
+    cmd->add_option("--split", o_.split,
+                    "corpus questions: dev (tune here) | test (report what dev chose) | all; "
+                    "docs/quality_gate.md \"The dev/test split\"")
+        ->capture_default_str();
+    cmd->add_option("--prompts", o_.prompts, "the first N questions of --split (all, if fewer)")
+        ->capture_default_str();
     cmd->add_option("--chunks", o_.chunks)->capture_default_str();
     cmd->add_option("--chunk-tokens", o_.chunk_tokens)->capture_default_str();
     cmd->add_option("--query-tokens", o_.query_tokens)->capture_default_str();

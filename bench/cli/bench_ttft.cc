@@ -23,6 +23,8 @@ class BenchTtftCommand : public Command {
     cmd->add_option("--max-seq-len", o_.max_seq_len, "context override");
     cmd->add_option("--tokenizer", o_.tokenizer, "corpus mode tokenizer");
     cmd->add_option("--corpus", o_.corpus, "MuSiQue-style JSON (default: synthetic shapes)");
+    cmd->add_option("--split", o_.split, "corpus questions: dev|test|all (docs/quality_gate.md)")
+        ->capture_default_str();
     cmd->add_option("--prompts", o_.prompts)->capture_default_str();
     cmd->add_option("--chunks", o_.chunks)->capture_default_str();
     cmd->add_option("--chunk-tokens", o_.chunk_tokens)->capture_default_str();

@@ -22,6 +22,7 @@
 #include "model/kv_cache.h"
 #include "model/loader.h"
 #include "model/tokenizer.h"
+#include "retrieval/qa_split.h"
 
 namespace ragkv::bench {
 namespace {
@@ -59,6 +60,8 @@ struct Texts {
   std::vector<std::vector<std::string>> chunks;
   std::vector<std::vector<int32_t>> queries;
   std::string description;
+  std::string split;  // corpus mode: as ti::Workload
+  int split_questions = 0, file_questions = 0;
 };
 
 absl::StatusOr<Texts> BuildTexts(const EngineBenchOptions& o, const std::string& path, int vocab) {
@@ -67,6 +70,7 @@ absl::StatusOr<Texts> BuildTexts(const EngineBenchOptions& o, const std::string&
     services::TtftBenchOptions to;
     to.model_spec = path;
     to.corpus = o.corpus;
+    to.split = o.split;
     to.prompts = o.prompts;
     to.chunks = o.chunks;
     to.chunk_tokens = o.chunk_tokens;
@@ -78,6 +82,9 @@ absl::StatusOr<Texts> BuildTexts(const EngineBenchOptions& o, const std::string&
       t.queries.push_back(p.query);
     }
     t.description = w.description;
+    t.split = w.split;
+    t.split_questions = w.split_questions;
+    t.file_questions = w.file_questions;
     return t;
   }
   std::mt19937 rng(static_cast<uint32_t>(o.seed));
@@ -295,6 +302,7 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o,
   if (o.prompts < 1 || o.chunks < 1 || o.chunk_tokens < 1 || o.query_tokens < 1 || o.repeats < 1) {
     return absl::InvalidArgumentError("bench engine: prompts, chunks, tokens and repeats must be >= 1");
   }
+  RETURN_IF_ERROR(retrieval::ParseQaSplit(o.split, "bench engine: --split").status());
   kernels::SetMaxThreads(std::max(1, o.threads));
   ti::ScratchDir scratch;
   RETURN_IF_ERROR(scratch.Make(o.scratch_dir));
@@ -324,6 +332,11 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o,
 
   EngineBenchReport rep;
   rep.workload = texts.description;
+  rep.split = texts.split;
+  rep.questions = static_cast<int>(prompts.size());
+  rep.split_questions = texts.split_questions;
+  rep.file_questions = texts.file_questions;
+  rep.prompts_requested = o.prompts;
   rep.cache_pages = MeasureCachePages(ours->config(), static_cast<int64_t>(longest));
   const std::vector<Strategy> strategies = Strategies(o);
   for (int round = -1; round < o.repeats; ++round) {  // round -1: warm-up, not recorded

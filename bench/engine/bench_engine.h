@@ -15,7 +15,9 @@
 // Quality: at every query position, KL(full || strategy) of llama.cpp's
 // next-token distribution and top-1 agreement with llama.cpp's own full
 // prefill of the same prompt.
-// Workloads: a MuSiQue-style corpus (each question's first `chunks`
+// Workloads: a MuSiQue-style corpus (the first `prompts` questions of the
+// chosen dev/test split in file order -- retrieval/qa_split.h; all of the
+// split's when it has fewer, none repeated -- each question's first `chunks`
 // passages, their first chunk of `chunk_tokens`, the question as the
 // query), or synthetic shapes (random-word documents, random query ids).
 // Thread safety: RunEngineBench is reentrant; one at a time per process
@@ -39,7 +41,10 @@ struct EngineBenchOptions {
   std::string synthetic = "layers=16,dim=1024,heads=16,kv_heads=8,ffn=2816,vocab=32000";
   std::string encoding = "f16";
   std::string corpus;  // MuSiQue-style JSON; empty: synthetic shapes
-  int prompts = 4;
+  // The corpus questions used: "dev" (the default: tuning happens on dev),
+  // "test" (report what dev chose) or "all". Ignored for synthetic shapes.
+  std::string split = "dev";
+  int prompts = 4;  // the first `prompts` questions of the split
   int chunks = 6;
   int chunk_tokens = 256;
   int query_tokens = 32;
@@ -82,6 +87,11 @@ struct CachePages {
 
 struct EngineBenchReport {
   std::string workload;
+  // Corpus workloads: the split, the questions used, the split's and the
+  // file's question counts, and the --prompts asked for (more than
+  // `questions` when the split ran out). Empty split: synthetic shapes.
+  std::string split;
+  int questions = 0, split_questions = 0, file_questions = 0, prompts_requested = 0;
   std::string command;
   CachePages cache_pages;
   std::vector<EngineSample> samples;
@@ -92,9 +102,11 @@ struct EngineBenchReport {
 // model / corpus / sidecar / llama.cpp failures.
 absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o,
                                                  std::ostream& progress);
-// PrintEngineBench: one line per strategy
+// PrintEngineBench: for a corpus, a "# split=S questions=N (...)" line
+// (saying so when --prompts exceeded the split); then one line per strategy
 //   engine=llama.cpp strategy=NAME r=R ttft_p50_ms=X ttft_p95_ms=Y vs_full=Z kl=K top1=T
-// then a Markdown table with the stage breakdown.
+// (a corpus run appends " split=S questions=N"), then a Markdown table with
+// the stage breakdown.
 void PrintEngineBench(const EngineBenchReport& r, std::ostream& out);
 // WriteEngineBenchFiles: samples.csv, summary.json and ttft.png (gnuplot;
 // a missing gnuplot is a note on stderr, not an error) under `dir`, created

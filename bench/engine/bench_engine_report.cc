@@ -45,7 +45,11 @@ absl::Status WriteCsv(const EngineBenchReport& r, const std::string& path) {
 absl::Status WriteJson(const EngineBenchReport& r, const std::string& path) {
   std::ofstream f(path);
   f << "{\n  \"engine\": \"llama.cpp\",\n  \"workload\": " << JsonString(r.workload)
-    << ",\n  \"command\": " << JsonString(r.command)
+    << ",\n  \"command\": " << JsonString(r.command) << ",\n  \"split\": "
+    << (r.split.empty() ? "null" : JsonString(r.split))
+    << absl::StrFormat(", \"questions\": %d, \"split_questions\": %d, \"file_questions\": %d, "
+                       "\"prompts_requested\": %d",
+                       r.questions, r.split_questions, r.file_questions, r.prompts_requested)
     << absl::StrFormat(",\n  \"fused_cache_mb\": %.1f, \"fresh_cache_ms\": %.2f, "
                        "\"kept_cache_ms\": %.2f",
                        r.cache_pages.mb, r.cache_pages.fresh_ms, r.cache_pages.kept_ms)
@@ -93,16 +97,27 @@ absl::Status Plot(const EngineBenchReport& r, const std::string& dir) {
 
 void PrintEngineBench(const EngineBenchReport& r, std::ostream& out) {
   out << "# bench engine: " << r.workload << "\n";
+  if (!r.split.empty()) {
+    out << absl::StrFormat(
+        "# split=%s questions=%d (of the split's %d, the file's %d)%s\n", r.split, r.questions,
+        r.split_questions, r.file_questions,
+        r.questions < r.prompts_requested
+            ? absl::StrFormat("; --prompts %d exceeds the split's usable questions: all used",
+                              r.prompts_requested)
+            : "");
+  }
   out << "# ragkv's f32 GEMMs: OpenBLAS core " << kernels::BlasCoreName() << "\n";
   out << absl::StrFormat(
       "# one fused cache (%.1f MB f32): fresh memory %.1f ms, kept memory %.1f ms "
       "(the sidecar keeps it: --fused-cache-pool)\n",
       r.cache_pages.mb, r.cache_pages.fresh_ms, r.cache_pages.kept_ms);
+  const std::string split =
+      r.split.empty() ? "" : absl::StrFormat(" split=%s questions=%d", r.split, r.questions);
   for (const EngineRow& w : r.rows) {
     out << absl::StrFormat(
         "engine=llama.cpp strategy=%s r=%.2f ttft_p50_ms=%.1f ttft_p95_ms=%.1f vs_full=%.3f "
-        "kl=%.5f top1=%.3f\n",
-        w.strategy, w.ratio, w.ttft.p50, w.ttft.p95, w.vs_full, w.kl, w.top1);
+        "kl=%.5f top1=%.3f%s\n",
+        w.strategy, w.ratio, w.ttft.p50, w.ttft.p95, w.vs_full, w.kl, w.top1, split);
   }
   out << "\n| strategy | n | TTFT p50 ms | p95 ms | vs full | blend p50 | handover p50 | "
          "llama.cpp prefill p50 | KL | top-1 | fallbacks |\n"

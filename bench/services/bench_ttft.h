@@ -89,6 +89,7 @@ struct TtftBenchOptions {
   std::string tokenizer;    // corpus mode: tokenizer path (default: the model's / bytes)
   std::string corpus;       // MuSiQue-style JSON; empty: synthetic shapes
   int prompts = 2;          // distinct prompts (questions in corpus mode)
+  std::string split = "all";  // corpus mode: dev|test|all questions (retrieval/qa_split.h)
   int chunks = 6;
   int chunk_tokens = 512;
   int query_tokens = 32;    // synthetic mode; corpus mode uses the question

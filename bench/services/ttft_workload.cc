@@ -14,14 +14,18 @@
 #include "model/loader.h"
 #include "model/tokenizer.h"
 #include "retrieval/corpus_reader.h"
+#include "retrieval/qa_split.h"
 
 namespace ragkv::services::ttft_internal {
 namespace {
 
-// CorpusWorkload: each usable question's first o.chunks passages, tokenized
-// and cut to o.chunk_tokens, then the question as the query (cut to
-// o.query_tokens). Errors: tokenizer / corpus load, no usable question.
+// CorpusWorkload: the first o.prompts usable questions of split o.split (in
+// file order; fewer when the split has fewer), each question's first
+// o.chunks passages, tokenized and cut to o.chunk_tokens, then the question
+// as the query (cut to o.query_tokens). Errors: a bad split name
+// (InvalidArgument), tokenizer / corpus load, no usable question.
 absl::StatusOr<Workload> CorpusWorkload(const TtftBenchOptions& o, int vocab) {
+  ASSIGN_OR_RETURN(const retrieval::QaSplit split, retrieval::ParseQaSplit(o.split, "--split"));
   Workload w;
   std::vector<Prompt>& prompts = w.prompts;
   std::unique_ptr<model::Tokenizer> tk;
@@ -36,7 +40,12 @@ absl::StatusOr<Workload> CorpusWorkload(const TtftBenchOptions& o, int vocab) {
                    retrieval::ReadCorpusFile(o.corpus, retrieval::CorpusFormat::kMusique));
   std::unordered_map<std::string, const retrieval::Document*> docs;
   for (const auto& d : corpus.documents) docs[d.id] = &d;
-  for (const auto& q : corpus.questions) {
+  const std::vector<retrieval::QaExample> questions =
+      retrieval::FilterQaSplit(corpus.questions, split);
+  w.split = std::string(retrieval::QaSplitName(split));
+  w.split_questions = static_cast<int>(questions.size());
+  w.file_questions = static_cast<int>(corpus.questions.size());
+  for (const auto& q : questions) {
     if (static_cast<int>(prompts.size()) >= o.prompts) break;
     if (static_cast<int>(q.passage_doc_ids.size()) < o.chunks) continue;
     Prompt p;
@@ -57,10 +66,18 @@ absl::StatusOr<Workload> CorpusWorkload(const TtftBenchOptions& o, int vocab) {
   }
   if (prompts.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "bench ttft: no question in ", o.corpus, " has ", o.chunks, " passages"));
+        "bench ttft: no question of split ", w.split, " in ", o.corpus, " has ", o.chunks,
+        " passages"));
   }
-  w.description = absl::StrFormat("corpus %s: %d questions, top-%d passages cut to %d tokens",
-                                  o.corpus, prompts.size(), o.chunks, o.chunk_tokens);
+  w.description = absl::StrFormat(
+      "corpus %s, split %s (%d of its %d questions): %d questions, top-%d passages cut to %d "
+      "tokens",
+      o.corpus, w.split, w.split_questions, w.file_questions, prompts.size(), o.chunks,
+      o.chunk_tokens);
+  if (static_cast<int>(prompts.size()) < o.prompts) {
+    absl::StrAppendFormat(&w.description, " (--prompts %d: only %d usable in split %s, all used)",
+                          o.prompts, prompts.size(), w.split);
+  }
   return w;
 }
 

@@ -16,12 +16,17 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "absl/strings/str_cat.h"
 #include "bench/services/bench_ttft.h"
 #include "bench/services/internal/ttft_internal.h"
 #include "blend/blender.h"
 #include "kvstore/ram_tier.h"
 #include "kvstore/tiered_store.h"
 #include "model/synthetic.h"
+#include "retrieval/corpus_reader.h"
+#include "retrieval/qa_split.h"
+#include "tests/support/require.h"
+#include "tests/support/source_dir.h"
 #include "blend/calibration.h"
 #include "cli/plan.h"
 
@@ -425,6 +430,51 @@ TEST(BenchTtftPrefix, StoredBlocksServeTheNextRequest) {
   EXPECT_EQ(after->prefix_tokens, 0);
   EXPECT_LT(after->recomputed, first->recomputed);
   EXPECT_GT(after->recomputed, again->recomputed);
+}
+
+// Corpus mode takes the first --prompts questions of the dev/test split
+// (retrieval/qa_split.h) in file order, all of them when the split has
+// fewer, and says which split and how many in the workload line.
+TEST(BenchTtftWorkload, CorpusQuestionsComeFromTheSplit) {
+  const char* env = std::getenv("RAGKV_TEST_CORPUS");
+  const std::string path = (env != nullptr && *env != '\0' ? std::string(env)
+                                                           : RAGKV_SOURCE_DIR + "/../shared/corpus") +
+                           "/musique_dev.json";
+  RAGKV_REQUIRE_OR_SKIP(std::filesystem::exists(path)) << "no corpus at " << path;
+  auto corpus = retrieval::ReadCorpusFile(path);
+  ASSERT_TRUE(corpus.ok()) << corpus.status();
+  TtftBenchOptions o;
+  o.model_spec = "synthetic:layers=1,dim=64,heads=2,kv_heads=2,ffn=128,vocab=300";
+  o.corpus = path;
+  o.chunks = 1;
+  o.chunk_tokens = 8;
+  o.prompts = 100;
+  ttft_internal::TokenRng rng(1, 300);
+  for (const char* split : {"dev", "test", "all"}) {
+    o.split = split;
+    auto w = ttft_internal::BuildWorkload(o, 300, /*with_grpc=*/true, rng);
+    ASSERT_TRUE(w.ok()) << w.status();
+    auto want = retrieval::FilterQaSplit(corpus->questions, *retrieval::ParseQaSplit(split));
+    ASSERT_EQ(w->prompts.size(), want.size()) << split;
+    EXPECT_EQ(w->split, split);
+    EXPECT_EQ(w->split_questions, static_cast<int>(want.size()));
+    EXPECT_EQ(w->file_questions, 100);
+    for (size_t i = 0; i < want.size(); ++i) {  // file order: each question's first passage
+      const std::string& doc = want[i].passage_doc_ids[0];
+      for (const auto& d : corpus->documents) {
+        if (d.id == doc) EXPECT_EQ(w->prompts[i].texts[0], d.text) << split << " " << i;
+      }
+    }
+    EXPECT_NE(w->description.find(absl::StrCat("split ", split, " (", want.size(),
+                                               " of its 100 questions)")),
+              std::string::npos) << w->description;
+    EXPECT_EQ(w->description.find("all used") != std::string::npos, want.size() < 100u)
+        << w->description;
+  }
+  o.split = "train";
+  auto bad = ttft_internal::BuildWorkload(o, 300, true, rng);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("--split"), std::string::npos) << bad.status();
 }
 
 TEST(BenchTtft, RejectsBadOptions) {

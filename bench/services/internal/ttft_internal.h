@@ -73,6 +73,10 @@ struct TokenRng {
 struct Workload {
   std::vector<Prompt> prompts;
   std::string description;  // the "# bench ttft:" / "Workload:" text
+  // Corpus mode: the question split used (empty for synthetic shapes), how
+  // many questions of the file are in it, and how many the file has.
+  std::string split;
+  int split_questions = 0, file_questions = 0;
 };
 
 // BuildWorkload: the prompts (corpus questions or synthetic shapes; with the
