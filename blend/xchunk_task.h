@@ -40,6 +40,17 @@ struct XchunkPrompt {
 // models/xchunk.gguf in the source tree this binary was built from.
 std::string XchunkModelPath();
 
+// The dev/test split of the generator (docs/quality_gate.md "The dev/test
+// split"): odd seeds are dev, even seeds are test; every prompt of a seed
+// is in the seed's split. Settings are chosen on dev seeds and reported on
+// test seeds. The seeds of the figures before the split (the bench's 1 and
+// 7, the calibration canaries' 101) are odd: dev.
+inline bool XchunkSeedIsDev(uint64_t seed) { return seed % 2 == 1; }
+// The calibration canaries (`ragkv calibrate --task xchunk`): chosen on
+// kXchunkCanaryDevSeed, reported on kXchunkCanaryTestSeed.
+inline constexpr uint64_t kXchunkCanaryDevSeed = 101;
+inline constexpr uint64_t kXchunkCanaryTestSeed = 102;
+
 // MakeXchunkPrompt: prompt `index` of seed `seed` (deterministic).
 // InvalidArgument unless 2 <= chunks <= pairs <= kXchunkKeys.
 absl::StatusOr<XchunkPrompt> MakeXchunkPrompt(uint64_t seed, int index, int pairs, int chunks);

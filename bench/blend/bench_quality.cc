@@ -412,9 +412,10 @@ absl::Status CheckOptions(const QualityBenchOptions& o) {
 void PrintHeader(const QualityBenchOptions& o, double secs, std::ostream& out) {
   if (o.task == "xchunk") {
     out << absl::StrFormat(
-        "# quality: task=xchunk model=%s prompts=%d seed=%d pairs=%d chunks=%d, kv=%s, "
+        "# quality: task=xchunk model=%s prompts=%d seed=%d (%s) pairs=%d chunks=%d, kv=%s, "
         "selector=%s, %.1f s\n",
-        o.model_path, o.prompts, o.seed, o.pairs, o.chunks, kernels::DTypeName(o.kv_dtype),
+        o.model_path, o.prompts, o.seed, XchunkSeedIsDev(o.seed) ? "dev" : "test", o.pairs,
+        o.chunks, kernels::DTypeName(o.kv_dtype),
         SelectorName(o.blend.selector), secs);
     return;
   }

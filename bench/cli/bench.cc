@@ -18,6 +18,7 @@
 #include "cli/flags.h"
 #include "kernels/cpu.h"
 #include "kvstore/process_tuning.h"
+#include "retrieval/qa_split.h"
 
 namespace ragkv::cli {
 namespace {
@@ -134,7 +135,11 @@ class BenchQualityCommand : public Command {
     cmd->add_option("--pairs", o_.pairs, "xchunk: key/value pairs per prompt")
         ->capture_default_str();
     cmd->add_option("--prompts", o_.prompts)->capture_default_str();
-    cmd->add_option("--seed", o_.seed)->capture_default_str();
+    seed_ = cmd->add_option("--seed", o_.seed)->capture_default_str();
+    cmd->add_option("--split", split_,
+                    "xchunk: dev (odd seeds; without --seed: 1) | test (even seeds; without "
+                    "--seed: 2) | all (any seed); docs/quality_gate.md \"The dev/test split\"")
+        ->capture_default_str();
     cmd->add_option("--chunks", o_.chunks, "passages (default: 6 story, 4 xchunk)");
     cmd->add_option("--chunk-tokens-min", o_.chunk_tokens_min)->capture_default_str();
     cmd->add_option("--chunk-tokens-max", o_.chunk_tokens_max)->capture_default_str();
@@ -172,6 +177,7 @@ class BenchQualityCommand : public Command {
       return 2;
     }
     if (o.chunks == 0) o.chunks = 6;
+    if (!ApplySplit(&o)) return 2;
     if (!blend::ParseSelector(selector_, &o.blend.selector)) {
       std::fprintf(stderr, "ragkv bench quality: unknown --selector '%s'\n", selector_.c_str());
       return 2;
@@ -186,6 +192,33 @@ class BenchQualityCommand : public Command {
   }
 
  private:
+  // ApplySplit: --split for the xchunk task (blend/xchunk_task.h: odd seeds
+  // dev, even seeds test): picks the split's first seed when --seed is not
+  // given, refuses a --seed of the other split. The story task is not split.
+  bool ApplySplit(blend::QualityBenchOptions* o) const {
+    auto split = retrieval::ParseQaSplit(split_, "--split");
+    if (!split.ok()) {
+      std::fprintf(stderr, "ragkv bench quality: %s\n", std::string(split.status().message()).c_str());
+      return false;
+    }
+    if (*split == retrieval::QaSplit::kAll) return true;
+    if (o->task != "xchunk") {
+      std::fprintf(stderr, "ragkv bench quality: --split dev|test applies to --task xchunk\n");
+      return false;
+    }
+    const bool dev = *split == retrieval::QaSplit::kDev;
+    if (seed_->count() == 0) o->seed = dev ? 1 : 2;
+    if (blend::XchunkSeedIsDev(o->seed) != dev) {
+      std::fprintf(stderr, "ragkv bench quality: --seed %llu is a %s seed (odd seeds are dev, even "
+                   "seeds test), not --split %s\n", static_cast<unsigned long long>(o->seed),
+                   dev ? "test" : "dev", split_.c_str());
+      return false;
+    }
+    return true;
+  }
+
+  CLI::Option* seed_ = nullptr;
+  std::string split_ = "all";
   blend::QualityBenchOptions o_ = [] {
     blend::QualityBenchOptions o;
     o.chunks = 0;  // per task

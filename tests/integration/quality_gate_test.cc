@@ -97,6 +97,7 @@ TEST_F(QualityGateTest, AStrictTargetSwitchesBlendingOffAcrossRestarts) {
   const std::string out = Calibrate("--task xchunk --target-kl 1e-6 --target-top1 1.0", &rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_TRUE(absl::StrContains(out, "blending OFF")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "test (seed 102): blending off")) << out;
   for (int restart = 0; restart < 2; ++restart) {
     std::string metrics, query;
     const BlendStats s = ServeAndBlend(&metrics, restart == 0 ? &query : nullptr);
@@ -117,6 +118,11 @@ TEST_F(QualityGateTest, ALaxTargetKeepsTheCheapestRatio) {
   const std::string out = Calibrate("--task xchunk --target-kl 10 --target-top1 0", &rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_TRUE(absl::StrContains(out, "chosen: CacheBlend r=0.05")) << out;
+  // Chosen on the dev seed's canaries, reported on the test seed's.
+  EXPECT_TRUE(absl::StrContains(out, "test (seed 102, 12 prompts, chosen on dev seed 101): "
+                                     "selector=attended-deviation r=0.05 "))
+      << out;
+  EXPECT_TRUE(absl::StrContains(out, "meets the targets")) << out;
   std::string metrics;
   const BlendStats s = ServeAndBlend(&metrics);
   EXPECT_TRUE(absl::StrContains(s.quality_gate, "calibrated: r=0.05")) << s.quality_gate;
