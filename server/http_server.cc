@@ -13,6 +13,7 @@
 #include "server/prompt.h"
 #include "server/scheduler.h"
 #include "server/internal/http_impl.h"
+#include "server/internal/peer.h"
 
 namespace ragkv::server {
 
@@ -180,8 +181,12 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
     Stream(res, job, chat, r.include_usage);
     return;
   }
+  // The whole answer is written at the end: meanwhile a client that left
+  // (closed or reset its connection) cancels its request, as a stream's does.
+  const int fd = internal::ConnectionFd(req.remote_addr, req.remote_port, req.local_port);
   std::string text;
-  while (!job->Take(&text, absl::Milliseconds(200))) {
+  while (!job->Take(&text, absl::Milliseconds(50))) {
+    if (internal::PeerClosed(fd)) job->Cancel();
   }
   if (!job->error().empty()) {
     const bool late = job->error() == kDeadlineError;

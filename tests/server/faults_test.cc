@@ -36,6 +36,7 @@ class FaultsTest : public OpenAiServerTest {
     *address = out.substr(l, out.find_first_of(" \n", l) - l);
   }
 
+  void LeaveMidBlend(const std::string& mode, const json& input);
   static void Kill(pid_t pid) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
@@ -90,9 +91,11 @@ TEST_F(FaultsTest, ASidecarKilledWhileSlotsAreBusyFallsBack) {
 }
 
 // A client that leaves while its blend is held mid-way (the sidecar
-// stopped) is cancelled: its slot is freed once the stream moves on, and
-// the server serves the next request.
-TEST_F(FaultsTest, AClientLeavingMidBlendFreesItsSlot) {
+// stopped) is cancelled: its slot is freed once the server notices (a
+// stream at its next event, a whole answer at its next 50 ms look at the
+// connection), and the server serves the next request. `mode` is the
+// client's case (it leaves after 1 s or less).
+void FaultsTest::LeaveMidBlend(const std::string& mode, const json& input) {
   pid_t sidecar = -1, server = -1;
   std::string address, url;
   ASSERT_NO_FATAL_FAILURE(SpawnSidecar("held-data", &sidecar, &address));
@@ -101,8 +104,8 @@ TEST_F(FaultsTest, AClientLeavingMidBlendFreesItsSlot) {
                                 "held-front-data", &server, &url));
   ::kill(sidecar, SIGSTOP);
   json r;
-  std::thread client([&] { r = Node("abort_held", DocsRequest(3, "", 64), url); });
-  ::usleep(1500000);  // the client has left (it aborts after the first event)
+  std::thread client([&] { r = Node(mode, input, url); });
+  ::usleep(1500000);  // the client has left
   ::kill(sidecar, SIGCONT);
   client.join();
   EXPECT_EQ(r["abort"]["aborted"], true) << r;
@@ -113,6 +116,14 @@ TEST_F(FaultsTest, AClientLeavingMidBlendFreesItsSlot) {
   EXPECT_TRUE(next["ragkv"]["fallback"].is_null()) << next;
   Stop(server);
   Kill(sidecar);
+}
+
+TEST_F(FaultsTest, AClientLeavingMidBlendFreesItsSlot) {
+  LeaveMidBlend("abort_held", DocsRequest(3, "", 64));
+}
+
+TEST_F(FaultsTest, AClientLeavingAWholeAnswerMidBlendFreesItsSlot) {
+  LeaveMidBlend("abort_whole_held", {{"body", DocsRequest(3, "", 64)}, {"abort_ms", 1000}});
 }
 
 }  // namespace

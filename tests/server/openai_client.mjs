@@ -108,6 +108,25 @@ const cases = {
     } while (++tries < 150 && health.active !== 0);
     return { abort: a, before, health };
   },
+  // abort_whole_held: a non-streaming request whose client leaves after
+  // input.abort_ms while the server holds it; then /health as abort_held.
+  abort_whole_held: async () => {
+    const before = (await raw("/health", null, "GET")).json;
+    let aborted = false, error = null;
+    try {
+      await client.chat.completions.create({ model, ...input.body },
+                                           { signal: AbortSignal.timeout(input.abort_ms) });
+    } catch (e) {
+      aborted = e.status === undefined;  // no HTTP answer: the client left
+      error = String(e);
+    }
+    let health, tries = 0;
+    do {
+      if (tries) await new Promise((r) => setTimeout(r, 100));
+      health = (await raw("/health", null, "GET")).json;
+    } while (++tries < 150 && health.active !== 0);
+    return { abort: { aborted, error }, before, health };
+  },
   // busy: every request at once; those beyond the slots and the queue get 429.
   busy: async () => {
     const out = await Promise.all(input.requests.map((b) =>
