@@ -376,32 +376,26 @@ bool Scheduler::Arrived(Slot* s) {
     Release(s, "", kDeadlineError);
     return false;
   }
-  return Begin(s, o_.engine->Apply(std::move(f), s->job->prompt, s->id));
+  return Placed(s, o_.engine->Place(std::move(f), s->job->prompt, s->id));
 }
 
-bool Scheduler::Begin(Slot* s, absl::StatusOr<lc::LlamaCppEngine::Result> r) {
-  Job& j = *s->job;
+bool Scheduler::Placed(Slot* s, absl::StatusOr<lc::LlamaCppEngine::Result> r) {
   if (!r.ok()) {
-    RAGKV_LOG(WARNING) << "llama.cpp prefill failed: " << r.status();
+    RAGKV_LOG(WARNING) << "llama.cpp handover failed: " << r.status();
     Release(s, "", "prefill failed: " + r.status().ToString());
     return false;
   }
   Timing& t = s->c.timing;
   t.blend_ms = r->blend_ms;
   t.handover_ms = r->handover_ms;
-  t.prefill_ms = r->decode_ms;
   t.handed_over_tokens = r->handed_over_tokens;
   t.recomputed_tokens = r->recomputed_tokens;
-  t.prefilled_tokens = r->prefilled_tokens;
   t.fallback = r->fallback;
-  s->c.usage.prompt_tokens = static_cast<int>(j.prompt.size());
   s->c.usage.cached_tokens = r->reused_tokens;
-  if (s->c.return_tokens) s->c.prompt_ids = j.prompt;
-  s->n_past = static_cast<int>(j.prompt.size());
-  s->tokens = j.prompt;
-  const llama_vocab* vocab = llama_model_get_vocab(llama_get_model(o_.ctx));
-  s->smpl = NewSampler(j.sampling, llama_vocab_n_tokens(vocab));
-  return Accept(s, Sample(s, r->logits.data()));
+  // The rest (the last token; the whole prompt on a fallback) joins the
+  // decode steps' batches.
+  BeginFeed(s, static_cast<size_t>(r->handed_over_tokens));
+  return true;
 }
 
 bool Scheduler::StartFromPrefix(Slot* s, size_t lcp) {

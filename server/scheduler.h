@@ -13,8 +13,8 @@
 // prompt's KV comes from the sidecar through LlamaCppEngine, with its
 // fallbacks: its Blend stream (LlamaCppEngine::Fetch) runs on a thread of
 // its own while the other slots keep decoding, and the loop hands the rows
-// over (Apply, which decodes the last prompt token, or more on a
-// fallback) when it ends. Each decode step is one llama_decode over every
+// over (Place) when it ends; the rest of the prompt (its last token, or
+// all of it on a fallback) is then fed like a local prompt. Each decode step is one llama_decode over every
 // active slot's next token plus as many feeding slots' prompt tokens as
 // the context's n_batch leaves room for; each slot samples from its own
 // row with llama.cpp's sampler chain (seeded; temperature 0 is greedy). A
@@ -132,10 +132,10 @@ class Scheduler {
   // token's logits are in: sample the first token.
   void BeginFeed(Slot* s, size_t from);
   bool FinishFeed(Slot* s, const float* logits);
-  // Arrived: a slot's Blend stream ended: its rows into the slot (Apply).
+  // Arrived: a slot's Blend stream ended: its rows into the slot (Place).
   bool Arrived(Slot* s);
-  // Begin: the prompt is in the slot's cells: sample the first token.
-  bool Begin(Slot* s, absl::StatusOr<engine::llamacpp::LlamaCppEngine::Result> r);
+  // Placed: the handed-over rows are in the slot's cells: the rest is fed.
+  bool Placed(Slot* s, absl::StatusOr<engine::llamacpp::LlamaCppEngine::Result> r);
   void Step();
   // Accept: handles a sampled token; false when the job ended.
   bool Accept(Slot* s, int32_t token);

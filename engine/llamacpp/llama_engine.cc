@@ -199,10 +199,9 @@ absl::Status LlamaCppEngine::CheckPrompt(const std::vector<int32_t>& prompt) con
   return absl::OkStatus();
 }
 
-absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::Complete(absl::StatusOr<int64_t> got,
-                                                               bool nothing_stored_ok,
-                                                               const std::vector<int32_t>& prompt,
-                                                               int32_t seq, Result r) {
+LlamaCppEngine::Result LlamaCppEngine::Settle(absl::StatusOr<int64_t> got, bool nothing_stored_ok,
+                                              const std::vector<int32_t>& prompt, int32_t seq,
+                                              Result r) {
   int64_t rows = 0;
   if (got.ok()) {
     rows = *got;
@@ -223,11 +222,19 @@ absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::Complete(absl::StatusOr<i
                        << " tokens locally: " << r.fallback;
   }
   if (rows == 0) llama_memory_seq_rm(llama_get_memory(o_.ctx), seq, -1, -1);
+  r.prefilled_tokens = static_cast<int>(prompt.size() - rows);
+  return r;
+}
+
+absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::Complete(absl::StatusOr<int64_t> got,
+                                                               bool nothing_stored_ok,
+                                                               const std::vector<int32_t>& prompt,
+                                                               int32_t seq, Result r) {
+  r = Settle(std::move(got), nothing_stored_ok, prompt, seq, std::move(r));
   const auto t0 = Clock::now();
-  RETURN_IF_ERROR(DecodeTokens(o_.ctx, prompt, static_cast<size_t>(rows), seq,
+  RETURN_IF_ERROR(DecodeTokens(o_.ctx, prompt, prompt.size() - r.prefilled_tokens, seq,
                          static_cast<size_t>(o_.local_tail), &r.logits));
   r.decode_ms = MsSince(t0);
-  r.prefilled_tokens = static_cast<int>(prompt.size() - rows);
   return r;
 }
 
@@ -260,6 +267,16 @@ absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::Apply(std::unique_ptr<Fet
   r.prompt = prompt;
   absl::StatusOr<int64_t> got = Handover(*fetched, prompt, seq, &r);
   return Complete(std::move(got), fetched->nothing_stored_ok, prompt, seq, std::move(r));
+}
+
+absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::Place(std::unique_ptr<Fetched> fetched,
+                                                            const std::vector<int32_t>& prompt,
+                                                            int32_t seq) {
+  RETURN_IF_ERROR(CheckPrompt(prompt));
+  Result r;
+  r.prompt = prompt;
+  absl::StatusOr<int64_t> got = Handover(*fetched, prompt, seq, &r);
+  return Settle(std::move(got), fetched->nothing_stored_ok, prompt, seq, std::move(r));
 }
 
 absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::PrefillRaw(

@@ -117,6 +117,13 @@ class LlamaCppEngine {
   // `seq` (with Prefill's fallbacks), llama.cpp decodes the rest.
   absl::StatusOr<Result> Apply(std::unique_ptr<Fetched> fetched,
                                const std::vector<int32_t>& prompt, int32_t seq);
+  // Place: Apply without llama.cpp's decode, for a caller that decodes the
+  // rest in batches of its own (the HTTP server's decode steps): sequence
+  // `seq` holds prompt rows 0..handed_over_tokens-1 (none, and cleared, on
+  // a fallback or when nothing was stored); the caller decodes the last
+  // prefilled_tokens of `prompt`. Result.logits is empty, decode_ms 0.
+  absl::StatusOr<Result> Place(std::unique_ptr<Fetched> fetched,
+                               const std::vector<int32_t>& prompt, int32_t seq);
 
   // fallbacks: how many Prefill / Apply calls prefilled more than the last token.
   int64_t fallbacks() const { return fallbacks_; }
@@ -132,7 +139,11 @@ class LlamaCppEngine {
   absl::StatusOr<int64_t> Handover(const Fetched& f, const std::vector<int32_t>& prompt,
                                    int32_t seq, Result* r);
   absl::Status CheckPrompt(const std::vector<int32_t>& prompt) const;
-  // Complete: the fallback decision and llama.cpp's decode of the rest.
+  // Settle: the fallback decision (a sequence without handed-over rows is
+  // cleared); Result.prefilled_tokens: the rows left to decode.
+  Result Settle(absl::StatusOr<int64_t> got, bool nothing_stored_ok,
+                const std::vector<int32_t>& prompt, int32_t seq, Result r);
+  // Complete: Settle, then llama.cpp's decode of the rest.
   absl::StatusOr<Result> Complete(absl::StatusOr<int64_t> got, bool nothing_stored_ok,
                                   const std::vector<int32_t>& prompt, int32_t seq, Result r);
 
