@@ -7,6 +7,7 @@
 #define RAGKV_PIPELINE_REQUEST_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,6 +67,12 @@ struct RequestOptions {
   // ratio: kCacheBlend's share of rows recomputed; 0 leaves it to the
   // server (the quality gate's ratio, else Pipeline::Options::default_ratio).
   double ratio = 0;
+  // selector: kCacheBlend's row ranking; unset leaves it to the server (the
+  // quality gate's selector, else blend::BlendOptions' default).
+  std::optional<blend::Selector> selector;
+  // chunk_head_tokens: kCacheBlend also recomputes each cached chunk's first
+  // rows (blend::BlendOptions::chunk_head_tokens); 0: none.
+  int chunk_head_tokens = 0;
   bool add_bos = false;  // put the tokenizer's BOS in front
   // pinned: the quality gate leaves mode, ratio and selector as asked
   // (benchmarks measuring a strategy); the gate's reason is still reported.

@@ -232,6 +232,7 @@ void ParseCommon(Parser* p, bool chat, GenerationRequest* r) {
     Parser q(x);
     q.String("mode", &r->ragkv.mode);
     q.Number("ratio", 0, 1, &r->ragkv.ratio);
+    q.String("selector", &r->ragkv.selector);
     q.Bool("return_tokens", &r->ragkv.return_tokens);
     int64_t k = r->ragkv.k;
     q.Int("k", 0, static_cast<int64_t>(kMaxDocuments), &k);
@@ -241,6 +242,16 @@ void ParseCommon(Parser* p, bool chat, GenerationRequest* r) {
     for (const char* m : kModes) known = known || r->ragkv.mode == m;
     if (q.ok() && !known) {
       q.Fail("'ragkv.mode' must be one of full, cacheblend, reuse, prefix, auto, local", "mode");
+    }
+    // The names of blend::SelectorName (server_api links no blend code).
+    static const char* kSelectors[] = {"", "attended-deviation", "deviation",
+                                       "deviation+attention", "query-attention", "chunk-head"};
+    known = false;
+    for (const char* s : kSelectors) known = known || r->ragkv.selector == s;
+    if (q.ok() && !known) {
+      q.Fail("'ragkv.selector' must be one of attended-deviation, deviation, "
+             "deviation+attention, query-attention, chunk-head",
+             "selector");
     }
     if (!q.ok()) p->Fail(q.error().message, "ragkv." + q.error().param);
   }

@@ -73,6 +73,9 @@ struct RagkvOptions {
   std::string mode;    // "" (the server's default: cacheblend, gate's ratio), full,
                        // cacheblend, reuse, prefix, auto, local (llama.cpp prefills all)
   double ratio = 0;    // cacheblend ratio; 0 = the server's
+  // selector: cacheblend's row ranking by name (BlendOptions.selector); "" =
+  // the server's.
+  std::string selector;
   // k: server-side retrieval: the top-k chunks of the sidecar's catalogue
   // for the last user message go in as documents, after the request's own.
   // -1 = the server's --retrieval-k; 0 = none.

@@ -61,6 +61,11 @@ pipeline::RequestOptions ToOptions(const v1::BlendOptions& o, double retrieve_ms
     default: ro.mode = pipeline::Mode::kCacheBlend;
   }
   ro.ratio = o.recompute_ratio();
+  if (!o.selector().empty()) {
+    blend::Selector s;
+    if (blend::ParseSelector(o.selector(), &s)) ro.selector = s;  // validated before
+  }
+  ro.chunk_head_tokens = static_cast<int>(o.chunk_head_tokens());
   ro.add_bos = o.add_bos();
   ro.accept_restart = o.accept_restart();
   ro.cache_salt = o.cache_salt();

@@ -94,6 +94,8 @@ blend::BlendOptions StrategyOptions(const Pipeline::Options& o, const RequestOpt
       bo.ratio = ro.ratio > 0 ? ro.ratio : o.default_ratio;
       break;
   }
+  if (ro.selector) bo.selector = *ro.selector;
+  bo.chunk_head_tokens = ro.chunk_head_tokens;
   return bo;
 }
 
@@ -112,7 +114,7 @@ std::string ApplyQualityGate(const Pipeline::Options& o, const RequestOptions& r
     return g->reason;
   }
   if (bo->strategy == blend::Strategy::kCacheBlend) {
-    bo->selector = g->selector;
+    if (!ro.selector) bo->selector = g->selector;
     if (ro.mode != Mode::kAuto && ro.ratio <= 0) bo->ratio = g->ratio;
   }
   return g->reason;

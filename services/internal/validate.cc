@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "blend/blender.h"
 #include "connector/wire.h"
 #include "kernels/tensor.h"
 
@@ -225,6 +226,17 @@ absl::Status ValidateBlendOptions(const v1::BlendOptions& opts) {
   }
   if (opts.output_dtype() != v1::DTYPE_UNSPECIFIED) {
     RETURN_IF_ERROR(wire::KernelDTypeFromProto(opts.output_dtype()).status());
+  }
+  if (opts.chunk_head_tokens() > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("chunk_head_tokens %d above 64", opts.chunk_head_tokens()));
+  }
+  blend::Selector s;
+  if (!opts.selector().empty() && !blend::ParseSelector(opts.selector(), &s)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "selector '%s' unknown (attended-deviation, deviation, deviation+attention, "
+        "query-attention, chunk-head)",
+        opts.selector()));
   }
   return absl::OkStatus();
 }

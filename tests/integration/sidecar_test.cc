@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -85,7 +86,8 @@ class SidecarTest : public ::testing::Test {
   // the store holds) at `ratio`, and its masks cover the recomputed rows.
   static void ExpectStreamEqualsInProcess(const std::vector<v1::ChunkInfo>& chunks,
                                           const std::vector<int32_t>& query, double ratio,
-                                          const CollectingKVSink& sink) {
+                                          const CollectingKVSink& sink,
+                                          std::optional<blend::Selector> selector = {}) {
     std::vector<blend::ChunkKV> kvs;
     std::vector<std::vector<int32_t>> toks;
     for (const auto& c : chunks) toks.emplace_back(c.token_ids().begin(), c.token_ids().end());
@@ -105,6 +107,7 @@ class SidecarTest : public ::testing::Test {
     ASSERT_TRUE(blender.ok());
     blend::BlendOptions bo;
     bo.ratio = ratio;
+    if (selector) bo.selector = *selector;
     bo.logits = blend::QueryLogits::kNone;
     auto r = (*blender)->Blend(segs, bo);
     ASSERT_TRUE(r.ok()) << r.status();
@@ -340,6 +343,32 @@ TEST_F(SidecarTest, StreamedBlendEqualsInProcessBlender) {
   }
 }
 
+// BlendOptions.selector names the row ranking: the stream is the in-process
+// Blender's with that selector, and the selectors recompute different rows.
+TEST_F(SidecarTest, ANamedSelectorIsHonoured) {
+  auto chunks = SomeChunks(3);
+  ASSERT_EQ(chunks.size(), 3u);
+  std::vector<int32_t> query = {1, 365, 301, 285, 311, 261};
+  std::vector<std::string> masks;  // the last layer's recomputed rows
+  for (const char* name : {"deviation", "chunk-head", "query-attention"}) {
+    blend::Selector sel;
+    ASSERT_TRUE(blend::ParseSelector(name, &sel));
+    v1::BlendRequest req;
+    for (const auto& c : chunks) req.add_segments()->set_chunk_id(c.chunk_id());
+    req.add_segments()->mutable_tokens()->mutable_ids()->Assign(query.begin(), query.end());
+    req.mutable_options()->set_mode(v1::BLEND_MODE_CACHEBLEND);
+    req.mutable_options()->set_recompute_ratio(0.3f);
+    req.mutable_options()->set_selector(name);
+    CollectingKVSink sink;
+    absl::Status s = client_->Blend(req, &sink);
+    ASSERT_TRUE(s.ok()) << name << ": " << s;
+    ExpectStreamEqualsInProcess(chunks, query, 0.3, sink, sel);
+    masks.push_back(sink.mask.back());
+  }
+  EXPECT_NE(masks[0], masks[1]);
+  EXPECT_NE(masks[1], masks[2]);
+}
+
 // BLEND_MODE_AUTO: the sidecar's loading controller picks r (>= its floor,
 // <= its ceiling), says why, and the stream is the Blender's at that r.
 TEST_F(SidecarTest, BlendAutoModeAppliesTheControllersRatio) {
@@ -391,6 +420,12 @@ TEST_F(SidecarTest, BlendBadInput) {
   ratio.add_segments()->set_text("q");
   ratio.mutable_options()->set_recompute_ratio(1.5f);
   EXPECT_EQ(client_->Blend(ratio, &sink).code(), absl::StatusCode::kInvalidArgument);
+  v1::BlendRequest selector = ratio;
+  selector.mutable_options()->set_recompute_ratio(0.2f);
+  selector.mutable_options()->set_selector("nearest");
+  const absl::Status bad_selector = client_->Blend(selector, &sink);
+  EXPECT_EQ(bad_selector.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad_selector.message(), HasSubstr("selector 'nearest'"));
   v1::RetrieveAndBlendRequest rk;
   rk.set_query("Lily");
   rk.set_k(0);
