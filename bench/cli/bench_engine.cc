@@ -34,6 +34,12 @@ class BenchEngineCommand : public Command {
     cmd->add_option("--chunk-tokens", o_.chunk_tokens)->capture_default_str();
     cmd->add_option("--query-tokens", o_.query_tokens)->capture_default_str();
     cmd->add_option("--ratios", o_.ratios, "CacheBlend ratios")->delimiter(',')->capture_default_str();
+    cmd->add_option("--selectors", o_.selectors,
+                    "CacheBlend row selectors, each at every ratio (default: the sidecar's)")
+        ->delimiter(',');
+    cmd->add_option("--chunk-head-tokens", o_.chunk_head_tokens,
+                    "CacheBlend also recomputes each chunk's first N rows (EPIC)")
+        ->capture_default_str();
     cmd->add_option("--threads", o_.threads, "llama.cpp and ragkv threads")->capture_default_str();
     cmd->add_option("--repeats", o_.repeats, "rounds over the prompts")->capture_default_str();
     cmd->add_option("--tiers", o_.tiers, "the sidecar's KV tiers: ram|ssd")->delimiter(',')

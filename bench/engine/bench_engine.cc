@@ -6,6 +6,7 @@
 #include <memory>
 #include <random>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/clock.h"
@@ -13,6 +14,7 @@
 #include "bench/model/synthetic_gguf.h"
 #include "bench/services/bench_ttft_grpc.h"
 #include "bench/services/internal/ttft_internal.h"
+#include "blend/blender.h"
 #include "blend/kv_source.h"
 #include "blend/quality_gate.h"
 #include "engine/llamacpp/llama_engine.h"
@@ -38,10 +40,13 @@ struct EnginePrompt {
   bool bos = false;
 };
 
-// Strategy: one column of the matrix (ratio for cacheblend only).
+// Strategy: one column of the matrix (ratio and selector for cacheblend
+// only; a named selector makes the name "cacheblend/<selector>").
 struct Strategy {
   std::string name;
   double ratio = 0;
+  std::string selector;  // "": the sidecar's
+  int chunk_head_tokens = 0;
 };
 
 // Compare: mean KL(ref || got) and top-1 agreement over the rows of two
@@ -150,6 +155,8 @@ v1::BlendRequest Request(const EnginePrompt& p, const Strategy& s) {
   } else {
     o->set_mode(v1::BLEND_MODE_CACHEBLEND);
     o->set_recompute_ratio(static_cast<float>(s.ratio));
+    o->set_selector(s.selector);
+    o->set_chunk_head_tokens(static_cast<uint32_t>(s.chunk_head_tokens));
   }
   return br;
 }
@@ -249,8 +256,17 @@ class Runner {
 };
 
 std::vector<Strategy> Strategies(const EngineBenchOptions& o) {
-  std::vector<Strategy> s = {{"full-prefill"}, {"prefix-cache"}, {"full-reuse"}};
-  for (double r : o.ratios) s.push_back({"cacheblend", r});
+  std::vector<Strategy> s = {{"full-prefill", 0, "", 0}, {"prefix-cache", 0, "", 0},
+                             {"full-reuse", 0, "", 0}};
+  const std::string head = o.chunk_head_tokens > 0 ? absl::StrCat("+head", o.chunk_head_tokens) : "";
+  if (o.selectors.empty()) {
+    for (double r : o.ratios) s.push_back({"cacheblend" + head, r, "", o.chunk_head_tokens});
+  }
+  for (const std::string& sel : o.selectors) {
+    for (double r : o.ratios) {
+      s.push_back({"cacheblend/" + sel + head, r, sel, o.chunk_head_tokens});
+    }
+  }
   return s;
 }
 
@@ -303,6 +319,12 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o,
     return absl::InvalidArgumentError("bench engine: prompts, chunks, tokens and repeats must be >= 1");
   }
   RETURN_IF_ERROR(retrieval::ParseQaSplit(o.split, "bench engine: --split").status());
+  for (const std::string& sel : o.selectors) {
+    blend::Selector unused;
+    if (!blend::ParseSelector(sel, &unused)) {
+      return absl::InvalidArgumentError("bench engine: unknown --selectors entry " + sel);
+    }
+  }
   kernels::SetMaxThreads(std::max(1, o.threads));
   ti::ScratchDir scratch;
   RETURN_IF_ERROR(scratch.Make(o.scratch_dir));
@@ -353,7 +375,9 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o,
         if (s.name == "full-prefill") ref = logits;
         Compare(ref, logits, vocab, &x.kl, &x.top1);
         absl::StrAppendFormat(&line, " %s%s %.0f ms", s.name,
-                              s.name == "cacheblend" ? absl::StrFormat("@%.2f", s.ratio) : "",
+                              absl::StartsWith(s.name, "cacheblend")
+                                  ? absl::StrFormat("@%.2f", s.ratio)
+                                  : "",
                               x.ttft_ms);
         if (round >= 0) rep.samples.push_back(std::move(x));
       }

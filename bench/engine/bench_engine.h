@@ -49,6 +49,13 @@ struct EngineBenchOptions {
   int chunk_tokens = 256;
   int query_tokens = 32;
   std::vector<double> ratios = {0.15};
+  // selectors: CacheBlend's row ranking by name (BlendOptions.selector), each
+  // at every ratio, reported as "cacheblend/<name>"; empty: the sidecar's own
+  // (one "cacheblend" strategy per ratio).
+  std::vector<std::string> selectors;
+  // chunk_head_tokens: every CacheBlend strategy also recomputes each
+  // chunk's first N rows (BlendOptions.chunk_head_tokens), named "+headN".
+  int chunk_head_tokens = 0;
   int threads = 2;   // llama.cpp threads and ragkv kernel threads
   int repeats = 1;   // rounds over the prompts
   std::vector<std::string> tiers = {"ram"};  // the sidecar's KV tiers

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "bench/engine/bench_engine.h"
@@ -16,7 +17,8 @@ namespace ragkv::bench {
 namespace {
 
 std::string Label(const std::string& strategy, double ratio) {
-  return strategy == "cacheblend" ? absl::StrFormat("cacheblend r=%.2f", ratio) : strategy;
+  return absl::StartsWith(strategy, "cacheblend") ? absl::StrFormat("%s r=%.2f", strategy, ratio)
+                                                   : strategy;
 }
 
 // JsonString: s quoted for JSON (the fallback texts are plain ASCII).
