@@ -3,9 +3,10 @@
 // task) through full prefill and CacheBlend at every candidate ratio and
 // selector; the cheapest setting meeting --target-kl / --target-top1 (or
 // "blending off") is stored for the model's fingerprint in the data dir,
-// where `ragkv serve --data-dir` reads it at start. With --task xchunk the
-// choice is made on the dev seed's canaries and the chosen setting is then
-// reported on the test seed's (printed only; the record is unchanged).
+// where `ragkv serve --data-dir` reads it at start. The choice is made on
+// dev canaries and the chosen setting is then reported on test ones
+// (printed only; the record is unchanged): xchunk by seed, a MuSiQue .json
+// corpus by question id, any other corpus by alternate windows.
 // Exit code: 0 stored, 1 the work failed (nothing stored), 2 bad usage.
 #include <CLI/CLI.hpp>
 
@@ -16,8 +17,10 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
@@ -25,6 +28,8 @@
 #include "blend/xchunk_task.h"
 #include "cli/command.h"
 #include "model/loader.h"
+#include "retrieval/corpus_reader.h"
+#include "retrieval/qa_split.h"
 
 namespace ragkv::cli {
 namespace {
@@ -62,20 +67,28 @@ absl::StatusOr<std::string> CorpusText(const std::string& path) {
   return text;
 }
 
-// CorpusPrompts: consecutive windows of the tokenized corpus, each
-// `chunks` chunks of `chunk_tokens` then a query of `query_tokens`, after BOS.
-absl::StatusOr<std::vector<blend::CanaryPrompt>> CorpusPrompts(const CalibrateFlags& f,
-                                                               const model::Tokenizer& tok) {
+// Canaries: the prompts a setting is chosen on (dev) and those its figures
+// are then reported on (test).
+struct Canaries {
+  std::vector<blend::CanaryPrompt> dev, test;
+  std::string split;  // how they were split, for the report
+};
+
+// TextCanaries: windows of the tokenized corpus, each `chunks` chunks of
+// `chunk_tokens` then a query of `query_tokens`, after BOS: 2 x --prompts
+// windows spread evenly, even ones dev, odd ones test.
+absl::StatusOr<Canaries> TextCanaries(const CalibrateFlags& f, const model::Tokenizer& tok) {
   ASSIGN_OR_RETURN(std::string text, CorpusText(f.corpus));
   ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.Encode(text, /*add_bos=*/false, /*add_eos=*/false));
   const size_t per = static_cast<size_t>(f.chunks) * f.chunk_tokens + f.query_tokens;
-  if (ids.size() < per) {
+  if (ids.size() < 2 * per) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "corpus %s is too small: %d tokens, one canary prompt needs %d (%d x %d + %d)", f.corpus,
-        ids.size(), per, f.chunks, f.chunk_tokens, f.query_tokens));
+        "corpus %s is too small: %d tokens, a dev and a test canary need %d (2 x (%d x %d + %d))",
+        f.corpus, ids.size(), 2 * per, f.chunks, f.chunk_tokens, f.query_tokens));
   }
-  std::vector<blend::CanaryPrompt> out;
-  const size_t n = std::min<size_t>(f.prompts, ids.size() / per);
+  Canaries out;
+  out.split = "text windows: even dev, odd test";
+  const size_t n = std::min<size_t>(2 * static_cast<size_t>(f.prompts), ids.size() / per);
   const size_t stride = ids.size() / n;
   for (size_t i = 0; i < n; ++i) {
     blend::CanaryPrompt p;
@@ -83,8 +96,54 @@ absl::StatusOr<std::vector<blend::CanaryPrompt>> CorpusPrompts(const CalibrateFl
     auto it = ids.begin() + static_cast<std::ptrdiff_t>(i * stride);
     for (int c = 0; c < f.chunks; ++c, it += f.chunk_tokens) p.chunks.emplace_back(it, it + f.chunk_tokens);
     p.query.assign(it, it + f.query_tokens);
-    out.push_back(std::move(p));
+    (i % 2 == 0 ? out.dev : out.test).push_back(std::move(p));
   }
+  return out;
+}
+
+// QuestionCanaries: a MuSiQue-style .json corpus: per question of a split
+// (retrieval/qa_split.h), its first `chunks` passages cut to `chunk_tokens`
+// and the question (cut to `query_tokens`) as the query; at most --prompts.
+absl::StatusOr<std::vector<blend::CanaryPrompt>> QuestionCanaries(
+    const CalibrateFlags& f, const model::Tokenizer& tok, const retrieval::Corpus& corpus,
+    retrieval::QaSplit split) {
+  std::unordered_map<std::string, const retrieval::Document*> docs;
+  for (const auto& d : corpus.documents) docs[d.id] = &d;
+  std::vector<blend::CanaryPrompt> out;
+  for (const retrieval::QaExample& q : retrieval::FilterQaSplit(corpus.questions, split)) {
+    if (static_cast<int>(out.size()) >= f.prompts) break;
+    if (static_cast<int>(q.passage_doc_ids.size()) < f.chunks) continue;
+    blend::CanaryPrompt p;
+    if (tok.add_bos()) p.prefix = {tok.bos_id()};
+    for (int i = 0; i < f.chunks; ++i) {
+      auto it = docs.find(q.passage_doc_ids[i]);
+      if (it == docs.end()) break;
+      ASSIGN_OR_RETURN(auto ids, tok.Encode(it->second->text, false, false));
+      if (static_cast<int>(ids.size()) > f.chunk_tokens) ids.resize(f.chunk_tokens);
+      if (!ids.empty()) p.chunks.push_back(std::move(ids));
+    }
+    ASSIGN_OR_RETURN(p.query, tok.Encode(q.question, false, false));
+    if (static_cast<int>(p.query.size()) > f.query_tokens) p.query.resize(f.query_tokens);
+    if (static_cast<int>(p.chunks.size()) == f.chunks && !p.query.empty()) out.push_back(std::move(p));
+  }
+  if (out.empty()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "corpus %s: no %s question has %d passages", f.corpus, retrieval::QaSplitName(split),
+        f.chunks));
+  }
+  return out;
+}
+
+// CorpusCanaries: MuSiQue-style JSON by its questions' dev/test split, any
+// other corpus by TextCanaries.
+absl::StatusOr<Canaries> CorpusCanaries(const CalibrateFlags& f, const model::Tokenizer& tok) {
+  if (!absl::EndsWith(f.corpus, ".json")) return TextCanaries(f, tok);
+  ASSIGN_OR_RETURN(retrieval::Corpus corpus,
+                   retrieval::ReadCorpusFile(f.corpus, retrieval::CorpusFormat::kMusique));
+  Canaries out;
+  out.split = "MuSiQue questions: dev / test by question id (docs/quality_gate.md)";
+  ASSIGN_OR_RETURN(out.dev, QuestionCanaries(f, tok, corpus, retrieval::QaSplit::kDev));
+  ASSIGN_OR_RETURN(out.test, QuestionCanaries(f, tok, corpus, retrieval::QaSplit::kTest));
   return out;
 }
 
@@ -130,18 +189,17 @@ absl::StatusOr<std::optional<blend::GateCandidate>> MeasureOnTest(
   return t.candidates.front();
 }
 
-// PrintTest: one line, printed whether or not the test figures meet the targets.
-void PrintTest(const std::optional<blend::GateCandidate>& c, int prompts) {
+// PrintTest: one line, printed whether or not the test figures meet the
+// targets; `split` says how dev and test were drawn.
+void PrintTest(const std::optional<blend::GateCandidate>& c, int prompts,
+               const std::string& split) {
   if (!c.has_value()) {
-    std::printf("test (seed %llu): blending off, served as full prefill: nothing to report\n",
-                static_cast<unsigned long long>(blend::kXchunkCanaryTestSeed));
+    std::printf("test (%s): blending off, served as full prefill: nothing to report\n",
+                split.c_str());
     return;
   }
-  std::printf("test (seed %llu, %d prompts, chosen on dev seed %llu): selector=%s r=%.2f "
-              "kl=%.6f top1=%.4f %s\n",
-              static_cast<unsigned long long>(blend::kXchunkCanaryTestSeed), prompts,
-              static_cast<unsigned long long>(blend::kXchunkCanaryDevSeed),
-              SelectorName(c->selector), c->ratio, c->kl, c->top1,
+  std::printf("test (%d prompts; chosen on dev; %s): selector=%s r=%.2f kl=%.6f top1=%.4f %s\n",
+              prompts, split.c_str(), SelectorName(c->selector), c->ratio, c->kl, c->top1,
               c->meets ? "meets the targets" : "MISSES the targets");
 }
 
@@ -182,34 +240,35 @@ class CalibrateCommand : public Command {
     model::LoadOptions lo;
     lo.max_seq_len = f_.max_seq_len;
     ASSIGN_OR_RETURN(auto m, model::LoadModel(f_.model, lo));
-    std::vector<blend::CanaryPrompt> prompts;
+    Canaries canaries;
     if (f_.task == "xchunk") {
-      ASSIGN_OR_RETURN(prompts, TaskPrompts(f_, blend::kXchunkCanaryDevSeed));
+      ASSIGN_OR_RETURN(canaries.dev, TaskPrompts(f_, blend::kXchunkCanaryDevSeed));
+      ASSIGN_OR_RETURN(canaries.test, TaskPrompts(f_, blend::kXchunkCanaryTestSeed));
+      canaries.split = absl::StrFormat("xchunk seeds: dev %d, test %d", blend::kXchunkCanaryDevSeed,
+                                       blend::kXchunkCanaryTestSeed);
     } else {
       std::string tp = f_.tokenizer;
       if (tp.empty()) {
         ASSIGN_OR_RETURN(tp, model::DefaultTokenizerPath(f_.model));
       }
       ASSIGN_OR_RETURN(auto tok, model::LoadTokenizer(tp));
-      ASSIGN_OR_RETURN(prompts, CorpusPrompts(f_, *tok));
+      ASSIGN_OR_RETURN(canaries, CorpusCanaries(f_, *tok));
     }
     ASSIGN_OR_RETURN(auto blender, blend::Blender::Create({m.get()}));
     blend::CalibrateOptions co;
     co.targets = {f_.target_kl, f_.target_top1};
     co.ratios = f_.ratios;
-    std::fprintf(stderr, "ragkv calibrate: %zu prompts x %zu candidates...\n", prompts.size(),
-                 co.ratios.size() * co.selectors.size());
-    ASSIGN_OR_RETURN(blend::GateRecord rec, blend::Calibrate(*blender, prompts, co));
-    // --task xchunk: the choice above is the dev seed's; its figures on the
-    // test seed are measured before anything is stored.
-    std::optional<blend::GateCandidate> test_figures;
-    if (f_.task == "xchunk") {
-      ASSIGN_OR_RETURN(auto test, TaskPrompts(f_, blend::kXchunkCanaryTestSeed));
-      ASSIGN_OR_RETURN(test_figures, MeasureOnTest(*blender, rec, test));
-    }
+    std::fprintf(stderr, "ragkv calibrate: %zu dev prompts x %zu candidates (%s)...\n",
+                 canaries.dev.size(), co.ratios.size() * co.selectors.size(),
+                 canaries.split.c_str());
+    ASSIGN_OR_RETURN(blend::GateRecord rec, blend::Calibrate(*blender, canaries.dev, co));
+    // The choice above is dev's; its figures on test are measured before
+    // anything is stored, and printed whether or not they meet the targets.
+    ASSIGN_OR_RETURN(std::optional<blend::GateCandidate> test_figures,
+                     MeasureOnTest(*blender, rec, canaries.test));
     RETURN_IF_ERROR(blend::WriteGateRecord(f_.data_dir, rec));
     PrintRecord(rec, blend::GateRecordPath(f_.data_dir, rec.fingerprint));
-    if (f_.task == "xchunk") PrintTest(test_figures, f_.prompts);
+    PrintTest(test_figures, static_cast<int>(canaries.test.size()), canaries.split);
     return absl::OkStatus();
   }
 

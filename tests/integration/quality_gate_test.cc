@@ -5,6 +5,7 @@
 // /metrics), a lax one keeps the cheapest ratio; both survive a restart; a
 // damaged record means blending off, an absent one the documented default;
 // bad calibration input stores nothing.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -20,6 +21,8 @@
 #include "tests/integration/client_util.h"
 #include "tests/integration/probe_util.h"
 #include "tests/integration/serve_process.h"
+#include "tests/support/require.h"
+#include "tests/support/source_dir.h"
 
 namespace ragkv::testing {
 namespace {
@@ -97,7 +100,7 @@ TEST_F(QualityGateTest, AStrictTargetSwitchesBlendingOffAcrossRestarts) {
   const std::string out = Calibrate("--task xchunk --target-kl 1e-6 --target-top1 1.0", &rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_TRUE(absl::StrContains(out, "blending OFF")) << out;
-  EXPECT_TRUE(absl::StrContains(out, "test (seed 102): blending off")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "test (xchunk seeds: dev 101, test 102): blending off")) << out;
   for (int restart = 0; restart < 2; ++restart) {
     std::string metrics, query;
     const BlendStats s = ServeAndBlend(&metrics, restart == 0 ? &query : nullptr);
@@ -119,8 +122,8 @@ TEST_F(QualityGateTest, ALaxTargetKeepsTheCheapestRatio) {
   ASSERT_EQ(rc, 0) << out;
   EXPECT_TRUE(absl::StrContains(out, "chosen: CacheBlend r=0.05")) << out;
   // Chosen on the dev seed's canaries, reported on the test seed's.
-  EXPECT_TRUE(absl::StrContains(out, "test (seed 102, 12 prompts, chosen on dev seed 101): "
-                                     "selector=attended-deviation r=0.05 "))
+  EXPECT_TRUE(absl::StrContains(out, "test (12 prompts; chosen on dev; xchunk seeds: dev 101, "
+                                     "test 102): selector=attended-deviation r=0.05 "))
       << out;
   EXPECT_TRUE(absl::StrContains(out, "meets the targets")) << out;
   std::string metrics;
@@ -149,6 +152,24 @@ TEST_F(QualityGateTest, NoRecordIsTheDefaultAndADamagedOneIsBlendingOff) {
   EXPECT_TRUE(absl::StrContains(s.quality_gate, "checksum")) << s.quality_gate;
   EXPECT_EQ(s.ratio, 0.0f);
   EXPECT_TRUE(absl::StrContains(metrics, "ragkv_blend_gate_blending{source=\"unreadable\"} 0"));
+}
+
+// A MuSiQue-style .json corpus is split by question id: the setting is
+// chosen on dev questions and reported on test ones.
+TEST_F(QualityGateTest, AMusiqueCorpusChoosesOnDevAndReportsOnTest) {
+  const char* env = std::getenv("RAGKV_TEST_CORPUS");
+  const std::string corpus =
+      (env ? std::string(env) : RAGKV_SOURCE_DIR + "/../shared/corpus") + "/musique_dev.json";
+  RAGKV_REQUIRE_OR_SKIP(std::filesystem::exists(corpus)) << "no corpus at " << corpus;
+  int rc = 0;
+  const std::string out = Calibrate("--corpus " + corpus + " --ratios 0.5 --target-kl 10 "
+                                    "--target-top1 0",
+                                    &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_TRUE(absl::StrContains(out, "12 dev prompts")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "test (12 prompts; chosen on dev; MuSiQue questions: dev / "
+                                     "test by question id"))
+      << out;
 }
 
 TEST_F(QualityGateTest, BadCalibrationInputStoresNothing) {
