@@ -150,7 +150,10 @@ absl::Status LlamaFrontEnd::Ready(const services::SidecarOptions& so, services::
 void LlamaFrontEnd::Drain() {
   if (http_ != nullptr) http_->SetDraining();
   if (scheduler_ != nullptr) scheduler_->Drain(absl::Seconds(30));
-  if (http_ != nullptr) http_->Stop();
+  if (http_ != nullptr) {
+    http_->WaitForStreams(absl::Seconds(10));  // the finished jobs' last events
+    http_->Stop();
+  }
 }
 
 }  // namespace

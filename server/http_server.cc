@@ -7,6 +7,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/strings/str_format.h"
 #include "server/api.h"
 #include "server/metrics.h"
@@ -203,6 +204,7 @@ void HttpServer::Impl::Stream(httplib::Response& res, std::shared_ptr<Job> job, 
                               bool include_usage) {
   res.set_header("Cache-Control", "no-cache");
   auto started = std::make_shared<bool>(false);
+  streams.fetch_add(1);
   res.set_chunked_content_provider(
       "text/event-stream",
       [this, job, chat, include_usage, started](size_t, httplib::DataSink& sink) {
@@ -253,8 +255,9 @@ void HttpServer::Impl::Stream(httplib::Response& res, std::shared_ptr<Job> job, 
         sink.done();
         return true;
       },
-      [job](bool success) {
+      [this, job](bool success) {
         if (!success) job->Cancel();
+        streams.fetch_sub(1);
       });
 }
 
@@ -311,6 +314,11 @@ void HttpServer::SetReady(Scheduler* scheduler, const PromptBuilder* prompts, in
 }
 
 void HttpServer::SetDraining() { impl_->draining.store(true); }
+
+void HttpServer::WaitForStreams(absl::Duration max) {
+  const absl::Time deadline = absl::Now() + max;
+  while (impl_->streams.load() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+}
 
 void HttpServer::Stop() {
   if (impl_ == nullptr) return;

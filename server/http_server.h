@@ -63,6 +63,11 @@ class HttpServer {
                 DocumentBackend* documents = nullptr);
   // SetDraining: /health and new requests answer 503 (in-flight ones finish).
   void SetDraining();
+  // WaitForStreams: waits up to `max` until every streamed response has
+  // written its end ([DONE]) or lost its client: Stop ends the streams
+  // still writing, so a drain calls this first, once the scheduler's jobs
+  // have finished.
+  void WaitForStreams(absl::Duration max);
   void Stop();
   int port() const { return port_; }
 

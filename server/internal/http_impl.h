@@ -32,6 +32,8 @@ struct HttpServer::Impl {
   std::atomic<const PromptBuilder*> prompts{nullptr};
   std::atomic<int> n_vocab{0};
   std::atomic<bool> draining{false};
+  // streams: streamed responses not yet fully written (WaitForStreams).
+  std::atomic<int> streams{0};
   int64_t created = std::time(nullptr);
   std::atomic<uint64_t> seq{0};
   uint64_t nonce = std::random_device{}();
