@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "base/clock.h"
 #include "base/status_macros.h"
+#include "bench/blend/bootstrap.h"
 #include "blend/xchunk_task.h"
 #include "blend/kv_source.h"
 #include "blend/quality_gate.h"
@@ -327,6 +328,7 @@ std::vector<Strat> MakeStrategies(const QualityBenchOptions& o) {
 struct Tally {
   double kl = 0, top1 = 0, dnll = 0, frac = 0, correct = 0, applied = 0;
   double kl_base = 0, top1_base = 0;  // codec rows: vs the raw records' strategy
+  std::vector<double> kl_prompt;      // KL vs full prefill summed over each prompt's positions
 };
 
 // Accumulate: one strategy's outcome on one prompt against full prefill's.
@@ -334,6 +336,7 @@ void Accumulate(const Eval& ref, const Eval& e, const PromptData& p, int vocab, 
   const int Q = static_cast<int>(p.query.size());
   const Agreement a = QueryAgreement(ref.logits.data(), e.logits.data(), Q, vocab);
   t->kl += a.kl * Q;
+  t->kl_prompt.push_back(a.kl * Q);
   t->top1 += a.top1 * Q;
   t->dnll += e.nll - ref.nll;
   t->frac += e.recomputed;
@@ -497,6 +500,10 @@ StrategyQuality Summarize(const Strat& st, const Tally& t, const QualityBenchOpt
   if (st.baseline >= 0) {
     q.kl_vs_raw = t.kl_base / static_cast<double>(positions);
     q.top1_vs_raw = t.top1_base / static_cast<double>(positions);
+    // KL vs full prefill over the raw records' (same strategy), per prompt
+    // paired: the ratio and its 95% bootstrap interval.
+    const RatioInterval x = BootstrapRatio(t.kl_prompt, pass.tally[st.baseline].kl_prompt);
+    q.kl_x_raw = x.ratio, q.kl_x_raw_lo = x.lo, q.kl_x_raw_hi = x.hi;
   }
   return q;
 }
@@ -506,8 +513,9 @@ void PrintCodecRow(const StrategyQuality& q, std::ostream& out) {
                          q.family.substr(std::string("codec-").size() + q.codec.size() + 1), q.ratio,
                          q.bytes_per_token);
   if (q.accuracy >= 0) out << absl::StrFormat(" acc=%.4f dacc=%+.4f", q.accuracy, q.dacc_vs_raw);
-  out << absl::StrFormat(" kl=%.6f top1=%.4f kl_vs_raw=%.6f top1_vs_raw=%.4f\n", q.kl, q.top1,
-                         q.kl_vs_raw, q.top1_vs_raw);
+  out << absl::StrFormat(
+      " kl=%.6f top1=%.4f kl_vs_raw=%.6f top1_vs_raw=%.4f kl_x_raw=%.3f ci95=[%.3f,%.3f]\n", q.kl,
+      q.top1, q.kl_vs_raw, q.top1_vs_raw, q.kl_x_raw, q.kl_x_raw_lo, q.kl_x_raw_hi);
 }
 
 void PrintRow(const StrategyQuality& q, std::ostream& out) {

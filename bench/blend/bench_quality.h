@@ -22,7 +22,7 @@
 //
 // kv_codecs adds, per codec, one line per strategy
 //   codec codec=C strategy=NAME r=R bytes_per_token=B acc=A dacc=D kl=K
-//         top1=T kl_vs_raw=K2 top1_vs_raw=T2
+//         top1=T kl_vs_raw=K2 top1_vs_raw=T2 kl_x_raw=X ci95=[LO,HI]
 // (acc/dacc for xchunk only; the _vs_raw figures compare with the same
 // strategy on the raw records), and one "codec codec=raw" line.
 //
@@ -97,6 +97,9 @@ struct StrategyQuality {
   std::string codec = "raw";
   double bytes_per_token = 0;
   double kl_vs_raw = 0, top1_vs_raw = 1, dacc_vs_raw = 0;
+  // KL vs full prefill over the same strategy's on raw records, and its 95%
+  // bootstrap interval over the prompts (bootstrap.h; 2,000 resamples).
+  double kl_x_raw = 0, kl_x_raw_lo = 0, kl_x_raw_hi = 0;
 };
 
 // RunQualityBench: runs the bench (for xchunk the first row is full prefill,

@@ -3,6 +3,7 @@
 // full prefill) and the selector / adaptive lines appear; bad options are
 // refused by name.
 #include "bench/blend/bench_quality.h"
+#include "bench/blend/bootstrap.h"
 
 #include <cmath>
 #include <filesystem>
@@ -130,11 +131,40 @@ TEST(QualityBenchTest, QuantizedCodecsKeepTheInstrumentsAccuracy) {
     EXPECT_GE(c->top1_vs_raw, 0.93) << out.str();  // int4 measured 0.970 on 200 prompts
     EXPECT_LT(c->kl_vs_raw, 0.05) << out.str();
     EXPECT_GT(c->kl_vs_raw, 0.0) << out.str();  // the codec did round something
+    // The KL ratio is the two rows' KLs over the same positions, inside its interval.
+    EXPECT_NEAR(c->kl_x_raw, c->kl / raw->kl, 1e-9 + 1e-9 * c->kl_x_raw) << out.str();
+    EXPECT_LE(c->kl_x_raw_lo, c->kl_x_raw) << out.str();
+    EXPECT_GE(c->kl_x_raw_hi, c->kl_x_raw) << out.str();
     EXPECT_NE(out.str().find(absl::StrCat("codec codec=", codec, " strategy=gradual r=0.15")),
               std::string::npos)
         << out.str();
   }
   EXPECT_NE(out.str().find("codec codec=raw dtype=f16 bytes_per_token="), std::string::npos);
+}
+
+// BootstrapRatio against cases worked by hand.
+TEST(BootstrapRatioTest, MatchesHandWorkedCases) {
+  // Every pair has ratio 2: every resample does too.
+  const RatioInterval c = BootstrapRatio({2, 4, 6}, {1, 2, 3});
+  EXPECT_DOUBLE_EQ(c.ratio, 2.0);
+  EXPECT_DOUBLE_EQ(c.lo, 2.0);
+  EXPECT_DOUBLE_EQ(c.hi, 2.0);
+  // Two pairs (1/1, 3/1): a resample is {1,1}, {1,3} or {3,3} with
+  // probabilities 1/4, 1/2, 1/4, i.e. ratio 1, 2 or 3: the 2.5th and 97.5th
+  // percentiles of 2,000 resamples are 1 and 3.
+  const RatioInterval t = BootstrapRatio({1, 3}, {1, 1});
+  EXPECT_DOUBLE_EQ(t.ratio, 2.0);
+  EXPECT_DOUBLE_EQ(t.lo, 1.0);
+  EXPECT_DOUBLE_EQ(t.hi, 3.0);
+  // Seeded: the same inputs give the same interval; the point inside it.
+  const std::vector<double> num = {0.1, 0.4, 0.2, 0.9, 0.3, 0.5, 0.05, 0.7};
+  const std::vector<double> den = {0.2, 0.1, 0.3, 0.3, 0.2, 0.4, 0.1, 0.2};
+  const RatioInterval a = BootstrapRatio(num, den), b = BootstrapRatio(num, den);
+  EXPECT_EQ(a.lo, b.lo);
+  EXPECT_EQ(a.hi, b.hi);
+  EXPECT_LT(a.lo, a.ratio);
+  EXPECT_GT(a.hi, a.ratio);
+  EXPECT_NEAR(a.ratio, 3.15 / 1.8, 1e-12);
 }
 
 TEST(QualityBenchTest, BadOptionsAreRefusedByName) {
