@@ -230,7 +230,11 @@ absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::Complete(absl::StatusOr<i
                                                                bool nothing_stored_ok,
                                                                const std::vector<int32_t>& prompt,
                                                                int32_t seq, Result r) {
-  r = Settle(std::move(got), nothing_stored_ok, prompt, seq, std::move(r));
+  return DecodeRest(prompt, seq, Settle(std::move(got), nothing_stored_ok, prompt, seq, std::move(r)));
+}
+
+absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::DecodeRest(const std::vector<int32_t>& prompt,
+                                                                 int32_t seq, Result r) {
   const auto t0 = Clock::now();
   RETURN_IF_ERROR(DecodeTokens(o_.ctx, prompt, prompt.size() - r.prefilled_tokens, seq,
                          static_cast<size_t>(o_.local_tail), &r.logits));
@@ -262,11 +266,8 @@ absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::Prefill(const v1::BlendRe
 absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::Apply(std::unique_ptr<Fetched> fetched,
                                                             const std::vector<int32_t>& prompt,
                                                             int32_t seq) {
-  RETURN_IF_ERROR(CheckPrompt(prompt));
-  Result r;
-  r.prompt = prompt;
-  absl::StatusOr<int64_t> got = Handover(*fetched, prompt, seq, &r);
-  return Complete(std::move(got), fetched->nothing_stored_ok, prompt, seq, std::move(r));
+  ASSIGN_OR_RETURN(Result r, Place(std::move(fetched), prompt, seq));
+  return DecodeRest(prompt, seq, std::move(r));
 }
 
 absl::StatusOr<LlamaCppEngine::Result> LlamaCppEngine::Place(std::unique_ptr<Fetched> fetched,

@@ -143,7 +143,10 @@ class LlamaCppEngine {
   // cleared); Result.prefilled_tokens: the rows left to decode.
   Result Settle(absl::StatusOr<int64_t> got, bool nothing_stored_ok,
                 const std::vector<int32_t>& prompt, int32_t seq, Result r);
-  // Complete: Settle, then llama.cpp's decode of the rest.
+  // DecodeRest: llama.cpp decodes the last r.prefilled_tokens of `prompt`
+  // into `seq` (the logits of its last local_tail tokens into r.logits).
+  absl::StatusOr<Result> DecodeRest(const std::vector<int32_t>& prompt, int32_t seq, Result r);
+  // Complete: Settle, then DecodeRest.
   absl::StatusOr<Result> Complete(absl::StatusOr<int64_t> got, bool nothing_stored_ok,
                                   const std::vector<int32_t>& prompt, int32_t seq, Result r);
 
