@@ -110,13 +110,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto h = kv::DecodeHeader(header);
   if (!h.ok()) return 0;
   // Round trip: a decoded header re-encodes to the same blob, except in the
-  // v1 reserved bytes (9..11, 60..63), which DecodeHeader does not require to
+  // v1 reserved bytes (10, 11), which DecodeHeader does not require to
   // be zero (found by this fuzzer; reported) -- and so except the checksum.
   kv::KvChunkHeader copy = *h;
   auto again = kv::EncodeHeader(&copy);
   if (!again.ok() || again->size() != header.size()) __builtin_trap();
   std::string canonical = header;
-  for (size_t i : {9, 10, 11, 60, 61, 62, 63}) canonical[i] = 0;
+  for (size_t i : {10, 11}) canonical[i] = 0;  // 9, 60..63: the record context (issue 40)
   const size_t body = header.size() - kv::kHeaderChecksumBytes;
   if (again->compare(0, body, canonical, 0, body) != 0) __builtin_trap();
   auto redecoded = kv::DecodeHeader(*again);

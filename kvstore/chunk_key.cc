@@ -14,6 +14,7 @@ constexpr char kHexDigits[] = "0123456789abcdef";
 constexpr std::string_view kPrefixRootTag = "ragkv/prefix/v1";
 constexpr uint8_t kPrefixBlockTag = 'P';
 constexpr std::string_view kSaltTag = "ragkv/salt/v1";
+constexpr std::string_view kNeighbourTag = "ragkv/neighbours/v1";
 
 std::string BytesToHex(const uint8_t* b, size_t n) {
   std::string out(2 * n, '0');
@@ -138,6 +139,22 @@ Fingerprint SaltedFingerprint(const Fingerprint& fp, std::string_view salt) {
   XXH3_128bits_update(s.get(), fp.data(), fp.size());
   XXH3_128bits_update(s.get(), salt.data(), salt.size());
   return Finish(s.get()).bytes;
+}
+
+ChunkKey NeighbourChunkKey(const Fingerprint& fp, absl::Span<const int32_t> lead,
+                           absl::Span<const ChunkKey> neighbour_keys,
+                           absl::Span<const int32_t> tokens) {
+  StatePtr s = NewState();
+  XXH3_128bits_update(s.get(), kNeighbourTag.data(), kNeighbourTag.size());
+  XXH3_128bits_update(s.get(), fp.data(), fp.size());
+  const int32_t lead_n = static_cast<int32_t>(lead.size());  // counts: u32 LE, as a token
+  UpdateTokens(s.get(), absl::MakeConstSpan(&lead_n, 1));
+  UpdateTokens(s.get(), lead);
+  const int32_t n = static_cast<int32_t>(neighbour_keys.size());
+  UpdateTokens(s.get(), absl::MakeConstSpan(&n, 1));
+  for (const ChunkKey& k : neighbour_keys) XXH3_128bits_update(s.get(), k.bytes.data(), 16);
+  UpdateTokens(s.get(), tokens);
+  return Finish(s.get());
 }
 
 ChunkKey PrefixRootKey(const Fingerprint& fp) {

@@ -8,6 +8,13 @@
 //      PrefixRootKey(fp)            = XXH3-128( "ragkv/prefix/v1" || fp[16] )
 //      PrefixBlockKey(parent, toks) = XXH3-128( 'P' || parent[16] || toks LE int32 )
 //    so block n's key commits to the fingerprint and to every token before it.
+//  * NeighbourChunkKey(fp, lead, neighbour_keys, tokens): the key of a
+//    neighbour-aware record (the chunk's KV computed after lead + its
+//    nearest chunks; docs/kv_format.md "Neighbour-aware records"):
+//      XXH3-128( "ragkv/neighbours/v1" || fp[16] || u32 |lead| || lead LE int32
+//                || u32 n || neighbour_keys[0..n) (16 bytes each, context order)
+//                || tokens LE int32 )
+//    The tag gives it its own family: it never equals a ChunkKey::Of.
 //  * SaltedFingerprint(fp, salt): a tenant's key namespace (cache_salt):
 //      XXH3-128( "ragkv/salt/v1" || fp[16] || salt bytes ), used in place of
 //      fp by the key functions above for that tenant's traffic.
@@ -79,6 +86,16 @@ struct ChunkKey {
 // another salt or of no salt, so tenants neither share nor probe each
 // other's KV. An empty salt returns `fp` unchanged.
 Fingerprint SaltedFingerprint(const Fingerprint& fp, std::string_view salt);
+
+// NeighbourChunkKey: the key of the record of `tokens` computed after the
+// context `lead` (e.g. {BOS}, or empty) followed by the chunks whose plain
+// keys (ChunkKey::Of(fp, their tokens)) are `neighbour_keys`, in the order
+// they were placed. It commits to the model, the exact context and the
+// chunk, so a record computed in one context is found only by a lookup for
+// that same context, and never by a plain ChunkKey::Of lookup.
+ChunkKey NeighbourChunkKey(const Fingerprint& fp, absl::Span<const int32_t> lead,
+                           absl::Span<const ChunkKey> neighbour_keys,
+                           absl::Span<const int32_t> tokens);
 
 // PrefixRootKey: the parent of the first block of a prefix chain under `fp`.
 ChunkKey PrefixRootKey(const Fingerprint& fp);

@@ -152,6 +152,24 @@ size_t EncodedChunk::TotalBytes() const {
   return n;
 }
 
+const char* RecordContextName(RecordContext c) {
+  switch (c) {
+    case RecordContext::kChunkLocal:
+      return "chunk-local";
+    case RecordContext::kNeighbours:
+      return "neighbours";
+  }
+  return "unknown";
+}
+
+absl::Status CheckRecordContext(const KvChunkHeader& h, RecordContext expected) {
+  if (h.context == expected) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "kv record ", h.key.ToHex(), ": a ", RecordContextName(h.context), " record (first position ",
+      h.first_position, "), requested as a ", RecordContextName(expected),
+      " one: a record computed in another context is never served in its place"));
+}
+
 absl::Status ValidateHeader(const KvChunkHeader& h) {
   if (h.version != kKvFormatVersion) {
     return absl::UnimplementedError(absl::StrCat("kv format version ", h.version,
@@ -177,6 +195,18 @@ absl::Status ValidateHeader(const KvChunkHeader& h) {
         " head_dim=", h.head_dim, " tokens=", h.tokens.size(), " (limits ", kMaxLayers, "/",
         kMaxKvHeads, "/", kMaxHeadDim, "/", kMaxTokens, ", all > 0)"));
   }
+  if (h.context != RecordContext::kChunkLocal && h.context != RecordContext::kNeighbours) {
+    return absl::UnimplementedError(
+        absl::StrCat("kv record context ", static_cast<int>(h.context), " unknown"));
+  }
+  if (h.context == RecordContext::kChunkLocal ? h.first_position != 0
+                                              : (h.first_position == 0 ||
+                                                 h.first_position > kMaxTokens)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kv record: first position ", h.first_position, " invalid for a ",
+        RecordContextName(h.context), " record (chunk-local: 0; neighbours: 1..", kMaxTokens,
+        ")"));
+  }
   if (h.RawPayloadBytes() > kMaxLayerPayloadBytes) {
     return absl::InvalidArgumentError(absl::StrCat("kv layer payload of ", h.RawPayloadBytes(),
                                                    " bytes exceeds the ", kMaxLayerPayloadBytes,
@@ -195,12 +225,14 @@ absl::StatusOr<std::string> EncodeHeader(KvChunkHeader* h) {
   p[6] = static_cast<char>(h->dtype);
   p[7] = static_cast<char>(h->codec);
   p[8] = static_cast<char>(h->compression);
+  p[9] = static_cast<char>(h->context);
   Store<uint32_t>(p + 12, h->num_tokens());
   std::memcpy(p + kHeaderFingerprintOffset, h->fingerprint.data(), 16);
   std::memcpy(p + 32, h->key.bytes.data(), 16);
   Store<uint32_t>(p + 48, h->num_layers);
   Store<uint32_t>(p + 52, h->num_kv_heads);
   Store<uint32_t>(p + 56, h->head_dim);
+  Store<uint32_t>(p + 60, h->first_position);
   std::memcpy(p + kHeaderFixedBytes, h->tokens.data(), 4 * h->tokens.size());
   h->digest = internal::Xxh3_64(p, body, nullptr, 0);
   Store<uint64_t>(p + body, h->digest);
@@ -235,13 +267,20 @@ absl::StatusOr<KvChunkHeader> DecodeHeader(std::string_view blob) {
   h.num_layers = Load<uint32_t>(p + 48);
   h.num_kv_heads = Load<uint32_t>(p + 52);
   h.head_dim = Load<uint32_t>(p + 56);
+  h.context = static_cast<RecordContext>(static_cast<uint8_t>(p[9]));
+  h.first_position = Load<uint32_t>(p + 60);
   h.tokens.resize(num_tokens);
   std::memcpy(h.tokens.data(), p + kHeaderFixedBytes, 4 * size_t{num_tokens});
   h.digest = stored;
-  RETURN_IF_ERROR(ValidateHeader(h));  // unknown versions: Unimplemented
-  // Reserved bytes (9..11, 60..63) are zero in format version 1, so a decoded
+  // Unknown versions / contexts: Unimplemented; a context with an invalid
+  // first position is damage (DataLoss), not a caller's mistake.
+  if (absl::Status s = ValidateHeader(h); !s.ok()) {
+    if (s.code() == absl::StatusCode::kInvalidArgument) return absl::DataLossError(s.message());
+    return s;
+  }
+  // Reserved bytes (10, 11) are zero in format version 1, so a decoded
   // header re-encodes to the same bytes (found by fuzz/kv_record_fuzzer).
-  for (size_t i : {9u, 10u, 11u, 60u, 61u, 62u, 63u}) {
+  for (size_t i : {10u, 11u}) {
     if (p[i] != 0) {
       return absl::DataLossError(absl::StrCat("kv header: reserved byte ", i, " is not zero"));
     }

@@ -64,8 +64,20 @@ enum class Codec : uint8_t {
 };
 // Compression: byte-level wrapping of a layer payload. Values are on disk.
 enum class Compression : uint8_t { kNone = 0, kZstd = 1 };
+// RecordContext: the context a record's KV was computed in (docs/kv_format.md
+// "Neighbour-aware records"). Values are on disk (header byte 9).
+//  * kChunkLocal: the chunk alone (or a prefix block, or a chunk after a
+//    fixed system prefix re-rotated back): rows at chunk-local positions
+//    first_position = 0. Every record written before issue 40.
+//  * kNeighbours: the chunk prefilled after [BOS] + its nearest chunks
+//    (ragkv precompute --neighbours k); its rows are those of that prefill,
+//    keys rotated at positions first_position .. first_position + T - 1.
+//    Stored only under NeighbourChunkKey (chunk_key.h), never a plain key.
+enum class RecordContext : uint8_t { kChunkLocal = 0, kNeighbours = 1 };
 const char* CodecName(Codec c);
 const char* CompressionName(Compression c);
+// RecordContextName: "chunk-local" | "neighbours".
+const char* RecordContextName(RecordContext c);
 // ParseCodec: "raw" | "int8" | "fp8" | "int4" (CodecName's spellings) to the enum;
 // InvalidArgument naming the choices otherwise.
 absl::StatusOr<Codec> ParseCodec(std::string_view name);
@@ -88,6 +100,12 @@ struct KvChunkHeader {
   uint32_t head_dim = 0;
   std::vector<int32_t> tokens;  // the chunk's token ids (num_tokens = size)
   uint64_t digest = 0;          // set by EncodeHeader / DecodeHeader
+  // context / first_position: the context the KV was computed in and the
+  // position of row 0's key in it (header byte 9 and bytes 60..63). A
+  // kChunkLocal record has first_position 0 (bytes identical to records
+  // written before these fields existed); a kNeighbours one > 0.
+  RecordContext context = RecordContext::kChunkLocal;
+  uint32_t first_position = 0;
 
   uint32_t num_tokens() const { return static_cast<uint32_t>(tokens.size()); }
   // LayerElements: elements in one of K or V of one layer (H * T * D).
@@ -111,8 +129,9 @@ struct EncodedChunk {
   size_t TotalBytes() const;
 };
 
-// ValidateHeader: checks dtype/codec/compression known and shapes within the
-// limits above, num_layers/num_kv_heads/head_dim/tokens non-zero.
+// ValidateHeader: checks dtype/codec/compression/context known and shapes
+// within the limits above, num_layers/num_kv_heads/head_dim/tokens non-zero,
+// first_position 0 for kChunkLocal and in 1 .. kMaxTokens for kNeighbours.
 absl::Status ValidateHeader(const KvChunkHeader& header);
 
 // EncodeHeader: serializes `header` (digest ignored) and sets header->digest.
@@ -121,6 +140,13 @@ absl::StatusOr<std::string> EncodeHeader(KvChunkHeader* header);
 // DecodeHeader: parses and verifies a header blob (magic, version, checksum,
 // limits, exact size).
 absl::StatusOr<KvChunkHeader> DecodeHeader(std::string_view blob);
+
+// CheckRecordContext: OK when the record is of the `expected` variant;
+// otherwise FailedPrecondition naming both variants and the key, e.g.
+// "kv record 0f..: a neighbours record (first position 37), requested as a
+// chunk-local one". Readers call it before serving a record, so a record
+// computed in another context is never served as a plain one.
+absl::Status CheckRecordContext(const KvChunkHeader& header, RecordContext expected);
 
 // PeekFingerprint / PeekNumLayers: read fields at their fixed offsets without
 // verifying the checksum (for tier-side indexing). DataLoss if too short or

@@ -74,6 +74,34 @@ TEST(ChunkKey, SaltedFingerprintFollowsSpec) {
   EXPECT_NE(ChunkKey::Of(SaltedFingerprint(fp, "a"), toks), ChunkKey::Of(fp, toks));
 }
 
+TEST(ChunkKey, NeighbourKeyFollowsSpecAndNeverEqualsAPlainKey) {
+  const Fingerprint fp = TestFingerprint(6);
+  const std::vector<int32_t> bos = {1};
+  const auto toks = TestTokens(40, 3);
+  const std::vector<ChunkKey> nbr = {ChunkKey::Of(fp, TestTokens(30, 4)),
+                                     ChunkKey::Of(fp, TestTokens(20, 5))};
+  // The byte string of docs/kv_format.md, built by hand.
+  std::string bytes = "ragkv/neighbours/v1";
+  bytes.append(reinterpret_cast<const char*>(fp.data()), 16);
+  bytes += TokensLe({1}) + TokensLe(bos) + TokensLe({2});
+  for (const ChunkKey& k : nbr) bytes += std::string(k.AsBytes());
+  bytes += TokensLe(toks);
+  const ChunkKey key = NeighbourChunkKey(fp, bos, nbr, toks);
+  EXPECT_EQ(key, Reference(bytes));
+  // A plain lookup of the same chunk never finds it.
+  EXPECT_NE(key, ChunkKey::Of(fp, toks));
+  EXPECT_NE(NeighbourChunkKey(fp, {}, {}, toks), ChunkKey::Of(fp, toks));
+  // It commits to the context: the lead, the neighbours and their order.
+  EXPECT_NE(key, NeighbourChunkKey(fp, {}, nbr, toks));
+  EXPECT_NE(key, NeighbourChunkKey(fp, bos, {nbr[1], nbr[0]}, toks));
+  EXPECT_NE(key, NeighbourChunkKey(fp, bos, {nbr[0]}, toks));
+  EXPECT_NE(key, NeighbourChunkKey(TestFingerprint(7), bos, nbr, toks));
+  // A token moved from the lead into the chunk changes the key (lengths hashed).
+  std::vector<int32_t> shifted = {bos[0]};
+  shifted.insert(shifted.end(), toks.begin(), toks.end());
+  EXPECT_NE(key, NeighbourChunkKey(fp, {}, nbr, shifted));
+}
+
 TEST(ChunkKey, HexRoundTripAndErrors) {
   const ChunkKey k = ChunkKey::Of(TestFingerprint(5), TestTokens(10, 1));
   const std::string hex = k.ToHex();

@@ -366,14 +366,56 @@ TEST(KvChunk, NonZeroReservedHeaderBytesAreDataLoss) {
   KvChunkHeader h = c.header;
   const std::string good = *EncodeHeader(&h);
   ASSERT_TRUE(DecodeHeader(good).ok());
-  for (size_t i : {9u, 11u, 60u, 63u}) {
+  // 10, 11: reserved. 9 alone (a neighbours record at first position 0) and
+  // 60 / 63 alone (a chunk-local record not at position 0) are inconsistent
+  // context fields: damage, never a record of another kind.
+  for (size_t i : {9u, 10u, 11u, 60u, 63u}) {
     std::string blob = good;
     blob[i] = 1;
-    // Re-checksummed, so only the reserved-byte rule can reject it.
+    // Re-checksummed, so only the reserved-byte / context rule can reject it.
     const uint64_t sum = XXH3_64bits(blob.data(), blob.size() - 8);
     std::memcpy(blob.data() + blob.size() - 8, &sum, 8);
     EXPECT_EQ(DecodeHeader(blob).status().code(), absl::StatusCode::kDataLoss) << "byte " << i;
   }
+  // An unknown context byte is a future writer's: Unimplemented.
+  std::string blob = good;
+  blob[9] = 7;
+  blob[60] = 5;
+  const uint64_t sum = XXH3_64bits(blob.data(), blob.size() - 8);
+  std::memcpy(blob.data() + blob.size() - 8, &sum, 8);
+  EXPECT_EQ(DecodeHeader(blob).status().code(), absl::StatusCode::kUnimplemented);
+}
+
+TEST(KvChunk, RecordContextIsInTheHeaderAndCheckedByName) {
+  TestChunk c = MakeChunk(ChunkSpec{});
+  KvChunkHeader h = c.header;
+  const std::string plain = *EncodeHeader(&h);
+  // A chunk-local record's bytes are those of a pre-issue-40 header.
+  EXPECT_EQ(plain[9], 0);
+  EXPECT_EQ(plain.substr(60, 4), std::string(4, '\0'));
+  h.context = RecordContext::kNeighbours;
+  h.first_position = 0x00030201;
+  const std::string nbr = *EncodeHeader(&h);
+  EXPECT_EQ(nbr[9], 1);
+  EXPECT_EQ(nbr.substr(60, 4), std::string("\x01\x02\x03\x00", 4));  // u32 LE
+  auto d = DecodeHeader(nbr);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->context, RecordContext::kNeighbours);
+  EXPECT_EQ(d->first_position, 0x00030201u);
+  EXPECT_NE(d->digest, DecodeHeader(plain)->digest);  // layers bind to one of them
+  EXPECT_TRUE(CheckRecordContext(*d, RecordContext::kNeighbours).ok());
+  const absl::Status s = CheckRecordContext(*d, RecordContext::kChunkLocal);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("a neighbours record"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("as a chunk-local one"), std::string::npos) << s;
+  EXPECT_EQ(CheckRecordContext(*DecodeHeader(plain), RecordContext::kNeighbours).code(),
+            absl::StatusCode::kFailedPrecondition);
+  // Inconsistent fields are refused on encode.
+  h.first_position = 0;
+  EXPECT_EQ(EncodeHeader(&h).status().code(), absl::StatusCode::kInvalidArgument);
+  h.context = RecordContext::kChunkLocal;
+  h.first_position = 3;
+  EXPECT_EQ(EncodeHeader(&h).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(KvChunk, RecordsAreBoundToTheirHeaderAndLayer) {
