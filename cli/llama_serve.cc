@@ -88,6 +88,12 @@ absl::Status LlamaFrontEnd::Bind(const EngineServeFlags& flags,
   o.request_timeout = flags.request_timeout_s > 0 ? absl::Seconds(flags.request_timeout_s)
                                                   : absl::InfiniteDuration();
   o.retrieval_k = flags.retrieval_k;
+  // The reorder pass looks up prefix blocks as this process's sidecar
+  // stores them (an --engine-upstream with other block settings: no hits).
+  o.reorder_documents = flags.reorder_documents;
+  o.prefix_cache = so.prefix_cache;
+  o.prefix_block_tokens = so.prefix_block_tokens;
+  o.prefix_max_tokens = so.prefix_cache_max_tokens;
   o.tls_cert_file = so.tls_cert_file;  // the sidecar's TLS applies to HTTP too
   o.tls_key_file = so.tls_key_file;
   ASSIGN_OR_RETURN(http_, server::HttpServer::Start(o));

@@ -219,6 +219,11 @@ void ServeCommand::AddEngineOptions(CLI::App* cmd) {
                   "last user message go in as documents (0 = off; a request's ragkv.k wins)")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
+  cmd->add_option("--reorder-documents", engine_.reorder_documents,
+                  "--engine: a chat's documents are an unordered set: place them so that the "
+                  "longest stored exact prefix comes first (a request's ragkv.reorder wins; "
+                  "docs/services.md)")
+      ->capture_default_str();
   cmd->add_option("--request-timeout", engine_.request_timeout_s,
                   "--engine: seconds a request may take from arrival to its last token; past "
                   "it, it ends with an error (0 = no deadline)")

@@ -34,6 +34,7 @@ struct EngineServeFlags {
   double request_timeout_s = 600;      // --request-timeout: a request's deadline (0 = none)
   int retrieval_k = 0;                 // --retrieval-k: server-side retrieval (0 = off)
   int batch_size = 2048;               // --batch-size: tokens per llama_decode (llama-server's -b)
+  bool reorder_documents = false;      // --reorder-documents: the exact-prefix reorder pass
 };
 
 // EngineFrontEnd: what ragkv-llama adds around the sidecar. Bind runs before

@@ -234,6 +234,11 @@ void ParseCommon(Parser* p, bool chat, GenerationRequest* r) {
     q.Number("ratio", 0, 1, &r->ragkv.ratio);
     q.String("selector", &r->ragkv.selector);
     q.Bool("return_tokens", &r->ragkv.return_tokens);
+    if (q.Has("reorder")) {
+      bool reorder = false;
+      q.Bool("reorder", &reorder);
+      if (q.ok()) r->ragkv.reorder = reorder;
+    }
     int64_t k = r->ragkv.k;
     q.Int("k", 0, static_cast<int64_t>(kMaxDocuments), &k);
     r->ragkv.k = static_cast<int>(k);
@@ -424,6 +429,11 @@ json Extension(const Completion& c) {
             {"recomputed_tokens", t.recomputed_tokens},
             {"prefilled_tokens", t.prefilled_tokens},
             {"slot_prefix_tokens", t.slot_prefix_tokens}, {"fallback", NullOr(t.fallback)}};
+  if (t.reorder_ran) {
+    x["reorder"] = {{"prefix_tokens_before", t.reorder_prefix_before},
+                    {"prefix_tokens_after", t.reorder_prefix_after},
+                    {"document_order", t.document_order}};
+  }
   if (c.return_tokens) {
     x["prompt_token_ids"] = c.prompt_ids;
     x["output_token_ids"] = c.output_ids;

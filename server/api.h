@@ -81,6 +81,11 @@ struct RagkvOptions {
   // -1 = the server's --retrieval-k; 0 = none.
   int k = -1;
   bool return_tokens = false;  // the response lists prompt and output token ids
+  // reorder: the exact-prefix reorder pass (docs/services.md "Exact-prefix
+  // reorder"): the documents are an unordered set, placed so that the
+  // longest stored exact prefix comes first. Unset: the server's
+  // --reorder-documents (off by default).
+  std::optional<bool> reorder;
 };
 
 struct GenerationRequest {
@@ -127,6 +132,13 @@ struct Timing {
   int handed_over_tokens = 0, recomputed_tokens = 0, prefilled_tokens = 0;
   int slot_prefix_tokens = 0;  // rows the slot's kept cells served
   std::string fallback;
+  // The exact-prefix reorder pass (reorder_ran: it ran for this request):
+  // the stored prefix of the prompt in the retriever's order and in the
+  // order used (tokens, whole blocks), and that order (indices into the
+  // resolved documents).
+  bool reorder_ran = false;
+  int reorder_prefix_before = 0, reorder_prefix_after = 0;
+  std::vector<int> document_order;
 };
 
 // Completion: what one finished request produced.

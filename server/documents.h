@@ -1,6 +1,6 @@
 // documents.h: what the HTTP API needs of the sidecar's catalogue and KV
 // store (docs/protocol.md "HTTP API": documents by id, POST/DELETE
-// /v1/documents, POST /v1/cache/forget, server-side retrieval), and SidecarDocuments, its
+// /v1/documents, POST /v1/cache/forget, server-side retrieval, the reorder pass's prefix lookups), and SidecarDocuments, its
 // implementation over the connector (the sidecar's gRPC API).
 // Thread safety: SidecarDocuments is thread-safe (the Client is).
 #ifndef RAGKV_SERVER_DOCUMENTS_H_
@@ -44,6 +44,12 @@ class DocumentBackend {
   // passages as a request keyed them) under `salt`; how many were deleted.
   virtual absl::StatusOr<int> Forget(const std::vector<std::vector<int32_t>>& spans,
                                      const std::string& salt) = 0;
+  // Stored: per key, whether the store holds a record under it (presence
+  // only, no record read: the reorder pass's lookups of prefix blocks).
+  virtual absl::StatusOr<std::vector<bool>> Stored(const std::vector<kvstore::ChunkKey>& keys) = 0;
+  // KeyNamespace: the key namespace of a request's own KV under `salt`
+  // (kvstore::SaltedFingerprint of the model's fingerprint).
+  virtual kvstore::Fingerprint KeyNamespace(const std::string& salt) const = 0;
 };
 
 class SidecarDocuments final : public DocumentBackend {
@@ -57,6 +63,10 @@ class SidecarDocuments final : public DocumentBackend {
   absl::StatusOr<std::vector<Document>> Search(const std::string& query, int k) override;
   absl::StatusOr<int> Forget(const std::vector<std::vector<int32_t>>& spans,
                              const std::string& salt) override;
+  absl::StatusOr<std::vector<bool>> Stored(const std::vector<kvstore::ChunkKey>& keys) override;
+  kvstore::Fingerprint KeyNamespace(const std::string& salt) const override {
+    return kvstore::SaltedFingerprint(fp_, salt);
+  }
 
  private:
   Client* client_;

@@ -131,6 +131,7 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
       return;
     }
   }
+  if (chat) Reorder(&r, *pb, &retrieval);
   absl::StatusOr<BuiltPrompt> p = chat ? pb->Chat(r.messages, r.documents) : pb->Completion(r);
   const char* field = chat ? "messages" : "prompt";
   if (!p.ok()) {
@@ -164,6 +165,10 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
   job->info.return_tokens = r.ragkv.return_tokens;
   job->info.timing.retrieve_ms = retrieval.retrieve_ms;
   job->info.timing.retrieved_chunks = retrieval.retrieved_chunks;
+  job->info.timing.reorder_ran = retrieval.reorder_ran;
+  job->info.timing.reorder_prefix_before = retrieval.reorder_prefix_before;
+  job->info.timing.reorder_prefix_after = retrieval.reorder_prefix_after;
+  job->info.timing.document_order = retrieval.document_order;
   switch (sched->Submit(job)) {
     case Scheduler::Admit::kQueueFull:
       Reply(res, Error(429,

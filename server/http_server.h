@@ -16,6 +16,7 @@
 #define RAGKV_SERVER_HTTP_SERVER_H_
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -45,6 +46,17 @@ class HttpServer {
     // the top-k catalogue chunks for the last user message go in as
     // documents (0: off).
     int retrieval_k = 0;
+    // reorder_documents: the exact-prefix reorder pass (server/reorder.h)
+    // for chat requests with documents that do not set `ragkv.reorder`
+    // (--reorder-documents; off: the retriever's order is kept). It looks
+    // up the sidecar's prefix blocks as the sidecar stores them:
+    // prefix_block_tokens, up to prefix_max_tokens (the sidecar's
+    // --prefix-block-tokens, --prefix-cache-max-tokens); prefix_cache
+    // false (the sidecar's --prefix-cache false): the pass never runs.
+    bool reorder_documents = false;
+    bool prefix_cache = true;
+    int prefix_block_tokens = 16;
+    int64_t prefix_max_tokens = 4096;
     // tls_cert_file / tls_key_file (PEM): both set, the port speaks HTTPS
     // only (`ragkv serve --tls-cert/--tls-key`, as the sidecar's gRPC).
     std::string tls_cert_file, tls_key_file;

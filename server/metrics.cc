@@ -1,5 +1,7 @@
 #include "server/metrics.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 
 namespace ragkv::server {
@@ -50,6 +52,12 @@ void HttpMetrics::Finished(const Completion& c) {
   }
 }
 
+void HttpMetrics::Reordered(const std::string& result, int64_t gained) {
+  std::lock_guard<std::mutex> l(mu_);
+  ++reorders_[result];
+  reorder_gained_ += static_cast<uint64_t>(std::max<int64_t>(gained, 0));
+}
+
 std::string HttpMetrics::Render(const Gauges& g) const {
   std::lock_guard<std::mutex> l(mu_);
   std::string out =
@@ -71,6 +79,21 @@ std::string HttpMetrics::Render(const Gauges& g) const {
       "# TYPE ragkv_http_slots_active gauge\nragkv_http_slots_active %d\n"
       "# TYPE ragkv_http_queue_depth gauge\nragkv_http_queue_depth %d\n",
       prompt_tokens_, cached_tokens_, completion_tokens_, g.slots, g.active, g.queued);
+  out +=
+      "# HELP ragkv_reorder_requests_total Runs of the exact-prefix reorder pass by result "
+      "(gained: the stored exact prefix grew).\n"
+      "# TYPE ragkv_reorder_requests_total counter\n";
+  for (const char* r : {"gained", "unchanged", "error"}) {
+    const auto it = reorders_.find(r);
+    absl::StrAppendFormat(&out, "ragkv_reorder_requests_total{result=\"%s\"} %d\n", r,
+                          it == reorders_.end() ? 0 : it->second);
+  }
+  absl::StrAppendFormat(&out,
+                        "# HELP ragkv_reorder_prefix_tokens_gained_total Stored exact-prefix "
+                        "tokens the reorder pass added over the retriever's order.\n"
+                        "# TYPE ragkv_reorder_prefix_tokens_gained_total counter\n"
+                        "ragkv_reorder_prefix_tokens_gained_total %d\n",
+                        reorder_gained_);
   return out;
 }
 

@@ -193,38 +193,37 @@ std::vector<std::pair<size_t, size_t>> Paragraphs(const std::string& text, size_
 
 }  // namespace
 
-absl::StatusOr<BuiltPrompt> PromptBuilder::Chat(const std::vector<ChatMessage>& messages,
-                                                const std::vector<Document>& documents) const {
-  std::vector<ChatMessage> msgs = messages;
+absl::StatusOr<PromptBuilder::Templated> PromptBuilder::Template(
+    const std::vector<ChatMessage>& messages, const std::vector<Document>& documents) const {
+  Templated t;
+  t.msgs = messages;
   // Documents go at the start of the last user message.
-  std::vector<std::string> blocks;
-  size_t last_user = msgs.size(), docs_bytes = 0;
-  for (size_t i = 0; i < msgs.size(); ++i) {
-    if (msgs[i].role == "user") last_user = i;
+  t.last_user = t.msgs.size();
+  for (size_t i = 0; i < t.msgs.size(); ++i) {
+    if (t.msgs[i].role == "user") t.last_user = i;
   }
-  if (!documents.empty() && last_user < msgs.size()) {
+  if (!documents.empty() && t.last_user < t.msgs.size()) {
     std::string prefix;
     for (const Document& d : documents) {
-      blocks.push_back(d.title.empty() ? d.text : absl::StrCat(d.title, "\n", d.text));
-      absl::StrAppend(&prefix, blocks.back(), "\n\n");
+      t.blocks.push_back(d.title.empty() ? d.text : absl::StrCat(d.title, "\n", d.text));
+      absl::StrAppend(&prefix, t.blocks.back(), "\n\n");
     }
-    docs_bytes = prefix.size();
-    msgs[last_user].content = prefix + msgs[last_user].content;
+    t.docs_bytes = prefix.size();
+    t.msgs[t.last_user].content = prefix + t.msgs[t.last_user].content;
   }
-  BuiltPrompt p;
-  auto text = Apply(msgs);
+  auto text = Apply(t.msgs);
   if (!text.ok()) return text.status();
-  p.text = std::move(*text);
+  t.p.text = std::move(*text);
   // The messages' own bytes never hold control tokens.
-  std::vector<std::pair<size_t, size_t>> content(msgs.size(), {std::string::npos, 0});
+  t.content.assign(t.msgs.size(), {std::string::npos, 0});
   std::vector<std::pair<size_t, size_t>> taken;
   size_t cursor = 0;
-  for (size_t i = 0; i < msgs.size(); ++i) {
-    absl::string_view c = msgs[i].content;
-    size_t at = Find(p.text, std::string(c), cursor);
+  for (size_t i = 0; i < t.msgs.size(); ++i) {
+    absl::string_view c = t.msgs[i].content;
+    size_t at = Find(t.p.text, std::string(c), cursor);
     if (at == std::string::npos) {  // a template that trims the content
       c = absl::StripAsciiWhitespace(c);
-      at = Find(p.text, std::string(c), cursor);
+      at = Find(t.p.text, std::string(c), cursor);
     }
     if (at == std::string::npos) {
       if (c.empty()) continue;
@@ -234,24 +233,39 @@ absl::StatusOr<BuiltPrompt> PromptBuilder::Chat(const std::vector<ChatMessage>& 
           "the chat template (", name_, ") changed message ", i,
           "'s text; it cannot be tokenized safely"));
     }
-    content[i] = {at, at + c.size()};
-    taken.push_back(content[i]);
+    t.content[i] = {at, at + c.size()};
+    taken.push_back(t.content[i]);
     cursor = at + c.size();
   }
-  const auto control = Complement(taken, p.text.size());
-  p.tokens = Tokenize(p.text, control);
-  if (!blocks.empty() && content[last_user].first != std::string::npos) {
-    size_t b = content[last_user].first;
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      const auto rows = RowsOf(p, control, b, b + blocks[i].size());
-      b += blocks[i].size() + 2;  // "\n\n"
+  t.control = Complement(taken, t.p.text.size());
+  t.p.tokens = Tokenize(t.p.text, t.control);
+  return t;
+}
+
+absl::StatusOr<std::vector<int32_t>> PromptBuilder::ChatTokens(
+    const std::vector<ChatMessage>& messages, const std::vector<Document>& documents) const {
+  absl::StatusOr<Templated> t = Template(messages, documents);
+  if (!t.ok()) return t.status();
+  return std::move(t->p.tokens);
+}
+
+absl::StatusOr<BuiltPrompt> PromptBuilder::Chat(const std::vector<ChatMessage>& messages,
+                                                const std::vector<Document>& documents) const {
+  absl::StatusOr<Templated> t = Template(messages, documents);
+  if (!t.ok()) return t.status();
+  BuiltPrompt& p = t->p;
+  if (!t->blocks.empty() && t->content[t->last_user].first != std::string::npos) {
+    size_t b = t->content[t->last_user].first;
+    for (size_t i = 0; i < t->blocks.size(); ++i) {
+      const auto rows = RowsOf(p, t->control, b, b + t->blocks[i].size());
+      b += t->blocks[i].size() + 2;  // "\n\n"
       if (rows.second <= rows.first + 1) continue;
       p.documents.push_back(rows);
       p.document_chunks.push_back(documents[i].chunk_id);
     }
   }
-  AddPassages(msgs, content, last_user, docs_bytes, control, &p);
-  return p;
+  AddPassages(t->msgs, t->content, t->last_user, t->docs_bytes, t->control, &p);
+  return std::move(p);
 }
 
 void PromptBuilder::AddPassages(const std::vector<ChatMessage>& msgs,

@@ -72,6 +72,10 @@ class PromptBuilder {
   // Chat: the messages (+ documents) templated with the assistant turn opened.
   absl::StatusOr<BuiltPrompt> Chat(const std::vector<ChatMessage>& messages,
                                    const std::vector<Document>& documents) const;
+  // ChatTokens: Chat's tokens alone (no document or passage spans: the
+  // cheap form the reorder pass tries orders with).
+  absl::StatusOr<std::vector<int32_t>> ChatTokens(const std::vector<ChatMessage>& messages,
+                                                  const std::vector<Document>& documents) const;
   // Completion: the text tokenized (BOS as the vocabulary adds it; special
   // tokens as text), or the ids checked against the vocabulary.
   absl::StatusOr<BuiltPrompt> Completion(const GenerationRequest& request) const;
@@ -83,6 +87,18 @@ class PromptBuilder {
 
  private:
   PromptBuilder() = default;
+  // Templated: the messages with the documents placed, templated and
+  // tokenized (p.text, p.tokens); each message's byte range in p.text
+  // (`content`, npos when absent) and where control tokens may be.
+  struct Templated {
+    std::vector<ChatMessage> msgs;
+    std::vector<std::string> blocks;  // each document's title line + text
+    size_t last_user = 0, docs_bytes = 0;
+    BuiltPrompt p;
+    std::vector<std::pair<size_t, size_t>> content, control;
+  };
+  absl::StatusOr<Templated> Template(const std::vector<ChatMessage>& messages,
+                                     const std::vector<Document>& documents) const;
   absl::StatusOr<std::string> Apply(const std::vector<ChatMessage>& messages) const;
   std::vector<int32_t> TokenizeText(const std::string& text) const;
   // RowsOf: the token rows of p.text's bytes [b, e) within p.tokens

@@ -80,4 +80,12 @@ absl::StatusOr<int> SidecarDocuments::Forget(const std::vector<std::vector<int32
   return static_cast<int>(resp.deleted());
 }
 
+absl::StatusOr<std::vector<bool>> SidecarDocuments::Stored(
+    const std::vector<kvstore::ChunkKey>& keys) {
+  std::vector<std::string> raw;
+  raw.reserve(keys.size());
+  for (const kvstore::ChunkKey& k : keys) raw.emplace_back(k.AsBytes());
+  return client_->Contains(raw);
+}
+
 }  // namespace ragkv::server

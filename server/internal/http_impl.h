@@ -56,6 +56,11 @@ struct HttpServer::Impl {
   // catalogue's top-k chunks for the last user message appended to the
   // documents; the time and count into *timing.
   bool Retrieve(GenerationRequest* r, ApiError* error, Timing* timing) const;
+  // Reorder: the exact-prefix reorder pass (http_reorder.cc) on a chat's
+  // resolved documents when the request or --reorder-documents asks for
+  // it; what it did into *timing and the metrics. Never refuses a request:
+  // a failed lookup keeps the retriever's order (counted as an error).
+  void Reorder(GenerationRequest* r, const PromptBuilder& prompts, Timing* timing);
 };
 
 inline void Reply(httplib::Response& res, const ApiError& e) {

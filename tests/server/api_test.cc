@@ -90,6 +90,43 @@ TEST(ApiTest, DocumentsByIdAndCacheSalt) {
   EXPECT_EQ(r.cache_salt, "tenant-1");
 }
 
+// ragkv.reorder (the exact-prefix reorder pass): a boolean, unset by
+// default (the server's --reorder-documents decides); anything else is
+// refused by name.
+TEST(ApiTest, ReorderIsABoolean) {
+  GenerationRequest r;
+  ApiError e;
+  ASSERT_TRUE(ParseChatRequest(Chat({}), &r, &e)) << e.message;
+  EXPECT_FALSE(r.ragkv.reorder.has_value());
+  for (bool on : {true, false}) {
+    GenerationRequest q;
+    ASSERT_TRUE(ParseChatRequest(Chat({{"ragkv", {{"reorder", on}}}}), &q, &e)) << e.message;
+    ASSERT_TRUE(q.ragkv.reorder.has_value());
+    EXPECT_EQ(*q.ragkv.reorder, on);
+  }
+  for (const json& bad : {json("yes"), json(1), json::array({true}), json::object()}) {
+    const ApiError err = ChatError(Chat({{"ragkv", {{"reorder", bad}}}}));
+    EXPECT_EQ(err.status, 400);
+    EXPECT_EQ(err.param, "ragkv.reorder") << bad;
+    EXPECT_EQ(err.message, "'reorder' must be a boolean") << bad;
+  }
+}
+
+// The response's ragkv.reorder: what the pass did, only when it ran.
+TEST(ApiTest, ResponsesSayWhatTheReorderDid) {
+  Completion c;
+  c.id = "chatcmpl-1";
+  EXPECT_FALSE(json::parse(ChatResponseJson(c))["ragkv"].contains("reorder"));
+  c.timing.reorder_ran = true;
+  c.timing.reorder_prefix_before = 16;
+  c.timing.reorder_prefix_after = 96;
+  c.timing.document_order = {2, 0, 1};
+  const json x = json::parse(ChatResponseJson(c))["ragkv"]["reorder"];
+  EXPECT_EQ(x["prefix_tokens_before"], 16);
+  EXPECT_EQ(x["prefix_tokens_after"], 96);
+  EXPECT_EQ(x["document_order"], json::array({2, 0, 1}));
+}
+
 // POST /v1/documents bodies: ids and texts required, ids unique.
 TEST(ApiTest, IngestBodies) {
   std::vector<Document> docs;
