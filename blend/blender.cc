@@ -190,14 +190,24 @@ class BlendRun {
   // its cached K/V, per options.deviation.
   absl::Status ScoreCandidates(RecomputeState* s);
   // ScoreBySelector: s->dev holds the deviation (or zeros); turns it into
-  // the options' selector score.
-  absl::Status ScoreBySelector(int l, const KvPlane& pk, RecomputeState* s);
+  // the options' selector score. `err` (may be null) holds the deviation
+  // too and becomes the estimated error: x the query's attention (left as
+  // the deviation when the blend has no query rows).
+  absl::Status ScoreBySelector(int l, const KvPlane& pk, RecomputeState* s,
+                               std::vector<float>* err);
+  // QueryAttention: *att[i] = the attention mass the query rows put on
+  // candidate i at layer l (internal::QueryAttentionScores); empty when the
+  // blend has no query rows.
+  absl::Status QueryAttention(int l, const KvPlane& pk, RecomputeState* s,
+                              std::vector<float>* att);
   // WantRows: rows a check layer of `ratio` keeps (scaled by the adaptive
   // choice), at most nc.
   int64_t WantRows(double ratio, int64_t nc) const;
   // ChooseAdaptiveRatio: sets ratio_scale_ and result_.applied_ratio from
-  // the first check layer's scores (BlendOptions::adaptive_mass).
-  void ChooseAdaptiveRatio(const std::vector<float>& score);
+  // the first check layer: the fewest rows, taken in the selector's order
+  // (`score`), whose estimated error `err` covers adaptive_mass of the
+  // candidates' total (BlendOptions::adaptive_mass).
+  void ChooseAdaptiveRatio(const std::vector<float>& score, const std::vector<float>& err);
   // CompactRows: drops the candidates not in s->top from s->rows and
   // s->hidden, in place, keeping the order.
   void CompactRows(RecomputeState* s);
@@ -407,17 +417,21 @@ absl::Status BlendRun::SelectRows(int l, const CheckLayer& check, RecomputeState
   if (want < nc || adaptive_pending_) {
     const KvPlane pk = Plane(l, true), pv = Plane(l, false);
     const Selector sel = options_.selector;
-    const bool probe = sel == Selector::kDeviation || sel == Selector::kDeviationAttention ||
-                       sel == Selector::kAttendedDeviation;
+    const bool probe = adaptive_pending_ || sel == Selector::kDeviation ||
+                       sel == Selector::kDeviationAttention || sel == Selector::kAttendedDeviation;
     if (probe) {
       RETURN_IF_ERROR(ProbeCandidates(l, pk, pv, s));
       RETURN_IF_ERROR(ScoreCandidates(s));
     } else {
       s->dev.assign(nc, 0.0f);
     }
-    RETURN_IF_ERROR(ScoreBySelector(l, pk, s));
+    // The adaptive ratio's unit: the estimated error (deviation x the
+    // query's attention), whichever selector ranks the rows.
+    std::vector<float> err;
+    if (adaptive_pending_) err = s->dev;
+    RETURN_IF_ERROR(ScoreBySelector(l, pk, s, adaptive_pending_ ? &err : nullptr));
     if (adaptive_pending_) {
-      ChooseAdaptiveRatio(s->dev);
+      ChooseAdaptiveRatio(s->dev, err);
       want = WantRows(check.ratio, nc);
     }
     s->top.resize(want);
@@ -478,35 +492,53 @@ int64_t BlendRun::WantRows(double ratio, int64_t nc) const {
   return std::min<int64_t>(nc, std::llround(r * static_cast<double>(plan_.selectable)));
 }
 
-void BlendRun::ChooseAdaptiveRatio(const std::vector<float>& score) {
+void BlendRun::ChooseAdaptiveRatio(const std::vector<float>& score,
+                                   const std::vector<float>& err) {
   adaptive_pending_ = false;
-  std::vector<float> sorted(score);
-  std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+  const int64_t nc = static_cast<int64_t>(score.size());
+  std::vector<int32_t> order(nc);
+  for (int64_t i = 0; i < nc; ++i) order[i] = static_cast<int32_t>(i);
+  // The selector's ranking (ties: the lower position first, as TopK).
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return score[a] > score[b]; });
   double total = 0;
-  for (float x : sorted) total += std::max(0.0f, x);
-  size_t k = 0;
+  for (float x : err) total += std::max(0.0f, x);
+  int64_t k = 0;
   double cum = 0;
-  while (k < sorted.size() && cum < options_.adaptive_mass * total) cum += sorted[k++];
+  while (k < nc && cum < options_.adaptive_mass * total) cum += std::max(0.0f, err[order[k++]]);
   const double sel = std::max<double>(1, static_cast<double>(plan_.selectable));
   const double r = std::clamp(static_cast<double>(k) / sel, options_.adaptive_min, options_.ratio);
   ratio_scale_ = options_.ratio > 0 ? r / options_.ratio : 0;
   result_.applied_ratio = r;
 }
 
-absl::Status BlendRun::ScoreBySelector(int l, const KvPlane& pk, RecomputeState* s) {
+absl::Status BlendRun::ScoreBySelector(int l, const KvPlane& pk, RecomputeState* s,
+                                       std::vector<float>* err) {
   const int64_t nc = static_cast<int64_t>(s->cand_idx.size());
-  switch (options_.selector) {
-    case Selector::kDeviation:
-      return absl::OkStatus();
-    case Selector::kChunkHead:
-      internal::ChunkHeadScores(s->cand_pos, plan_.seg_offset, s->dev.data());
-      return absl::OkStatus();
-    case Selector::kQueryAttention:
-    case Selector::kDeviationAttention:
-    case Selector::kAttendedDeviation:
-      break;
+  const Selector sel = options_.selector;
+  if (sel == Selector::kChunkHead) {
+    internal::ChunkHeadScores(s->cand_pos, plan_.seg_offset, s->dev.data());
   }
-  // The query rows' queries at this layer, scored against the cached keys.
+  const bool wants_attention = sel != Selector::kDeviation && sel != Selector::kChunkHead;
+  if (!wants_attention && err == nullptr) return absl::OkStatus();
+  std::vector<float> att;
+  RETURN_IF_ERROR(QueryAttention(l, pk, s, &att));
+  if (att.empty()) return absl::OkStatus();  // no query in the blend: deviation alone
+  if (err != nullptr) internal::MultiplyBy(att.data(), nc, err->data());
+  switch (sel) {
+    case Selector::kQueryAttention: s->dev = std::move(att); break;
+    case Selector::kAttendedDeviation: internal::MultiplyBy(att.data(), nc, s->dev.data()); break;
+    case Selector::kDeviationAttention:
+      internal::AddMeanNormalized(att.data(), nc, s->dev.data());
+      break;
+    case Selector::kDeviation:
+    case Selector::kChunkHead: break;  // their scores need no attention
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BlendRun::QueryAttention(int l, const KvPlane& pk, RecomputeState* s,
+                                      std::vector<float>* att) {
   std::vector<int32_t> qidx, qpos;
   for (size_t i = 0; i < s->rows.size(); ++i) {
     if (s->rows[i] >= plan_.query_begin) {
@@ -514,27 +546,19 @@ absl::Status BlendRun::ScoreBySelector(int l, const KvPlane& pk, RecomputeState*
       qpos.push_back(s->rows[i]);
     }
   }
+  att->clear();
   const int64_t nq = static_cast<int64_t>(qidx.size());
-  if (nq == 0) return absl::OkStatus();  // no query in the blend: deviation alone
+  if (nq == 0) return absl::OkStatus();
   const int64_t qd = cfg_.q_dim();
-  std::vector<float> qh(nq * dim_), q(nq * qd), att(nc);
+  std::vector<float> qh(nq * dim_), q(nq * qd);
+  att->resize(s->cand_idx.size());
   GatherRows(s->hidden.data(), dim_, qidx, qh.data());
   RETURN_IF_ERROR(m_.ProjectQ(l, TensorView::Contiguous(qh.data(), DType::kF32, {nq, dim_}),
                               qpos.data(), TensorView::Contiguous(q.data(), DType::kF32, {nq, qd}),
                               s->ws));
-  RETURN_IF_ERROR(internal::QueryAttentionScores(
+  return internal::QueryAttentionScores(
       q.data(), nq, cfg_.n_heads, {pk.data, pk.head_stride, pk.head_dim, pk.kv_heads},
-      plan_.query_begin, s->cand_pos, att.data()));
-  switch (options_.selector) {
-    case Selector::kQueryAttention: s->dev = std::move(att); break;
-    case Selector::kAttendedDeviation: internal::MultiplyBy(att.data(), nc, s->dev.data()); break;
-    case Selector::kDeviationAttention:
-      internal::AddMeanNormalized(att.data(), nc, s->dev.data());
-      break;
-    case Selector::kDeviation:
-    case Selector::kChunkHead: break;  // not reached: no attention score
-  }
-  return absl::OkStatus();
+      plan_.query_begin, s->cand_pos, att->data());
 }
 
 void BlendRun::CompactRows(RecomputeState* s) {

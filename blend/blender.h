@@ -133,12 +133,16 @@ struct BlendOptions {
   double gradual_first_factor = 2.0;  // r1 = min(1, factor * r), geometric down to r
   Deviation deviation = Deviation::kBoth;
   Selector selector = Selector::kAttendedDeviation;
-  // Adaptive ratio (adaptive_mass > 0; kCacheBlend, a deviation or attention
-  // selector): at the first check layer the final ratio becomes the smallest
-  // share of the selectable rows whose scores cover `adaptive_mass` of the
-  // candidates' total score, clamped to [adaptive_min, `ratio`]; each check
-  // layer's ratio of the schedule made for `ratio` is scaled by it / `ratio`
-  // (capped at 1). BlendResult::applied_ratio says what was chosen.
+  // Adaptive ratio (adaptive_mass > 0; kCacheBlend, any selector): at the
+  // first check layer the final ratio becomes the smallest share of the
+  // selectable rows that, taken in the selector's order, cover
+  // `adaptive_mass` of the candidates' total estimated error (KV deviation x
+  // the attention the query rows put on the row; the deviation alone when
+  // the blend has no query rows), clamped to [adaptive_min, `ratio`]. The
+  // unit is the same for every selector: the share of the first-order
+  // error of what the query reads that recompute removes. Each check
+  // layer's ratio of the schedule made for `ratio` is scaled by the choice
+  // / `ratio` (capped at 1). BlendResult::applied_ratio says what was chosen.
   double adaptive_mass = 0;
   double adaptive_min = 0.02;
   // kExact is correct; kBottomRight reproduces the public implementations'

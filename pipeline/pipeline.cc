@@ -220,6 +220,7 @@ absl::Status Pipeline::Prepare(const Prompt& prompt, RunState* run) const {
   run->controlled =
       run->ro->mode == Mode::kAuto && o.controller != nullptr && !run->served.empty();
   run->gate_reason = internal::ApplyQualityGate(o, *run->ro, &run->bo, &run->controlled);
+  run->bo.adaptive_min = std::min(run->bo.adaptive_min, run->bo.ratio);  // the floor under the cap
   // The spans keep cache_hit: the record was found (what the wire has
   // always reported), though this strategy does not read it.
   if (internal::ReleaseUnused(run->bo.strategy, run->layout, &run->pieces)) {
@@ -348,7 +349,7 @@ void Pipeline::FillResult(const RunState& run, const blend::BlendResult& r,
                           RequestResult* res) const {
   const int L = options_.model->config().n_layers;
   res->strategy = run.bo.strategy;
-  res->ratio = run.bo.strategy == blend::Strategy::kCacheBlend ? run.bo.ratio : 0;
+  res->ratio = run.bo.strategy == blend::Strategy::kCacheBlend ? r.applied_ratio : 0;  // the adaptive choice
   res->tokens = run.layout.T;
   res->mean_recomputed = L > 1 ? run.stream.recomputed_sum / (L - 1) : 0;
   res->recomputed_rows = run.stream.recomputed_rows;

@@ -73,6 +73,9 @@ struct RequestOptions {
   // chunk_head_tokens: kCacheBlend also recomputes each cached chunk's first
   // rows (blend::BlendOptions::chunk_head_tokens); 0: none.
   int chunk_head_tokens = 0;
+  // adaptive_mass: kCacheBlend chooses the request's ratio, at most the
+  // ratio above (blend::BlendOptions::adaptive_mass); 0: a fixed ratio.
+  double adaptive_mass = 0;
   bool add_bos = false;  // put the tokenizer's BOS in front
   // pinned: the quality gate leaves mode, ratio and selector as asked
   // (benchmarks measuring a strategy); the gate's reason is still reported.

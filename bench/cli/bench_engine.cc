@@ -40,6 +40,16 @@ class BenchEngineCommand : public Command {
     cmd->add_option("--chunk-head-tokens", o_.chunk_head_tokens,
                     "CacheBlend also recomputes each chunk's first N rows (EPIC)")
         ->capture_default_str();
+    cmd->add_option("--adaptive-masses", o_.adaptive_masses,
+                    "adaptive CacheBlend strategies: the share of the estimated error to remove")
+        ->delimiter(',');
+    cmd->add_option("--adaptive-max", o_.adaptive_max, "the adaptive strategies' ratio cap")
+        ->capture_default_str();
+    cmd->add_option("--sidecar-query", o_.sidecar_query,
+                    "first: the sidecar blends the query's first token, llama.cpp prefills the "
+                    "query (TTFT includes it); all: every token but the last, as the OpenAI "
+                    "server does (TTFT on that served path)")
+        ->capture_default_str();
     cmd->add_option("--threads", o_.threads, "llama.cpp and ragkv threads")->capture_default_str();
     cmd->add_option("--repeats", o_.repeats, "rounds over the prompts")->capture_default_str();
     cmd->add_option("--tiers", o_.tiers, "the sidecar's KV tiers: ram|ssd")->delimiter(',')

@@ -47,6 +47,7 @@ struct Strategy {
   double ratio = 0;
   std::string selector;  // "": the sidecar's
   int chunk_head_tokens = 0;
+  double adaptive_mass = 0;  // > 0: the ratio is the cap of an adaptive choice
 };
 
 // Compare: mean KL(ref || got) and top-1 agreement over the rows of two
@@ -139,14 +140,14 @@ absl::StatusOr<std::vector<EnginePrompt>> Prepare(const Texts& t, const model::M
   return out;
 }
 
-// Request: the chunks and only the query's first token: llama.cpp
-// prefills the query itself (local_tail), and the context rows do not
-// depend on what follows them, so the sidecar computes one query row, not
-// all of them.
-v1::BlendRequest Request(const EnginePrompt& p, const Strategy& s) {
+// Request: the chunks and the query's first token (`whole`: every query
+// token but the last, as the OpenAI server sends it); llama.cpp prefills
+// the rest itself (local_tail).
+v1::BlendRequest Request(const EnginePrompt& p, const Strategy& s, bool whole) {
   v1::BlendRequest br;
   for (uint64_t id : p.chunk_ids) br.add_segments()->set_chunk_id(id);
-  br.add_segments()->mutable_tokens()->mutable_ids()->Add(*(p.tokens.end() - p.query));
+  auto* q = br.add_segments()->mutable_tokens()->mutable_ids();
+  q->Add(p.tokens.end() - p.query, whole ? p.tokens.end() - 1 : p.tokens.end() - p.query + 1);
   v1::BlendOptions* o = br.mutable_options();
   o->set_add_bos(p.bos);
   o->set_output_dtype(v1::DTYPE_F16);
@@ -157,6 +158,7 @@ v1::BlendRequest Request(const EnginePrompt& p, const Strategy& s) {
     o->set_recompute_ratio(static_cast<float>(s.ratio));
     o->set_selector(s.selector);
     o->set_chunk_head_tokens(static_cast<uint32_t>(s.chunk_head_tokens));
+    o->set_adaptive_mass(static_cast<float>(s.adaptive_mass));
   }
   return br;
 }
@@ -186,8 +188,9 @@ CachePages MeasureCachePages(const model::ModelConfig& c, int64_t tokens) {
 // strategies (one engine per query length), context 1 for the prefix cache.
 class Runner {
  public:
-  Runner(lc::LlamaFile* file, Client* sidecar, std::string fp)
-      : file_(file), sidecar_(sidecar), fp_(std::move(fp)) {}
+  // whole_query: EngineBenchOptions::sidecar_query == "all".
+  Runner(lc::LlamaFile* file, Client* sidecar, std::string fp, bool whole_query)
+      : file_(file), sidecar_(sidecar), fp_(std::move(fp)), whole_query_(whole_query) {}
 
   // ForgetPrefix: context 1 holds nothing (no previous request).
   void ForgetPrefix() {
@@ -201,15 +204,24 @@ class Runner {
     out->ratio = s.ratio;
     out->context_tokens = static_cast<int>(p.tokens.size()) - p.query;
     if (s.name == "full-prefill" || s.name == "prefix-cache") return Local(p, s, out, logits);
+    const v1::BlendRequest req = Request(p, s, whole_query_);
     ASSIGN_OR_RETURN(lc::LlamaCppEngine * e, EngineFor(p.query));
-    const auto t0 = Clock::now();
-    ASSIGN_OR_RETURN(lc::LlamaCppEngine::Result r, e->Prefill(Request(p, s), p.tokens, 0));
-    out->ttft_ms = MsSince(t0);
+    auto t0 = Clock::now();
+    ASSIGN_OR_RETURN(lc::LlamaCppEngine::Result r, e->Prefill(req, p.tokens, 0));
+    double ttft = MsSince(t0);
+    *logits = std::move(r.logits);
+    if (whole_query_) {  // the served path: the same request, llama.cpp decodes the last token
+      ASSIGN_OR_RETURN(lc::LlamaCppEngine * served, EngineFor(1));
+      t0 = Clock::now();
+      ASSIGN_OR_RETURN(r, served->Prefill(req, p.tokens, 0));
+      ttft = MsSince(t0);
+    }
+    out->ttft_ms = ttft;
     out->blend_ms = r.blend_ms, out->handover_ms = r.handover_ms, out->decode_ms = r.decode_ms;
     out->handed_over = r.handed_over_tokens, out->reused = r.reused_tokens;
     out->recomputed = r.recomputed_tokens, out->prefilled = r.prefilled_tokens;
+    out->applied_ratio = r.applied_ratio;
     out->fallback = r.fallback;
-    *logits = std::move(r.logits);
     return absl::OkStatus();
   }
 
@@ -251,6 +263,7 @@ class Runner {
   lc::LlamaFile* file_;
   Client* sidecar_;
   std::string fp_;
+  bool whole_query_;
   std::vector<int32_t> held_;  // context 1's sequence 0
   std::map<int, std::unique_ptr<lc::LlamaCppEngine>> engines_;
 };
@@ -266,6 +279,11 @@ std::vector<Strategy> Strategies(const EngineBenchOptions& o) {
     for (double r : o.ratios) {
       s.push_back({"cacheblend/" + sel + head, r, sel, o.chunk_head_tokens});
     }
+  }
+  const std::string sel = o.selectors.size() == 1 ? o.selectors[0] : "";
+  for (double m : o.adaptive_masses) {
+    s.push_back({absl::StrFormat("cacheblend-adaptive/m=%.3g%s", m, head), o.adaptive_max, sel,
+                 o.chunk_head_tokens, m});
   }
   return s;
 }
@@ -283,12 +301,12 @@ std::vector<EngineRow> Aggregate(const std::vector<EngineSample>& samples,
       if (x.strategy != s.name || x.ratio != s.ratio) continue;
       ttft.push_back(x.ttft_ms), blend.push_back(x.blend_ms);
       handover.push_back(x.handover_ms), decode.push_back(x.decode_ms);
-      row.kl += x.kl, row.top1 += x.top1;
+      row.kl += x.kl, row.top1 += x.top1, row.mean_r += x.applied_ratio;
       row.fallbacks += !x.fallback.empty();
     }
     if (ttft.empty()) continue;
     row.ttft = services::Summarize(ttft);
-    row.kl /= ttft.size(), row.top1 /= ttft.size();
+    row.kl /= ttft.size(), row.top1 /= ttft.size(), row.mean_r /= ttft.size();
     row.blend_p50 = services::Percentile(blend, 0.5);
     row.handover_p50 = services::Percentile(handover, 0.5);
     row.decode_p50 = services::Percentile(decode, 0.5);
@@ -319,6 +337,16 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o,
     return absl::InvalidArgumentError("bench engine: prompts, chunks, tokens and repeats must be >= 1");
   }
   RETURN_IF_ERROR(retrieval::ParseQaSplit(o.split, "bench engine: --split").status());
+  if (o.sidecar_query != "first" && o.sidecar_query != "all") {
+    return absl::InvalidArgumentError("bench engine: --sidecar-query must be first or all, got " +
+                                      o.sidecar_query);
+  }
+  for (double m : o.adaptive_masses) {
+    if (!(m > 0 && m <= 1) || !(o.adaptive_max > 0 && o.adaptive_max <= 1)) {
+      return absl::InvalidArgumentError(
+          "bench engine: --adaptive-masses entries and --adaptive-max must be in (0, 1]");
+    }
+  }
   for (const std::string& sel : o.selectors) {
     blend::Selector unused;
     if (!blend::ParseSelector(sel, &unused)) {
@@ -350,7 +378,8 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o,
   ASSIGN_OR_RETURN(std::unique_ptr<lc::LlamaFile> file, lc::LlamaFile::Open(path, co));
   const int vocab = file->vocab_size();
   Runner runner(file.get(), sidecar->client(),
-                std::string(ours->fingerprint().begin(), ours->fingerprint().end()));
+                std::string(ours->fingerprint().begin(), ours->fingerprint().end()),
+                o.sidecar_query == "all");
 
   EngineBenchReport rep;
   rep.workload = texts.description;

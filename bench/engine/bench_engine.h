@@ -8,7 +8,9 @@
 //                 (engine/llamacpp/), llama.cpp prefills the query;
 //   cacheblend    the same at each ratio.
 // TTFT: wall time from the request to the query's logits in llama.cpp
-// (Blend stream + KV handover + query prefill for the ragkv rows). The
+// (Blend stream + KV handover + query prefill for the ragkv rows; with
+// sidecar_query "all", the served path's: the sidecar blends all but the
+// last prompt token, llama.cpp decodes that one). The
 // sidecar is the `ragkv serve` stack in this process on 127.0.0.1:0; every
 // chunk is ingested into its catalogue and its KV, precomputed by ragkv,
 // stored with PutChunk in the chosen tier before the timed rounds.
@@ -56,6 +58,19 @@ struct EngineBenchOptions {
   // chunk_head_tokens: every CacheBlend strategy also recomputes each
   // chunk's first N rows (BlendOptions.chunk_head_tokens), named "+headN".
   int chunk_head_tokens = 0;
+  // adaptive_masses: one "cacheblend-adaptive/m=M" strategy per mass
+  // (BlendOptions.adaptive_mass), its ratio capped at adaptive_max; the rows
+  // report the mean ratio the sidecar chose (mean_r).
+  std::vector<double> adaptive_masses;
+  double adaptive_max = 0.30;
+  // sidecar_query: what of the query the sidecar blends.
+  //   "first": its first token; llama.cpp prefills the whole query itself,
+  //     so TTFT includes that prefill (the quality harness's own shape).
+  //   "all": every prompt token but the last, as the OpenAI server sends a
+  //     request (local_tail 1). TTFT is then timed on that served path, and
+  //     quality on the same blend request with llama.cpp recomputing the
+  //     query rows itself (the context rows are the served ones).
+  std::string sidecar_query = "first";
   int threads = 2;   // llama.cpp threads and ragkv kernel threads
   int repeats = 1;   // rounds over the prompts
   std::vector<std::string> tiers = {"ram"};  // the sidecar's KV tiers
@@ -72,6 +87,7 @@ struct EngineSample {
   double ttft_ms = 0, blend_ms = 0, handover_ms = 0, decode_ms = 0;
   int context_tokens = 0, handed_over = 0, reused = 0, recomputed = 0, prefilled = 0;
   double kl = 0, top1 = 0;  // vs llama.cpp's full prefill, over the query positions
+  double applied_ratio = 0;  // the CacheBlend ratio the sidecar applied
   std::string fallback;
 };
 
@@ -81,6 +97,7 @@ struct EngineRow {
   services::LatencySummary ttft;  // ms
   double vs_full = 0;             // ttft p50 / full-prefill p50
   double kl = 0, top1 = 0;        // means over prompts
+  double mean_r = 0;              // mean applied ratio (adaptive: the sidecar's choices)
   double blend_p50 = 0, handover_p50 = 0, decode_p50 = 0;
   int fallbacks = 0;
 };

@@ -34,12 +34,13 @@ std::string JsonString(const std::string& s) {
 absl::Status WriteCsv(const EngineBenchReport& r, const std::string& path) {
   std::ofstream f(path);
   f << "round,prompt,strategy,ratio,ttft_ms,blend_ms,handover_ms,decode_ms,context_tokens,"
-       "handed_over,reused,recomputed,prefilled,kl,top1,fallback\n";
+       "handed_over,reused,recomputed,prefilled,kl,top1,applied_ratio,fallback\n";
   for (const EngineSample& x : r.samples) {
-    f << absl::StrFormat("%d,%d,%s,%.2f,%.3f,%.3f,%.3f,%.3f,%d,%d,%d,%d,%d,%.6f,%.4f,%s\n",
+    f << absl::StrFormat("%d,%d,%s,%.2f,%.3f,%.3f,%.3f,%.3f,%d,%d,%d,%d,%d,%.6f,%.4f,%.4f,%s\n",
                          x.round, x.prompt, x.strategy, x.ratio, x.ttft_ms, x.blend_ms,
                          x.handover_ms, x.decode_ms, x.context_tokens, x.handed_over, x.reused,
-                         x.recomputed, x.prefilled, x.kl, x.top1, JsonString(x.fallback));
+                         x.recomputed, x.prefilled, x.kl, x.top1, x.applied_ratio,
+                         JsonString(x.fallback));
   }
   return f ? absl::OkStatus() : absl::InternalError("cannot write " + path);
 }
@@ -62,9 +63,10 @@ absl::Status WriteJson(const EngineBenchReport& r, const std::string& path) {
         "    {\"strategy\": \"%s\", \"ratio\": %.2f, \"n\": %d, \"ttft_p50_ms\": %.3f, "
         "\"ttft_p95_ms\": %.3f, \"vs_full\": %.4f, \"kl\": %.6f, \"top1\": %.4f, "
         "\"blend_p50_ms\": %.3f, \"handover_p50_ms\": %.3f, \"decode_p50_ms\": %.3f, "
-        "\"fallbacks\": %d}%s\n",
+        "\"mean_r\": %.4f, \"fallbacks\": %d}%s\n",
         w.strategy, w.ratio, w.ttft.count, w.ttft.p50, w.ttft.p95, w.vs_full, w.kl, w.top1,
-        w.blend_p50, w.handover_p50, w.decode_p50, w.fallbacks, i + 1 < r.rows.size() ? "," : "");
+        w.blend_p50, w.handover_p50, w.decode_p50, w.mean_r, w.fallbacks,
+        i + 1 < r.rows.size() ? "," : "");
   }
   f << "  ]\n}\n";
   return f ? absl::OkStatus() : absl::InternalError("cannot write " + path);
@@ -118,8 +120,10 @@ void PrintEngineBench(const EngineBenchReport& r, std::ostream& out) {
   for (const EngineRow& w : r.rows) {
     out << absl::StrFormat(
         "engine=llama.cpp strategy=%s r=%.2f ttft_p50_ms=%.1f ttft_p95_ms=%.1f vs_full=%.3f "
-        "kl=%.5f top1=%.3f%s\n",
-        w.strategy, w.ratio, w.ttft.p50, w.ttft.p95, w.vs_full, w.kl, w.top1, split);
+        "kl=%.5f top1=%.3f%s%s\n",
+        w.strategy, w.ratio, w.ttft.p50, w.ttft.p95, w.vs_full, w.kl, w.top1,
+        absl::StrContains(w.strategy, "adaptive") ? absl::StrFormat(" mean_r=%.4f", w.mean_r) : "",
+        split);
   }
   out << "\n| strategy | n | TTFT p50 ms | p95 ms | vs full | blend p50 | handover p50 | "
          "llama.cpp prefill p50 | KL | top-1 | fallbacks |\n"

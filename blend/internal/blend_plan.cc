@@ -57,10 +57,6 @@ absl::Status ValidateOptions(const BlendOptions& options) {
         "adaptive ratio: need 0 <= adaptive_mass <= 1 and 0 <= adaptive_min <= ratio (got mass ",
         options.adaptive_mass, ", min ", options.adaptive_min, ", ratio ", options.ratio, ")"));
   }
-  if (options.adaptive_mass > 0 && options.selector == Selector::kChunkHead) {
-    return absl::InvalidArgumentError(
-        "adaptive ratio needs a score with mass (deviation or query-attention), not chunk-head");
-  }
   if (options.overlap_loading && options.prefetch_layers < 1) {
     return absl::InvalidArgumentError("prefetch_layers must be >= 1");
   }

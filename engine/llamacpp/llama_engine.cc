@@ -187,6 +187,7 @@ absl::StatusOr<int64_t> LlamaCppEngine::Handover(const Fetched& f,
   r->handed_over_tokens = static_cast<int>(rows);
   r->reused_tokens = CachedRows(info, rows);
   r->recomputed_tokens = static_cast<int>(f.stats.recomputed_tokens);
+  r->applied_ratio = f.stats.ratio;
   return rows;
 }
 

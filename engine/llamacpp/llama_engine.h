@@ -66,6 +66,7 @@ class LlamaCppEngine {
     int handed_over_tokens = 0;   // rows written from the sidecar's fused KV
     int reused_tokens = 0;        // of those, rows of chunks the store served
     int recomputed_tokens = 0;    // rows the sidecar computed (mean over layers >= 1)
+    double applied_ratio = 0;     // the CacheBlend ratio the sidecar applied (0: other modes)
     int prefilled_tokens = 0;     // tokens llama.cpp computed itself
     std::string fallback;         // why llama.cpp prefilled more than the last token
     double blend_ms = 0;          // the Blend stream, header to summary

@@ -96,6 +96,7 @@ blend::BlendOptions StrategyOptions(const Pipeline::Options& o, const RequestOpt
   }
   if (ro.selector) bo.selector = *ro.selector;
   bo.chunk_head_tokens = ro.chunk_head_tokens;
+  if (ro.mode == Mode::kCacheBlend) bo.adaptive_mass = ro.adaptive_mass;
   return bo;
 }
 

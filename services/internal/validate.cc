@@ -231,6 +231,10 @@ absl::Status ValidateBlendOptions(const v1::BlendOptions& opts) {
     return absl::InvalidArgumentError(
         absl::StrFormat("chunk_head_tokens %d above 64", opts.chunk_head_tokens()));
   }
+  const float m = opts.adaptive_mass();
+  if (!std::isfinite(m) || m < 0 || m > 1) {
+    return absl::InvalidArgumentError(absl::StrFormat("adaptive_mass %g outside [0, 1]", m));
+  }
   blend::Selector s;
   if (!opts.selector().empty() && !blend::ParseSelector(opts.selector(), &s)) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -125,8 +125,7 @@ TEST(SelectorScores, AttendedDeviationWeighsEachRowsDeviationByItsAttention) {
 
 TEST_F(SelectorTest, AdaptiveRatioIsBoundedAndKeepsWhatItChose) {
   Prompt p = RandomPrompt(*model_, 6, 4, 20, /*missed=*/-1);  // 80 selectable
-  for (Selector sel : {Selector::kDeviation, Selector::kQueryAttention,
-                       Selector::kAttendedDeviation}) {
+  for (Selector sel : kAll) {
     for (double mass : {1e-6, 0.5, 0.9, 1.0}) {
       BlendOptions o;
       o.selector = sel;
@@ -144,14 +143,50 @@ TEST_F(SelectorTest, AdaptiveRatioIsBoundedAndKeepsWhatItChose) {
   }
 }
 
+TEST_F(SelectorTest, AdaptiveMassIsTheSameErrorUnitForEverySelector) {
+  // The mass is measured in one estimated error (deviation x the query's
+  // attention) whatever ranks the rows. attended-deviation ranks by exactly
+  // that error, so it covers any mass with the fewest rows: every other
+  // selector needs at least as many; and with every selector the count only
+  // grows with the mass.
+  Prompt p = RandomPrompt(*model_, 8, 4, 20, /*missed=*/-1);  // 80 selectable
+  for (double mass : {0.3, 0.6, 0.9}) {
+    std::vector<double> chosen;
+    for (Selector sel : kAll) {
+      BlendOptions o;
+      o.selector = sel;
+      o.ratio = 1.0;
+      o.adaptive_mass = mass;
+      o.adaptive_min = 0;
+      auto r = Run(p, o);
+      ASSERT_TRUE(r.ok()) << r.status();
+      chosen.push_back(r->applied_ratio);
+    }
+    const double best = chosen[4];  // kAttendedDeviation
+    EXPECT_GT(best, 0.0) << mass;
+    for (size_t i = 0; i < chosen.size(); ++i) {
+      EXPECT_GE(chosen[i], best - 1e-12) << SelectorName(kAll[i]) << " mass " << mass;
+    }
+    EXPECT_GT(chosen[1], best) << "chunk-head ignores the error: more rows for the same mass";
+  }
+  double last = 0;
+  for (double mass : {0.2, 0.4, 0.6, 0.8, 0.95}) {
+    BlendOptions o;
+    o.selector = Selector::kDeviation;
+    o.ratio = 1.0;
+    o.adaptive_mass = mass;
+    o.adaptive_min = 0;
+    auto r = Run(p, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_GE(r->applied_ratio, last) << mass;
+    last = r->applied_ratio;
+  }
+}
+
 TEST_F(SelectorTest, BadAdaptiveOptionsAreRefused) {
   Prompt p = RandomPrompt(*model_, 7);
   BlendOptions o;
   o.adaptive_mass = 0.5;
-  o.selector = Selector::kChunkHead;
-  auto r = Run(p, o);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("chunk-head"), std::string::npos);
   o.selector = Selector::kDeviation;
   o.adaptive_min = 0.5;  // above ratio 0.15
   EXPECT_EQ(Run(p, o).status().code(), absl::StatusCode::kInvalidArgument);

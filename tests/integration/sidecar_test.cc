@@ -401,6 +401,14 @@ TEST_F(SidecarTest, BlendAutoModeAppliesTheControllersRatio) {
   ASSERT_TRUE(client_->Blend(req, &sink).ok());
   EXPECT_FLOAT_EQ(sink.stats.ratio, 0.3f);
   EXPECT_EQ(sink.stats.controller_reason, "");
+  // adaptive_mass: the summary reports the ratio the request chose, inside
+  // [the floor, the cap]; the rows recomputed follow it.
+  req.mutable_options()->set_adaptive_mass(0.5f);
+  CollectingKVSink adaptive;
+  ASSERT_TRUE(client_->Blend(req, &adaptive).ok());
+  EXPECT_GT(adaptive.stats.ratio, 0.0f);
+  EXPECT_LE(adaptive.stats.ratio, 0.3f);
+  EXPECT_LE(adaptive.stats.recomputed_tokens, sink.stats.recomputed_tokens);
 }
 
 TEST_F(SidecarTest, BlendBadInput) {
@@ -426,6 +434,12 @@ TEST_F(SidecarTest, BlendBadInput) {
   const absl::Status bad_selector = client_->Blend(selector, &sink);
   EXPECT_EQ(bad_selector.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bad_selector.message(), HasSubstr("selector 'nearest'"));
+  v1::BlendRequest mass = selector;
+  mass.mutable_options()->clear_selector();
+  mass.mutable_options()->set_adaptive_mass(1.5f);
+  const absl::Status bad_mass = client_->Blend(mass, &sink);
+  EXPECT_EQ(bad_mass.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad_mass.message(), HasSubstr("adaptive_mass 1.5 outside"));
   v1::RetrieveAndBlendRequest rk;
   rk.set_query("Lily");
   rk.set_k(0);
