@@ -81,9 +81,12 @@ absl::StatusOr<ChunkKV> PrecomputeChunk(const model::Model& model,
   return PrecomputeChunkAfter(model, {}, tokens, dtype);
 }
 
-absl::StatusOr<ChunkKV> PrecomputeChunkAfter(const model::Model& model,
-                                             absl::Span<const int32_t> context,
-                                             absl::Span<const int32_t> tokens, DType dtype) {
+namespace {
+
+// Precompute: the rows of `tokens` in one prefill of context + tokens; keys
+// moved back to 0..T-1 when `rerotate`, else left at P..P+T-1.
+absl::StatusOr<ChunkKV> Precompute(const model::Model& model, absl::Span<const int32_t> context,
+                                   absl::Span<const int32_t> tokens, DType dtype, bool rerotate) {
   if (tokens.empty()) return absl::InvalidArgumentError("PrecomputeChunk: empty chunk");
   if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16) {
     return absl::InvalidArgumentError(
@@ -103,6 +106,7 @@ absl::StatusOr<ChunkKV> PrecomputeChunkAfter(const model::Model& model,
   out.info.kv_heads = cfg.n_kv_heads;
   out.info.head_dim = cfg.head_dim;
   out.info.num_tokens = static_cast<int64_t>(tokens.size());
+  out.info.first_position = rerotate ? 0 : P;
   out.tokens.assign(tokens.begin(), tokens.end());
   const size_t bytes = static_cast<size_t>(cfg.n_kv_heads) * tokens.size() * cfg.head_dim *
                        kernels::DTypeSize(dtype);
@@ -113,8 +117,8 @@ absl::StatusOr<ChunkKV> PrecomputeChunkAfter(const model::Model& model,
   for (int l = 0; l < cfg.n_layers; ++l) {
     out.k[l].resize(bytes);
     out.v[l].resize(bytes);
-    if (P == 0) {
-      RETURN_IF_ERROR(cache.ExportLayer(l, 0, T, dtype, out.k[l].data(), out.v[l].data()));
+    if (P == 0 || !rerotate) {
+      RETURN_IF_ERROR(cache.ExportLayer(l, P, T, dtype, out.k[l].data(), out.v[l].data()));
       continue;
     }
     // Export f32, move keys from P..P+T-1 back to 0..T-1, then convert.
@@ -132,6 +136,21 @@ absl::StatusOr<ChunkKV> PrecomputeChunkAfter(const model::Model& model,
         TensorView::Contiguous(static_cast<void*>(out.v[l].data()), dtype, {n})));
   }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<ChunkKV> PrecomputeChunkAfter(const model::Model& model,
+                                             absl::Span<const int32_t> context,
+                                             absl::Span<const int32_t> tokens, DType dtype) {
+  return Precompute(model, context, tokens, dtype, /*rerotate=*/true);
+}
+
+absl::StatusOr<ChunkKV> PrecomputeChunkInContext(const model::Model& model,
+                                                 absl::Span<const int32_t> context,
+                                                 absl::Span<const int32_t> tokens, DType dtype) {
+  if (context.empty()) return absl::InvalidArgumentError("PrecomputeChunkInContext: empty context");
+  return Precompute(model, context, tokens, dtype, /*rerotate=*/false);
 }
 
 absl::StatusOr<ChunkKV> PrecomputeChunk(const model::Model& model,

@@ -98,6 +98,19 @@ absl::StatusOr<ChunkKV> PrecomputeChunkAfter(const model::Model& model,
                                              absl::Span<const int32_t> tokens,
                                              kernels::DType dtype);
 
+// PrecomputeChunkInContext: the chunk's rows of one prefill of `context`
+// followed by `tokens` (a neighbour-aware record's KV: context = [BOS] + the
+// chunk's nearest chunks, docs/kv_format.md "Neighbour-aware records").
+// Unlike PrecomputeChunkAfter nothing is re-rotated: the keys stay at the
+// positions they had in that prefill, P .. P+T-1 with P = context.size(),
+// and info.first_position = P, so the Blender rotates each key once, from
+// P to its prompt offset. Errors: as PrecomputeChunk; InvalidArgument for an
+// empty context.
+absl::StatusOr<ChunkKV> PrecomputeChunkInContext(const model::Model& model,
+                                                 absl::Span<const int32_t> context,
+                                                 absl::Span<const int32_t> tokens,
+                                                 kernels::DType dtype);
+
 // InMemoryKvSource: a KvSource over a ChunkKV that the caller keeps alive
 // (non-owning pointer) or hands over (shared_ptr).
 class InMemoryKvSource : public KvSource {

@@ -14,16 +14,16 @@ namespace ragkv::blend {
 
 absl::StatusOr<std::unique_ptr<StoreKvSource>> StoreKvSource::Open(
     kvstore::TieredStore* store, const kvstore::ChunkKey& key, const kvstore::Fingerprint& fp,
-    int max_buffered_layers) {
+    int max_buffered_layers, kvstore::RecordContext expected) {
   if (store == nullptr) return absl::InvalidArgumentError("StoreKvSource: null store");
   if (max_buffered_layers < 1) {
     return absl::InvalidArgumentError("StoreKvSource: max_buffered_layers must be >= 1");
   }
   std::unique_ptr<StoreKvSource> s(new StoreKvSource(max_buffered_layers));
   StoreKvSource* raw = s.get();
-  s->producer_ = std::thread([raw, store, key, fp, rid = CurrentRequestId()] {
+  s->producer_ = std::thread([raw, store, key, fp, expected, rid = CurrentRequestId()] {
     ScopedRequestId scoped(rid);  // the store's log lines name the request
-    raw->Produce(store, key, fp);
+    raw->Produce(store, key, fp, expected);
   });
   MutexLock lock(&s->mu_);
   auto ready = [raw]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(raw->mu_) {
@@ -36,12 +36,15 @@ absl::StatusOr<std::unique_ptr<StoreKvSource>> StoreKvSource::Open(
 }
 
 void StoreKvSource::Produce(kvstore::TieredStore* store, kvstore::ChunkKey key,
-                            kvstore::Fingerprint fp) {
+                            kvstore::Fingerprint fp, kvstore::RecordContext expected) {
   const auto t0 = Clock::now();
-  auto callback = [this, t0](const kvstore::KvChunkHeader& header,
-                         kvstore::LoadedLayer layer) -> absl::Status {
+  auto callback = [this, t0, expected](const kvstore::KvChunkHeader& header,
+                                       kvstore::LoadedLayer layer) -> absl::Status {
     MutexLock lock(&mu_);
     if (!have_header_) {
+      // A record of another context is refused before any row is handed out.
+      RETURN_IF_ERROR(kvstore::CheckRecordContext(header, expected));
+      info_.first_position = header.first_position;
       header_ = header;
       info_.fingerprint = header.fingerprint;
       info_.dtype = header.dtype;
@@ -136,16 +139,20 @@ absl::Status StoreKvSource::ReadLayer(int layer, kernels::TensorView dst_k,
   return kvstore::DecodeLayerInto(header_, loaded.blob.view(), loaded.layer, dst_k, dst_v);
 }
 
-absl::StatusOr<StoreChunk> EncodeForStore(const ChunkKV& chunk, kvstore::Codec codec,
-                                          kvstore::Compression compression) {
-  return EncodeForStoreAs(chunk, kvstore::ChunkKey::Of(chunk.info.fingerprint, chunk.tokens),
-                          codec, compression);
-}
+namespace {
 
-absl::StatusOr<StoreChunk> EncodeForStoreAs(const ChunkKV& chunk, const kvstore::ChunkKey& key,
-                                            kvstore::Codec codec,
-                                            kvstore::Compression compression) {
+// Encode: `chunk` as a record under `key`, its header naming `context` and
+// the chunk's first position.
+absl::StatusOr<StoreChunk> Encode(const ChunkKV& chunk, const kvstore::ChunkKey& key,
+                                  kvstore::RecordContext context, kvstore::Codec codec,
+                                  kvstore::Compression compression) {
+  if (chunk.info.first_position < 0 || chunk.info.first_position > kvstore::kMaxTokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("EncodeForStore: first position ", chunk.info.first_position));
+  }
   kvstore::KvChunkHeader h;
+  h.context = context;
+  h.first_position = static_cast<uint32_t>(chunk.info.first_position);
   h.fingerprint = chunk.info.fingerprint;
   h.key = key;
   h.dtype = chunk.info.dtype;
@@ -167,9 +174,76 @@ absl::StatusOr<StoreChunk> EncodeForStoreAs(const ChunkKV& chunk, const kvstore:
   return out;
 }
 
+kvstore::RecordContext ContextOf(const ChunkKV& chunk) {
+  return chunk.info.first_position == 0 ? kvstore::RecordContext::kChunkLocal
+                                        : kvstore::RecordContext::kNeighbours;
+}
+
+}  // namespace
+
+absl::StatusOr<StoreChunk> EncodeForStore(const ChunkKV& chunk, kvstore::Codec codec,
+                                          kvstore::Compression compression) {
+  return EncodeForStoreAs(chunk, kvstore::ChunkKey::Of(chunk.info.fingerprint, chunk.tokens),
+                          codec, compression);
+}
+
+absl::StatusOr<StoreChunk> EncodeForStoreAs(const ChunkKV& chunk, const kvstore::ChunkKey& key,
+                                            kvstore::Codec codec,
+                                            kvstore::Compression compression) {
+  if (chunk.info.first_position != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "EncodeForStore: the chunk's rows start at position ", chunk.info.first_position,
+        " of another context; only EncodeNeighbourRecord stores those (under their own key)"));
+  }
+  return Encode(chunk, key, kvstore::RecordContext::kChunkLocal, codec, compression);
+}
+
+std::vector<int32_t> NeighbourContext::Tokens() const {
+  std::vector<int32_t> out = lead;
+  for (const auto& n : neighbours) out.insert(out.end(), n.begin(), n.end());
+  return out;
+}
+
+kvstore::ChunkKey NeighbourKeyOf(const kvstore::Fingerprint& fp, const NeighbourContext& context,
+                                 absl::Span<const int32_t> tokens) {
+  std::vector<kvstore::ChunkKey> keys;
+  keys.reserve(context.neighbours.size());
+  for (const auto& n : context.neighbours) keys.push_back(kvstore::ChunkKey::Of(fp, n));
+  return kvstore::NeighbourChunkKey(fp, context.lead, keys, tokens);
+}
+
+absl::StatusOr<StoreChunk> EncodeNeighbourRecord(const ChunkKV& chunk,
+                                                 const NeighbourContext& context,
+                                                 kvstore::Codec codec,
+                                                 kvstore::Compression compression) {
+  const int64_t P = static_cast<int64_t>(context.Tokens().size());
+  if (P == 0 || chunk.info.first_position != P) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "EncodeNeighbourRecord: the rows start at position ", chunk.info.first_position,
+        ", the context holds ", P, " tokens (want the chunk computed right after it, P > 0)"));
+  }
+  return Encode(chunk, NeighbourKeyOf(chunk.info.fingerprint, context, chunk.tokens),
+                kvstore::RecordContext::kNeighbours, codec, compression);
+}
+
+absl::StatusOr<uint64_t> PrecomputeAndStoreWithNeighbours(const model::Model& model,
+                                                          kvstore::TieredStore* store,
+                                                          const NeighbourContext& context,
+                                                          absl::Span<const int32_t> tokens,
+                                                          kvstore::Codec codec) {
+  ASSIGN_OR_RETURN(ChunkKV kv, PrecomputeChunkInContext(model, context.Tokens(), tokens,
+                                                        model.config().kv_dtype));
+  ASSIGN_OR_RETURN(StoreChunk enc, EncodeNeighbourRecord(kv, context, codec));
+  const uint64_t bytes = enc.chunk->TotalBytes();
+  RETURN_IF_ERROR(store->Put(enc.key, enc.chunk));
+  return bytes;
+}
+
 absl::StatusOr<ChunkKV> ThroughCodec(const ChunkKV& chunk, kvstore::Codec codec,
                                      uint64_t* bytes) {
-  ASSIGN_OR_RETURN(StoreChunk enc, EncodeForStore(chunk, codec));
+  ASSIGN_OR_RETURN(StoreChunk enc,
+                   Encode(chunk, kvstore::ChunkKey::Of(chunk.info.fingerprint, chunk.tokens),
+                          ContextOf(chunk), codec, kvstore::Compression::kNone));
   ASSIGN_OR_RETURN(kvstore::KvChunkHeader h, kvstore::DecodeHeader(enc.chunk->header));
   if (bytes != nullptr) *bytes = enc.chunk->TotalBytes();
   ChunkKV out;

@@ -17,6 +17,7 @@
 #include <deque>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -30,13 +31,17 @@ class StoreKvSource : public KvSource {
  public:
   // Open: starts streaming `key` under fingerprint `fp` from `store` (not
   // owned; must outlive the source) and waits for its header. Returns
-  // nullptr on a miss (no tier holds a verified chunk). Errors: those of
-  // StreamLayers before the first layer; InvalidArgument for
-  // max_buffered_layers < 1.
-  static absl::StatusOr<std::unique_ptr<StoreKvSource>> Open(kvstore::TieredStore* store,
-                                                             const kvstore::ChunkKey& key,
-                                                             const kvstore::Fingerprint& fp,
-                                                             int max_buffered_layers = 2);
+  // nullptr on a miss (no tier holds a verified chunk). The record must be
+  // of the `expected` context (kvstore::RecordContext): a record computed
+  // in another context is refused by name (FailedPrecondition from
+  // kvstore::CheckRecordContext), never served in its place. info()
+  // carries the header's first_position (0 for a chunk-local record), from
+  // which the Blender re-rotates the keys. Errors: those of StreamLayers
+  // before the first layer; InvalidArgument for max_buffered_layers < 1.
+  static absl::StatusOr<std::unique_ptr<StoreKvSource>> Open(
+      kvstore::TieredStore* store, const kvstore::ChunkKey& key, const kvstore::Fingerprint& fp,
+      int max_buffered_layers = 2,
+      kvstore::RecordContext expected = kvstore::RecordContext::kChunkLocal);
   ~StoreKvSource() override;
   StoreKvSource(const StoreKvSource&) = delete;
   StoreKvSource& operator=(const StoreKvSource&) = delete;
@@ -59,7 +64,8 @@ class StoreKvSource : public KvSource {
 
  private:
   StoreKvSource(int max_buffered_layers) : max_buffered_(max_buffered_layers) {}
-  void Produce(kvstore::TieredStore* store, kvstore::ChunkKey key, kvstore::Fingerprint fp);
+  void Produce(kvstore::TieredStore* store, kvstore::ChunkKey key, kvstore::Fingerprint fp,
+               kvstore::RecordContext expected);
 
   const int max_buffered_;
   ChunkInfo info_;
@@ -83,7 +89,9 @@ class StoreKvSource : public KvSource {
 // StoreChunk / EncodeForStore: a ChunkKV encoded as the store's record
 // (kvstore/kv_chunk.h) under its content key ChunkKey::Of(fingerprint,
 // tokens), ready for TieredStore::Put. kRaw keeps the chunk's dtype; the
-// 8-bit codecs quantize (kvstore/kv_chunk.h).
+// 8-bit codecs quantize (kvstore/kv_chunk.h). A chunk-local record only:
+// InvalidArgument for a chunk whose info.first_position is not 0 (those are
+// neighbour-aware records: EncodeNeighbourRecord).
 struct StoreChunk {
   kvstore::ChunkKey key;
   std::shared_ptr<const kvstore::EncodedChunk> chunk;
@@ -96,6 +104,43 @@ absl::StatusOr<StoreChunk> EncodeForStore(
 absl::StatusOr<StoreChunk> EncodeForStoreAs(
     const ChunkKV& chunk, const kvstore::ChunkKey& key, kvstore::Codec codec = kvstore::Codec::kRaw,
     kvstore::Compression compression = kvstore::Compression::kNone);
+
+// NeighbourContext: what a neighbour-aware record is computed after (docs/
+// kv_format.md "Neighbour-aware records"): `lead` (the model's BOS when its
+// prompts start with one, else empty), then each neighbour chunk's tokens,
+// in this order (the nearest last, next to the chunk).
+struct NeighbourContext {
+  std::vector<int32_t> lead;
+  std::vector<std::vector<int32_t>> neighbours;
+
+  // Tokens: lead + every neighbour's tokens, concatenated (the prefill).
+  std::vector<int32_t> Tokens() const;
+};
+
+// NeighbourKeyOf: the record's key, kvstore::NeighbourChunkKey(fp, lead,
+// ChunkKey::Of(fp, neighbour) for each neighbour, tokens).
+kvstore::ChunkKey NeighbourKeyOf(const kvstore::Fingerprint& fp, const NeighbourContext& context,
+                                 absl::Span<const int32_t> tokens);
+
+// EncodeNeighbourRecord: `chunk` (PrecomputeChunkInContext of
+// context.Tokens(), so info.first_position = its length) encoded under
+// NeighbourKeyOf, its header naming the context (RecordContext::kNeighbours)
+// and first_position. InvalidArgument when info.first_position is not the
+// context's length (the rows were not computed in this context).
+absl::StatusOr<StoreChunk> EncodeNeighbourRecord(
+    const ChunkKV& chunk, const NeighbourContext& context,
+    kvstore::Codec codec = kvstore::Codec::kRaw,
+    kvstore::Compression compression = kvstore::Compression::kNone);
+
+// PrecomputeAndStoreWithNeighbours: PrecomputeChunkInContext(model,
+// context.Tokens(), tokens) in the model's KV dtype, EncodeNeighbourRecord,
+// Put. Returns the bytes stored. Errors: those of the three steps (an empty
+// context: InvalidArgument; over the model's context: OutOfRange).
+absl::StatusOr<uint64_t> PrecomputeAndStoreWithNeighbours(const model::Model& model,
+                                                          kvstore::TieredStore* store,
+                                                          const NeighbourContext& context,
+                                                          absl::Span<const int32_t> tokens,
+                                                          kvstore::Codec codec = kvstore::Codec::kRaw);
 
 // ThroughCodec: what a reader of the store gets back for `chunk` stored with
 // `codec`: the chunk encoded (EncodeForStore), every layer decoded to f32

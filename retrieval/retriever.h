@@ -222,6 +222,20 @@ class Retriever {
                                                            const SearchOptions& options) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // NearestChunks: the `k` chunks nearest to chunk `chunk_id` in the dense
+  // index (its own stored vector as the query, SearchByVector, so in its
+  // order: nearest first, near-duplicates set aside), without the chunk
+  // itself and without a second chunk of the same tokens as one already
+  // taken or as the chunk; token_ids filled, text not. Fewer when the index holds fewer. What a
+  // neighbour-aware record is computed after (docs/retrieval.md
+  // "Neighbour-aware records"): deterministic for a given index, so
+  // precompute and a request agree while the index is unchanged. NotFound
+  // for an unknown chunk or one without a stored vector; InvalidArgument for
+  // k outside [1, VectorIndex::kMaxK - 1]; the search's errors (an untrained
+  // index: FailedPrecondition).
+  absl::StatusOr<std::vector<SearchResult>> NearestChunks(int64_t chunk_id, int k) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // SetChunkKey: records the KV-store key of a chunk (NotFound if absent).
   absl::Status SetChunkKey(int64_t chunk_id, std::string kv_key) ABSL_LOCKS_EXCLUDED(mu_);
 

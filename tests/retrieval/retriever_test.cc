@@ -701,5 +701,60 @@ TEST(Retriever, MusiqueEndToEnd) {
   EXPECT_GE(hits10, 78);
 }
 
+// NearestChunks (neighbour-aware records, issue 40) against a naive
+// brute-force inner-product ranking over caller-supplied vectors: nearest
+// first, never the chunk itself nor a copy of its passage.
+TEST(Retriever, NearestChunksMatchANaiveRanking) {
+  TempDir dir;
+  RetrieverOptions o = Options(dir.path());
+  const int dim = 4;
+  o.embedder = std::make_shared<ExternalEmbedder>(dim, "test-4d");
+  auto r = Retriever::Create(o).value();
+  const std::vector<std::vector<float>> vecs = {
+      {1, 0, 0, 0}, {0.9f, 0.1f, 0, 0}, {0.6f, 0.5f, 0.1f, 0}, {0, 1, 0, 0},
+      {0.3f, 0.2f, 1, 0}, {0.95f, 0, 0.05f, 0}};
+  std::vector<int64_t> ids;
+  for (size_t i = 0; i < vecs.size(); ++i) {
+    // Doc 5 copies doc 0's text (same tokens): never its neighbour.
+    static const char* const kTexts[] = {"alpha bravo charlie", "delta echo foxtrot",
+                                          "golf hotel india", "juliet kilo lima",
+                                          "mike november oscar"};
+    const std::string text = kTexts[i == 5 ? 0 : i];
+    ASSERT_TRUE(r->IngestWithVectors(Document{absl::StrCat("d", i), "", text}, vecs[i]).ok());
+    ids.push_back(r->GetDocument(absl::StrCat("d", i)).value()->chunk_ids.at(0));
+  }
+  for (size_t self = 0; self < 5; ++self) {
+    // Naive: every other chunk by inner product (no ties here), then a copy
+    // of the chunk's passage or of one already taken (5 copies 0) skipped.
+    std::vector<std::pair<float, size_t>> all;
+    for (size_t j = 0; j < vecs.size(); ++j) {
+      if (j == self) continue;
+      float dot = 0;
+      for (int d = 0; d < dim; ++d) dot += vecs[self][d] * vecs[j][d];
+      all.push_back({-dot, j});
+    }
+    std::sort(all.begin(), all.end());
+    auto text_of = [](size_t j) { return j == 5 ? size_t{0} : j; };
+    std::vector<std::pair<float, size_t>> ranked;
+    for (const auto& c : all) {
+      bool copy = text_of(c.second) == text_of(self);
+      for (const auto& t : ranked) copy = copy || text_of(t.second) == text_of(c.second);
+      if (!copy) ranked.push_back(c);
+    }
+    for (int k : {1, 2, 3}) {
+      auto got = r->NearestChunks(ids[self], k);
+      ASSERT_TRUE(got.ok()) << got.status();
+      ASSERT_EQ(got->size(), static_cast<size_t>(k)) << "self " << self;
+      for (int i = 0; i < k; ++i) {
+        EXPECT_EQ((*got)[i].chunk_id, ids[ranked[i].second]) << "self " << self << " k " << k;
+        EXPECT_FALSE((*got)[i].token_ids.empty());
+      }
+    }
+  }
+  EXPECT_EQ(r->NearestChunks(ids[0], 10).value().size(), 4u);  // 6 chunks - itself - its copy
+  EXPECT_EQ(r->NearestChunks(987654, 2).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(r->NearestChunks(ids[0], 0).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace ragkv::retrieval
