@@ -428,7 +428,8 @@ json Extension(const Completion& c) {
             {"prefill_ms", t.prefill_ms},   {"handed_over_tokens", t.handed_over_tokens},
             {"recomputed_tokens", t.recomputed_tokens},
             {"prefilled_tokens", t.prefilled_tokens},
-            {"slot_prefix_tokens", t.slot_prefix_tokens}, {"fallback", NullOr(t.fallback)}};
+            {"slot_prefix_tokens", t.slot_prefix_tokens},
+            {"stored_prefix_tokens", t.stored_prefix_tokens}, {"fallback", NullOr(t.fallback)}};
   if (t.reorder_ran) {
     x["reorder"] = {{"prefix_tokens_before", t.reorder_prefix_before},
                     {"prefix_tokens_after", t.reorder_prefix_after},

@@ -131,6 +131,9 @@ struct Timing {
   double e2e_ms = 0;  // arrival to the last token
   int handed_over_tokens = 0, recomputed_tokens = 0, prefilled_tokens = 0;
   int slot_prefix_tokens = 0;  // rows the slot's kept cells served
+  // stored_prefix_tokens: handed-over rows the sidecar served from stored
+  // exact prefix blocks (its exact-prefix cache: loaded, not recomputed).
+  int stored_prefix_tokens = 0;
   std::string fallback;
   // The exact-prefix reorder pass (reorder_ran: it ran for this request):
   // the stored prefix of the prompt in the retriever's order and in the

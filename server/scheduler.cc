@@ -377,7 +377,12 @@ bool Scheduler::Arrived(Slot* s) {
     Release(s, "", kDeadlineError);
     return false;
   }
-  return Placed(s, o_.engine->Place(std::move(f), s->job->prompt, s->id));
+  // Rows of stored exact prefix blocks (the sidecar's exact-prefix cache),
+  // when they were handed over.
+  const int prefix = f->status.ok() ? static_cast<int>(f->stats.prefix_tokens) : 0;
+  absl::StatusOr<lc::LlamaCppEngine::Result> r = o_.engine->Place(std::move(f), s->job->prompt, s->id);
+  if (r.ok()) s->c.timing.stored_prefix_tokens = std::min(prefix, r->handed_over_tokens);
+  return Placed(s, std::move(r));
 }
 
 bool Scheduler::Placed(Slot* s, absl::StatusOr<lc::LlamaCppEngine::Result> r) {
