@@ -8,6 +8,8 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <tuple>
+#include <utility>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -72,7 +74,8 @@ CellResult Summarize(const std::string& server, const std::string& workload, int
   c.clients = clients;
   c.requests = static_cast<int>(rs.size());
   std::vector<double> ttft, e2e, tok_s, blend, prefill, recomputed, prefilled;
-  double cached = 0, prompt = 0;
+  double cached = 0, prompt = 0, gain = 0, stored = 0;
+  int stored_n = 0;
   for (const StreamResult& r : rs) {
     c.first_content.push_back(r.ok ? r.first_content : "");
     if (!r.ok) {
@@ -86,6 +89,15 @@ CellResult Summarize(const std::string& server, const std::string& workload, int
     }
     cached += r.cached_tokens;
     prompt += r.prompt_tokens;
+    if (r.reorder_before >= 0) {
+      ++c.reorder_runs;
+      c.reorder_hits += r.reorder_after > r.reorder_before;
+      gain += r.reorder_after - r.reorder_before;
+    }
+    if (r.stored_prefix_tokens >= 0) {
+      ++stored_n;
+      stored += r.stored_prefix_tokens;
+    }
     if (r.blend_ms >= 0) {
       blend.push_back(r.blend_ms);
       prefill.push_back(r.prefill_ms);
@@ -99,6 +111,8 @@ CellResult Summarize(const std::string& server, const std::string& workload, int
     c.recomputed_p50 = Percentile(recomputed, 0.5);
     c.prefilled_p50 = Percentile(prefilled, 0.5);
   }
+  if (c.reorder_runs > 0) c.reorder_gain_mean = gain / c.reorder_runs;
+  if (stored_n > 0) c.stored_prefix_mean = stored / stored_n;
   c.ttft_p50_ms = Percentile(ttft, 0.5);
   c.ttft_p99_ms = Percentile(ttft, 0.99);
   c.e2e_p50_ms = Percentile(e2e, 0.5);
@@ -172,25 +186,32 @@ void RunRepeats(Server& srv, const Workload& w, const Schedule& s, const ServeBe
   rep->cells.push_back(Summarize(srv.name, "new-question", 1, newq, wall_newq));
 }
 
-// Agreement: first generated token of "ragkv" vs "ragkv-local", request by
-// request over every cell both ran.
-void Agreement(ServeBenchReport* rep) {
+// Agreement: first generated token of `server` vs "ragkv-local", request
+// by request over every cell both ran.
+std::pair<double, int> Agreement(const ServeBenchReport& rep, const std::string& server) {
   std::map<std::string, const CellResult*> local;
-  for (const CellResult& c : rep->cells) {
+  for (const CellResult& c : rep.cells) {
     if (c.server == "ragkv-local") local[absl::StrCat(c.workload, "/", c.clients)] = &c;
   }
   int n = 0, agree = 0;
-  for (const CellResult& c : rep->cells) {
+  for (const CellResult& c : rep.cells) {
     auto it = local.find(absl::StrCat(c.workload, "/", c.clients));
-    if (c.server != "ragkv" || it == local.end()) continue;
+    if (c.server != server || it == local.end()) continue;
     for (size_t i = 0; i < c.first_content.size() && i < it->second->first_content.size(); ++i) {
       if (c.first_content[i].empty() || it->second->first_content[i].empty()) continue;
       ++n;
       agree += c.first_content[i] == it->second->first_content[i];
     }
   }
-  rep->agreement_n = n;
-  if (n > 0) rep->first_token_agreement = static_cast<double>(agree) / n;
+  return {n > 0 ? static_cast<double>(agree) / n : -1, n};
+}
+
+void Agreements(ServeBenchReport* rep) {
+  std::tie(rep->first_token_agreement, rep->agreement_n) = Agreement(*rep, "ragkv");
+  for (const char* other : {"ragkv-reorder"}) {
+    const auto a = Agreement(*rep, other);
+    if (a.second > 0) rep->agreements.push_back({other, a});
+  }
 }
 
 // Prepare: the model file, the workload, the settings and the notes.
@@ -230,7 +251,7 @@ absl::StatusOr<std::vector<Server>> StartServers(const ServeBenchOptions& o, con
       continue;
     }
     ASSIGN_OR_RETURN(Server srv, internal::StartServer(name, o, s, progress));
-    if (name == "ragkv" && o.precompute) {
+    if ((name == "ragkv" || name == "ragkv-reorder") && o.precompute) {
       RETURN_IF_ERROR(WarmRagkv(srv, w, sched, s, progress, rep));
     }
     servers.push_back(std::move(srv));
@@ -318,7 +339,7 @@ absl::StatusOr<ServeBenchReport> RunServeBench(const ServeBenchOptions& opts,
   ASSIGN_OR_RETURN(std::vector<Server> servers, StartServers(o, s, w, sched, progress, &rep));
   RunCells(servers, w, sched, o, progress, &rep);
   for (const CellResult& c : rep.cells) rep.total_errors += c.errors;
-  Agreement(&rep);
+  Agreements(&rep);
   if (own_dir) fs::remove_all(o.work_dir);
   return rep;
 }

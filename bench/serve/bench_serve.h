@@ -7,7 +7,8 @@
 // cache on, `-np` = the slots) -- on the same GGUF, threads and context,
 // puts the run's passages into ragkv's store (`ragkv precompute`, and each
 // once as a `documents` entry; not measured), sends every server
-// the same warm-up requests, then drives each in turn with closed-loop
+// the same warm-up requests (and "ragkv-reorder": ragkv whose requests ask
+// for the exact-prefix reorder pass, its store warmed as "ragkv"'s), then drives each in turn with closed-loop
 // streaming chat requests (cells interleaved: for each cell, every server),
 // and stops them. Workload: bench/serve/workload.h.
 //
@@ -18,6 +19,7 @@
 
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -45,6 +47,12 @@ struct ServeBenchOptions {
   std::string work_dir;      // "" : a fresh directory under $TMPDIR (removed after)
   std::string out_dir;       // "" : no files; else serve.csv, serve.json, serve_ttft.png
   double request_timeout_s = 600;
+  // ragkv_mode: `ragkv.mode` of the "ragkv" and "ragkv-reorder" requests
+  // ("": the server's default, cacheblend). The exact-prefix reorder pass
+  // (server "ragkv-reorder": ragkv.reorder true) finds documents in stored
+  // prefix chains only where earlier requests computed them exactly, e.g.
+  // in mode prefix (docs/services.md "Exact-prefix reorder").
+  std::string ragkv_mode;
 };
 
 // CellResult: one server x workload x concurrency.
@@ -62,6 +70,12 @@ struct CellResult {
   double recomputed_p50 = -1, prefilled_p50 = -1;
   std::string first_error;
   std::vector<std::string> first_content;  // per request, "" on an error
+  // The exact-prefix reorder pass (requests whose response says it ran):
+  // runs, those whose stored prefix grew, the mean tokens it grew by (over
+  // runs), and the mean rows the sidecar served from stored prefix blocks
+  // (every ragkv request; -1: none reported).
+  int reorder_runs = 0, reorder_hits = 0;
+  double reorder_gain_mean = 0, stored_prefix_mean = -1;
 };
 
 struct ServeBenchReport {
@@ -71,6 +85,9 @@ struct ServeBenchReport {
   // (full prefill), over every measured request both served (-1: n/a).
   double first_token_agreement = -1;
   int agreement_n = 0;
+  // The same for every other ragkv server ("ragkv-reorder"): server ->
+  // (agreement, n).
+  std::vector<std::pair<std::string, std::pair<double, int>>> agreements;
   std::vector<std::string> notes;  // skipped servers, precompute, RSS
   std::vector<std::string> files;
   int total_errors = 0;

@@ -47,6 +47,11 @@ void OnEvent(const std::string& data, Clock::time_point t0, StreamResult* r, boo
     r->prefill_ms = k.value("prefill_ms", 0.0);
     r->recomputed_tokens = k.value("recomputed_tokens", 0);
     r->prefilled_tokens = k.value("prefilled_tokens", 0);
+    r->stored_prefix_tokens = k.value("stored_prefix_tokens", -1);
+    if (k.contains("reorder") && k["reorder"].is_object()) {
+      r->reorder_before = k["reorder"].value("prefix_tokens_before", -1);
+      r->reorder_after = k["reorder"].value("prefix_tokens_after", -1);
+    }
   }
   if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) return;
   const json& delta = j["choices"][0].value("delta", json::object());

@@ -25,6 +25,9 @@ struct StreamResult {
   // -1 when the server sends none).
   double blend_ms = -1, prefill_ms = -1;
   int recomputed_tokens = 0, prefilled_tokens = 0;
+  // The exact-prefix reorder pass (ragkv.reorder; before -1: it did not
+  // run) and the rows served from stored prefix blocks (-1: not reported).
+  int reorder_before = -1, reorder_after = -1, stored_prefix_tokens = -1;
 };
 
 // StreamChat: POSTs `body` to http://127.0.0.1:port/v1/chat/completions and

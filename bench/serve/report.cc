@@ -62,6 +62,10 @@ std::string Json(const ServeBenchReport& r) {
                      {"prefill_p50_ms", c.prefill_p50_ms},
                      {"recomputed_p50", c.recomputed_p50},
                      {"prefilled_p50", c.prefilled_p50},
+                     {"reorder_runs", c.reorder_runs},
+                     {"reorder_hits", c.reorder_hits},
+                     {"reorder_gain_mean", c.reorder_gain_mean},
+                     {"stored_prefix_mean", c.stored_prefix_mean},
                      {"first_error", c.first_error}});
   }
   nlohmann::json j = {{"description", r.description},
@@ -69,6 +73,9 @@ std::string Json(const ServeBenchReport& r) {
                       {"first_token_agreement", r.first_token_agreement},
                       {"agreement_n", r.agreement_n},
                       {"notes", r.notes}};
+  for (const auto& [server, a] : r.agreements) {
+    j["agreements"][server] = {{"first_token_agreement", a.first}, {"n", a.second}};
+  }
   return j.dump(2) + "\n";
 }
 
@@ -124,6 +131,16 @@ std::string FormatServeReport(const ServeBenchReport& r) {
           "%.0f rows recomputed, %.0f prefilled\n",
           c.blend_p50_ms, c.prefill_p50_ms, c.recomputed_p50, c.prefilled_p50);
     }
+    if (c.reorder_runs > 0) {
+      out << absl::StrFormat(
+          "#   reorder: prefix grew in %d of %d requests (%.0f%%), mean gain %.1f tokens; rows "
+          "served from stored prefix blocks mean %.1f\n",
+          c.reorder_hits, c.reorder_runs, 100.0 * c.reorder_hits / c.reorder_runs,
+          c.reorder_gain_mean, c.stored_prefix_mean);
+    } else if (c.stored_prefix_mean >= 0) {
+      out << absl::StrFormat("#   rows served from stored prefix blocks mean %.1f\n",
+                             c.stored_prefix_mean);
+    }
     if (!c.first_error.empty()) out << "#   first error: " << c.first_error << "\n";
   }
   if (r.first_token_agreement >= 0) {
@@ -131,6 +148,10 @@ std::string FormatServeReport(const ServeBenchReport& r) {
         "serve quality server=ragkv vs=ragkv-local first_token_agreement=%.3f "
         "n=%d\n",
         r.first_token_agreement, r.agreement_n);
+  }
+  for (const auto& [server, a] : r.agreements) {
+    out << absl::StrFormat("serve quality server=%s vs=ragkv-local first_token_agreement=%.3f n=%d\n",
+                           server, a.first, a.second);
   }
   for (const std::string& n : r.notes) out << "# " << n << "\n";
   for (const std::string& f : r.files) out << "# wrote " << f << "\n";

@@ -117,8 +117,9 @@ absl::StatusOr<Server> StartServer(const std::string& name, const ServeBenchOpti
   srv.body.max_tokens = o.max_tokens;
   srv.body.banned = s.banned;
   progress << "bench serve: starting " << name << std::endl;
-  if (name == "ragkv" || name == "ragkv-local") {
-    srv.body.ragkv_mode = name == "ragkv-local" ? "local" : "";
+  if (name == "ragkv" || name == "ragkv-local" || name == "ragkv-reorder") {
+    srv.body.ragkv_mode = name == "ragkv-local" ? "local" : o.ragkv_mode;
+    srv.body.reorder = name == "ragkv-reorder";
     ASSIGN_OR_RETURN(srv, StartRagkv(std::move(srv), o, s));
   } else if (name == "llama-server") {
     srv.body.send_documents = false;  // pasted in ragkv's documents layout
@@ -127,7 +128,7 @@ absl::StatusOr<Server> StartServer(const std::string& name, const ServeBenchOpti
                                                     s.work_dir + "/llama-server.log"));
   } else {
     return absl::InvalidArgumentError("unknown server " + name +
-                                      " (ragkv, ragkv-local, llama-server)");
+                                      " (ragkv, ragkv-local, ragkv-reorder, llama-server)");
   }
   if (!WaitHealthy(srv.child.get(), srv.port, kStartTimeoutS)) {
     return absl::UnavailableError(absl::StrCat(name, " is not healthy:\n", Tail(srv.child->Log())));

@@ -172,7 +172,8 @@ std::string ChatBody(const Workload& w, const ServeRequest& r, const BodyOptions
   } else {
     body["messages"] = {{{"role", "user"}, {"content", w.UserMessage(r)}}};
   }
-  if (!o.ragkv_mode.empty()) body["ragkv"] = {{"mode", o.ragkv_mode}};
+  if (!o.ragkv_mode.empty()) body["ragkv"]["mode"] = o.ragkv_mode;
+  if (o.reorder) body["ragkv"]["reorder"] = true;
   json bias = json::object();
   for (int32_t id : o.banned) bias[std::to_string(id)] = -100;
   if (!o.banned.empty()) body["logit_bias"] = bias;

@@ -81,6 +81,7 @@ struct BodyOptions {
   std::string model;           // "model" field
   bool send_documents = true;  // false: `documents` pasted (llama-server)
   std::string ragkv_mode;      // "" : no `ragkv` object; "local", ...
+  bool reorder = false;        // ragkv.reorder true (the exact-prefix reorder pass)
   int max_tokens = 32;
   std::vector<int32_t> banned;  // logit_bias -100 for each (byte tokens, EOS)
 };
