@@ -16,6 +16,7 @@
 #include "base/clock.h"
 #include "base/status_macros.h"
 #include "bench/blend/bootstrap.h"
+#include "bench/blend/bench_quality_corpus.h"
 #include "blend/xchunk_task.h"
 #include "blend/kv_source.h"
 #include "blend/quality_gate.h"
@@ -23,6 +24,7 @@
 #include "kvstore/kv_chunk.h"
 #include "model/generate.h"
 #include "model/loader.h"
+#include "model/tokenizer.h"
 #include "model/sampler.h"
 
 namespace ragkv::blend {
@@ -47,6 +49,9 @@ struct PromptData {
   std::vector<std::unique_ptr<ChunkKV>> kv;  // [0] prefix, then chunks
   // The same KV through each measured codec (key: kvstore::Codec).
   std::map<int, std::vector<std::unique_ptr<ChunkKV>>> coded;
+  // Neighbour-aware records per k: [0] the prefix (as in kv), then chunks.
+  std::map<int, std::vector<std::unique_ptr<ChunkKV>>> nbr;
+  std::vector<std::vector<std::vector<int32_t>>> neighbours;  // musique: per chunk
   int32_t answer = -1;                       // xchunk: the expected next token after the query
 };
 
@@ -75,16 +80,58 @@ absl::StatusOr<std::vector<int32_t>> Generate(const model::Model& m,
   return out;
 }
 
-// Precompute: the prefix's and every chunk's KV, as the store would hold them.
-absl::Status Precompute(const model::Model& m, const QualityBenchOptions& o, PromptData* p) {
+// NeighbourCost: what the records of one variant cost (k = 0: plain).
+struct NeighbourCost {
+  double seconds = 0, context_tokens = 0, records = 0, bytes = 0;
+};
+
+// PrecomputeNeighbours: every chunk's record after [BOS] + its k nearest
+// passages (nearest last), timed into (*cost)[k].
+absl::Status PrecomputeNeighbours(const model::Model& m, const QualityBenchOptions& o,
+                                  PromptData* p, std::map<int, NeighbourCost>* cost) {
+  for (int k : o.neighbours) {
+    auto& recs = p->nbr[k];
+    recs.push_back(std::make_unique<ChunkKV>(*p->kv[0]));
+    for (size_t c = 0; c < p->chunks.size(); ++c) {
+      NeighbourContext ctx;
+      ctx.lead = p->prefix;
+      const auto& near = p->neighbours[c];
+      const int n = std::min<int>(k, static_cast<int>(near.size()));
+      for (int j = n - 1; j >= 0; --j) ctx.neighbours.push_back(near[j]);
+      const auto t0 = Clock::now();
+      ASSIGN_OR_RETURN(ChunkKV ck, PrecomputeChunkInContext(m, ctx.Tokens(), p->chunks[c],
+                                                            m.config().kv_dtype));
+      (*cost)[k].seconds += SecondsSince(t0);
+      ASSIGN_OR_RETURN(StoreChunk enc, EncodeNeighbourRecord(ck, ctx));
+      (*cost)[k].bytes += static_cast<double>(enc.chunk->TotalBytes());
+      (*cost)[k].context_tokens += static_cast<double>(ck.info.first_position);
+      (*cost)[k].records += 1;
+      recs.push_back(std::make_unique<ChunkKV>(std::move(ck)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Precompute: the prefix's and every chunk's KV, as the store would hold them
+// (plain records timed into (*cost)[0] when cost is given).
+absl::Status Precompute(const model::Model& m, const QualityBenchOptions& o, PromptData* p,
+                        std::map<int, NeighbourCost>* cost = nullptr) {
   ASSIGN_OR_RETURN(ChunkKV pk, PrecomputeChunk(m, p->prefix));
   p->kv.push_back(std::make_unique<ChunkKV>(std::move(pk)));
   for (const auto& c : p->chunks) {
+    const auto t0 = Clock::now();
     ASSIGN_OR_RETURN(ChunkKV ck, o.condition_on_prefix
                                      ? PrecomputeChunkAfter(m, p->prefix, c, m.config().kv_dtype)
                                      : PrecomputeChunk(m, c));
+    if (cost != nullptr) {
+      (*cost)[0].seconds += SecondsSince(t0);
+      ASSIGN_OR_RETURN(StoreChunk enc, EncodeForStore(ck));
+      (*cost)[0].bytes += static_cast<double>(enc.chunk->TotalBytes());
+      (*cost)[0].records += 1;
+    }
     p->kv.push_back(std::make_unique<ChunkKV>(std::move(ck)));
   }
+  if (cost != nullptr && !o.neighbours.empty()) RETURN_IF_ERROR(PrecomputeNeighbours(m, o, p, cost));
   return absl::OkStatus();
 }
 
@@ -101,9 +148,37 @@ absl::StatusOr<PromptData> MakeXchunk(const model::Model& m, const QualityBenchO
   return p;
 }
 
+// MakeMusique: prompt `index` of the corpus, its continuation sampled after it.
+absl::StatusOr<PromptData> MakeMusique(const model::Model& m, const QualityBenchOptions& o,
+                                       const CorpusPrompt& cp, int index,
+                                       std::map<int, NeighbourCost>* cost) {
+  std::mt19937_64 rng(o.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(index) * 7919 + 1);
+  const int32_t bos = 1, eos = 2;
+  PromptData p;
+  p.prefix = {bos};
+  p.chunks = cp.chunks;
+  p.neighbours = cp.neighbours;
+  p.query = cp.query;
+  std::vector<int32_t> context = p.prefix;
+  for (const auto& c : p.chunks) context.insert(context.end(), c.begin(), c.end());
+  context.insert(context.end(), p.query.begin(), p.query.end());
+  if (static_cast<int64_t>(context.size()) + o.continuation_tokens > m.config().max_seq_len) {
+    return absl::OutOfRangeError(absl::StrCat("quality bench: prompt of ", context.size(), " + ",
+                                              o.continuation_tokens,
+                                              " tokens exceeds the context of ",
+                                              m.config().max_seq_len));
+  }
+  ASSIGN_OR_RETURN(p.continuation,
+                   Generate(m, context, o.continuation_tokens, o, {bos, eos}, &rng));
+  RETURN_IF_ERROR(Precompute(m, o, &p, cost));
+  return p;
+}
+
 absl::StatusOr<PromptData> MakePrompt(const model::Model& m, const QualityBenchOptions& o,
-                                      int index) {
+                                      int index, const CorpusPrompts* corpus,
+                                      std::map<int, NeighbourCost>* cost) {
   if (o.task == "xchunk") return MakeXchunk(m, o, index);
+  if (o.task == "musique") return MakeMusique(m, o, corpus->prompts.at(index), index, cost);
   std::mt19937_64 rng(o.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(index) * 7919 + 1);
   const int32_t bos = 1, eos = 2;
   const std::vector<int32_t> banned = {bos, eos};
@@ -137,7 +212,8 @@ struct Strat {
   double ratio = 0;
   BlendOptions options;
   kvstore::Codec codec = kvstore::Codec::kRaw;  // the records the blend reads
-  int baseline = -1;  // codec rows: index of the same strategy on raw records
+  int neighbours = 0;  // > 0: the neighbour-aware records of this k
+  int baseline = -1;  // codec / neighbour rows: the same strategy on plain raw records
 };
 
 // Outcome of one strategy on one prompt.
@@ -149,10 +225,12 @@ struct Eval {
 };
 
 absl::StatusOr<Eval> Evaluate(const Blender& blender, const PromptData& p, BlendOptions o,
-                              kvstore::Codec codec = kvstore::Codec::kRaw) {
+                              kvstore::Codec codec = kvstore::Codec::kRaw, int neighbours = 0) {
   const model::Model& m = blender.model();
   const int vocab = m.config().vocab_size;
-  const auto& kvs = codec == kvstore::Codec::kRaw ? p.kv : p.coded.at(static_cast<int>(codec));
+  const auto& kvs = neighbours > 0                  ? p.nbr.at(neighbours)
+                    : codec == kvstore::Codec::kRaw ? p.kv
+                                                    : p.coded.at(static_cast<int>(codec));
   std::vector<std::unique_ptr<InMemoryKvSource>> sources;
   for (const auto& kv : kvs) sources.push_back(std::make_unique<InMemoryKvSource>(kv.get()));
   std::vector<BlendSegment> segs;
@@ -365,6 +443,30 @@ absl::Status AddCodecs(const QualityBenchOptions& o, std::vector<Strat>* strats)
   return absl::OkStatus();
 }
 
+// AddNeighbours: full reuse and gradual CacheBlend at every ratio on the
+// neighbour-aware records of each k, each tied to its plain counterpart.
+absl::Status AddNeighbours(const QualityBenchOptions& o, std::vector<Strat>* strats) {
+  if (!o.neighbours.empty() && o.task != "musique") {
+    return absl::InvalidArgumentError("quality bench: --neighbours needs --task musique");
+  }
+  const size_t plain_count = strats->size();
+  for (int k : o.neighbours) {
+    if (k < 1) return absl::InvalidArgumentError("quality bench: --neighbours values must be >= 1");
+    for (size_t i = 0; i < plain_count; ++i) {
+      const Strat& base = (*strats)[i];
+      if (base.family != "full-reuse" && base.family != "gradual") continue;
+      if (base.codec != kvstore::Codec::kRaw) continue;
+      Strat c = base;
+      c.name = absl::StrCat("nbr", k, " ", base.name);
+      c.family = absl::StrCat("nbr", k, "-", base.family);
+      c.neighbours = k;
+      c.baseline = static_cast<int>(i);
+      strats->push_back(c);
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Coded: every chunk of `p` through each codec the strategies read; adds
 // the records' bytes and tokens per codec (raw included) to *bytes.
 absl::Status Coded(const std::vector<Strat>& strats, PromptData* p,
@@ -405,14 +507,26 @@ absl::Status CheckOptions(const QualityBenchOptions& o) {
       o.continuation_tokens <= 0) {
     return absl::InvalidArgumentError("quality bench: counts must be positive, min <= max");
   }
-  if (o.task != "story" && o.task != "xchunk") {
+  if (o.task != "story" && o.task != "xchunk" && o.task != "musique") {
     return absl::InvalidArgumentError(
-        absl::StrCat("quality bench: unknown task '", o.task, "' (story or xchunk)"));
+        absl::StrCat("quality bench: unknown task '", o.task, "' (story, xchunk or musique)"));
+  }
+  if (o.task == "musique" && o.corpus.empty()) {
+    return absl::InvalidArgumentError("quality bench: --task musique needs --corpus");
   }
   return absl::OkStatus();
 }
 
-void PrintHeader(const QualityBenchOptions& o, double secs, std::ostream& out) {
+void PrintHeader(const QualityBenchOptions& o, double secs, const CorpusPrompts* corpus,
+                 std::ostream& out) {
+  if (o.task == "musique") {
+    out << absl::StrFormat(
+        "# quality: task=musique model=%s %s; query<=%d, continuation=%d (seed %d), kv=%s, "
+        "selector=%s, %.1f s\n",
+        o.model_path, corpus->description, o.query_tokens, o.continuation_tokens, o.seed,
+        kernels::DTypeName(o.kv_dtype), SelectorName(o.blend.selector), secs);
+    return;
+  }
   if (o.task == "xchunk") {
     out << absl::StrFormat(
         "# quality: task=xchunk model=%s prompts=%d seed=%d (%s) pairs=%d chunks=%d, kv=%s, "
@@ -447,10 +561,11 @@ struct Pass {
   Tally full;
   int64_t positions = 0;
   std::map<int, std::pair<double, double>> codec_bytes;  // codec -> (bytes, tokens)
+  std::map<int, NeighbourCost> cost;  // k -> the records' cost (0: plain; musique only)
 };
 
 absl::StatusOr<Pass> RunPass(const Blender& blender, const QualityBenchOptions& o,
-                             const std::vector<Strat>& strats) {
+                             const std::vector<Strat>& strats, const CorpusPrompts* corpus) {
   const model::Model& m = blender.model();
   const int vocab = m.config().vocab_size;
   BlendOptions full = o.blend;
@@ -458,13 +573,14 @@ absl::StatusOr<Pass> RunPass(const Blender& blender, const QualityBenchOptions& 
   Pass pass;
   pass.tally.resize(strats.size());
   for (int i = 0; i < o.prompts; ++i) {
-    ASSIGN_OR_RETURN(PromptData p, MakePrompt(m, o, i));
+    ASSIGN_OR_RETURN(PromptData p, MakePrompt(m, o, i, corpus, &pass.cost));
     RETURN_IF_ERROR(Coded(strats, &p, &pass.codec_bytes));
     ASSIGN_OR_RETURN(Eval ref, Evaluate(blender, p, full));
     Accumulate(ref, ref, p, vocab, &pass.full);
     std::vector<Eval> evals;
     for (size_t s = 0; s < strats.size(); ++s) {
-      ASSIGN_OR_RETURN(Eval e, Evaluate(blender, p, strats[s].options, strats[s].codec));
+      ASSIGN_OR_RETURN(Eval e, Evaluate(blender, p, strats[s].options, strats[s].codec,
+                                        strats[s].neighbours));
       Accumulate(ref, e, p, vocab, &pass.tally[s]);
       if (strats[s].baseline >= 0) {
         const int Q = static_cast<int>(p.query.size());
@@ -520,6 +636,15 @@ void PrintCodecRow(const StrategyQuality& q, std::ostream& out) {
 
 void PrintRow(const StrategyQuality& q, std::ostream& out) {
   if (q.family.rfind("codec-", 0) == 0) return PrintCodecRow(q, out);
+  if (q.family.rfind("nbr", 0) == 0) {
+    const size_t dash = q.family.find('-');
+    out << absl::StrFormat(
+        "neighbours k=%s strategy=%s r=%.2f kl=%.6f top1=%.4f kl_x_plain=%.3f ci95=[%.3f,%.3f] "
+        "top1_vs_plain=%.4f\n",
+        q.family.substr(3, dash - 3), q.family.substr(dash + 1), q.ratio, q.kl, q.top1,
+        q.kl_x_raw, q.kl_x_raw_lo, q.kl_x_raw_hi, q.top1_vs_raw);
+    return;
+  }
   const bool adaptive = q.family.rfind("adaptive", 0) == 0 || q.family.rfind("matched", 0) == 0;
   const std::string mean_r = adaptive ? absl::StrFormat(" mean_r=%.4f", q.mean_r) : "";
   if (q.accuracy >= 0) {
@@ -550,9 +675,24 @@ std::vector<Strat> MatchedStrategies(const QualityBenchOptions& o,
 
 }  // namespace
 
-absl::StatusOr<std::vector<StrategyQuality>> RunQualityBench(const QualityBenchOptions& o,
+void PrintCosts(const Pass& pass, std::ostream& out) {
+  auto plain = pass.cost.find(0);
+  if (plain == pass.cost.end() || plain->second.records == 0) return;
+  const NeighbourCost& p0 = plain->second;
+  for (const auto& [k, c] : pass.cost) {
+    if (k == 0 || c.records == 0) continue;
+    out << absl::StrFormat(
+        "neighbours k=%d precompute_s=%.3f x_plain=%.2f context_tokens=%.1f bytes_per_record=%.0f "
+        "plain_precompute_s=%.3f plain_bytes_per_record=%.0f\n",
+        k, c.seconds, c.seconds / p0.seconds, c.context_tokens / c.records, c.bytes / c.records,
+        p0.seconds, p0.bytes / p0.records);
+  }
+}
+
+absl::StatusOr<std::vector<StrategyQuality>> RunQualityBench(const QualityBenchOptions& options,
                                                              std::ostream& out) {
-  RETURN_IF_ERROR(CheckOptions(o));
+  RETURN_IF_ERROR(CheckOptions(options));
+  QualityBenchOptions o = options;
   const auto t0 = Clock::now();
   model::LoadOptions lo;
   lo.max_seq_len = o.max_seq_len;
@@ -564,10 +704,26 @@ absl::StatusOr<std::vector<StrategyQuality>> RunQualityBench(const QualityBenchO
         "quality bench: --task xchunk needs the xchunk checkpoint (vocabulary of ", kXchunkVocab,
         " tokens; docs/xchunk.md); ", o.model_path, " has ", model->config().vocab_size));
   }
+  std::unique_ptr<CorpusPrompts> corpus;
+  if (o.task == "musique") {
+    ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tk, model::LoadTokenizer(o.model_path));
+    CorpusPromptOptions co;
+    co.path = o.corpus;
+    co.split = o.corpus_split;
+    co.prompts = o.prompts;
+    co.chunks = o.chunks;
+    co.chunk_tokens = o.chunk_tokens_max;
+    co.query_tokens = o.query_tokens;
+    for (int k : o.neighbours) co.max_neighbours = std::max(co.max_neighbours, k);
+    ASSIGN_OR_RETURN(CorpusPrompts cp, LoadCorpusPrompts(*tk, co));
+    corpus = std::make_unique<CorpusPrompts>(std::move(cp));
+    o.prompts = static_cast<int>(corpus->prompts.size());
+  }
   std::vector<Strat> strats = MakeStrategies(o);
   RETURN_IF_ERROR(AddVariants(o, &strats));
   RETURN_IF_ERROR(AddCodecs(o, &strats));
-  ASSIGN_OR_RETURN(Pass pass, RunPass(*blender, o, strats));
+  RETURN_IF_ERROR(AddNeighbours(o, &strats));
+  ASSIGN_OR_RETURN(Pass pass, RunPass(*blender, o, strats, corpus.get()));
   std::vector<StrategyQuality> rows;
   if (o.task == "xchunk") {
     Strat full{"full-prefill", "full-prefill", 1.0, o.blend};
@@ -583,14 +739,14 @@ absl::StatusOr<std::vector<StrategyQuality>> RunQualityBench(const QualityBenchO
   }
   const std::vector<Strat> matched = MatchedStrategies(o, rows);
   if (!matched.empty()) {
-    ASSIGN_OR_RETURN(Pass mp, RunPass(*blender, o, matched));
+    ASSIGN_OR_RETURN(Pass mp, RunPass(*blender, o, matched, corpus.get()));
     for (size_t s = 0; s < matched.size(); ++s) {
       rows.push_back(Summarize(matched[s], mp.tally[s], o, mp));
     }
   }
-  PrintHeader(o, SecondsSince(t0),
-              out);
+  PrintHeader(o, SecondsSince(t0), corpus.get(), out);
   for (const auto& q : rows) PrintRow(q, out);
+  PrintCosts(pass, out);
   if (auto it = pass.codec_bytes.find(0); it != pass.codec_bytes.end()) {
     out << absl::StrFormat("codec codec=raw dtype=%s bytes_per_token=%.1f\n",
                            kernels::DTypeName(o.kv_dtype), it->second.first / it->second.second);

@@ -26,6 +26,20 @@
 // (acc/dacc for xchunk only; the _vs_raw figures compare with the same
 // strategy on the raw records), and one "codec codec=raw" line.
 //
+// task = "musique" takes its prompts from a MuSiQue-style file instead
+// (`corpus`, `corpus_split`; bench_quality_corpus.h): each question's
+// passages as the chunks, the question as the query, a continuation sampled
+// from the model after it. With `neighbours` (either task that has a corpus:
+// musique only) every chunk also gets a neighbour-aware record per k
+// (PrecomputeChunkInContext after [BOS] + its k nearest passages, nearest
+// last), and full reuse and gradual CacheBlend at every ratio are run on
+// those records, one line each:
+//   neighbours k=K strategy=NAME r=R kl=K top1=T kl_x_plain=X ci95=[LO,HI]
+//              top1_vs_plain=T2
+// plus one "neighbours k=K precompute_s=S x_plain=X context_tokens=C
+// bytes_per_record=B plain_bytes_per_record=B0" line (precompute time of
+// the chunks' records vs plain, mean context length, record sizes).
+//
 // Thread safety: RunQualityBench is reentrant (all state is local).
 #ifndef RAGKV_BENCH_BLEND_BENCH_QUALITY_H_
 #define RAGKV_BENCH_BLEND_BENCH_QUALITY_H_
@@ -42,7 +56,7 @@
 namespace ragkv::blend {
 
 struct QualityBenchOptions {
-  std::string task = "story";  // "story" (self-sampled) or "xchunk"
+  std::string task = "story";  // "story" (self-sampled), "xchunk" or "musique"
   std::string model_path;   // required: .bin / .gguf / HF dir / synthetic:...
   int pairs = 32;           // xchunk: key/value pairs per prompt (split into `chunks`)
   int max_seq_len = 512;    // context override (stories260K was trained at 512)
@@ -78,6 +92,12 @@ struct QualityBenchOptions {
   // one "codec ..." line each with bytes per token and the deltas vs raw.
   // Compare against f16 with kv_dtype = f16.
   std::vector<std::string> kv_codecs;
+  // musique: the corpus file and the question split (dev | test | all).
+  std::string corpus;
+  std::string corpus_split = "dev";
+  // Neighbour-aware records compared with plain ones (musique only): one set
+  // of lines per k (>= 1). Empty: none.
+  std::vector<int> neighbours;
   std::string csv_path;  // empty: no CSV
   std::string png_path;  // empty: no plot (needs gnuplot on PATH)
 };

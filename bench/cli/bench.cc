@@ -128,7 +128,8 @@ class BenchBlendCommand : public Command {
 class BenchQualityCommand : public Command {
  public:
   void Register(CLI::App* cmd) override {
-    cmd->add_option("--task", o_.task, "story (self-sampled prompts) | xchunk (docs/xchunk.md)")
+    cmd->add_option("--task", o_.task,
+                    "story (self-sampled prompts) | xchunk (docs/xchunk.md) | musique (--corpus)")
         ->capture_default_str();
     cmd->add_option("--model", o_.model_path,
                     "checkpoint (.bin/.gguf/HF dir); required for story, xchunk: the instrument");
@@ -137,8 +138,9 @@ class BenchQualityCommand : public Command {
     cmd->add_option("--prompts", o_.prompts)->capture_default_str();
     seed_ = cmd->add_option("--seed", o_.seed)->capture_default_str();
     cmd->add_option("--split", split_,
-                    "xchunk: dev (odd seeds; without --seed: 1) | test (even seeds; without "
-                    "--seed: 2) | all (any seed); docs/quality_gate.md \"The dev/test split\"")
+                    "dev (odd seeds; without --seed: xchunk 1, story 7919) | test (even seeds; "
+                    "without --seed: xchunk 2, story 7920) | all (any seed); "
+                    "docs/quality_gate.md \"The dev/test split\"")
         ->capture_default_str();
     cmd->add_option("--chunks", o_.chunks, "passages (default: 6 story, 4 xchunk)");
     cmd->add_option("--chunk-tokens-min", o_.chunk_tokens_min)->capture_default_str();
@@ -154,7 +156,7 @@ class BenchQualityCommand : public Command {
                     "deviation+attention,attended-deviation")
         ->delimiter(',');
     cmd->add_flag("--adaptive", o_.adaptive, "add adaptive-ratio lines (and fixed r at their mean r)");
-    cmd->add_option("--adaptive-masses", o_.adaptive_masses, "deviation mass each adaptive line covers")
+    cmd->add_option("--adaptive-masses", o_.adaptive_masses, "share of the estimated error each adaptive line removes")
         ->delimiter(',')->capture_default_str();
     cmd->add_option("--adaptive-max", o_.adaptive_max, "cap of the adaptive ratio")
         ->capture_default_str();
@@ -163,6 +165,12 @@ class BenchQualityCommand : public Command {
                     "for the raw f16 baseline)")
         ->delimiter(',')
         ->check(CLI::IsMember({"raw", "int8", "fp8", "int4"}));
+    cmd->add_option("--corpus", o_.corpus,
+                    "musique: MuSiQue-style JSON; --split picks its questions");
+    cmd->add_option("--neighbours", o_.neighbours,
+                    "musique: also neighbour-aware records after each chunk's k nearest "
+                    "passages, per k (e.g. 1,2; docs/kv_format.md)")
+        ->delimiter(',');
     cmd->add_option("--csv", o_.csv_path, "write per-strategy CSV");
     cmd->add_option("--png", o_.png_path, "plot quality vs r (gnuplot)");
   }
@@ -192,22 +200,25 @@ class BenchQualityCommand : public Command {
   }
 
  private:
-  // ApplySplit: --split for the xchunk task (blend/xchunk_task.h: odd seeds
-  // dev, even seeds test): picks the split's first seed when --seed is not
-  // given, refuses a --seed of the other split. The story task is not split.
+  // ApplySplit: --split for either task, by seed (blend/xchunk_task.h: odd
+  // seeds dev, even seeds test; the story task's prompts are sampled from
+  // the model by the same seed, so the same rule splits them): picks the
+  // split's first seed when --seed is not given, refuses a --seed of the
+  // other split.
   bool ApplySplit(blend::QualityBenchOptions* o) const {
     auto split = retrieval::ParseQaSplit(split_, "--split");
     if (!split.ok()) {
       std::fprintf(stderr, "ragkv bench quality: %s\n", std::string(split.status().message()).c_str());
       return false;
     }
-    if (*split == retrieval::QaSplit::kAll) return true;
-    if (o->task != "xchunk") {
-      std::fprintf(stderr, "ragkv bench quality: --split dev|test applies to --task xchunk\n");
-      return false;
+    if (o->task == "musique") {  // the questions are split, not the seed
+      o->corpus_split = split_;
+      return true;
     }
+    if (*split == retrieval::QaSplit::kAll) return true;
     const bool dev = *split == retrieval::QaSplit::kDev;
-    if (seed_->count() == 0) o->seed = dev ? 1 : 2;
+    const bool xchunk = o->task == "xchunk";
+    if (seed_->count() == 0) o->seed = xchunk ? (dev ? 1 : 2) : (dev ? 7919 : 7920);
     if (blend::XchunkSeedIsDev(o->seed) != dev) {
       std::fprintf(stderr, "ragkv bench quality: --seed %llu is a %s seed (odd seeds are dev, even "
                    "seeds test), not --split %s\n", static_cast<unsigned long long>(o->seed),
