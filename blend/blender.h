@@ -121,6 +121,11 @@ enum class QueryLogits {
   kAll = 2,   // logits of every query row: [query_tokens, vocab]
 };
 
+// kDevAdaptiveMass: the adaptive_mass chosen on the dev split (docs/blend.md
+// "Adaptive ratio"): the largest mass whose mean ratio stayed <= 0.10 on
+// both dev workloads.
+inline constexpr double kDevAdaptiveMass = 0.95;
+
 struct BlendOptions {
   Strategy strategy = Strategy::kCacheBlend;
   // Final recompute ratio r in [0, 1] (kCacheBlend). r = 0 is full reuse.
@@ -143,6 +148,7 @@ struct BlendOptions {
   // error of what the query reads that recompute removes. Each check
   // layer's ratio of the schedule made for `ratio` is scaled by the choice
   // / `ratio` (capped at 1). BlendResult::applied_ratio says what was chosen.
+  // kDevAdaptiveMass (above) is the mass chosen on the dev split.
   double adaptive_mass = 0;
   double adaptive_min = 0.02;
   // kExact is correct; kBottomRight reproduces the public implementations'

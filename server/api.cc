@@ -232,6 +232,7 @@ void ParseCommon(Parser* p, bool chat, GenerationRequest* r) {
     Parser q(x);
     q.String("mode", &r->ragkv.mode);
     q.Number("ratio", 0, 1, &r->ragkv.ratio);
+    q.Number("adaptive_mass", 0, 1, &r->ragkv.adaptive_mass);
     q.String("selector", &r->ragkv.selector);
     q.Bool("return_tokens", &r->ragkv.return_tokens);
     if (q.Has("reorder")) {

@@ -76,6 +76,11 @@ struct RagkvOptions {
   // selector: cacheblend's row ranking by name (BlendOptions.selector); "" =
   // the server's.
   std::string selector;
+  // adaptive_mass: cacheblend chooses the request's ratio, at most `ratio`
+  // (or the server's): the fewest rows covering this share of the estimated
+  // error (BlendOptions.adaptive_mass; docs/blend.md "Adaptive ratio",
+  // 0.95 chosen on dev); 0 = a fixed ratio.
+  double adaptive_mass = 0;
   // k: server-side retrieval: the top-k chunks of the sidecar's catalogue
   // for the last user message go in as documents, after the request's own.
   // -1 = the server's --retrieval-k; 0 = none.

@@ -57,6 +57,8 @@ TEST(ApiTest, RefusalsNameTheField) {
             "cache_salt");
   EXPECT_EQ(ChatError(Chat({{"ragkv", {{"mode", "fast"}}}})).param, "ragkv.mode");
   EXPECT_EQ(ChatError(Chat({{"ragkv", {{"selector", "nearest"}}}})).param, "ragkv.selector");
+  EXPECT_EQ(ChatError(Chat({{"ragkv", {{"adaptive_mass", 1.5}}}})).param, "ragkv.adaptive_mass");
+  EXPECT_EQ(ChatError(Chat({{"ragkv", {{"adaptive_mass", "high"}}}})).param, "ragkv.adaptive_mass");
   EXPECT_EQ(ChatError(Chat({{"ragkv", {{"k", kMaxDocuments + 1}}}})).param, "ragkv.k");
   EXPECT_EQ(ChatError(Chat({{"ragkv", {{"k", -2}}}})).param, "ragkv.k");
   EXPECT_EQ(ChatError(Chat({{"logit_bias", {{"abc", 1}}}})).param, "logit_bias");
@@ -162,7 +164,9 @@ TEST(ApiTest, DefaultsClientsSendAreAccepted) {
             {"stream_options", {{"include_usage", true}}}, {"temperature", 0}, {"top_p", 0.9},
             {"seed", 7}, {"stop", "\n\n"}, {"max_completion_tokens", 12},
             {"documents", {{{"title", "T"}, {"text", "body"}}}},
-            {"ragkv", {{"mode", "full"}, {"ratio", 0.5}, {"k", 3}, {"selector", "deviation"}}}, {"logit_bias", {{"5", -100}}}}),
+            {"ragkv", {{"mode", "full"}, {"ratio", 0.5}, {"k", 3}, {"selector", "deviation"},
+                       {"adaptive_mass", 0.95}}},
+            {"logit_bias", {{"5", -100}}}}),
       &r, &e))
       << e.message;
   EXPECT_TRUE(r.stream);
@@ -177,6 +181,7 @@ TEST(ApiTest, DefaultsClientsSendAreAccepted) {
   EXPECT_EQ(r.ragkv.mode, "full");
   EXPECT_EQ(r.ragkv.k, 3);
   EXPECT_EQ(r.ragkv.selector, "deviation");
+  EXPECT_DOUBLE_EQ(r.ragkv.adaptive_mass, 0.95);
   ASSERT_EQ(r.sampling.logit_bias.size(), 1u);
   EXPECT_EQ(r.sampling.logit_bias[0].first, 5);
 }
