@@ -18,6 +18,7 @@
 #include "cli/store_flags.h"
 #include "connector/client.h"
 #include "kvstore/kv_chunk.h"
+#include "pipeline/neighbour_records.h"
 #include "services/backends.h"
 #include "services/precompute_job.h"
 
@@ -100,6 +101,12 @@ class PrecomputeCommand : public Command {
     cmd->add_option("--max-seq-len", f_.max_seq_len, "local: model context override");
     cmd->add_option("--chunk-tokens", f_.chunk_tokens, "local: tokens per retrieval chunk")
         ->capture_default_str();
+    cmd->add_option("--neighbours", f_.neighbours,
+                    "local: also store each chunk's neighbour-aware record, computed after its k "
+                    "nearest chunks in the index (docs/kv_format.md \"Neighbour-aware records\"; "
+                    "serve them with `ragkv serve --neighbour-records k`)")
+        ->check(CLI::Range(0, 16))
+        ->capture_default_str();
     AddRetrievalOptions(cmd, &f_.retrieval, "local: ");
     cmd->add_option("--sync-writes", f_.sync_writes,
                              "local: fsync every chunk (default off: kill -9 safe, flushed at the end)")
@@ -122,6 +129,7 @@ class PrecomputeCommand : public Command {
     int workers = 1;
     int max_seq_len = 0;
     int chunk_tokens = 128;
+    int neighbours = 0;
     StoreFlags store;
     services::RetrievalSettings retrieval;
     std::string config;
@@ -133,6 +141,35 @@ class PrecomputeCommand : public Command {
   CLI::App* app_ = nullptr;
   std::vector<const CLI::Option*> local_options_;  // refused with --server
 };
+
+// RunNeighbourPass: after a successful job, every catalogue chunk of this
+// shard also gets its neighbour-aware record (pipeline/neighbour_records.h).
+int RunNeighbourPass(int neighbours, bool replace, const services::Backends& b,
+                     const ResolvedStore& store, uint32_t si, uint32_t sn) {
+  pipeline::NeighbourPrecomputeOptions no;
+  no.model = b.model.get();
+  no.tokenizer = b.tokenizer.get();
+  no.retriever = b.retriever.get();
+  no.store = b.store.get();
+  no.neighbours = neighbours;
+  no.codec = *kvstore::ParseCodec(store.kv_codec);
+  no.shard_index = si;
+  no.shard_count = sn;
+  no.replace = replace;
+  absl::StatusOr<pipeline::NeighbourPrecomputeStats> st = pipeline::PrecomputeNeighbourRecords(no);
+  if (!st.ok()) {
+    std::fprintf(stderr, "ragkv precompute: --neighbours: %s\n", st.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("  neighbours k=%d: %lld chunks, %lld computed, %lld skipped, %lld failed; %s in "
+              "%.2f s (mean context %.0f tokens)\n",
+              neighbours, (long long)st->chunks, (long long)st->computed,
+              (long long)st->skipped, (long long)st->failed,
+              HumanBytes(static_cast<double>(st->bytes)).c_str(), st->seconds,
+              st->computed ? static_cast<double>(st->context_tokens) / st->computed : 0.0);
+  for (const std::string& s : st->failures) std::printf("  failed     %s\n", s.c_str());
+  return 0;
+}
 
 int PrecomputeCommand::Run() {
   if (!f_.server.empty()) {
@@ -252,7 +289,9 @@ int PrecomputeCommand::Run() {
     if (JobManager::Terminal(last.state())) break;
   }
   progress.Done();
-  return PrintSummary(last);
+  const int rc = PrintSummary(last);
+  if (rc != 0 || f.neighbours == 0) return rc;
+  return RunNeighbourPass(f.neighbours, f.replace, **backends, *store, si, sn);
 }
 
 }  // namespace

@@ -61,6 +61,11 @@ class ServeCommand : public Command {
     cmd->add_option("--prefix-cache-max-tokens", so_.prefix_cache_max_tokens,
                     "longest prefix looked up or stored per prompt")
         ->capture_default_str();
+    cmd->add_option("--neighbour-records", so_.neighbour_records,
+                    "k > 0: serve catalogue chunks from their neighbour-aware records (written by "
+                    "`ragkv precompute --neighbours k`), the plain record when absent")
+        ->check(CLI::Range(0, 16))
+        ->capture_default_str();
     cmd->add_option("--fused-cache-pool", pool_,
                     "memory of finished fused caches kept for the next blend (bytes, K/M/G "
                     "suffix; 0: none)")

@@ -357,6 +357,10 @@ void Pipeline::FillResult(const RunState& run, const blend::BlendResult& r,
   res->controller_reason = run.reason;
   res->gate_reason = run.gate_reason;
   res->failed = run.failed;
+  for (const internal::Piece& p : run.pieces) {
+    res->neighbour_records += p.context == kvstore::RecordContext::kNeighbours && p.stored;
+    res->neighbour_fallbacks += p.neighbour_fallback;
+  }
   res->timings = r.timings;
   res->ms = run.ms;
   res->ms.fetch += r.timings.load_s * 1e3;

@@ -75,6 +75,13 @@ class Pipeline {
     StoreBack::Options store_back_options;
     PrefixCacheOptions prefix_cache;  // used only with store-back
     double default_ratio = 0.15;      // kCacheBlend when ratio 0 and no gate ratio
+    // neighbour_records: k > 0 looks a catalogue chunk up first as its
+    // neighbour-aware record (computed after [BOS] + its k nearest chunks,
+    // `ragkv precompute --neighbours k`; pipeline/neighbour_records.h), read
+    // from its stored first position; absent, the plain record (counted in
+    // RequestResult::neighbour_fallbacks). Needs the retriever. Default 0:
+    // plain records only.
+    int neighbour_records = 0;
   };
 
   // Create: InvalidArgument without a model or blender; errors of the

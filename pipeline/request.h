@@ -163,6 +163,11 @@ struct RequestResult {
   blend::StageTimings timings;  // the Blender's
   uint64_t kv_bytes_read = 0;   // stored KV read
   std::vector<size_t> tiers;    // per stored chunk read: the tier index that served it
+  // Options::neighbour_records > 0: catalogue chunks served from their
+  // neighbour-aware record, and those that fell back to the plain one (no
+  // such record, or no neighbour found).
+  int neighbour_records = 0;
+  int neighbour_fallbacks = 0;
 };
 
 }  // namespace ragkv::pipeline

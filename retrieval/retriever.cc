@@ -447,6 +447,11 @@ absl::StatusOr<std::vector<SearchResult>> Retriever::NearestChunks(int64_t chunk
   return out;
 }
 
+absl::Status Retriever::ForEachChunk(
+    const std::function<absl::Status(const ChunkRecord&)>& fn) const {
+  return catalogue_->ForEachChunk(fn);
+}
+
 absl::StatusOr<std::optional<ChunkRecord>> Retriever::GetChunk(int64_t chunk_id) const {
   return catalogue_->GetChunk(chunk_id);
 }

@@ -24,6 +24,7 @@
 #define RAGKV_RETRIEVAL_RETRIEVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -240,6 +241,10 @@ class Retriever {
   absl::Status SetChunkKey(int64_t chunk_id, std::string kv_key) ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::StatusOr<std::optional<ChunkRecord>> GetChunk(int64_t chunk_id) const;
+  // ForEachChunk: every chunk of the catalogue in chunk id order (one
+  // consistent snapshot); a non-OK status from `fn` stops the scan and is
+  // returned.
+  absl::Status ForEachChunk(const std::function<absl::Status(const ChunkRecord&)>& fn) const;
   // FindChunks: the catalogue's chunks found inside `prompt` at any offset
   // (chunk_matcher.h: every hit verified against the chunk's tokens,
   // overlaps resolved deterministically), in prompt order.

@@ -334,6 +334,7 @@ absl::Status InitPipeline(Sidecar::Impl* impl) {
   po.prefix_cache.enabled = o.prefix_cache;
   po.prefix_cache.block_tokens = o.prefix_block_tokens;
   po.prefix_cache.max_tokens = o.prefix_cache_max_tokens;
+  po.neighbour_records = o.neighbour_records;
   ASSIGN_OR_RETURN(impl->pipeline, pipeline::Pipeline::Create(std::move(po)));
   impl->ctx.pipeline = impl->pipeline.get();
   return absl::OkStatus();

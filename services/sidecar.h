@@ -97,6 +97,10 @@ struct SidecarOptions {
   bool prefix_cache = true;
   int prefix_block_tokens = 16;
   int64_t prefix_cache_max_tokens = 4096;
+  // Neighbour-aware records (pipeline::Pipeline::Options::neighbour_records):
+  // k > 0 serves a catalogue chunk's record computed after its k nearest
+  // chunks when stored (`ragkv precompute --neighbours k`). Default 0: off.
+  int neighbour_records = 0;
   // fused_cache_pool_bytes: memory of finished fused caches kept for the
   // next blend (model/kv_cache_pool.h): a fresh 100 MB cache costs ~240 ms
   // of page faults on a VM. 0 = every blend allocates. Default 1 GiB.

@@ -26,6 +26,13 @@ struct Piece {
   // model's fingerprint, a document's or passage's under the request's
   // (salted) one; store-back writes a miss under it.
   kvstore::ChunkKey key;
+  // context: kNeighbours when `source` reads the chunk's neighbour-aware
+  // record, stored under record_key (key stays the plain one: store-back
+  // writes plain records only); neighbour_fallback: one was looked for and
+  // the plain record (or fresh rows) used instead.
+  kvstore::RecordContext context = kvstore::RecordContext::kChunkLocal;
+  kvstore::ChunkKey record_key;
+  bool neighbour_fallback = false;
   int64_t chunk_begin = 0;  // the chunk's first row in this piece (raw prompts)
   std::unique_ptr<blend::KvSource> source;  // null: computed fresh
   blend::StoreKvSource* store = nullptr;    // the store stream under source

@@ -12,6 +12,7 @@
 #include "blend/store_source.h"
 #include "kvstore/chunk_key.h"
 #include "model/tokenizer.h"
+#include "pipeline/neighbour_records.h"
 #include "retrieval/retriever.h"
 
 namespace ragkv::pipeline::internal {
@@ -23,8 +24,10 @@ absl::Status OpenStored(const Pipeline::Options& o, int64_t chunk_tokens, int64_
                         int64_t end, Piece* p, double* fetch_ms) {
   if (o.store == nullptr || chunk_tokens == 0) return absl::OkStatus();
   const auto t0 = Clock::now();
+  const bool nbr = p->context == kvstore::RecordContext::kNeighbours;
   ASSIGN_OR_RETURN(std::unique_ptr<blend::StoreKvSource> s,
-                   blend::StoreKvSource::Open(o.store, p->key, o.model->fingerprint()));
+                   blend::StoreKvSource::Open(o.store, nbr ? p->record_key : p->key,
+                                              o.model->fingerprint(), 2, p->context));
   *fetch_ms += MsSince(t0);
   if (s == nullptr) return absl::OkStatus();
   blend::StoreKvSource* stream = s.get();
@@ -47,6 +50,34 @@ absl::Status OpenWhole(const Pipeline::Options& o, const kvstore::Fingerprint& f
   return OpenStored(o, n, 0, n, p, fetch_ms);
 }
 
+// OpenNeighbour: with Options::neighbour_records, catalogue chunk
+// `chunk_id`'s neighbour-aware record as p's source when stored (p->tokens
+// the whole chunk); otherwise p is left as it was, with neighbour_fallback
+// set. A neighbour search that fails is a fallback too, never the
+// request's error.
+absl::Status OpenNeighbour(const Pipeline::Options& o, int64_t chunk_id, Piece* p,
+                           double* fetch_ms) {
+  if (o.neighbour_records <= 0 || o.retriever == nullptr || o.store == nullptr) {
+    return absl::OkStatus();
+  }
+  p->neighbour_fallback = true;
+  absl::StatusOr<std::optional<blend::NeighbourContext>> ctx =
+      NeighbourContextOf(*o.retriever, o.tokenizer, chunk_id, o.neighbour_records);
+  if (!ctx.ok() || !*ctx) return absl::OkStatus();
+  p->is_chunk = true;
+  p->key = kvstore::ChunkKey::Of(o.model->fingerprint(), p->tokens);
+  p->record_key = blend::NeighbourKeyOf(o.model->fingerprint(), **ctx, p->tokens);
+  p->context = kvstore::RecordContext::kNeighbours;
+  const int64_t n = static_cast<int64_t>(p->tokens.size());
+  RETURN_IF_ERROR(OpenStored(o, n, 0, n, p, fetch_ms));
+  if (p->stored) {
+    p->neighbour_fallback = false;
+  } else {
+    p->context = kvstore::RecordContext::kChunkLocal;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<int32_t>> TokensOfText(const Pipeline::Options& o,
                                                   const std::string& text) {
   if (o.tokenizer == nullptr) return absl::FailedPreconditionError("no tokenizer loaded");
@@ -62,6 +93,8 @@ absl::Status ResolveChunk(const Pipeline::Options& o, uint64_t chunk_id, Piece* 
   if (!ch) return absl::NotFoundError(absl::StrFormat("unknown chunk id %d", chunk_id));
   p->chunk_id = chunk_id;
   p->tokens = std::move(ch->token_ids);
+  RETURN_IF_ERROR(OpenNeighbour(o, static_cast<int64_t>(chunk_id), p, fetch_ms));
+  if (p->stored) return absl::OkStatus();
   return OpenWhole(o, o.model->fingerprint(), p, fetch_ms);
 }
 
@@ -119,7 +152,11 @@ absl::Status OpenMatch(const Pipeline::Options& o, const retrieval::ChunkMatch& 
                        double* fetch_ms) {
   p->chunk_id = static_cast<uint64_t>(m.chunk_id);
   p->chunk_begin = m.chunk_begin;
-  if (m.whole()) return OpenWhole(o, o.model->fingerprint(), p, fetch_ms);
+  if (m.whole()) {
+    RETURN_IF_ERROR(OpenNeighbour(o, m.chunk_id, p, fetch_ms));
+    if (p->stored) return absl::OkStatus();
+    return OpenWhole(o, o.model->fingerprint(), p, fetch_ms);
+  }
   ASSIGN_OR_RETURN(std::optional<retrieval::ChunkRecord> ch, o.retriever->GetChunk(m.chunk_id));
   if (!ch) {
     p->chunk_id = 0;

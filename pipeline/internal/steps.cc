@@ -180,7 +180,8 @@ bool MarkFailedLoad(const Pipeline::Options& o, const absl::Status& st,
     // still have its header, which store-back takes for "stored": delete
     // it so that it is rewritten. An outage leaves the record alone.
     if (!absl::IsUnavailable(st) && !absl::IsDeadlineExceeded(st)) {
-      const kvstore::ChunkKey& key = bad.key;
+      const kvstore::ChunkKey& key =
+          bad.context == kvstore::RecordContext::kNeighbours ? bad.record_key : bad.key;
       if (absl::Status d = o.store->Delete(key); !d.ok()) {
         RAGKV_LOG(WARNING) << "blend: deleting failed record " << key.ToHex() << ": " << d;
       }
