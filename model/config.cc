@@ -12,9 +12,10 @@ absl::Status Bad(const std::string& what) {
 }  // namespace
 
 absl::Status ModelConfig::Validate() {
-  if (arch != "llama" && arch != "mistral" && arch != "qwen2" && arch != "qwen3") {
+  if (arch != "llama" && arch != "mistral" && arch != "qwen2" && arch != "qwen3" &&
+      arch != "phi3") {
     return absl::UnimplementedError("model config: unsupported architecture '" + arch +
-                                    "' (supported: llama, mistral, qwen2, qwen3)");
+                                    "' (supported: llama, mistral, qwen2, qwen3, phi3)");
   }
   if (dim <= 0) return Bad(absl::StrFormat("dim must be > 0, got %d", dim));
   if (hidden_dim <= 0) return Bad(absl::StrFormat("hidden_dim must be > 0, got %d", hidden_dim));

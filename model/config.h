@@ -18,7 +18,8 @@ namespace ragkv::model {
 
 struct ModelConfig {
   // Architecture tag: "llama" (also llama2.c and synthetic), "mistral",
-  // "qwen2". All share the same block; it is part of the fingerprint.
+  // "qwen2", "qwen3", "phi3" (GGUF; its fused tensors are split at load).
+  // All share the same block; it is part of the fingerprint.
   std::string arch = "llama";
   int dim = 0;          // hidden size
   int hidden_dim = 0;   // FFN inner size (SwiGLU)

@@ -280,7 +280,9 @@ absl::Status RefuseUnusedTensors(const std::string& path, const Gguf& g,
 // GgufArch: what a GGUF architecture means for the block (docs/model.md):
 // llama = llama.cpp's NORM RoPE over the converter's permuted q/k rows
 // (interleaved pairs); qwen2 / qwen3 = NEOX RoPE (half-split pairs) on
-// unpermuted rows; qwen2 has q/k/v biases, qwen3 per-head q/k RMSNorm.
+// unpermuted rows; qwen2 has q/k/v biases, qwen3 per-head q/k RMSNorm;
+// phi3 = NEOX, Llama's block with fused attn_qkv / ffn_up tensors
+// (LoadGgufLayer) and a sliding-window key (Phi3Window).
 struct GgufArch {
   const char* name;
   kernels::RopeLayout rope;
@@ -290,6 +292,7 @@ constexpr GgufArch kGgufArchs[] = {
     {"llama", kernels::RopeLayout::kInterleaved, false},
     {"qwen2", kernels::RopeLayout::kHalfSplit, false},
     {"qwen3", kernels::RopeLayout::kHalfSplit, true},
+    {"phi3", kernels::RopeLayout::kHalfSplit, false},
 };
 
 // GgufRopeFactor: the scaling factor as the pinned llama.cpp reads it:
@@ -379,6 +382,29 @@ absl::Status ReadGgufScaling(const Gguf& g, const std::string& path, const std::
   return absl::OkStatus();
 }
 
+// Phi3Window: phi3.attention.sliding_window. The pinned llama.cpp disables
+// Phi-3's sliding window (full attention at every length); ragkv computes
+// the same full attention, which equals the window attention the model was
+// trained with only while every key is inside the window. So a window
+// w > 0 caps the context at w tokens, and a requested context above w
+// (LoadOptions::max_seq_len) is refused by name. docs/model.md, Phi-3.
+absl::Status Phi3Window(const Gguf& g, const std::string& path, const LoadOptions& options,
+                        ModelConfig* c) {
+  const double w = GetNumberOr(g, "phi3.attention.sliding_window", 0);
+  if (!(w >= 0) || w > (1 << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": phi3.attention.sliding_window ", w));
+  }
+  if (w == 0) return absl::OkStatus();
+  if (options.max_seq_len > w) {
+    return absl::UnimplementedError(absl::StrFormat(
+        "%s: context %d is longer than phi3.attention.sliding_window %d: sliding-window attention "
+        "is not implemented (contexts up to the window are)",
+        path, options.max_seq_len, static_cast<int>(w)));
+  }
+  c->max_seq_len = std::min(c->max_seq_len, static_cast<int>(w));
+  return absl::OkStatus();
+}
+
 // ReadGgufConfig: the model config of a parsed GGUF (architecture, shape,
 // norms, RoPE), validated. Unimplemented for an architecture, RoPE scaling
 // or partial rotary ragkv does not run; InvalidArgument for bad metadata.
@@ -389,7 +415,7 @@ absl::StatusOr<ModelConfig> ReadGgufConfig(const Gguf& g, const std::string& pat
   for (const GgufArch& x : kGgufArchs) a = arch == x.name ? &x : a;
   if (a == nullptr) {
     return absl::UnimplementedError(absl::StrCat(
-        path, ": GGUF architecture '", arch, "' is not supported (llama, qwen2, qwen3 are)"));
+        path, ": GGUF architecture '", arch, "' is not supported (llama, qwen2, qwen3, phi3 are)"));
   }
   ModelConfig c;
   c.arch = arch;
@@ -441,9 +467,10 @@ absl::StatusOr<ModelConfig> ReadGgufConfig(const Gguf& g, const std::string& pat
   if (rope_dims != c.head_dim) {
     return absl::UnimplementedError(absl::StrFormat(
         "%s: partial rotary embedding (rope.dimension_count %d != head_dim %d) is not supported "
-        "(llama.cpp runs none for llama, qwen2, qwen3)",
+        "(ragkv runs full rotary only)",
         path, rope_dims, c.head_dim));
   }
+  if (arch == "phi3") RETURN_IF_ERROR(Phi3Window(g, path, options, &c));
   if (options.max_seq_len > 0) c.max_seq_len = options.max_seq_len;
   return c;
 }
@@ -468,6 +495,29 @@ struct GgufReader {
     ASSIGN_OR_RETURN(const TensorInfo* t, Find(name, {in, out}));
     return ViewGgufTensor(f, path, name, *t, g.data_offset, view);
   }
+  // Fused: a {in, sum(parts)} weight whose rows are the parts stacked in
+  // order (Phi-3's attn_qkv = [q | k | v], ffn_up = [gate | up]), split
+  // into one matrix per part: row-range views of the file's encoding (a
+  // quantized block never spans rows, so every row range is whole blocks),
+  // or f32 copies when the encoding is not kept.
+  absl::Status Fused(const std::string& name, int64_t in, const std::vector<int64_t>& parts,
+                     const std::vector<std::vector<float>*>& f32,
+                     const std::vector<kernels::WeightMatrix*>& views) {
+    int64_t out = 0;
+    for (int64_t n : parts) out += n;
+    kernels::WeightMatrix whole;
+    std::vector<float> all;
+    RETURN_IF_ERROR(Matrix(name, in, out, &all, &whole));
+    int64_t r0 = 0;
+    for (size_t i = 0; i < parts.size(); r0 += parts[i++]) {
+      if (keep_encoding) {
+        *views[i] = whole.Rows(r0, parts[i]);
+      } else {
+        f32[i]->assign(all.begin() + r0 * in, all.begin() + (r0 + parts[i]) * in);
+      }
+    }
+    return absl::OkStatus();
+  }
   absl::StatusOr<const TensorInfo*> Find(const std::string& name, const std::vector<int64_t>& want) {
     consumed.insert(name);
     auto it = g.tensors.find(name);
@@ -485,9 +535,14 @@ absl::Status LoadGgufLayer(GgufReader& r, const ModelConfig& c, int l, LayerWeig
   const int64_t dim = c.dim, ffn = c.hidden_dim, qd = c.q_dim(), kvd = c.kv_dim();
   const std::string p = absl::StrCat("blk.", l, ".");
   RETURN_IF_ERROR(r.Load(p + "attn_norm.weight", {dim}, &lw->attn_norm));
-  RETURN_IF_ERROR(r.Matrix(p + "attn_q.weight", dim, qd, &lw->wq, &lw->e_wq));
-  RETURN_IF_ERROR(r.Matrix(p + "attn_k.weight", dim, kvd, &lw->wk, &lw->e_wk));
-  RETURN_IF_ERROR(r.Matrix(p + "attn_v.weight", dim, kvd, &lw->wv, &lw->e_wv));
+  if (c.arch == "phi3") {  // fused [q | k | v] rows, as llama.cpp's converter writes Phi-3
+    RETURN_IF_ERROR(r.Fused(p + "attn_qkv.weight", dim, {qd, kvd, kvd},
+                            {&lw->wq, &lw->wk, &lw->wv}, {&lw->e_wq, &lw->e_wk, &lw->e_wv}));
+  } else {
+    RETURN_IF_ERROR(r.Matrix(p + "attn_q.weight", dim, qd, &lw->wq, &lw->e_wq));
+    RETURN_IF_ERROR(r.Matrix(p + "attn_k.weight", dim, kvd, &lw->wk, &lw->e_wk));
+    RETURN_IF_ERROR(r.Matrix(p + "attn_v.weight", dim, kvd, &lw->wv, &lw->e_wv));
+  }
   if (c.qkv_bias) {
     RETURN_IF_ERROR(r.Load(p + "attn_q.bias", {qd}, &lw->bq));
     RETURN_IF_ERROR(r.Load(p + "attn_k.bias", {kvd}, &lw->bk));
@@ -499,8 +554,13 @@ absl::Status LoadGgufLayer(GgufReader& r, const ModelConfig& c, int l, LayerWeig
   }
   RETURN_IF_ERROR(r.Matrix(p + "attn_output.weight", qd, dim, &lw->wo, &lw->e_wo));
   RETURN_IF_ERROR(r.Load(p + "ffn_norm.weight", {dim}, &lw->ffn_norm));
-  RETURN_IF_ERROR(r.Matrix(p + "ffn_gate.weight", dim, ffn, &lw->w_gate, &lw->e_gate));
-  RETURN_IF_ERROR(r.Matrix(p + "ffn_up.weight", dim, ffn, &lw->w_up, &lw->e_up));
+  if (c.arch == "phi3") {  // fused [gate | up] rows: ggml_swiglu's silu half comes first
+    RETURN_IF_ERROR(r.Fused(p + "ffn_up.weight", dim, {ffn, ffn}, {&lw->w_gate, &lw->w_up},
+                            {&lw->e_gate, &lw->e_up}));
+  } else {
+    RETURN_IF_ERROR(r.Matrix(p + "ffn_gate.weight", dim, ffn, &lw->w_gate, &lw->e_gate));
+    RETURN_IF_ERROR(r.Matrix(p + "ffn_up.weight", dim, ffn, &lw->w_up, &lw->e_up));
+  }
   return r.Matrix(p + "ffn_down.weight", ffn, dim, &lw->w_down, &lw->e_down);
 }
 
@@ -517,6 +577,13 @@ absl::StatusOr<ModelParts> LoadGguf(const std::string& path, const LoadOptions& 
   ModelConfig& c = parts.config;
   GgufReader r{f, g, path, {}};
   r.keep_encoding = options.keep_encoding;
+  for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
+    if (g.tensors.count(name)) {
+      return absl::UnimplementedError(absl::StrCat(
+          path, ": tensor ", name, ": LongRoPE (the long/short RoPE factors of the 128k Phi-3 "
+          "variants) is not supported"));
+    }
+  }
   if (g.tensors.count("rope_freqs.weight")) {
     // Llama-3.1/3.2 long-context RoPE: per-pair frequency divisors.
     RETURN_IF_ERROR(r.Load("rope_freqs.weight", {c.head_dim / 2}, &c.rope_freq_factors));

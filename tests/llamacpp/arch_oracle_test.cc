@@ -111,6 +111,10 @@ const Variant kVariants[] = {
     {"qwen2_yarn", "qwen2", false, 0, 4.0f},
     {"qwen3", "qwen3"},
     {"qwen3_yarn", "qwen3", false, 0, 8.0f, 1.2f},
+    // Phi-3: fused attn_qkv / ffn_up; a sliding window (512) below the
+    // file's context (1024), which caps ragkv's context (Phi3Test below).
+    {.name = "phi3", .arch = "phi3", .sliding_window = 512},
+    {.name = "phi3_yarn", .arch = "phi3", .yarn_factor = 4.0f},
 };
 
 // The scaled variants are not vacuous: each changes ragkv's logits far
@@ -176,6 +180,75 @@ TEST(ArchOracleScalingTest, MetadataNoEngineRunsIsRefusedByName) {
                      {"rope.scaling.yarn_beta_slow", 1.0f}, {"rope.scaling.yarn_log_multiplier", 0.0f}}},
                    false, path);
   EXPECT_TRUE(LoadModel(path).ok());
+  std::filesystem::remove(path);
+}
+
+// Phi-3 files ragkv cannot compute are refused by name: LongRoPE (the
+// 128k variants' rope_factors_long/short tensors), a missing fused tensor,
+// a context beyond the sliding window.
+TEST(Phi3Test, WhatIsNotComputedIsRefusedByName) {
+  const std::string path = ::testing::TempDir() + "/ragkv_phi3_bad_" + std::to_string(::getpid()) + ".gguf";
+  WriteRandomModel({.name = "longrope", .arch = "phi3", .longrope = true}, false, path);
+  auto m = LoadModel(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(m.status().message().find("rope_factors_long.weight"), std::string::npos) << m.status();
+  EXPECT_NE(m.status().message().find("LongRoPE"), std::string::npos) << m.status();
+  // Separate attn_q/k/v under arch phi3: the fused tensor is named as missing.
+  WriteRandomModel({.name = "unfused", .arch = "phi3", .unfused = true}, false, path);
+  m = LoadModel(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("blk.0.attn_qkv.weight"), std::string::npos) << m.status();
+  std::filesystem::remove(path);
+}
+
+TEST(Phi3Test, SlidingWindowCapsTheContext) {
+  const std::string path = ::testing::TempDir() + "/ragkv_phi3_win_" + std::to_string(::getpid()) + ".gguf";
+  WriteRandomModel({.name = "w", .arch = "phi3", .sliding_window = 512}, false, path);
+  auto m = LoadModel(path);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)->config().max_seq_len, 512);  // the file says context 1024
+  LoadOptions lo;
+  lo.max_seq_len = 256;
+  m = LoadModel(path, lo);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)->config().max_seq_len, 256);
+  lo.max_seq_len = 513;
+  m = LoadModel(path, lo);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(m.status().message().find("sliding_window"), std::string::npos) << m.status();
+  WriteRandomModel({.name = "nowin", .arch = "phi3"}, false, path);
+  m = LoadModel(path);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)->config().max_seq_len, 1024);
+  std::filesystem::remove(path);
+}
+
+// The fused tensors split into row-range views of the file (no copy), and
+// the f32 path (keep_encoding = false) splits them into the same matrices:
+// equal logits (1e-4; the two paths differ only in GEMM grouping) and, for
+// an F32 file (whose views hash as the f32 bytes), equal fingerprints.
+TEST(Phi3Test, FusedTensorsSplitAlikeEncodedAndWidened) {
+  const std::string path = ::testing::TempDir() + "/ragkv_phi3_split_" + std::to_string(::getpid()) + ".gguf";
+  for (bool f16 : {false, true}) {
+    WriteRandomModel({.name = "s", .arch = "phi3"}, f16, path);
+    LoadOptions lo;
+    lo.kv_dtype = kernels::DType::kF32;
+    auto encoded = LoadModel(path, lo);
+    ASSERT_TRUE(encoded.ok()) << encoded.status();
+    lo.keep_encoding = false;
+    auto widened = LoadModel(path, lo);
+    ASSERT_TRUE(widened.ok()) << widened.status();
+    std::vector<int32_t> toks = {1};
+    for (int i = 0; i < 23; ++i) toks.push_back(3 + (i * 53) % (kVocab - 3));
+    const Agreement g = Compare(::ragkv::model::testing::RagkvLogits(**encoded, toks),
+                                ::ragkv::model::testing::RagkvLogits(**widened, toks));
+    std::printf("phi3 %s encoded vs widened: max |diff| %.2g\n", f16 ? "F16" : "F32", g.max_abs);
+    EXPECT_LT(g.max_abs, 1e-4);
+    EXPECT_EQ(g.top1, 1.0);
+    if (!f16) EXPECT_EQ((*encoded)->fingerprint(), (*widened)->fingerprint());
+  }
   std::filesystem::remove(path);
 }
 

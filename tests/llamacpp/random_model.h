@@ -16,7 +16,7 @@ namespace ragkv::testing {
 
 struct Variant {
   std::string name;
-  std::string arch;       // llama | qwen2 | qwen3
+  std::string arch;       // llama | qwen2 | qwen3 | phi3 (fused attn_qkv and ffn_up)
   bool rope_freqs = false;
   float linear_factor = 0;  // > 0: rope.scaling.type linear
   float yarn_factor = 0;    // > 0: rope.scaling.type yarn (original context 32768)
@@ -27,6 +27,9 @@ struct Variant {
   std::string scaling_type = {};
   int rope_dims = 0;  // > 0: rope.dimension_count (default head_dim)
   uint32_t yarn_original = 32768;  // rope.scaling.original_context_length with yarn_factor
+  uint32_t sliding_window = 0;     // > 0: <arch>.attention.sliding_window (phi3)
+  bool longrope = false;           // rope_factors_long/short.weight (Phi-3 128k)
+  bool unfused = false;            // phi3 with separate attn_q/k/v (not what llama.cpp writes)
 };
 
 inline constexpr int kDim = 256, kLayers = 2, kHeads = 4, kKvHeads = 2, kHeadDim = 64, kFfn = 512,
@@ -64,7 +67,8 @@ inline void WriteRandomModel(const Variant& v, bool f16, const std::string& path
   w.KvU32(a + ".attention.value_length", kHeadDim);
   w.KvU32(a + ".rope.dimension_count", v.rope_dims > 0 ? v.rope_dims : kHeadDim);
   w.KvF32(a + ".attention.layer_norm_rms_epsilon", 1e-6f);
-  w.KvF32(a + ".rope.freq_base", a == "llama" ? 500000.0f : 1000000.0f);
+  w.KvF32(a + ".rope.freq_base", a == "llama" ? 500000.0f : (a == "phi3" ? 10000.0f : 1000000.0f));
+  if (v.sliding_window > 0) w.KvU32(a + ".attention.sliding_window", v.sliding_window);
   if (v.linear_factor > 0) {
     w.KvStr(a + ".rope.scaling.type", "linear");
     w.KvF32(a + ".rope.scaling.factor", v.linear_factor);
@@ -89,12 +93,32 @@ inline void WriteRandomModel(const Variant& v, bool f16, const std::string& path
     for (int j = 0; j < kHeadDim / 2; ++j) ff[j] = j < 8 ? 1.0f : (j < 20 ? 1.0f + (j - 8) * 0.6f : 8.0f);
     w.Tensor("rope_freqs.weight", {uint64_t(kHeadDim / 2)}, ff, false);
   }
+  if (v.longrope) {  // as llama.cpp's Phi-3 converter writes a 128k file
+    std::vector<float> ff(kHeadDim / 2);
+    for (int j = 0; j < kHeadDim / 2; ++j) ff[j] = 1.0f + 0.1f * j;
+    w.Tensor("rope_factors_long.weight", {uint64_t(kHeadDim / 2)}, ff, false);
+    w.Tensor("rope_factors_short.weight", {uint64_t(kHeadDim / 2)}, ff, false);
+    w.KvF32(a + ".rope.scaling.attn_factor", 1.19f);
+    w.KvU32(a + ".rope.scaling.original_context_length", 4096);
+  }
+  // Phi-3 stores [q | k | v] as one attn_qkv and [gate | up] as one ffn_up.
+  const bool fused = a == "phi3" && !v.unfused;
+  auto cat = [](std::vector<float> x, const std::vector<float>& y) {
+    x.insert(x.end(), y.begin(), y.end());
+    return x;
+  };
   for (int l = 0; l < kLayers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     w.Tensor(p + "attn_norm.weight", {d}, Normal(d, 0.1f, &rng, 1.0f), false);
-    w.Tensor(p + "attn_q.weight", {d, q}, Normal(d * q, ws, &rng), f16);
-    w.Tensor(p + "attn_k.weight", {d, kv}, Normal(d * kv, ws, &rng), f16);
-    w.Tensor(p + "attn_v.weight", {d, kv}, Normal(d * kv, ws, &rng), f16);
+    std::vector<float> wq = Normal(d * q, ws, &rng), wk = Normal(d * kv, ws, &rng),
+                       wv = Normal(d * kv, ws, &rng);
+    if (fused) {
+      w.Tensor(p + "attn_qkv.weight", {d, q + 2 * kv}, cat(cat(wq, wk), wv), f16);
+    } else {
+      w.Tensor(p + "attn_q.weight", {d, q}, wq, f16);
+      w.Tensor(p + "attn_k.weight", {d, kv}, wk, f16);
+      w.Tensor(p + "attn_v.weight", {d, kv}, wv, f16);
+    }
     if (a == "qwen2") {
       w.Tensor(p + "attn_q.bias", {q}, Normal(q, 0.2f, &rng), false);
       w.Tensor(p + "attn_k.bias", {kv}, Normal(kv, 0.2f, &rng), false);
@@ -106,8 +130,13 @@ inline void WriteRandomModel(const Variant& v, bool f16, const std::string& path
     }
     w.Tensor(p + "attn_output.weight", {q, d}, Normal(q * d, ws, &rng), f16);
     w.Tensor(p + "ffn_norm.weight", {d}, Normal(d, 0.1f, &rng, 1.0f), false);
-    w.Tensor(p + "ffn_gate.weight", {d, f}, Normal(d * f, ws, &rng), f16);
-    w.Tensor(p + "ffn_up.weight", {d, f}, Normal(d * f, ws, &rng), f16);
+    std::vector<float> gate = Normal(d * f, ws, &rng), up = Normal(d * f, ws, &rng);
+    if (fused) {
+      w.Tensor(p + "ffn_up.weight", {d, 2 * f}, cat(gate, up), f16);
+    } else {
+      w.Tensor(p + "ffn_gate.weight", {d, f}, gate, f16);
+      w.Tensor(p + "ffn_up.weight", {d, f}, up, f16);
+    }
     w.Tensor(p + "ffn_down.weight", {f, d}, Normal(f * d, 1.0f / std::sqrt(float(kFfn)), &rng), f16);
   }
   w.Write(path);
