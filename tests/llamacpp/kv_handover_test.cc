@@ -7,6 +7,7 @@
 // stored plainly (flash attention) and transposed (without).
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "model/loader.h"
 #include "model/model.h"
 #include "tests/llamacpp/compare_util.h"
+#include "tests/llamacpp/random_model.h"
 #include "tests/model/test_util.h"
 #include "tests/support/llamacpp_oracle.h"
 #include "tests/support/require.h"
@@ -106,6 +108,49 @@ TEST_P(KvHandoverTest, LlamaCppDecodesFromRagkvKvAsFromItsOwnPrefill) {
     l = DecodeOne(ctx, best, vocab);
   }
   EXPECT_EQ(greedy, *own_greedy);
+}
+
+// Phi-3 (fused attn_qkv / ffn_up, NEOX RoPE): a seeded random-weight F32
+// file, f32 caches on both sides. ragkv's full prefill (every row
+// recomputed: blending at r = 1.0) handed to llama.cpp gives llama.cpp's
+// own next-token logits (F32 tolerance of arch_oracle_test, 2e-3) and 32
+// greedy tokens.
+TEST(KvHandoverPhi3Test, LlamaCppDecodesFromRagkvKvAsFromItsOwnPrefill) {
+  const std::string path = ::testing::TempDir() + "/ragkv_handover_phi3.gguf";
+  ragkv::testing::WriteRandomModel({.name = "phi3", .arch = "phi3", .sliding_window = 512}, false, path);
+  LoadOptions lo;
+  lo.kv_dtype = kernels::DType::kF32;
+  auto m = LoadModel(path, lo);
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto ref = LlamaCppModel::Load(path, {.n_ctx = 256, .kv_f32 = true});
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  const int vocab = (*m)->config().vocab_size;
+  std::vector<int32_t> prompt = {1};
+  for (int i = 1; i < 40; ++i) prompt.push_back(3 + (i * 37) % (vocab - 3));
+  std::vector<int32_t> with_next = prompt;
+  with_next.push_back(prompt.back());
+  auto own = (*ref)->Logits(with_next, /*all=*/false);
+  ASSERT_TRUE(own.ok()) << own.status();
+  auto own_greedy = (*ref)->Greedy(with_next, 32);
+  ASSERT_TRUE(own_greedy.ok()) << own_greedy.status();
+  llama_context* ctx = (*ref)->context();
+  auto layout = lc::ProbeLayout(ctx, (*m)->config());
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  RagkvKv kv = PrefillKv(**m, prompt);
+  ASSERT_TRUE(lc::LoadSeqKv(ctx, 0, *layout, kv.view).ok());
+  std::vector<float> l = DecodeOne(ctx, prompt.back(), vocab);
+  const Agreement g = CompareLogits(l, *own, vocab);
+  std::printf("phi3 handover: max |diff| %.6f of range %.2f\n", g.max_abs, g.range);
+  EXPECT_LT(g.max_abs, 2e-3);
+  EXPECT_EQ(g.top1, 1.0);
+  std::vector<int32_t> greedy;
+  for (int i = 0; i < 32; ++i) {
+    const int32_t best = model::Argmax(l.data(), vocab);
+    greedy.push_back(best);
+    l = DecodeOne(ctx, best, vocab);
+  }
+  EXPECT_EQ(greedy, *own_greedy);
+  std::filesystem::remove(path);
 }
 
 INSTANTIATE_TEST_SUITE_P(FlashAttention, KvHandoverTest, ::testing::Bool(),
