@@ -49,18 +49,44 @@ HardwareSpec Hw(const char* name, double tflops, double hbm_gbs, double host_gbs
   return h;
 }
 
+// Planner-only ceilings of a preset: dense FP8 / INT8 / FP4 peaks (TFLOP/s,
+// 0 = not supported or not published), capacity (GB), device link (GB/s per
+// direction) and the source. docs/planner.md "Hardware presets" cites each.
+HardwareSpec With(HardwareSpec h, double fp8_tflops, double int8_tops, double fp4_tflops,
+                  double capacity_gb, double link_gbs, const char* source) {
+  h.peak_fp8_flops = fp8_tflops * 1e12;
+  h.peak_int8_ops = int8_tops * 1e12;
+  h.peak_fp4_flops = fp4_tflops * 1e12;
+  h.mem_capacity_bytes = capacity_gb * 1e9;
+  h.device_link_bw = link_gbs * 1e9;
+  h.source = source;
+  return h;
+}
+
 // Dense bf16 tensor-core peaks and memory bandwidths from vendor data sheets;
 // host link = achievable PCIe (Gen5 x16 ~55 GB/s, Gen4 x16 ~25 GB/s); NVMe =
 // one Gen4 drive (7 GB/s) except the A40 row, which uses the CacheBlend
 // paper's 4.8 GB/s; remote = a 100 Gb/s NIC. All overridable by the caller.
 const std::map<std::string, HardwareSpec>& HwPresets() {
   static const auto* presets = new std::map<std::string, HardwareSpec>{
-      {"h100-sxm", Hw("h100-sxm", 989, 3350, 55, 7, 12.5)},
-      {"h200", Hw("h200", 989, 4800, 55, 7, 12.5)},
-      {"a100-80gb", Hw("a100-80gb", 312, 2039, 25, 7, 12.5)},
-      {"l40s", Hw("l40s", 362, 864, 25, 7, 12.5)},
-      {"ascend-910b", Hw("ascend-910b", 320, 1600, 25, 7, 12.5)},
-      {"a40", Hw("a40", 149.7, 696, 25, 4.8, 12.5)},
+      {"h100-sxm", With(Hw("h100-sxm", 989, 3350, 55, 7, 12.5), 1979, 1979, 0, 80, 450,
+                        "NVIDIA H100 Tensor Core GPU datasheet (SXM column)")},
+      {"h200", With(Hw("h200", 989, 4800, 55, 7, 12.5), 1979, 1979, 0, 141, 450,
+                    "NVIDIA H200 Tensor Core GPU datasheet (SXM column)")},
+      {"b200", With(Hw("b200", 2250, 8000, 55, 7, 12.5), 4500, 4500, 9000, 180, 900,
+                    "NVIDIA HGX B200 (1000 W) per-GPU figures")},
+      {"mi300x", With(Hw("mi300x", 1307.4, 5300, 55, 7, 12.5), 2614.9, 2614.9, 0, 192, 448,
+                      "AMD Instinct MI300X data sheet")},
+      {"a100-80gb", With(Hw("a100-80gb", 312, 2039, 25, 7, 12.5), 0, 624, 0, 80, 300,
+                         "NVIDIA A100 datasheet (SXM 80GB)")},
+      {"l40s", With(Hw("l40s", 362, 864, 25, 7, 12.5), 733, 733, 0, 48, 0,
+                    "NVIDIA L40S datasheet")},
+      {"ascend-910b", With(Hw("ascend-910b", 320, 1600, 25, 7, 12.5), 0, 640, 0, 64, 196,
+                           "third-party figures (no vendor datasheet found)")},
+      {"tpu-v5e", With(Hw("tpu-v5e", 197, 819, 25, 7, 12.5), 0, 393, 0, 16, 200,
+                       "Google Cloud TPU v5e documentation")},
+      {"a40", With(Hw("a40", 149.7, 696, 25, 4.8, 12.5), 0, 299.3, 0, 48, 56,
+                   "NVIDIA A40 datasheet; NVMe as in the CacheBlend paper")},
   };
   return *presets;
 }
@@ -182,8 +208,10 @@ double CostModel::GemmFlops(double rows) const {
 }
 
 double CostModel::KvBytesPerLayer(int64_t tokens) const {
-  return 2.0 * shape_.kv_heads * shape_.head_dim * static_cast<double>(tokens) *
-         shape_.kv_bytes_per_elem;
+  const double elems = shape_.kv_elems_per_token > 0
+                           ? static_cast<double>(shape_.kv_elems_per_token)
+                           : 2.0 * shape_.kv_heads * shape_.head_dim;
+  return elems * static_cast<double>(tokens) * shape_.kv_bytes_per_elem;
 }
 
 StageCost CostModel::LmHead(int64_t rows) const {

@@ -40,6 +40,10 @@ struct ModelShape {
   int vocab = 0;
   int weight_bytes_per_elem = 2;  // bf16 weights on GPU; 4 for the CPU f32 runtime
   int kv_bytes_per_elem = 2;      // fp16 KV in the store
+  // kv_elems_per_token: KV elements one token stores per layer; 0 means
+  // 2 * kv_heads * head_dim (K and V). Set for shapes whose cache is not
+  // per-head K/V (MLA's latent: kv_lora_rank + rope dims; blend/plan_arch.h).
+  int kv_elems_per_token = 0;
 };
 
 // Presets: "llama-3-8b", "llama-3-70b", "mistral-7b", "qwen2-7b", "yi-34b",
@@ -82,9 +86,19 @@ struct HardwareSpec {
   // on each tier, indexed by Tier; paid before the blend starts (0: not
   // modelled).
   double tier_open_s[3] = {0, 0, 0};
+
+  // Planner-only ceilings (blend/plan_ops.h; 0 = unknown / not supported,
+  // the planner then falls back as documented in docs/planner.md).
+  double peak_fp8_flops = 0;   // dense FP8 tensor peak (0: use peak_flops)
+  double peak_int8_ops = 0;    // dense INT8 peak (informational)
+  double peak_fp4_flops = 0;   // dense FP4 peak (informational)
+  double mem_capacity_bytes = 0;  // HBM / DRAM capacity of one device (0: unlimited)
+  double device_link_bw = 0;   // device-to-device link (NVLink, xGMI, HCCS, ICI), bytes/s per device
+  std::string source;          // where the figures come from (docs/planner.md)
 };
 
-// Presets: "h100-sxm", "h200", "a100-80gb", "l40s", "ascend-910b", "a40".
+// Presets: "h100-sxm", "h200", "b200", "mi300x", "a100-80gb", "l40s",
+// "ascend-910b", "tpu-v5e", "a40" (figures and sources: docs/planner.md).
 absl::StatusOr<HardwareSpec> HardwarePreset(const std::string& name);
 std::vector<std::string> HardwarePresetNames();
 
