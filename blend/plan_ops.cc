@@ -1,0 +1,305 @@
+#include "blend/plan_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "absl/strings/str_format.h"
+
+namespace ragkv::blend {
+namespace {
+
+// Gemm: `rows` x `in` times `in` x `out` weights: 2·rows·in·out FLOPs; bytes
+// = weights once + the rows' input and output activations.
+OpCost Gemm(const char* op, double rows, double in, double out, double wb, double ab) {
+  OpCost c;
+  c.op = op;
+  c.flops = 2 * rows * in * out;
+  c.weight_bytes = in * out * wb;
+  c.bytes = c.weight_bytes + rows * (in + out) * ab;
+  return c;
+}
+
+OpCost Attn(const char* op, double flops, double bytes) {
+  OpCost c;
+  c.op = op;
+  c.flops = flops;
+  c.bytes = bytes;
+  return c;
+}
+
+void GqaOps(const ModelArch& a, const LayerLoad& x, std::vector<OpCost>* out) {
+  const double q = static_cast<double>(a.heads) * a.head_dim;
+  const double kv = static_cast<double>(a.kv_heads) * a.head_dim;
+  const double R = x.rows, ab = a.act_bytes;
+  out->push_back(Gemm("attn.qkv", R, a.dim, q * (a.attn_output_gate ? 2 : 1) + 2 * kv,
+                      a.weight_bytes, ab));
+  const double hd = static_cast<double>(a.heads) * a.head_dim;
+  out->push_back(Attn("attn.score", 2 * hd * x.visible_keys,
+                      x.kv_read_tokens * kv * a.kv_bytes + R * q * ab));
+  out->push_back(Attn("attn.value", 2 * hd * x.visible_keys,
+                      x.kv_read_tokens * kv * a.kv_bytes + R * q * ab));
+  out->push_back(Gemm("attn.out", R, q, a.dim, a.weight_bytes, ab));
+}
+
+void MlaOps(const ModelArch& a, const LayerLoad& x, std::vector<OpCost>* out) {
+  const double R = x.rows, ab = a.act_bytes, wb = a.weight_bytes, H = a.heads;
+  const double qk = a.qk_nope_dim + a.qk_rope_dim, lat = a.kv_lora_rank;
+  if (a.q_lora_rank > 0) {
+    out->push_back(Gemm("mla.q_down", R, a.dim, a.q_lora_rank, wb, ab));
+    out->push_back(Gemm("mla.q_up", R, a.q_lora_rank, H * qk, wb, ab));
+  } else {
+    out->push_back(Gemm("mla.q_proj", R, a.dim, H * qk, wb, ab));
+  }
+  out->push_back(Gemm("mla.kv_down", R, a.dim, lat + a.qk_rope_dim, wb, ab));
+  const double latent_bytes = x.kv_read_tokens * (lat + a.qk_rope_dim) * a.kv_bytes;
+  if (R < x.kv_read_tokens) {
+    // Absorbed: q_nope · W_UK per head into the latent space, attention over
+    // the latent (+ rope part), the latent output · W_UV per head.
+    OpCost absorb = Gemm("mla.absorb", R, 0, 0, wb, ab);
+    absorb.flops = 2 * R * H * a.qk_nope_dim * lat + 2 * R * H * lat * a.v_head_dim;
+    absorb.weight_bytes = lat * H * (a.qk_nope_dim + a.v_head_dim) * wb;
+    absorb.bytes = absorb.weight_bytes + R * H * (a.qk_nope_dim + 2 * lat + a.v_head_dim) * ab;
+    out->push_back(absorb);
+    out->push_back(Attn("attn.score", 2 * H * (lat + a.qk_rope_dim) * x.visible_keys,
+                        latent_bytes + R * H * (lat + a.qk_rope_dim) * ab));
+    out->push_back(Attn("attn.value", 2 * H * lat * x.visible_keys, R * H * lat * ab));
+  } else {
+    // Decompressed: K (nope part) and V up-projected for every read token.
+    out->push_back(Gemm("mla.kv_up", x.kv_read_tokens, lat, H * (a.qk_nope_dim + a.v_head_dim),
+                        wb, ab));
+    out->push_back(Attn("attn.score", 2 * H * qk * x.visible_keys,
+                        x.kv_read_tokens * H * qk * ab + R * H * qk * ab));
+    out->push_back(Attn("attn.value", 2 * H * a.v_head_dim * x.visible_keys,
+                        x.kv_read_tokens * H * a.v_head_dim * ab + R * H * a.v_head_dim * ab));
+  }
+  out->push_back(Gemm("attn.out", R, H * a.v_head_dim, a.dim, wb, ab));
+}
+
+void LinearOps(const ModelArch& a, const LayerLoad& x, std::vector<OpCost>* out) {
+  const double k = static_cast<double>(a.linear_k_heads) * a.linear_k_dim;
+  const double v = static_cast<double>(a.linear_v_heads) * a.linear_v_dim;
+  const double R = x.rows, ab = a.act_bytes;
+  out->push_back(Gemm("lin.in_proj", R, a.dim, 2 * k + 2 * v + 2.0 * a.linear_v_heads,
+                      a.weight_bytes, ab));
+  // Per token and value head: S·k, the rank-1 delta update, S·q (2·dk·dv each).
+  const double state = static_cast<double>(a.linear_v_heads) * a.linear_k_dim * a.linear_v_dim;
+  out->push_back(Attn("lin.recurrence", 6 * state * R, 2 * x.sequences * state * 4));
+  out->push_back(Gemm("lin.out", R, v, a.dim, a.weight_bytes, ab));
+}
+
+void FfnOps(const ModelArch& a, int layer, const LayerLoad& x, std::vector<OpCost>* out) {
+  const double R = x.rows, d = a.dim, ab = a.act_bytes;
+  auto mlp = [&](const char* op, double width, double copies, double wb, double weight_copies) {
+    OpCost c;
+    c.op = op;
+    c.flops = 2 * R * copies * 3 * d * width;
+    c.weight_bytes = weight_copies * 3 * d * width * wb;
+    c.bytes = c.weight_bytes + R * copies * (2 * d + 3 * width) * ab;
+    return c;
+  };
+  if (!IsMoeLayer(a, layer)) {
+    out->push_back(mlp("ffn", a.ffn, 1, a.weight_bytes, 1));
+    return;
+  }
+  out->push_back(Gemm("moe.router", R, d, a.experts, a.weight_bytes, ab));
+  const double touched = DistinctExperts(a.experts, a.experts_active, x.moe_tokens);
+  out->push_back(mlp("moe.experts", a.expert_ffn, a.experts_active, a.expert_weight_bytes,
+                     touched));
+  if (a.shared_experts > 0) {
+    out->push_back(mlp("moe.shared", a.shared_expert_ffn, a.shared_experts, a.weight_bytes,
+                       a.shared_experts));
+  }
+}
+
+void Time(const ModelArch& a, const HardwareSpec& hw, OpCost* c) {
+  c->intensity = c->bytes > 0 ? c->flops / c->bytes : 0;
+  const double peak = PeakFlops(a, hw);
+  const double tc = peak > 0 ? c->flops / peak : 0;
+  const double tm = hw.mem_bw > 0 ? c->bytes / hw.mem_bw : 0;
+  c->time_s = std::max(tc, tm);
+  c->bound = tc >= tm ? "compute" : "memory";
+}
+
+// Accumulate: adds one layer's operators into the phase, merged by name
+// (first appearance order kept).
+void Accumulate(const std::vector<OpCost>& layer, std::vector<OpCost>* ops) {
+  for (const OpCost& c : layer) {
+    auto it = std::find_if(ops->begin(), ops->end(), [&](const OpCost& o) { return o.op == c.op; });
+    if (it == ops->end()) {
+      ops->push_back(c);
+      continue;
+    }
+    it->flops += c.flops;
+    it->bytes += c.bytes;
+    it->weight_bytes += c.weight_bytes;
+  }
+}
+
+// Finish: times every operator, marks weight-carrying ones capacity-bound
+// when the footprint does not fit, sets shares and the phase bound.
+void Finish(const ModelArch& a, const HardwareSpec& hw, Phase* p) {
+  p->fits = hw.mem_capacity_bytes <= 0 || p->footprint_bytes <= hw.mem_capacity_bytes;
+  double sum = 0;
+  std::map<std::string, double> by_bound;
+  for (OpCost& c : p->ops) {
+    if (c.bound != "link") Time(a, hw, &c);
+    if (!p->fits && c.weight_bytes > 0) c.bound = "capacity";
+    sum += c.time_s;
+    by_bound[c.bound] += c.time_s;
+  }
+  for (OpCost& c : p->ops) c.share = sum > 0 ? c.time_s / sum : 0;
+  double best = -1;
+  for (const auto& [bound, t] : by_bound) {
+    if (t > best) best = t, p->bound = bound;
+  }
+  p->compute_s = sum - by_bound["link"] + hw.layer_overhead_s * a.layers;
+}
+
+double SlidingVisible(double lo, double hi, double window) {
+  // Sum over positions p in [lo, hi) of min(p + 1, window).
+  const double cut = std::clamp(window - 1, lo, hi);  // positions below cut see p + 1 keys
+  const double below = (cut * (cut + 1) - lo * (lo + 1)) / 2;
+  return below + (hi - cut) * window;
+}
+
+LayerLoad PrefillLoad(const ModelArch& a, int layer, double T) {
+  LayerLoad x;
+  x.rows = x.moe_tokens = x.kv_read_tokens = T;
+  x.visible_keys = LayerAttention(a, layer) == AttentionKind::kSliding
+                       ? SlidingVisible(0, T, a.sliding_window)
+                       : T * (T + 1) / 2;
+  return x;
+}
+
+void AddHead(const ModelArch& a, double rows, Phase* p) {
+  Accumulate({Gemm("lm_head", rows, a.dim, a.vocab, a.weight_bytes, a.act_bytes)}, &p->ops);
+}
+
+}  // namespace
+
+double DistinctExperts(double experts, double active, double tokens) {
+  if (experts <= 0 || tokens <= 0) return 0;
+  return experts * (1 - std::pow(1 - active / experts, tokens));
+}
+
+double PeakFlops(const ModelArch& a, const HardwareSpec& hw) {
+  if (a.precision == Precision::kFp8 && hw.peak_fp8_flops > 0) return hw.peak_fp8_flops;
+  return hw.peak_flops;
+}
+
+std::vector<OpCost> LayerOps(const ModelArch& a, int layer, const LayerLoad& load) {
+  std::vector<OpCost> out;
+  if (LayerAttention(a, layer) == AttentionKind::kLinear) {
+    LinearOps(a, load, &out);
+  } else if (IsMla(a)) {
+    MlaOps(a, load, &out);
+  } else {
+    GqaOps(a, load, &out);
+  }
+  FfnOps(a, layer, load, &out);
+  return out;
+}
+
+Phase PrefillPhase(const ModelArch& a, const HardwareSpec& hw, int64_t tokens) {
+  Phase p;
+  p.name = "prefill";
+  const double T = static_cast<double>(tokens);
+  for (int l = 0; l < a.layers; ++l) Accumulate(LayerOps(a, l, PrefillLoad(a, l, T)), &p.ops);
+  AddHead(a, 1, &p);
+  p.footprint_bytes = WeightBytes(a) + KvBytes(a, tokens) + RecurrentStateBytes(a);
+  Finish(a, hw, &p);
+  p.time_s = p.compute_s;
+  return p;
+}
+
+Phase DecodePhase(const ModelArch& a, const HardwareSpec& hw, int64_t batch,
+                  int64_t context_tokens) {
+  Phase p;
+  p.name = absl::StrFormat("decode b=%d", batch);
+  const double B = static_cast<double>(batch), N = static_cast<double>(context_tokens);
+  for (int l = 0; l < a.layers; ++l) {
+    LayerLoad x;
+    x.rows = x.moe_tokens = x.sequences = B;
+    const bool sliding = LayerAttention(a, l) == AttentionKind::kSliding;
+    const double kept = sliding ? std::min<double>(N, a.sliding_window) : N;
+    x.kv_read_tokens = B * kept;
+    x.visible_keys = B * (sliding ? std::min<double>(N + 1, a.sliding_window) : N + 1);
+    Accumulate(LayerOps(a, l, x), &p.ops);
+  }
+  AddHead(a, B, &p);
+  p.footprint_bytes =
+      WeightBytes(a) + B * (KvBytes(a, context_tokens + 1) + RecurrentStateBytes(a));
+  Finish(a, hw, &p);
+  p.time_s = p.compute_s;
+  return p;
+}
+
+absl::StatusOr<Phase> BlendPhase(const ModelArch& a, const HardwareSpec& hw,
+                                 int64_t context_tokens, int64_t query_tokens, double ratio,
+                                 Tier tier) {
+  if (absl::Status s = CheckChunkReusable(a); !s.ok()) return s;
+  Phase p;
+  p.name = ratio > 0 ? absl::StrFormat("blend r=%.2f %s", ratio, TierName(tier))
+                     : absl::StrFormat("full-reuse %s", TierName(tier));
+  const double C = static_cast<double>(context_tokens), Q = static_cast<double>(query_tokens);
+  const double N = C + Q, sel = std::ceil(ratio * C), W = a.sliding_window;
+  double load_bytes = 0;
+  for (int l = 0; l < a.layers; ++l) {
+    const bool sliding = LayerAttention(a, l) == AttentionKind::kSliding;
+    LayerLoad x;
+    if (l == 0 && ratio > 0) {
+      x = PrefillLoad(a, l, N);
+    } else {
+      x.rows = x.moe_tokens = sel + Q;
+      x.kv_read_tokens = sliding ? std::min(N, x.rows * W) : N;
+      x.visible_keys = sliding ? sel * std::min((C + 1) / 2, W) + Q * std::min(C + (Q + 1) / 2, W)
+                               : sel * (C + 1) / 2 + Q * C + Q * (Q + 1) / 2;
+    }
+    Accumulate(LayerOps(a, l, x), &p.ops);
+    const double kept = sliding ? std::min(C, (sel + Q) * W) : C;
+    load_bytes += KvElemsPerToken(a, l) * kept * a.kv_bytes;
+  }
+  AddHead(a, 1, &p);
+  OpCost load;
+  load.op = absl::StrFormat("kv_load.%s", TierName(tier));
+  load.bytes = load_bytes;
+  load.bound = "link";
+  const double bw = CostModel(ShapeOfArch(a), hw).TierBandwidth(tier);
+  load.time_s = bw > 0 ? load_bytes / bw : 0;
+  p.ops.push_back(load);
+  p.footprint_bytes = WeightBytes(a) + KvBytes(a, context_tokens + query_tokens);
+  Finish(a, hw, &p);
+  p.load_s = load.time_s;
+  // Layer i+1 loads while layer i computes; layer 0's load is exposed.
+  p.time_s = std::max(p.compute_s, p.load_s) + p.load_s / a.layers;
+  if (p.load_s > p.compute_s) p.bound = "link";
+  return p;
+}
+
+Phase KvLoadPhase(const ModelArch& a, const HardwareSpec& hw, int64_t context_tokens) {
+  Phase p;
+  p.name = "kv-load";
+  const double bytes = KvBytes(a, context_tokens);
+  const CostModel m(ShapeOfArch(a), hw);
+  const std::pair<const char*, double> tiers[] = {{"kv_load.hbm", hw.mem_bw},
+                                                  {"kv_load.ram", m.TierBandwidth(Tier::kRam)},
+                                                  {"kv_load.ssd", m.TierBandwidth(Tier::kSsd)},
+                                                  {"kv_load.redis",
+                                                   m.TierBandwidth(Tier::kRemote)}};
+  for (const auto& [name, bw] : tiers) {
+    OpCost c;
+    c.op = name;
+    c.bytes = bytes;
+    c.time_s = bw > 0 ? bytes / bw : 0;
+    c.bound = std::string(name) == "kv_load.hbm" ? "memory" : "link";
+    p.ops.push_back(c);
+  }
+  p.footprint_bytes = bytes;
+  Finish(a, hw, &p);
+  p.time_s = p.ops[1].time_s;  // the RAM tier's: each row is an alternative
+  p.bound = "link";
+  return p;
+}
+
+}  // namespace ragkv::blend
