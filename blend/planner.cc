@@ -29,7 +29,86 @@ std::string JsonEscape(const std::string& s) {
   return out;
 }
 
+AdviceWorkload AdviceOf(const Plan& p) {
+  AdviceWorkload w;
+  w.context_tokens = p.workload.chunks * p.workload.chunk_tokens;
+  w.query_tokens = p.workload.query_tokens;
+  w.decode_batch = p.workload.decode_batch;
+  w.ratio = p.workload.r_min > 0 ? p.workload.r_min : 0.15;
+  w.tier = p.controller.tier;
+  return w;
+}
+
+void PrintPhasesTable(const Plan& p, std::ostream& out) {
+  for (const Phase& ph : p.phases) {
+    out << absl::StrFormat("\n### %s: %.3f ms, %s-bound%s\n\n", ph.name, ph.time_s * 1e3,
+                           ph.bound, ph.fits ? "" : " (does not fit in device memory)");
+    out << "| operator | GFLOP | MB | FLOP/B | bound | ms | share |\n"
+           "|---|---:|---:|---:|---|---:|---:|\n";
+    for (const OpCost& c : ph.ops) {
+      out << absl::StrFormat("| %s | %.3f | %.3f | %.1f | %s | %.4f | %.1f%% |\n", c.op,
+                             c.flops / 1e9, c.bytes / 1e6, c.intensity, c.bound, c.time_s * 1e3,
+                             c.share * 100);
+    }
+  }
+  if (!p.blend_refused.empty()) out << "\nblend refused: " << p.blend_refused << "\n";
+  if (!p.recommendations.empty()) out << "\nRecommendations:\n";
+  for (const std::string& r : p.recommendations) out << "- " << r << "\n";
+}
+
+void PrintPhasesJson(const Plan& p, std::ostream& out) {
+  if (p.phases.empty() && p.recommendations.empty() && p.blend_refused.empty()) return;
+  out << R"(,"phases":[)";
+  for (size_t i = 0; i < p.phases.size(); ++i) {
+    const Phase& ph = p.phases[i];
+    out << absl::StrFormat(R"(%s{"phase":"%s","time_ms":%.6g,"bound":"%s","fits":%s,)"
+                           R"("footprint_bytes":%.6g,"ops":[)",
+                           i ? "," : "", JsonEscape(ph.name), ph.time_s * 1e3, ph.bound,
+                           ph.fits ? "true" : "false", ph.footprint_bytes);
+    for (size_t j = 0; j < ph.ops.size(); ++j) {
+      const OpCost& c = ph.ops[j];
+      out << absl::StrFormat(R"(%s{"op":"%s","flops":%.6g,"bytes":%.6g,"intensity":%.6g,)"
+                             R"("bound":"%s","time_ms":%.6g,"share":%.6g})",
+                             j ? "," : "", c.op, c.flops, c.bytes, c.intensity, c.bound,
+                             c.time_s * 1e3, c.share);
+    }
+    out << "]}";
+  }
+  out << R"(],"recommendations":[)";
+  for (size_t i = 0; i < p.recommendations.size(); ++i) {
+    out << (i ? "," : "") << '"' << JsonEscape(p.recommendations[i]) << '"';
+  }
+  out << absl::StrFormat(R"(],"blend_refused":"%s")", JsonEscape(p.blend_refused));
+}
+
 }  // namespace
+
+void AddArchAnalysis(const ModelArch& arch, Plan* plan) {
+  const AdviceWorkload w = AdviceOf(*plan);
+  plan->phases = AnalysedPhases(arch, plan->hardware, w);
+  plan->recommendations = Recommendations(arch, plan->hardware, w);
+  absl::Status reusable = CheckChunkReusable(arch);
+  plan->blend_refused = reusable.ok() ? "" : std::string(reusable.message());
+}
+
+Plan MakeArchPlan(const ModelArch& arch, const HardwareSpec& hw, const PlanWorkload& w,
+                  const StoragePrices& prices) {
+  if (CheckChunkReusable(arch).ok()) {
+    Plan plan = MakePlan(ShapeOfArch(arch), hw, w, prices);
+    AddArchAnalysis(arch, &plan);
+    return plan;
+  }
+  Plan plan;
+  plan.shape = ShapeOfArch(arch);
+  plan.hardware = hw;
+  plan.workload = w;
+  const int64_t n = w.chunks * w.chunk_tokens + w.query_tokens;
+  const Phase pre = PrefillPhase(arch, hw, n);
+  plan.rows.push_back({"full-prefill", "-", pre.time_s, 1.0, pre.bound});
+  plan.controller.why = "blending refused for this model";
+  AddArchAnalysis(arch, &plan);
+  return plan;
+}
 
 Plan MakePlan(const ModelShape& shape, const HardwareSpec& hw, const PlanWorkload& w,
               const StoragePrices& prices) {
@@ -109,6 +188,7 @@ void PrintPlanTable(const Plan& p, std::ostream& out) {
       "ram %.2f, ssd %.2f, redis %.2f\n",
       p.kv_bytes_per_token / 1024, p.kv_gb_per_million_tokens, p.usd_per_million_tokens[0],
       p.usd_per_million_tokens[1], p.usd_per_million_tokens[2]);
+  PrintPhasesTable(p, out);
 }
 
 void PrintPlanJson(const Plan& p, std::ostream& out) {
@@ -124,11 +204,12 @@ void PrintPlanJson(const Plan& p, std::ostream& out) {
   }
   out << absl::StrFormat(
       R"(],"controller":{"ratio":%.4g,"tier":"%s","why":"%s"},"kv_bytes_per_token":%.6g,)"
-      R"("usd_per_million_tokens":{"ram":%.6g,"ssd":%.6g,"redis":%.6g}})",
+      R"("usd_per_million_tokens":{"ram":%.6g,"ssd":%.6g,"redis":%.6g})",
       p.controller.ratio, TierName(p.controller.tier), JsonEscape(p.controller.why),
       p.kv_bytes_per_token, p.usd_per_million_tokens[0], p.usd_per_million_tokens[1],
       p.usd_per_million_tokens[2]);
-  out << "\n";
+  PrintPhasesJson(p, out);
+  out << "}\n";
 }
 
 }  // namespace ragkv::blend

@@ -14,6 +14,9 @@
 #include <vector>
 
 #include "blend/cost_model.h"
+#include "blend/plan_advice.h"
+#include "blend/plan_arch.h"
+#include "blend/plan_ops.h"
 
 namespace ragkv::blend {
 
@@ -24,6 +27,7 @@ struct PlanWorkload {
   std::vector<double> ratios = {0.05, 0.10, 0.15, 0.20, 0.30};
   double r_min = 0.15;  // quality floor for the controller
   double r_max = 0.50;
+  int64_t decode_batch = 8;  // batch of the decode phase (per-operator analysis)
 };
 
 // Capacity prices in USD per GB (hardware purchase cost) for the cost column.
@@ -50,11 +54,28 @@ struct Plan {
   double kv_bytes_per_token = 0;
   double kv_gb_per_million_tokens = 0;
   double usd_per_million_tokens[3] = {0, 0, 0};  // indexed by Tier
+  // Per-operator analysis (blend/plan_ops.h, blend/plan_advice.h); empty
+  // unless AddArchAnalysis / MakeArchPlan filled it.
+  std::vector<Phase> phases;
+  std::vector<std::string> recommendations;
+  std::string blend_refused;  // why blending / reuse is refused ("" = allowed)
 };
 
 // MakePlan: all strategies x tiers for one workload on one device.
 Plan MakePlan(const ModelShape& shape, const HardwareSpec& hw, const PlanWorkload& workload,
               const StoragePrices& prices = {});
+
+// AddArchAnalysis: fills plan->phases and plan->recommendations for `arch`
+// on plan->hardware (workload: plan->workload; blend at r_min from the
+// controller's tier). Leaves rows untouched.
+void AddArchAnalysis(const ModelArch& arch, Plan* plan);
+
+// MakeArchPlan: MakePlan on ShapeOfArch(arch) (the rows) + AddArchAnalysis.
+// For a model that is not chunk-reusable (CheckChunkReusable) the rows hold
+// only "full-prefill", timed by the per-operator prefill phase, and
+// blend_refused says why.
+Plan MakeArchPlan(const ModelArch& arch, const HardwareSpec& hw, const PlanWorkload& workload,
+                  const StoragePrices& prices = {});
 
 // PrintPlanTable: Markdown table + controller choice + storage cost.
 void PrintPlanTable(const Plan& plan, std::ostream& out);

@@ -24,9 +24,43 @@ using blend::DescribeKernelRates;
 using blend::MeasureCpu;
 using blend::ResolveModelShape;
 
+namespace {
+
+bool IsArchPreset(const std::string& name) {
+  const std::vector<std::string> names = blend::ArchPresetNames();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// ResolveArch: an architecture preset (blend/plan_arch.h; f32 weights and
+// activations under --calibrate-cpu, as the CPU runtime) or, via
+// ResolveModelShape, a ModelShape preset / checkpoint as a dense architecture.
+// *shape: the shape the legacy rows use (the preset's or checkpoint's own;
+// the dense equivalent of an architecture preset).
+absl::StatusOr<blend::ModelArch> ResolveArch(const PlanCommandOptions& o,
+                                             blend::ModelShape* shape_out) {
+  if (IsArchPreset(o.model)) {
+    ASSIGN_OR_RETURN(blend::ModelArch a, blend::ArchPreset(o.model));
+    if (o.calibrate_cpu) a.weight_bytes = a.expert_weight_bytes = a.act_bytes = a.kv_bytes = 4;
+    *shape_out = blend::ShapeOfArch(a);
+    return a;
+  }
+  absl::StatusOr<blend::ModelShape> shape = ResolveModelShape(o.model, o.calibrate_cpu);
+  if (absl::IsInvalidArgument(shape.status())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(shape.status().message(), "; architecture presets: ",
+                     absl::StrJoin(blend::ArchPresetNames(), ", ")));
+  }
+  if (!shape.ok()) return shape.status();
+  *shape_out = *shape;
+  return blend::ArchOfShape(*shape);
+}
+
+}  // namespace
+
 absl::StatusOr<blend::Plan> RunPlanCommand(const PlanCommandOptions& o, std::ostream& out) {
   blend::HardwareSpec hw;
-  ASSIGN_OR_RETURN(blend::ModelShape shape, ResolveModelShape(o.model, o.calibrate_cpu));
+  blend::ModelShape shape;
+  ASSIGN_OR_RETURN(blend::ModelArch arch, ResolveArch(o, &shape));
   if (o.calibrate_cpu) {
     // The kernels of one layer of this model are timed too (GEMM efficiency
     // by row count, attention, row ops, re-rotation, allocation).
@@ -80,7 +114,14 @@ absl::StatusOr<blend::Plan> RunPlanCommand(const PlanCommandOptions& o, std::ost
   if (!(w.r_min >= 0 && w.r_min <= w.r_max && w.r_max <= 1)) {
     return absl::InvalidArgumentError("plan: need 0 <= r_min <= r_max <= 1");
   }
-  blend::Plan plan = blend::MakePlan(shape, hw, w);
+  if (w.decode_batch <= 0) return absl::InvalidArgumentError("plan: --decode-batch must be > 0");
+  blend::Plan plan;
+  if (IsArchPreset(o.model)) {
+    plan = blend::MakeArchPlan(arch, hw, w);
+  } else {
+    plan = blend::MakePlan(shape, hw, w);
+    blend::AddArchAnalysis(arch, &plan);
+  }
   if (o.json) {
     blend::PrintPlanJson(plan, out);
   } else {
@@ -119,6 +160,9 @@ class PlanCommand : public Command {
     cmd->add_option("--ratios", o_.workload.ratios)->delimiter(',')->capture_default_str();
     cmd->add_option("--r-min", o_.workload.r_min)->capture_default_str();
     cmd->add_option("--r-max", o_.workload.r_max)->capture_default_str();
+    cmd->add_option("--decode-batch", o_.workload.decode_batch,
+                    "batch of the per-operator decode phase")
+        ->capture_default_str();
     cmd->add_flag("--json", o_.json, "JSON instead of the table");
   }
   int Run() override {
