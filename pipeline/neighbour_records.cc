@@ -1,6 +1,6 @@
 #include "pipeline/neighbour_records.h"
 
-#include <set>
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,18 +13,54 @@
 
 namespace ragkv::pipeline {
 
+namespace {
+
+// ContextOf: lead + the chunks `ids`' tokens, the nearest (ids[0]) last;
+// nullopt when `ids` is empty or one of them is gone.
+absl::StatusOr<std::optional<blend::NeighbourContext>> ContextOf(
+    const retrieval::Retriever& retriever, const model::Tokenizer* tokenizer,
+    const std::vector<int64_t>& ids) {
+  if (ids.empty()) return std::nullopt;
+  blend::NeighbourContext ctx;
+  if (tokenizer != nullptr && tokenizer->add_bos()) ctx.lead = {tokenizer->bos_id()};
+  for (auto it = ids.rbegin(); it != ids.rend(); ++it) {
+    ASSIGN_OR_RETURN(std::optional<retrieval::ChunkRecord> c, retriever.GetChunk(*it));
+    if (!c) return std::nullopt;
+    ctx.neighbours.push_back(std::move(c->token_ids));
+  }
+  return ctx;
+}
+
+constexpr size_t kBatch = 256;  // chunks per batched neighbour search
+
+// StoreOne: chunk `id`'s record after `near`, unless stored already.
+template <typename Fail>
+void StoreOne(const NeighbourPrecomputeOptions& o, int64_t id, const std::vector<int32_t>& tokens,
+              const std::vector<int64_t>& near, NeighbourPrecomputeStats* st, const Fail& fail) {
+  absl::StatusOr<std::optional<blend::NeighbourContext>> ctx =
+      ContextOf(*o.retriever, o.tokenizer, near);
+  if (!ctx.ok()) return fail(id, ctx.status());
+  const kvstore::Fingerprint fp = o.model->fingerprint();
+  if (!*ctx || (!o.replace && o.store->Contains(blend::NeighbourKeyOf(fp, **ctx, tokens)))) {
+    ++st->skipped;
+    return;
+  }
+  absl::StatusOr<uint64_t> bytes =
+      blend::PrecomputeAndStoreWithNeighbours(*o.model, o.store, **ctx, tokens, o.codec);
+  if (!bytes.ok()) return fail(id, bytes.status());
+  ++st->computed;
+  st->bytes += *bytes;
+  st->context_tokens += (*ctx)->Tokens().size();
+}
+
+}  // namespace
+
 absl::StatusOr<std::optional<blend::NeighbourContext>> NeighbourContextOf(
     const retrieval::Retriever& retriever, const model::Tokenizer* tokenizer, int64_t chunk_id,
     int k) {
-  ASSIGN_OR_RETURN(std::vector<retrieval::SearchResult> near,
-                   retriever.NearestChunks(chunk_id, k));
-  if (near.empty()) return std::nullopt;
-  blend::NeighbourContext ctx;
-  if (tokenizer != nullptr && tokenizer->add_bos()) ctx.lead = {tokenizer->bos_id()};
-  for (auto it = near.rbegin(); it != near.rend(); ++it) {
-    ctx.neighbours.push_back(std::move(it->token_ids));  // the nearest last
-  }
-  return ctx;
+  ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> ids, retriever.ChunkNeighbours(chunk_id, k));
+  if (!ids) return std::nullopt;
+  return ContextOf(retriever, tokenizer, *ids);
 }
 
 absl::StatusOr<NeighbourPrecomputeStats> PrecomputeNeighbourRecords(
@@ -38,13 +74,14 @@ absl::StatusOr<NeighbourPrecomputeStats> PrecomputeNeighbourRecords(
   const auto t0 = Clock::now();
   const kvstore::Fingerprint fp = o.model->fingerprint();
   // The chunks first (the scan holds a snapshot; the work is done outside it).
+  // Every chunk gets its list; two chunks of the same tokens get the same
+  // list, hence the same key, and the second is skipped as stored.
   std::vector<std::pair<int64_t, std::vector<int32_t>>> chunks;
-  std::set<kvstore::ChunkKey> seen;
   RETURN_IF_ERROR(o.retriever->ForEachChunk([&](const retrieval::ChunkRecord& c) {
     if (c.token_ids.empty()) return absl::OkStatus();
     const kvstore::ChunkKey plain = kvstore::ChunkKey::Of(fp, c.token_ids);
     if (plain.Lo64() % o.shard_count != o.shard_index) return absl::OkStatus();
-    if (seen.insert(plain).second) chunks.push_back({c.chunk_id, c.token_ids});
+    chunks.push_back({c.chunk_id, c.token_ids});
     return absl::OkStatus();
   }));
   NeighbourPrecomputeStats st;
@@ -55,26 +92,18 @@ absl::StatusOr<NeighbourPrecomputeStats> PrecomputeNeighbourRecords(
       st.failures.push_back(absl::StrCat("chunk ", id, ": ", s.ToString()));
     }
   };
-  for (const auto& [id, tokens] : chunks) {
-    absl::StatusOr<std::optional<blend::NeighbourContext>> ctx =
-        NeighbourContextOf(*o.retriever, o.tokenizer, id, o.neighbours);
-    if (!ctx.ok()) {
-      fail(id, ctx.status());
-      continue;
+  for (size_t b = 0; b < chunks.size(); b += kBatch) {
+    const size_t e = std::min(chunks.size(), b + kBatch);
+    std::vector<int64_t> ids;
+    for (size_t i = b; i < e; ++i) ids.push_back(chunks[i].first);
+    ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> near,
+                     o.retriever->NearestChunkIds(ids, o.neighbours));
+    std::vector<std::pair<int64_t, std::vector<int64_t>>> lists;
+    for (size_t i = 0; i < ids.size(); ++i) lists.push_back({ids[i], near[i]});
+    RETURN_IF_ERROR(o.retriever->SetChunkNeighbours(o.neighbours, lists));
+    for (size_t i = b; i < e; ++i) {
+      StoreOne(o, chunks[i].first, chunks[i].second, near[i - b], &st, fail);
     }
-    if (!*ctx || (!o.replace && o.store->Contains(blend::NeighbourKeyOf(fp, **ctx, tokens)))) {
-      ++st.skipped;
-      continue;
-    }
-    absl::StatusOr<uint64_t> bytes =
-        blend::PrecomputeAndStoreWithNeighbours(*o.model, o.store, **ctx, tokens, o.codec);
-    if (!bytes.ok()) {
-      fail(id, bytes.status());
-      continue;
-    }
-    ++st.computed;
-    st.bytes += *bytes;
-    st.context_tokens += (*ctx)->Tokens().size();
   }
   st.seconds = SecondsSince(t0);
   return st;

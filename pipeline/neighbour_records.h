@@ -4,12 +4,13 @@
 // nearest chunks in the index, stored under its own key
 // (blend::NeighbourKeyOf), beside the chunk's plain record.
 //
-//  * NeighbourContextOf: the context a chunk's record is computed after,
-//    the same at precompute and at request time while the index is
-//    unchanged (a changed index gives another key: a miss, then the plain
-//    record).
 //  * PrecomputeNeighbourRecords: the precompute pass (`ragkv precompute
-//    --neighbours k`), over every chunk of the catalogue in this shard.
+//    --neighbours k`), over every chunk of the catalogue in this shard: the
+//    neighbours found in batched index searches
+//    (Retriever::NearestChunkIds), recorded in the catalogue
+//    (Retriever::SetChunkNeighbours), then each record computed and stored.
+//  * NeighbourContextOf: the context a chunk's record was computed after,
+//    from the recorded list (no search at request time).
 //
 // Thread safety: both are reentrant; they only read the retriever and the
 // model and Put into the (thread-safe) store.
@@ -39,11 +40,10 @@ class Retriever;
 namespace ragkv::pipeline {
 
 // NeighbourContextOf: lead = {BOS} when `tokenizer` starts prompts with one
-// (null: none), then the tokens of chunk `chunk_id`'s `k` nearest chunks
-// (retrieval::Retriever::NearestChunks), the nearest last, next to the
-// chunk. nullopt when the chunk has no neighbour (a one-chunk index).
-// Errors: those of NearestChunks (NotFound, FailedPrecondition for an
-// untrained index, InvalidArgument for k).
+// (null: none), then the tokens of the k neighbours recorded for chunk
+// `chunk_id` (Retriever::ChunkNeighbours), the nearest last, next to the
+// chunk. nullopt when none was recorded, the list is empty, or a
+// neighbour has been deleted since. Errors: the catalogue's.
 absl::StatusOr<std::optional<blend::NeighbourContext>> NeighbourContextOf(
     const retrieval::Retriever& retriever, const model::Tokenizer* tokenizer, int64_t chunk_id,
     int k);
@@ -63,7 +63,7 @@ struct NeighbourPrecomputeOptions {
 };
 
 struct NeighbourPrecomputeStats {
-  int64_t chunks = 0;    // distinct chunks of this shard
+  int64_t chunks = 0;    // chunks of this shard
   int64_t computed = 0;  // records written
   int64_t skipped = 0;   // already stored (or no neighbour at all)
   int64_t failed = 0;    // e.g. context + chunk over the model's context
@@ -73,9 +73,11 @@ struct NeighbourPrecomputeStats {
   std::vector<std::string> failures;  // "chunk <id>: <reason>", the first ones
 };
 
-// PrecomputeNeighbourRecords: for each distinct chunk of the catalogue in
-// this shard, its NeighbourContextOf and, unless already stored (or
-// `replace`), blend::PrecomputeAndStoreWithNeighbours. Per-chunk failures
+// PrecomputeNeighbourRecords: for each chunk of the catalogue in this
+// shard, 256 at a time: their k nearest chunks (Retriever::NearestChunkIds,
+// one batched search), recorded (Retriever::SetChunkNeighbours, replacing
+// an earlier list), then, unless already stored (or `replace`),
+// blend::PrecomputeAndStoreWithNeighbours. Per-chunk failures
 // are counted, not returned. Errors: InvalidArgument for missing pointers or
 // k < 1; the catalogue's read errors.
 absl::StatusOr<NeighbourPrecomputeStats> PrecomputeNeighbourRecords(

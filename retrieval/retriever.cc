@@ -420,33 +420,6 @@ absl::Status Retriever::SetChunkKey(int64_t chunk_id, std::string kv_key) {
   return catalogue_->Apply(m);
 }
 
-absl::StatusOr<std::vector<SearchResult>> Retriever::NearestChunks(int64_t chunk_id,
-                                                                   int k) const {
-  if (k < 1 || k >= VectorIndex::kMaxK) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("NearestChunks: k must be in [1, ", VectorIndex::kMaxK - 1, "], got ", k));
-  }
-  ASSIGN_OR_RETURN(std::optional<ChunkRecord> self, catalogue_->GetChunk(chunk_id));
-  if (!self) return absl::NotFoundError(absl::StrCat("NearestChunks: no chunk ", chunk_id));
-  ASSIGN_OR_RETURN(std::optional<std::vector<float>> vec, catalogue_->GetVector(chunk_id));
-  if (!vec) return absl::NotFoundError(absl::StrCat("NearestChunks: chunk ", chunk_id, " has no vector"));
-  SearchOptions so;
-  so.with_text = false;
-  // Room for the chunk itself and a few copies of its passage.
-  so.k = std::min(VectorIndex::kMaxK, k + 4);
-  ASSIGN_OR_RETURN(std::vector<SearchResult> hits, SearchByVector(*vec, so));
-  std::vector<SearchResult> out;
-  for (SearchResult& h : hits) {
-    if (static_cast<int>(out.size()) == k) break;
-    if (h.chunk_id == chunk_id || h.token_ids == self->token_ids) continue;
-    const bool copy = std::any_of(out.begin(), out.end(), [&](const SearchResult& o) {
-      return o.token_ids == h.token_ids;
-    });
-    if (!copy) out.push_back(std::move(h));
-  }
-  return out;
-}
-
 absl::Status Retriever::ForEachChunk(
     const std::function<absl::Status(const ChunkRecord&)>& fn) const {
   return catalogue_->ForEachChunk(fn);

@@ -224,18 +224,32 @@ class Retriever {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // NearestChunks: the `k` chunks nearest to chunk `chunk_id` in the dense
-  // index (its own stored vector as the query, SearchByVector, so in its
-  // order: nearest first, near-duplicates set aside), without the chunk
-  // itself and without a second chunk of the same tokens as one already
-  // taken or as the chunk; token_ids filled, text not. Fewer when the index holds fewer. What a
-  // neighbour-aware record is computed after (docs/retrieval.md
-  // "Neighbour-aware records"): deterministic for a given index, so
-  // precompute and a request agree while the index is unchanged. NotFound
-  // for an unknown chunk or one without a stored vector; InvalidArgument for
-  // k outside [1, VectorIndex::kMaxK - 1]; the search's errors (an untrained
-  // index: FailedPrecondition).
+  // index (its own stored vector as the query), nearest first, without the
+  // chunk itself and without a second chunk of the same tokens as it or as
+  // one already taken; token_ids filled, text not. Fewer when the index
+  // holds fewer. NotFound for an unknown chunk or one without a stored
+  // vector; InvalidArgument for k outside [1, VectorIndex::kMaxK - 5]; the
+  // index's errors (an untrained index: FailedPrecondition).
   absl::StatusOr<std::vector<SearchResult>> NearestChunks(int64_t chunk_id, int k) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // NearestChunkIds: NearestChunks' ids for many chunks in one batched
+  // index search (what the neighbour precompute pass uses: one search per
+  // chunk costs |index| x dim each). out[i] belongs to chunk_ids[i]; a
+  // chunk without a record or vector gets an empty list.
+  absl::StatusOr<std::vector<std::vector<int64_t>>> NearestChunkIds(
+      absl::Span<const int64_t> chunk_ids, int k) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // SetChunkNeighbours / ChunkNeighbours: the neighbour list a chunk's
+  // neighbour-aware record (k neighbours) was computed with, kept in the
+  // catalogue's meta family ("neighbours/v1/<k>/<chunk id>"; docs/
+  // retrieval.md "Neighbour-aware records") so that a request finds the
+  // record without searching. Set: one atomic write of every pair.
+  // ChunkNeighbours: nullopt when none was recorded; DataLoss for an
+  // undecodable value.
+  absl::Status SetChunkNeighbours(
+      int k, const std::vector<std::pair<int64_t, std::vector<int64_t>>>& lists);
+  absl::StatusOr<std::optional<std::vector<int64_t>>> ChunkNeighbours(int64_t chunk_id,
+                                                                      int k) const;
 
   // SetChunkKey: records the KV-store key of a chunk (NotFound if absent).
   absl::Status SetChunkKey(int64_t chunk_id, std::string kv_key) ABSL_LOCKS_EXCLUDED(mu_);

@@ -53,7 +53,8 @@ absl::Status OpenWhole(const Pipeline::Options& o, const kvstore::Fingerprint& f
 // OpenNeighbour: with Options::neighbour_records, catalogue chunk
 // `chunk_id`'s neighbour-aware record as p's source when stored (p->tokens
 // the whole chunk); otherwise p is left as it was, with neighbour_fallback
-// set. A neighbour search that fails is a fallback too, never the
+// set (no recorded neighbour list, a neighbour deleted since, or no such
+// record). Failing to read the list is a fallback too, never the
 // request's error.
 absl::Status OpenNeighbour(const Pipeline::Options& o, int64_t chunk_id, Piece* p,
                            double* fetch_ms) {

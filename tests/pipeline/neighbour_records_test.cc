@@ -105,6 +105,20 @@ class NeighbourRecordsTest : public PipelineTest {
 TEST_F(NeighbourRecordsTest, PrecomputedServedAndFallenBackFrom) {
   // Plain records of every chunk, then the neighbour pass (k = 1).
   for (const auto& t : tokens_) ASSERT_TRUE(blend::PrecomputeAndStore(*model_, store_.get(), t).ok());
+  RequestOptions ro;
+  ro.mode = Mode::kFullReuse;
+  ro.pinned = true;
+  // Before the pass: no neighbour list recorded, every chunk falls back.
+  {
+    auto none = NeighbourContextOf(*retriever_, nullptr, ids_[0], 1);
+    ASSERT_TRUE(none.ok()) << none.status();
+    EXPECT_FALSE(none->has_value());
+    CaptureSink sink;
+    auto r = MakeWith(1)->Run(ChunksPrompt({0, 2}), ro, &sink);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->neighbour_records, 0);
+    EXPECT_EQ(r->neighbour_fallbacks, 2);
+  }
   NeighbourPrecomputeOptions no;
   no.model = model_.get();
   no.retriever = retriever_.get();
@@ -127,15 +141,20 @@ TEST_F(NeighbourRecordsTest, PrecomputedServedAndFallenBackFrom) {
   ASSERT_EQ((*ctx0)->neighbours.size(), 1u);
   EXPECT_EQ((*ctx0)->neighbours[0], tokens_[1]);
   EXPECT_TRUE((*ctx0)->lead.empty());  // no tokenizer: no BOS
+  // The recorded list is NearestChunks' (the unbatched reference).
+  for (size_t i = 0; i < ids_.size(); ++i) {
+    auto list = retriever_->ChunkNeighbours(ids_[i], 1);
+    auto ref = retriever_->NearestChunks(ids_[i], 1);
+    ASSERT_TRUE(list.ok() && list->has_value() && ref.ok());
+    ASSERT_EQ((*list)->size(), 1u);
+    EXPECT_EQ((**list)[0], (*ref)[0].chunk_id) << "chunk " << i;
+  }
   auto rec0 = blend::PrecomputeChunkInContext(*model_, (*ctx0)->Tokens(), tokens_[0],
                                               kernels::DType::kF32);
   ASSERT_TRUE(rec0.ok());
   auto plain0 = blend::PrecomputeChunk(*model_, tokens_[0], kernels::DType::kF32);
   ASSERT_TRUE(plain0.ok());
 
-  RequestOptions ro;
-  ro.mode = Mode::kFullReuse;
-  ro.pinned = true;
   {
     CaptureSink sink;
     auto r = MakeWith(1)->Run(ChunksPrompt({0, 2}), ro, &sink);

@@ -752,6 +752,23 @@ TEST(Retriever, NearestChunksMatchANaiveRanking) {
     }
   }
   EXPECT_EQ(r->NearestChunks(ids[0], 10).value().size(), 4u);  // 6 chunks - itself - its copy
+  // The batched search gives every chunk the same list as one search each.
+  auto batch = r->NearestChunkIds(ids, 3);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_EQ(batch->size(), ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const auto one = r->NearestChunks(ids[i], 3).value();
+    ASSERT_EQ((*batch)[i].size(), one.size()) << i;
+    for (size_t j = 0; j < one.size(); ++j) EXPECT_EQ((*batch)[i][j], one[j].chunk_id) << i;
+  }
+  // Recorded lists: per k, replaced by a later write, absent until written.
+  EXPECT_FALSE(r->ChunkNeighbours(ids[1], 2).value().has_value());
+  ASSERT_TRUE(r->SetChunkNeighbours(2, {{ids[1], {ids[0], ids[2]}}, {ids[3], {}}}).ok());
+  EXPECT_EQ(r->ChunkNeighbours(ids[1], 2).value(), std::vector<int64_t>({ids[0], ids[2]}));
+  EXPECT_EQ(r->ChunkNeighbours(ids[3], 2).value(), std::vector<int64_t>{});
+  EXPECT_FALSE(r->ChunkNeighbours(ids[1], 1).value().has_value());
+  ASSERT_TRUE(r->SetChunkNeighbours(2, {{ids[1], {ids[4]}}}).ok());
+  EXPECT_EQ(r->ChunkNeighbours(ids[1], 2).value(), std::vector<int64_t>({ids[4]}));
   EXPECT_EQ(r->NearestChunks(987654, 2).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(r->NearestChunks(ids[0], 0).status().code(), absl::StatusCode::kInvalidArgument);
 }
