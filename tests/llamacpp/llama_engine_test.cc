@@ -1,7 +1,7 @@
 // llama_engine_test.cc: LlamaCppEngine against a real `ragkv serve` on
-// loopback and the real llama.cpp (issue 18), on stories260K, on a GQA
-// random-weight F16 file and on its Q8_0 quantization (llama.cpp's own
-// quantizer): the fused KV of a full recompute (r = 1.0), as explicit
+// loopback and the real llama.cpp (issue 18), on stories260K, on GQA
+// llama and Phi-3 random-weight F16 files and on the llama one's Q8_0
+// quantization (llama.cpp's own quantizer): the fused KV of a full recompute (r = 1.0), as explicit
 // segments or as a raw prompt, handed to llama.cpp gives llama.cpp's own
 // next-token logits and greedy continuation. Every fallback gives plain
 // llama.cpp's answer: a sidecar down, another model's fingerprint, a fused
@@ -11,8 +11,9 @@
 // cache, llama.cpp's own from its computation (f16 activations for F16
 // weights, q8 activations for Q8_0). Max |diff| of the next-token logits,
 // measured 2026-12-02: stories260K 0.009-0.012% of their range, GQA F16
-// 0.028-0.031%, GQA Q8_0 0.76-0.89%; asserted < 0.2% (F32/F16 files) and
-// < 2% (Q8_0), with the same argmax and the same 32 greedy tokens.
+// 0.028-0.031%, GQA Q8_0 0.76-0.89%, Phi-3 F16 0.004-0.006% (2026-12-06);
+// asserted < 0.2% (F32/F16 files) and < 2% (Q8_0), with the same argmax
+// and the same 32 greedy tokens.
 #include <stdlib.h>
 #include <sys/wait.h>
 
@@ -48,6 +49,8 @@ const TempDir& Files() {
   static const TempDir dir;
   static const bool written = [] {
     ragkv::testing::WriteRandomModel({"gqa", "llama"}, /*f16=*/true, dir.path() + "/gqa_f16.gguf");
+    ragkv::testing::WriteRandomModel({.name = "phi3", .arch = "phi3"}, /*f16=*/true,
+                                     dir.path() + "/phi3_f16.gguf");
     return ragkv::testing::LlamaCppQuantize(dir.path() + "/gqa_f16.gguf",
                                             dir.path() + "/gqa_q8_0.gguf", 7).ok();
   }();
@@ -135,14 +138,14 @@ class LlamaCppEngineTest : public ::testing::TestWithParam<std::string> {
   // file's tolerance above; `local`: r is that prefill, within 1e-4 of the
   // range), same argmax, same 32 greedy tokens.
   void ExpectOwnAnswer(const lc::LlamaCppEngine::Result& r, bool local = false) {
-    const double frac = local ? 1e-4 : (GetParam() == "gqa_q8_0" ? 0.02 : 0.002);
+    const double frac = local ? 1e-4 : (GetParam().ends_with("_q8_0") ? 0.02 : 0.002);
     const Agreement g = CompareLogits(r.logits, own_, vocab_);
     std::printf("%s: max |diff| %.5f of range %.2f (%.4f%%)\n", GetParam().c_str(), g.max_abs,
                 g.range, 100 * g.max_abs / g.range);
     EXPECT_LE(g.max_abs, frac * g.range) << "max |diff| " << g.max_abs << " of " << g.range;
     EXPECT_EQ(g.top1, 1.0);
     const std::vector<int32_t> ours = GreedyOn(r.logits);
-    if (GetParam() != "gqa_q8_0" || local) {
+    if (!GetParam().ends_with("_q8_0") || local) {
       EXPECT_EQ(ours, own_greedy_);
       return;
     }
@@ -430,7 +433,13 @@ TEST(LlamaCppBenchEngineTest, PrintsEveryStrategyAndWritesItsFiles) {
 #endif
 
 INSTANTIATE_TEST_SUITE_P(Files, LlamaCppEngineTest,
-                         ::testing::Values("stories260K", "gqa_f16", "gqa_q8_0"));
+                         ::testing::Values("stories260K", "gqa_f16", "gqa_q8_0", "phi3_f16"));
+// (A phi3 Q8_0 file passes every test above except the `ragkv llama` text
+// comparison, whose 8 greedy tokens parted from llama.cpp alone's at the
+// 7th (measured 2026-12-06; its handed-over logits were 0.46-0.55% of the
+// range from llama.cpp's own, as gqa_q8_0's are): that test has no
+// near-tie allowance, so it is not instantiated; quantized phi3 is checked
+// in arch_oracle_test. docs/model.md, Phi-3.)
 
 // The sidecar killed (SIGKILL) while it streams: layer 0 has arrived, the
 // rest never does; llama.cpp prefills the whole prompt itself. A model big
