@@ -59,11 +59,15 @@ std::string Experts(const ModelArch& a, const AdviceWorkload& w, const Phase& de
     all += c.bytes;
     if (c.op == "moe.experts") expert_bytes = c.bytes;
   }
+  ModelArch active = a;  // the weights one token reads: k experts per MoE layer
+  active.experts = a.experts_active;
   return absl::StrFormat(
       "decode at batch %d touches %.1f of %d experts per MoE layer (E(1-(1-k/E)^B), k=%d); "
-      "routed expert weights are %.0f%% of the step's bytes",
+      "routed expert weights are %.0f%% of the step's bytes; one token reads %.1f GB of the "
+      "%.1f GB of weights",
       w.decode_batch, DistinctExperts(a.experts, a.experts_active, w.decode_batch), a.experts,
-      a.experts_active, all > 0 ? expert_bytes / all * 100 : 0.0);
+      a.experts_active, all > 0 ? expert_bytes / all * 100 : 0.0, WeightBytes(active) / 1e9,
+      WeightBytes(a) / 1e9);
 }
 
 void BlendAdvice(const ModelArch& a, const HardwareSpec& hw, const AdviceWorkload& w,

@@ -183,6 +183,33 @@ TEST(PlanPhases, PrefillSumsLayers) {
   EXPECT_NEAR(share, 1, 1e-12);
 }
 
+TEST(PlanPhases, SlidingWindowPrefillCountsWindowedKeys) {
+  // Gemma-3-27B, 2000 tokens: 10 global layers see 2000 x 2001 / 2 keys; 52
+  // sliding layers (window 1024) see 1 + 2 + ... + 1023 = 523776 for the
+  // first 1023 positions and 1024 for each of the other 977.
+  HardwareSpec hw;
+  hw.peak_flops = 1e15;
+  hw.mem_bw = 1e12;
+  auto ops = ByName(PrefillPhase(Preset("gemma-3-27b"), hw, 2000).ops);
+  const double global = 2000.0 * 2001 / 2, sliding = 523776.0 + 977.0 * 1024;
+  EXPECT_DOUBLE_EQ(ops["attn.score"].flops, 2.0 * 32 * 128 * (10 * global + 52 * sliding));
+}
+
+TEST(PlanPhases, MoeDecodeReadsTheDistinctExperts) {
+  // Qwen3-30B-A3B decode, batch 8: 48 MoE layers, each reading the weights of
+  // D(8) = 128 (1 - (120/128)^8) experts of 3 x 2048 x 768 bf16 weights.
+  HardwareSpec hw;
+  hw.peak_flops = 1e15;
+  hw.mem_bw = 1e12;
+  auto ops = ByName(DecodePhase(Preset("qwen3-30b-a3b"), hw, 8, 1000).ops);
+  const double touched = 128 * (1 - std::pow(120.0 / 128, 8));
+  EXPECT_NEAR(ops["moe.experts"].bytes,
+              48 * (touched * 3 * 2048 * 768 * 2 + 8 * 8 * (2.0 * 2048 + 3.0 * 768) * 2), 1e-2);
+  EXPECT_DOUBLE_EQ(ops["moe.experts"].flops, 48 * 2.0 * 8 * 8 * 3 * 2048 * 768);
+  // Attention reads each sequence's 1000 cached tokens: K = 8 x 1000.
+  EXPECT_DOUBLE_EQ(ops["attn.score"].bytes, 48 * (8000.0 * 512 * 2 + 8 * 4096.0 * 2));
+}
+
 TEST(PlanPhases, DecodeIsMemoryBoundAndScalesWithBandwidth) {
   const ModelArch a = Preset("llama-3.1-8b");
   absl::StatusOr<HardwareSpec> hw = HardwarePreset("h100-sxm");
