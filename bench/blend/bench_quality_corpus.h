@@ -12,8 +12,8 @@
 // embedder (HashedEmbedder, default options) over the text of its kept
 // tokens; a passage's neighbours are the others by inner product, nearest
 // first, skipping a passage of the same tokens as it or as one already
-// taken (Retriever::NearestChunks' rule, over a flat index, without its
-// near-duplicate set-aside).
+// taken (Retriever::NearestChunks' rule, over a flat index of the
+// passages' first chunks).
 //
 // Thread safety: pure function.
 #ifndef RAGKV_BENCH_BLEND_BENCH_QUALITY_CORPUS_H_
