@@ -151,7 +151,10 @@ void Finish(const ModelArch& a, const HardwareSpec& hw, Phase* p) {
   for (OpCost& c : p->ops) c.share = sum > 0 ? c.time_s / sum : 0;
   double best = -1;
   for (const auto& [bound, t] : by_bound) {
-    if (t > best) best = t, p->bound = bound;
+    if (t > best) {
+      best = t;
+      p->bound = bound;
+    }
   }
   p->compute_s = sum - by_bound["link"] + hw.layer_overhead_s * a.layers;
 }

@@ -224,6 +224,19 @@ TEST(PlanPhases, DecodeIsMemoryBoundAndScalesWithBandwidth) {
               1e-12);
 }
 
+TEST(PlanPhases, KvLoadPerTier) {
+  // Llama-3.1-8B, 1000 tokens: 32 layers x 2 x 8 x 128 x 2 B = 128 KiB per token.
+  absl::StatusOr<HardwareSpec> hw = HardwarePreset("h100-sxm");
+  ASSERT_TRUE(hw.ok());
+  auto ops = ByName(KvLoadPhase(Preset("llama-3.1-8b"), *hw, 1000).ops);
+  const double bytes = 1000.0 * 32 * 2 * 8 * 128 * 2;
+  EXPECT_DOUBLE_EQ(ops["kv_load.hbm"].time_s, bytes / 3350e9);
+  EXPECT_DOUBLE_EQ(ops["kv_load.ram"].time_s, bytes / 55e9);
+  EXPECT_DOUBLE_EQ(ops["kv_load.ssd"].time_s, bytes / 7e9);
+  EXPECT_DOUBLE_EQ(ops["kv_load.redis"].time_s, bytes / 12.5e9);
+  EXPECT_EQ(ops["kv_load.ssd"].bound, "link");
+}
+
 TEST(PlanPhases, CapacityMarksWeightOperators) {
   absl::StatusOr<HardwareSpec> hw = HardwarePreset("h100-sxm");
   ASSERT_TRUE(hw.ok());
