@@ -59,8 +59,9 @@ ModelArch GptOss120b() {
 }
 
 ModelArch Gemma3_27b() {
-  ModelArch a = Dense("gemma-3-27b", "huggingface.co/google/gemma-3-27b-it config.json (text_config)",
-                      62, 5376, 32, 16, 128, 21504, 262208);
+  ModelArch a =
+      Dense("gemma-3-27b", "huggingface.co/google/gemma-3-27b-it config.json (text_config)", 62,
+            5376, 32, 16, 128, 21504, 262208);
   a.sliding_window = 1024;
   a.global_every = 6;  // sliding_window_pattern 6: five local layers, then one global
   return a;

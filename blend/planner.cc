@@ -110,7 +110,9 @@ Plan MakeArchPlan(const ModelArch& arch, const HardwareSpec& hw, const PlanWorkl
   plan.kv_bytes_per_token = KvBytes(arch, 1);
   plan.kv_gb_per_million_tokens = plan.kv_bytes_per_token * 1e6 / 1e9;
   const double usd[3] = {prices.ram_usd_per_gb, prices.ssd_usd_per_gb, prices.remote_usd_per_gb};
-  for (int t = 0; t < 3; ++t) plan.usd_per_million_tokens[t] = plan.kv_gb_per_million_tokens * usd[t];
+  for (int t = 0; t < 3; ++t) {
+    plan.usd_per_million_tokens[t] = plan.kv_gb_per_million_tokens * usd[t];
+  }
   AddArchAnalysis(arch, &plan);
   return plan;
 }
