@@ -93,7 +93,7 @@ struct HardwareSpec {
   double peak_int8_ops = 0;    // dense INT8 peak (informational)
   double peak_fp4_flops = 0;   // dense FP4 peak (informational)
   double mem_capacity_bytes = 0;  // HBM / DRAM capacity of one device (0: unlimited)
-  double device_link_bw = 0;   // device-to-device link (NVLink, xGMI, HCCS, ICI), bytes/s per device
+  double device_link_bw = 0;   // device link (NVLink, xGMI, HCCS, ICI), bytes/s per direction
   std::string source;          // where the figures come from (docs/planner.md)
 };
 
