@@ -167,6 +167,7 @@ TEST(ArchOracleScalingTest, MetadataNoEngineRunsIsRefusedByName) {
       {{"d", "llama", false, 0, 0, 0, 0, {{"rope.scaling.attn_factor", -1.0f}}}, "attn_factor"},
       {{"e", "qwen3", false, 0, 0.5f}, "YaRN factor"},
       {{"g", "qwen2", false, 0, 0, 0, 0, {}, "", ::ragkv::testing::kHeadDim / 2}, "partial rotary"},
+      {{.name = "h", .arch = "phi3", .rope_dims = ::ragkv::testing::kHeadDim / 2}, "partial rotary"},
   };
   for (const Case& c : cases) {
     WriteRandomModel(c.v, false, path);
