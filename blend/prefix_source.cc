@@ -8,18 +8,6 @@
 
 namespace ragkv::blend {
 
-std::vector<kvstore::ChunkKey> PrefixBlockKeys(const kvstore::Fingerprint& fp,
-                                               absl::Span<const int32_t> tokens, int block_tokens) {
-  std::vector<kvstore::ChunkKey> keys;
-  if (block_tokens < 1) return keys;
-  kvstore::ChunkKey parent = kvstore::PrefixRootKey(fp);
-  for (size_t b = 0; (b + 1) * block_tokens <= tokens.size(); ++b) {
-    parent = kvstore::PrefixBlockKey(parent, tokens.subspan(b * block_tokens, block_tokens));
-    keys.push_back(parent);
-  }
-  return keys;
-}
-
 absl::StatusOr<std::unique_ptr<PrefixKvSource>> PrefixKvSource::Open(
     kvstore::TieredStore* store, absl::Span<const kvstore::ChunkKey> keys,
     const kvstore::Fingerprint& fp, int block_tokens) {
@@ -30,7 +18,10 @@ absl::StatusOr<std::unique_ptr<PrefixKvSource>> PrefixKvSource::Open(
   s->block_tokens_ = block_tokens;
   std::vector<std::optional<kvstore::ChunkHandle>> got = store->MultiGet(keys, fp);
   for (std::optional<kvstore::ChunkHandle>& h : got) {
-    if (!h.has_value() || h->header.num_tokens() != static_cast<uint32_t>(block_tokens)) break;
+    if (!h.has_value() || h->header.num_tokens() != static_cast<uint32_t>(block_tokens) ||
+        h->header.context != kvstore::RecordContext::kChunkLocal) {
+      break;  // a record of another context is never an exact block
+    }
     if (!s->blocks_.empty()) {
       const kvstore::KvChunkHeader& a = s->blocks_.front().header;
       if (h->header.num_layers != a.num_layers || h->header.num_kv_heads != a.num_kv_heads ||
@@ -75,7 +66,7 @@ absl::StatusOr<std::vector<StoreChunk>> EncodePrefixBlocks(
     int block_tokens, int first_block, int last_block, kernels::DType dtype, kvstore::Codec codec,
     const kvstore::Fingerprint* key_fp) {
   const std::vector<kvstore::ChunkKey> keys =
-      PrefixBlockKeys(key_fp != nullptr ? *key_fp : fp, tokens, block_tokens);
+      kvstore::PrefixBlockKeys(key_fp != nullptr ? *key_fp : fp, tokens, block_tokens);
   if (first_block < 0 || last_block > static_cast<int>(keys.size()) ||
       static_cast<int64_t>(last_block) * block_tokens > cache.num_tokens()) {
     return absl::InvalidArgumentError(absl::StrCat("EncodePrefixBlocks: blocks [", first_block, ", ",

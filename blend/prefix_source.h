@@ -28,10 +28,7 @@
 
 namespace ragkv::blend {
 
-// PrefixBlockKeys: the chained keys of the full blocks of `tokens` (block i
-// covers tokens [i*block_tokens, (i+1)*block_tokens)). block_tokens >= 1.
-std::vector<kvstore::ChunkKey> PrefixBlockKeys(const kvstore::Fingerprint& fp,
-                                               absl::Span<const int32_t> tokens, int block_tokens);
+// The chain's keys: kvstore::PrefixBlockKeys (kvstore/chunk_key.h).
 
 // PrefixKvSource: rows [0, blocks * block_tokens) read from stored blocks
 // (whole records, fetched and verified at Open), at their own positions

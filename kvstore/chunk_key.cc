@@ -172,4 +172,17 @@ ChunkKey PrefixBlockKey(const ChunkKey& parent, absl::Span<const int32_t> block_
   return Finish(s.get());
 }
 
+std::vector<ChunkKey> PrefixBlockKeys(const Fingerprint& fp, absl::Span<const int32_t> tokens,
+                                      int block_tokens) {
+  std::vector<ChunkKey> keys;
+  if (block_tokens < 1) return keys;
+  const size_t n = static_cast<size_t>(block_tokens);
+  ChunkKey parent = PrefixRootKey(fp);
+  for (size_t b = 0; (b + 1) * n <= tokens.size(); ++b) {
+    parent = PrefixBlockKey(parent, tokens.subspan(b * n, n));
+    keys.push_back(parent);
+  }
+  return keys;
+}
+
 }  // namespace ragkv::kvstore

@@ -102,6 +102,12 @@ ChunkKey PrefixRootKey(const Fingerprint& fp);
 // PrefixBlockKey: key of the block `block_tokens` that follows the prefix
 // whose key is `parent` (the root or a previous block key).
 ChunkKey PrefixBlockKey(const ChunkKey& parent, absl::Span<const int32_t> block_tokens);
+// PrefixBlockKeys: the chained keys of the full blocks of `tokens` (block i
+// covers tokens [i*block_tokens, (i+1)*block_tokens)); none when
+// block_tokens < 1. The one derivation of the chain: the pipeline's lookup
+// and store, and the server's reorder pass.
+std::vector<ChunkKey> PrefixBlockKeys(const Fingerprint& fp, absl::Span<const int32_t> tokens,
+                                      int block_tokens);
 
 // ChunkKeyHash: std-style hasher (key bits are already uniform; uses Lo64).
 struct ChunkKeyHash {

@@ -358,8 +358,9 @@ void Pipeline::FillResult(const RunState& run, const blend::BlendResult& r,
   res->gate_reason = run.gate_reason;
   res->failed = run.failed;
   for (const internal::Piece& p : run.pieces) {
-    res->neighbour_records += p.context == kvstore::RecordContext::kNeighbours && p.stored;
-    res->neighbour_fallbacks += p.neighbour_fallback;
+    const bool neighbour = p.context == kvstore::RecordContext::kNeighbours;
+    res->neighbour_records += neighbour && p.stored && !p.failed;
+    res->neighbour_fallbacks += p.neighbour_fallback || (neighbour && p.failed);
   }
   res->timings = r.timings;
   res->ms = run.ms;

@@ -59,16 +59,10 @@ std::vector<kvstore::ChunkKey> ChainKeys(const std::vector<int32_t>& tokens,
                                          const ReorderOptions& o) {
   const int64_t limit =
       std::min(static_cast<int64_t>(tokens.size()) - kReservedTail, o.max_tokens);
-  std::vector<kvstore::ChunkKey> keys;
-  if (o.block_tokens < 1 || limit < o.block_tokens) return keys;
-  kvstore::ChunkKey parent = kvstore::PrefixRootKey(o.key_fp);
-  for (int64_t b = 0; (b + 1) * o.block_tokens <= limit; ++b) {
-    parent = kvstore::PrefixBlockKey(
-        parent, absl::MakeConstSpan(tokens).subspan(static_cast<size_t>(b * o.block_tokens),
-                                                    static_cast<size_t>(o.block_tokens)));
-    keys.push_back(parent);
-  }
-  return keys;
+  if (limit <= 0) return {};
+  return kvstore::PrefixBlockKeys(
+      o.key_fp, absl::MakeConstSpan(tokens).subspan(0, static_cast<size_t>(limit)),
+      o.block_tokens);
 }
 
 absl::StatusOr<Reordered> ReorderForPrefix(size_t n, const TokensOf& tokens_of,

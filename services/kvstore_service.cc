@@ -117,6 +117,10 @@ grpc::ServerWriteReactor<v1::KVRecord>* KVStoreServiceImpl::GetChunk(
             key, *fp,
             [&](const kvstore::KvChunkHeader& h, kvstore::LoadedLayer layer) -> absl::Status {
               if (!header_sent) {
+                // The wire header has no record context: a record whose keys
+                // sit at another context's positions never leaves as a
+                // chunk-local one (docs/kv_format.md "Neighbour-aware records").
+                RETURN_IF_ERROR(kvstore::CheckRecordContext(h, kvstore::RecordContext::kChunkLocal));
                 v1::KVRecord rec;
                 *rec.mutable_header() = internal::HeaderToWire(h);
                 if (!w->Push(std::move(rec))) {

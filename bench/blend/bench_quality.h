@@ -130,6 +130,13 @@ struct StrategyQuality {
 absl::StatusOr<std::vector<StrategyQuality>> RunQualityBench(const QualityBenchOptions& options,
                                                              std::ostream& out);
 
+// The files of --png and --csv (bench_quality_plot.cc). WritePlot: KL and
+// top-1 (xchunk: accuracy) against r for every ratio sweep of `rows`, full
+// reuse dashed, into o.png_path (gnuplot; its failure is an error).
+// WriteCsv: one line per row.
+absl::Status WritePlot(const QualityBenchOptions& o, const std::vector<StrategyQuality>& rows);
+absl::Status WriteCsv(const std::string& path, const std::vector<StrategyQuality>& rows);
+
 }  // namespace ragkv::blend
 
 #endif  // RAGKV_BENCH_BLEND_BENCH_QUALITY_H_

@@ -41,7 +41,7 @@ absl::Status ForgetUnsharedPrefix(kvstore::TieredStore* store, const kvstore::Fi
                                   const std::vector<int32_t>& tokens,
                                   const std::vector<int32_t>& prev) {
   const std::vector<kvstore::ChunkKey> keys =
-      blend::PrefixBlockKeys(fp, tokens, kPrefixBlockTokens);
+      kvstore::PrefixBlockKeys(fp, tokens, kPrefixBlockTokens);
   const size_t shared = static_cast<size_t>(SharedPrefixTokens(tokens, prev) / kPrefixBlockTokens);
   for (size_t i = shared; i < keys.size(); ++i) {
     if (absl::Status s = store->Delete(keys[i]); !s.ok() && !absl::IsNotFound(s)) return s;

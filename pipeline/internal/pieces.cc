@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/clock.h"
+#include "base/log.h"
 #include "base/status_macros.h"
 #include "blend/store_source.h"
 #include "kvstore/chunk_key.h"
@@ -70,7 +71,14 @@ absl::Status OpenNeighbour(const Pipeline::Options& o, int64_t chunk_id, Piece* 
   p->record_key = blend::NeighbourKeyOf(o.model->fingerprint(), **ctx, p->tokens);
   p->context = kvstore::RecordContext::kNeighbours;
   const int64_t n = static_cast<int64_t>(p->tokens.size());
-  RETURN_IF_ERROR(OpenStored(o, n, 0, n, p, fetch_ms));
+  if (absl::Status s = OpenStored(o, n, 0, n, p, fetch_ms); !s.ok()) {
+    // The plain record is the fallback for any failure of this one.
+    RAGKV_LOG(WARNING) << "neighbour record of chunk " << chunk_id << ": " << s
+                       << "; using the plain record";
+    p->source.reset();
+    p->store = nullptr;
+    p->stored = false;
+  }
   if (p->stored) {
     p->neighbour_fallback = false;
   } else {

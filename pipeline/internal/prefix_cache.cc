@@ -23,7 +23,7 @@ absl::Status ApplyExactPrefix(kvstore::TieredStore* store, const kvstore::Finger
   // chunk segment between the prefix and the query (a repeated prompt whose
   // context is whole blocks would otherwise leave none and be refused).
   const int64_t limit = std::min(query_begin - 1, options.max_tokens);
-  const std::vector<kvstore::ChunkKey> keys = blend::PrefixBlockKeys(
+  const std::vector<kvstore::ChunkKey> keys = kvstore::PrefixBlockKeys(
       layout->traffic, absl::MakeConstSpan(tokens).subspan(0, limit), options.block_tokens);
   if (keys.empty()) return absl::OkStatus();
   ASSIGN_OR_RETURN(layout->exact, blend::PrefixKvSource::Open(store, keys, fp,

@@ -407,8 +407,8 @@ TEST_F(SidecarTest, BlendAutoModeAppliesTheControllersRatio) {
   CollectingKVSink adaptive;
   ASSERT_TRUE(client_->Blend(req, &adaptive).ok());
   EXPECT_GT(adaptive.stats.ratio, 0.0f);
-  EXPECT_LE(adaptive.stats.ratio, 0.3f);
-  EXPECT_LE(adaptive.stats.recomputed_tokens, sink.stats.recomputed_tokens);
+  EXPECT_LT(adaptive.stats.ratio, 0.3f);  // half the error needs fewer rows than the cap
+  EXPECT_LT(adaptive.stats.recomputed_tokens, sink.stats.recomputed_tokens);
 }
 
 TEST_F(SidecarTest, BlendBadInput) {

@@ -179,6 +179,20 @@ TEST_F(NeighbourRecordsTest, PrecomputedServedAndFallenBackFrom) {
     const int64_t off = sink.prompt.spans[0].begin;
     EXPECT_EQ(VDiff(sink, 2, off, *plain0), 0.0);
   }
+  // A chunk-local record forged under the neighbour key: refused by its
+  // header, and the request falls back to the plain record (not an error).
+  {
+    auto forged = blend::EncodeForStoreAs(
+        *plain0, blend::NeighbourKeyOf(model_->fingerprint(), **ctx0, tokens_[0]));
+    ASSERT_TRUE(forged.ok()) << forged.status();
+    ASSERT_TRUE(store_->Put(forged->key, forged->chunk).ok());
+    CaptureSink sink;
+    auto r = MakeWith(1)->Run(ChunksPrompt({0, 2}), ro, &sink);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->neighbour_records, 1);
+    EXPECT_EQ(r->neighbour_fallbacks, 1);
+    EXPECT_EQ(VDiff(sink, 2, sink.prompt.spans[0].begin, *plain0), 0.0);
+  }
   // Without the option: plain records only, nothing counted.
   {
     CaptureSink sink;

@@ -1,7 +1,7 @@
 // reorder_test.cc: the exact-prefix reorder pass's greedy order
 // (server/reorder.h) on hand-made prompts (a header, the documents' token
 // lists in some order, a question) against a fake store of prefix blocks:
-// its chain keys are the pipeline's own (blend::PrefixBlockKeys over the
+// its chain keys are the pipeline's own (kvstore::PrefixBlockKeys over the
 // rows the pipeline looks up), the order it picks recovers a stored chain
 // whatever order the documents come in (the brute-force best over every
 // permutation), it keeps the retriever's order when nothing of the
@@ -103,11 +103,11 @@ TEST(ReorderTest, ChainKeysAreThePipelinesLookup) {
   const std::vector<int32_t> t = f.Tokens({0, 1, 2});
   const int64_t rows = static_cast<int64_t>(t.size()) - kReservedTail;  // the raw prompt's limit
   EXPECT_EQ(ChainKeys(t, o),
-            blend::PrefixBlockKeys(o.key_fp, absl::MakeConstSpan(t).subspan(0, rows), kBlock));
+            kvstore::PrefixBlockKeys(o.key_fp, absl::MakeConstSpan(t).subspan(0, rows), kBlock));
   ReorderOptions capped = o;
   capped.max_tokens = 10;
   EXPECT_EQ(ChainKeys(t, capped),
-            blend::PrefixBlockKeys(o.key_fp, absl::MakeConstSpan(t).subspan(0, 10), kBlock));
+            kvstore::PrefixBlockKeys(o.key_fp, absl::MakeConstSpan(t).subspan(0, 10), kBlock));
   EXPECT_EQ(ChainKeys(t, capped).size(), 2u);
 }
 
