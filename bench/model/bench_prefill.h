@@ -59,9 +59,11 @@ struct PrefillBenchResult {
   std::vector<PrefillBenchRow> rows;
   // With compare: resident memory each engine added for the model, a cache of
   // the longest prompt and one prefill of it (VmRSS deltas), and decode
-  // tokens/s (16 steps after the shortest prompt; reported, no target).
+  // tokens/s (16 steps after the shortest prompt, decode_context tokens;
+  // the median of `repeats` interleaved runs; reported, no target).
   int64_t ragkv_rss_bytes = -1, llamacpp_rss_bytes = -1, file_bytes = -1;
   double ragkv_decode_tokens_per_s = 0, llamacpp_decode_tokens_per_s = 0;
+  int decode_context = 0;
 };
 
 // RunPrefillBench: InvalidArgument for a bad spec / empty token list;
