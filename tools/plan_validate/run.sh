@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# run.sh: the measurements of the planner's CPU validation
+# (docs/planner_cpu_validation.md), one kernel thread, every shape of the
+# written-down split. Writes the raw outputs to OUT (default
+# docs/data/plan_cpu); fit.py reads them. Run it while nothing else uses the
+# CPUs (in this repository: under the build lock).
+#   tools/plan_validate/run.sh [OUT]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${1:-docs/data/plan_cpu}
+BENCH=${BENCH:-build/cli/ragkv-bench}
+RAGKV=${RAGKV:-build/cli/ragkv}
+REPEATS=${REPEATS:-5}
+mkdir -p "$OUT"
+declare -A SPEC=(
+  [F1]="layers=8,dim=512,heads=8,kv_heads=8,ffn=1408"
+  [F2]="layers=4,dim=1024,heads=16,kv_heads=4,ffn=2816"
+  [H1]="layers=16,dim=1024,heads=16,kv_heads=4,ffn=2816"
+  [H2]="layers=12,dim=768,heads=12,kv_heads=4,ffn=2048"
+  [H3]="layers=2,dim=2048,heads=16,kv_heads=8,ffn=5632"
+)
+SHAPES=${SHAPES:-"F1 F2 H1 H2 H3"}
+for s in $SHAPES; do
+  m="synthetic:${SPEC[$s]},vocab=32000,ctx=4096"
+  echo "== $s: $m ($(date -u +%H:%M:%S))" >&2
+  # The plan first: its --calibrate-cpu probe must not see a loaded machine
+  # either; only its FLOP and byte counts are used (fit.py fits the rates).
+  for t in 512 2048; do
+    "$RAGKV" plan --model "$m" --calibrate-cpu --chunks 1 --chunk-tokens $((t - 32)) \
+      --query-tokens 32 --ratios 0.15 --decode-batch 1 --json >"$OUT/$s.plan$t.json"
+  done
+  "$RAGKV" plan --model "$m" --calibrate-cpu --chunks 6 --chunk-tokens 256 --query-tokens 32 \
+    --ratios 0.15 --decode-batch 1 --json >"$OUT/$s.planblend.json"
+  "$BENCH" --kernel-threads 1 prefill --model "$m" --tokens 512,2048 --repeats "$REPEATS" \
+    --compare llama.cpp --encoding f32 >"$OUT/$s.prefill.txt"
+  "$BENCH" --kernel-threads 1 blend --model "$m" --chunks 6 --chunk-tokens 256 --query-tokens 32 \
+    --ratios 0.15 --repeats "$REPEATS" --kv-dtype f32 >"$OUT/$s.blend.txt"
+done
