@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_format.h"
@@ -13,9 +14,9 @@ absl::Status Bad(const std::string& what) {
 
 absl::Status ModelConfig::Validate() {
   if (arch != "llama" && arch != "mistral" && arch != "qwen2" && arch != "qwen3" &&
-      arch != "phi3") {
+      arch != "phi3" && arch != "qwen3moe") {
     return absl::UnimplementedError("model config: unsupported architecture '" + arch +
-                                    "' (supported: llama, mistral, qwen2, qwen3, phi3)");
+                                    "' (supported: llama, mistral, qwen2, qwen3, phi3, qwen3moe)");
   }
   if (dim <= 0) return Bad(absl::StrFormat("dim must be > 0, got %d", dim));
   if (hidden_dim <= 0) return Bad(absl::StrFormat("hidden_dim must be > 0, got %d", hidden_dim));
@@ -33,6 +34,14 @@ absl::Status ModelConfig::Validate() {
   if (head_dim <= 0 || head_dim % 2 != 0) {
     return Bad(absl::StrFormat("head_dim must be positive and even, got %d", head_dim));
   }
+  if (n_experts < 0 || n_experts > kMaxExperts) {
+    return Bad(absl::StrFormat("n_experts must be in [0, %d], got %d", kMaxExperts, n_experts));
+  }
+  if (n_experts > 0 ? (n_experts_used < 1 || n_experts_used > n_experts) : n_experts_used != 0) {
+    return Bad(absl::StrFormat("n_experts_used (%d) must be in [1, n_experts (%d)]",
+                               n_experts_used, n_experts));
+  }
+  if (arch == "qwen3moe" && n_experts == 0) return Bad("qwen3moe needs n_experts > 0");
   if (vocab_size <= 0) return Bad(absl::StrFormat("vocab_size must be > 0, got %d", vocab_size));
   if (max_seq_len <= 0) return Bad(absl::StrFormat("max_seq_len must be > 0, got %d", max_seq_len));
   if (!(std::isfinite(rope_theta) && rope_theta > 0)) {
@@ -63,7 +72,8 @@ absl::Status ModelConfig::Validate() {
   }
   // Guard the products used for allocation against overflow.
   const int64_t kMax = int64_t{1} << 40;
-  if (int64_t{vocab_size} * dim > kMax || int64_t{hidden_dim} * dim > kMax ||
+  if (int64_t{vocab_size} * dim > kMax ||
+      int64_t{hidden_dim} * dim * std::max(n_experts, 1) > kMax ||
       int64_t{q_dim()} * dim > kMax) {
     return Bad("dimensions are implausibly large");
   }
@@ -88,10 +98,11 @@ kernels::RopeParams ModelConfig::Rope() const {
 std::string ModelConfig::DebugString() const {
   return absl::StrFormat(
       "%s dim=%d hidden=%d layers=%d heads=%d kv_heads=%d head_dim=%d vocab=%d ctx=%d "
-      "theta=%g rope=%s eps=%g shared_cls=%d qkv_bias=%d",
+      "theta=%g rope=%s eps=%g shared_cls=%d qkv_bias=%d%s",
       arch, dim, hidden_dim, n_layers, n_heads, n_kv_heads, head_dim, vocab_size, max_seq_len,
       rope_theta, rope_layout == kernels::RopeLayout::kInterleaved ? "interleaved" : "half_split",
-      norm_eps, shared_classifier ? 1 : 0, qkv_bias ? 1 : 0);
+      norm_eps, shared_classifier ? 1 : 0, qkv_bias ? 1 : 0,
+      n_experts > 0 ? absl::StrFormat(" experts=%d/%d", n_experts_used, n_experts) : "");
 }
 
 }  // namespace ragkv::model

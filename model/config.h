@@ -16,13 +16,18 @@
 
 namespace ragkv::model {
 
+// kMaxExperts: the most experts a block may have (llama.cpp's
+// LLAMA_MAX_EXPERTS in the pinned release).
+inline constexpr int kMaxExperts = 1024;
+
 struct ModelConfig {
   // Architecture tag: "llama" (also llama2.c and synthetic), "mistral",
-  // "qwen2", "qwen3", "phi3" (GGUF; its fused tensors are split at load).
+  // "qwen2", "qwen3", "phi3" (GGUF; its fused tensors are split at load),
+  // "qwen3moe" (GGUF; qwen3's attention with a mixture-of-experts FFN).
   // All share the same block; it is part of the fingerprint.
   std::string arch = "llama";
   int dim = 0;          // hidden size
-  int hidden_dim = 0;   // FFN inner size (SwiGLU)
+  int hidden_dim = 0;   // FFN inner size (SwiGLU); of each expert when n_experts > 0
   int n_layers = 0;
   int n_heads = 0;      // query heads
   int n_kv_heads = 0;   // key/value heads; divides n_heads
@@ -52,6 +57,13 @@ struct ModelConfig {
   float norm_eps = 1e-5f;
   bool shared_classifier = false;  // lm head == token embedding matrix
   bool qkv_bias = false;           // q/k/v projections carry a bias (Qwen2)
+  // Mixture of experts (docs/model.md "Mixture of experts"): when
+  // n_experts > 0 every block's FFN is n_experts SwiGLU experts of inner
+  // size hidden_dim; a router picks n_experts_used of them per token
+  // (softmax over all experts, top-k, the k weights renormalised to sum 1).
+  // 0 = a dense FFN. qwen3moe requires n_experts > 0.
+  int n_experts = 0;
+  int n_experts_used = 0;
   // dtype in which KV is stored/exported for this deployment; part of the
   // fingerprint (docs/design.md §3). Compute is always f32.
   kernels::DType kv_dtype = kernels::DType::kF16;

@@ -104,6 +104,25 @@ void HashMat(XXH3_state_t* st, const std::vector<float>& v, const kernels::Weigh
   XXH3_128bits_update(st, e.data, e.bytes());
 }
 
+// CheckFfn: a dense block's gate/up/down, or a MoE block's router and
+// stacked experts (and then no dense FFN).
+absl::Status CheckFfn(const ModelConfig& c, const LayerWeights& w, const std::string& p) {
+  const size_t dim = c.dim, ffn = c.hidden_dim, e = c.n_experts;
+  if (e == 0) {
+    RETURN_IF_ERROR(CheckMat(w.w_gate, w.e_gate, ffn, dim, p + "w_gate"));
+    RETURN_IF_ERROR(CheckMat(w.w_up, w.e_up, ffn, dim, p + "w_up"));
+    return CheckMat(w.w_down, w.e_down, dim, ffn, p + "w_down");
+  }
+  if (!w.w_gate.empty() || !w.w_up.empty() || !w.w_down.empty() || !w.e_gate.empty() ||
+      !w.e_up.empty() || !w.e_down.empty()) {
+    return absl::InvalidArgumentError("model weights: " + p + " has a dense FFN and experts");
+  }
+  RETURN_IF_ERROR(CheckMat(w.router, w.e_router, e, dim, p + "router"));
+  RETURN_IF_ERROR(CheckMat(w.x_gate, w.e_x_gate, e * ffn, dim, p + "x_gate"));
+  RETURN_IF_ERROR(CheckMat(w.x_up, w.e_x_up, e * ffn, dim, p + "x_up"));
+  return CheckMat(w.x_down, w.e_x_down, e * dim, ffn, p + "x_down");
+}
+
 }  // namespace
 
 std::string FingerprintHex(const Fingerprint& fp) {
@@ -116,9 +135,12 @@ std::string FingerprintHex(const Fingerprint& fp) {
 size_t Workspace::bytes() const {
   return (xb_.capacity() + qkv_.capacity() + att_.capacity() + ffn_.capacity() +
           ffn_out_.capacity() + hidden_.capacity() + logits_norm_.capacity() +
-          gather_.capacity() + gather_kv_.capacity()) *
+          gather_.capacity() + gather_kv_.capacity() + moe_probs_.capacity() +
+          moe_weights_.capacity() + moe_pair_w_.capacity()) *
              sizeof(float) +
-         (positions_.capacity() + kv_rows_.capacity()) * sizeof(int32_t);
+         (positions_.capacity() + kv_rows_.capacity() + moe_experts_.capacity() +
+          moe_pair_row_.capacity() + moe_offsets_.capacity()) *
+             sizeof(int32_t);
 }
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(ModelConfig config, ModelWeights weights) {
@@ -157,9 +179,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ModelConfig config, ModelWe
     }
     RETURN_IF_ERROR(CheckMat(w.wo, w.e_wo, dim, qd, p + "wo"));
     RETURN_IF_ERROR(CheckSize(w.ffn_norm, dim, p + "ffn_norm"));
-    RETURN_IF_ERROR(CheckMat(w.w_gate, w.e_gate, ffn, dim, p + "w_gate"));
-    RETURN_IF_ERROR(CheckMat(w.w_up, w.e_up, ffn, dim, p + "w_up"));
-    RETURN_IF_ERROR(CheckMat(w.w_down, w.e_down, dim, ffn, p + "w_down"));
+    RETURN_IF_ERROR(CheckFfn(config, w, p));
   }
 
   auto m = std::unique_ptr<Model>(new Model());
@@ -197,6 +217,11 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ModelConfig config, ModelWe
       const std::string m = absl::StrFormat("rope_mscale=%.9g\n", config.rope_mscale);
       XXH3_128bits_update(st, m.data(), m.size());
     }
+    if (config.n_experts > 0) {  // the routing rule is named: another rule is another model
+      const std::string m = absl::StrFormat("n_experts=%d\nn_experts_used=%d\nrouter=softmax_topk_norm\n",
+                                            config.n_experts, config.n_experts_used);
+      XXH3_128bits_update(st, m.data(), m.size());
+    }
     HashMat(st, weights.tok_embeddings, weights.e_tok_embeddings);
     for (const LayerWeights& w : weights.layers) {
       HashFloats(st, w.attn_norm);
@@ -209,6 +234,12 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ModelConfig config, ModelWe
       HashMat(st, w.w_gate, w.e_gate);
       HashMat(st, w.w_up, w.e_up);
       HashMat(st, w.w_down, w.e_down);
+      if (config.n_experts > 0) {
+        HashMat(st, w.router, w.e_router);
+        HashMat(st, w.x_gate, w.e_x_gate);
+        HashMat(st, w.x_up, w.e_x_up);
+        HashMat(st, w.x_down, w.e_x_down);
+      }
     }
     HashFloats(st, weights.final_norm);
     if (config.shared_classifier) {
@@ -244,7 +275,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ModelConfig config, ModelWe
       qkv.insert(qkv.end(), w.wv.begin(), w.wv.end());
       for (auto* t : {&w.wq, &w.wk, &w.wv}) std::vector<float>().swap(*t);
     }
-    if (w.e_gate.empty() && w.e_up.empty()) {
+    if (config.n_experts == 0 && w.e_gate.empty() && w.e_up.empty()) {
       std::vector<float>& gu = m->wgate_up_[l];
       gu.reserve(2 * ffn * dim);
       gu.insert(gu.end(), w.w_gate.begin(), w.w_gate.end());
@@ -274,13 +305,24 @@ absl::Status Model::BuildMats() {
                 {mat(w.wk, w.e_wk, kvd, dim), qd},
                 {mat(w.wv, w.e_wv, kvd, dim), qd + kvd}};
     }
-    if (!wgate_up_[l].empty()) {
+    if (c.n_experts > 0) {
+      const int64_t e = c.n_experts;
+      lm.router = mat(w.router, w.e_router, e, dim);
+      const kernels::WeightMatrix g = mat(w.x_gate, w.e_x_gate, e * ffn, dim),
+                                  u = mat(w.x_up, w.e_x_up, e * ffn, dim),
+                                  d = mat(w.x_down, w.e_x_down, e * dim, ffn);
+      for (int64_t i = 0; i < e; ++i) {
+        lm.x_gate.push_back(g.Rows(i * ffn, ffn));
+        lm.x_up.push_back(u.Rows(i * ffn, ffn));
+        lm.x_down.push_back(d.Rows(i * dim, dim));
+      }
+    } else if (!wgate_up_[l].empty()) {
       lm.gate_up = {{kernels::F32Matrix(wgate_up_[l].data(), 2 * ffn, dim), 0}};
     } else {
       lm.gate_up = {{mat(w.w_gate, w.e_gate, ffn, dim), 0}, {mat(w.w_up, w.e_up, ffn, dim), ffn}};
     }
     lm.wo = mat(w.wo, w.e_wo, dim, qd);
-    lm.down = mat(w.w_down, w.e_down, dim, ffn);
+    if (c.n_experts == 0) lm.down = mat(w.w_down, w.e_down, dim, ffn);
   }
   emb_ = mat(weights_.tok_embeddings, weights_.e_tok_embeddings, c.vocab_size, dim);
   cls_ = c.shared_classifier ? emb_ : mat(weights_.classifier, weights_.e_classifier, c.vocab_size, dim);
@@ -494,6 +536,7 @@ absl::Status Model::ForwardLayer(int layer, TensorView hidden, const int32_t* po
   float* xb = ws->Get(ws->xb_, rows * dim);
   RETURN_IF_ERROR(kernels::RmsNorm(hidden, TensorView::Contiguous(w.ffn_norm.data(), DType::kF32, {dim}),
                                    c.norm_eps, View2D(xb, rows, dim, dim)));
+  if (c.n_experts > 0) return MoeFfn(layer, xb, hidden, options.router_probs, ws);
   float* gu = ws->Get(ws->ffn_, rows * 2 * ffn);
   RETURN_IF_ERROR(ProjectParts(mats_[layer].gate_up, View2D(xb, rows, dim, dim), 0, 2 * ffn, gu,
                                2 * ffn));
@@ -622,8 +665,12 @@ absl::Status Model::Prefill(absl::Span<const int32_t> tokens, KVCache* cache, Wo
 
 double Model::MatmulFlops(int64_t tokens) const {
   const ModelConfig& c = config_;
+  // A MoE block: the router and the k experts each token runs.
+  const double ffn = c.n_experts > 0
+                         ? 3.0 * c.dim * c.hidden_dim * c.n_experts_used + double(c.dim) * c.n_experts
+                         : 3.0 * c.dim * c.hidden_dim;
   const double per_layer = double(c.dim) * (c.q_dim() + 2.0 * c.kv_dim()) +
-                           double(c.q_dim()) * c.dim + 3.0 * c.dim * c.hidden_dim;
+                           double(c.q_dim()) * c.dim + ffn;
   return 2.0 * double(tokens) * c.n_layers * per_layer;
 }
 

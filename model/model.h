@@ -61,6 +61,10 @@ class Workspace {
   }
   std::vector<float> xb_, qkv_, att_, ffn_, ffn_out_, hidden_, logits_norm_, gather_, gather_kv_;
   std::vector<int32_t> positions_, kv_rows_;
+  // Mixture of experts: router probabilities, the k picks and weights per
+  // row, and the (row, weight) pairs grouped by expert.
+  std::vector<float> moe_probs_, moe_weights_, moe_pair_w_;
+  std::vector<int32_t> moe_experts_, moe_pair_row_, moe_offsets_;
 };
 
 struct LayerOptions {
@@ -80,6 +84,10 @@ struct LayerOptions {
   // neither recomputed nor overwritten. fresh_k/fresh_v then receive the
   // cached values for those rows.
   const uint8_t* kv_in_cache = nullptr;
+  // Optional output of a mixture-of-experts block: the router's softmax
+  // probabilities, f32 [rows, n_experts] row-major (nullptr: not written;
+  // ignored by dense models). Lets a caller see near ties in the routing.
+  float* router_probs = nullptr;
 };
 
 // Where Prefill writes logits.
@@ -179,6 +187,13 @@ class Model {
   absl::Status ComputeQKV(int layer, kernels::TensorView hidden, const int32_t* positions,
                           int64_t rows, bool want_q, bool want_kv, const uint8_t* kv_in_cache,
                           Workspace* ws) const;
+  // MoeFfn: hidden[r] += the mixture-of-experts FFN of xb[r] (f32 [rows,
+  // dim] contiguous, the normalized block input; rows = hidden.shape[0])
+  // (model/moe_ffn.cc): route, group the rows by expert, one GEMM per
+  // expert and matrix over its rows, weighted scatter-add. router_probs:
+  // LayerOptions's output.
+  absl::Status MoeFfn(int layer, const float* xb, kernels::TensorView hidden, float* router_probs,
+                      Workspace* ws) const;
 
   ModelConfig config_;
   // Weights as loaded, except that per layer f32 wq/wk/wv (and bq/bk/bv)
@@ -197,6 +212,10 @@ class Model {
   struct LayerMats {
     std::vector<Part> qkv, gate_up;
     kernels::WeightMatrix wo, down;
+    // Mixture of experts: the router [E, dim] and one row view per expert
+    // into the stacked tensors (gate/up [hidden, dim], down [dim, hidden]).
+    kernels::WeightMatrix router;
+    std::vector<kernels::WeightMatrix> x_gate, x_up, x_down;
   };
   std::vector<LayerMats> mats_;
   kernels::WeightMatrix emb_, cls_;

@@ -28,8 +28,18 @@ struct LayerWeights {
   std::vector<float> w_gate;     // [hidden_dim, dim]   (llama2.c w1)
   std::vector<float> w_up;       // [hidden_dim, dim]   (llama2.c w3)
   std::vector<float> w_down;     // [dim, hidden_dim]   (llama2.c w2)
+  // Mixture of experts (config.n_experts = E > 0; then w_gate/w_up/w_down
+  // are empty): the router and the experts stacked, as a GGUF's 3-D
+  // ffn_*_exps tensors are laid out. Expert e's gate/up are rows
+  // [e*hidden_dim, (e+1)*hidden_dim) of x_gate/x_up, its down rows
+  // [e*dim, (e+1)*dim) of x_down.
+  std::vector<float> router;     // [E, dim]             (ffn_gate_inp)
+  std::vector<float> x_gate;     // [E * hidden_dim, dim]
+  std::vector<float> x_up;       // [E * hidden_dim, dim]
+  std::vector<float> x_down;     // [E * dim, hidden_dim]
   // Encoded views (set instead of the vector of the same name).
   kernels::WeightMatrix e_wq, e_wk, e_wv, e_wo, e_gate, e_up, e_down;
+  kernels::WeightMatrix e_router, e_x_gate, e_x_up, e_x_down;
 };
 
 struct ModelWeights {

@@ -18,6 +18,7 @@
 #include "kernels/ggml_quant.h"
 #include "kernels/weight_gemm.h"
 #include "model/internal/gguf_file.h"
+#include "model/internal/gguf_moe.h"
 #include "model/internal/loaders.h"
 #include "model/internal/rope_scaling.h"
 #include "model/special_tokens.h"
@@ -103,7 +104,9 @@ absl::Status RefuseUnusedTensors(const std::string& path, const Gguf& g,
 // (interleaved pairs); qwen2 / qwen3 = NEOX RoPE (half-split pairs) on
 // unpermuted rows; qwen2 has q/k/v biases, qwen3 per-head q/k RMSNorm;
 // phi3 = NEOX, Llama's block with fused attn_qkv / ffn_up tensors
-// (LoadGgufLayer) and a sliding-window key (Phi3Window).
+// (LoadGgufLayer) and a sliding-window key (Phi3Window); qwen3moe = qwen3's
+// attention with a mixture-of-experts FFN (gguf_moe.h; llama with
+// llama.expert_count is Mixtral).
 struct GgufArch {
   const char* name;
   kernels::RopeLayout rope;
@@ -114,6 +117,7 @@ constexpr GgufArch kGgufArchs[] = {
     {"qwen2", kernels::RopeLayout::kHalfSplit, false},
     {"qwen3", kernels::RopeLayout::kHalfSplit, true},
     {"phi3", kernels::RopeLayout::kHalfSplit, false},
+    {"qwen3moe", kernels::RopeLayout::kHalfSplit, true},
 };
 
 // GgufRopeFactor: the scaling factor as the pinned llama.cpp reads it:
@@ -236,7 +240,7 @@ absl::StatusOr<ModelConfig> ReadGgufConfig(const Gguf& g, const std::string& pat
   for (const GgufArch& x : kGgufArchs) a = arch == x.name ? &x : a;
   if (a == nullptr) {
     return absl::UnimplementedError(absl::StrCat(
-        path, ": GGUF architecture '", arch, "' is not supported (llama, qwen2, qwen3, phi3 are)"));
+        path, ": GGUF architecture '", arch, "' is not supported (llama, qwen2, qwen3, phi3, qwen3moe are)"));
   }
   ModelConfig c;
   c.arch = arch;
@@ -252,7 +256,10 @@ absl::StatusOr<ModelConfig> ReadGgufConfig(const Gguf& g, const std::string& pat
     return absl::OkStatus();
   };
   RETURN_IF_ERROR(geti("embedding_length", &c.dim));
-  RETURN_IF_ERROR(geti("feed_forward_length", &c.hidden_dim));
+  // qwen3moe may carry only expert_feed_forward_length (ReadGgufMoe).
+  if (arch != "qwen3moe" || g.kv.count(arch + ".feed_forward_length")) {
+    RETURN_IF_ERROR(geti("feed_forward_length", &c.hidden_dim));
+  }
   RETURN_IF_ERROR(geti("block_count", &c.n_layers));
   RETURN_IF_ERROR(geti("attention.head_count", &c.n_heads));
   c.n_kv_heads = c.n_heads;
@@ -272,6 +279,7 @@ absl::StatusOr<ModelConfig> ReadGgufConfig(const Gguf& g, const std::string& pat
   c.norm_eps = static_cast<float>(GetNumberOr(g, arch + ".attention.layer_norm_rms_epsilon", 1e-5));
   c.rope_theta = static_cast<float>(GetNumberOr(g, arch + ".rope.freq_base", 10000.0));
   RETURN_IF_ERROR(ReadGgufScaling(g, path, arch, &c));
+  if (arch == "llama" || arch == "qwen3moe") RETURN_IF_ERROR(ReadGgufMoe(g, path, arch, &c));
   auto emb = g.tensors.find("token_embd.weight");
   if (emb == g.tensors.end()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": missing tensor token_embd.weight"));
@@ -339,6 +347,17 @@ struct GgufReader {
     }
     return absl::OkStatus();
   }
+  // Stacked: a 3-D {in, out, n} weight (n matrices of {in, out}, as a
+  // GGUF's ffn_*_exps), kept or widened as one [n * out, in] matrix whose
+  // rows [i*out, (i+1)*out) are matrix i.
+  absl::Status Stacked(const std::string& name, int64_t in, int64_t out, int64_t n,
+                       std::vector<float>* f32, kernels::WeightMatrix* view) {
+    ASSIGN_OR_RETURN(const TensorInfo* t, Find(name, {in, out, n}));
+    if (!keep_encoding) return ReadGgufTensor(f, path, name, *t, g.data_offset, f32);
+    TensorInfo rows = *t;
+    rows.dims = {in, out * n};
+    return ViewGgufTensor(f, path, name, rows, g.data_offset, view);
+  }
   absl::StatusOr<const TensorInfo*> Find(const std::string& name, const std::vector<int64_t>& want) {
     consumed.insert(name);
     auto it = g.tensors.find(name);
@@ -375,6 +394,13 @@ absl::Status LoadGgufLayer(GgufReader& r, const ModelConfig& c, int l, LayerWeig
   }
   RETURN_IF_ERROR(r.Matrix(p + "attn_output.weight", qd, dim, &lw->wo, &lw->e_wo));
   RETURN_IF_ERROR(r.Load(p + "ffn_norm.weight", {dim}, &lw->ffn_norm));
+  if (c.n_experts > 0) {  // router and experts (gguf_moe.h)
+    const int64_t e = c.n_experts;
+    RETURN_IF_ERROR(r.Matrix(p + "ffn_gate_inp.weight", dim, e, &lw->router, &lw->e_router));
+    RETURN_IF_ERROR(r.Stacked(p + "ffn_gate_exps.weight", dim, ffn, e, &lw->x_gate, &lw->e_x_gate));
+    RETURN_IF_ERROR(r.Stacked(p + "ffn_up_exps.weight", dim, ffn, e, &lw->x_up, &lw->e_x_up));
+    return r.Stacked(p + "ffn_down_exps.weight", ffn, dim, e, &lw->x_down, &lw->e_x_down);
+  }
   if (c.arch == "phi3") {  // fused [gate | up] rows: ggml_swiglu's silu half comes first
     RETURN_IF_ERROR(r.Fused(p + "ffn_up.weight", dim, {ffn, ffn}, {&lw->w_gate, &lw->w_up},
                             {&lw->e_gate, &lw->e_up}));
@@ -423,6 +449,7 @@ absl::StatusOr<ModelParts> LoadGguf(const std::string& path, const LoadOptions& 
   if (!c.shared_classifier) {
     RETURN_IF_ERROR(r.Matrix("output.weight", dim, vocab, &w.classifier, &w.e_classifier));
   }
+  RETURN_IF_ERROR(RefuseMoeTensors(g, path, c));
   w.layers.resize(c.n_layers);
   for (int l = 0; l < c.n_layers; ++l) RETURN_IF_ERROR(LoadGgufLayer(r, c, l, &w.layers[l]));
   RETURN_IF_ERROR(RefuseUnusedTensors(path, g, r.consumed));
