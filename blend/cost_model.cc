@@ -46,6 +46,7 @@ HardwareSpec Hw(const char* name, double tflops, double hbm_gbs, double host_gbs
   h.ssd_tier_bw = nvme_gbs * 1e9;
   h.remote_tier_bw = net_gbs * 1e9;
   h.layer_overhead_s = 20e-6;
+  h.collective_latency_s = 10e-6;  // assumed (docs/planner.md "Parallelism")
   return h;
 }
 

@@ -94,6 +94,10 @@ struct HardwareSpec {
   double peak_fp4_flops = 0;   // dense FP4 peak (informational)
   double mem_capacity_bytes = 0;  // HBM / DRAM capacity of one device (0: unlimited)
   double device_link_bw = 0;   // device link (NVLink, xGMI, HCCS, ICI), bytes/s per direction
+  // collective_latency_s: fixed cost of one all-reduce / all-to-all call
+  // across the devices of a replica (blend/plan_parallel.h; assumed, see
+  // docs/planner.md).
+  double collective_latency_s = 0;
   std::string source;          // where the figures come from (docs/planner.md)
 };
 

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "absl/strings/str_format.h"
+#include "blend/plan_parallel.h"
 
 namespace ragkv::blend {
 namespace {
@@ -45,12 +46,41 @@ std::string TopOp(const Phase& p) {
 
 std::string Capacity(const ModelArch& a, const HardwareSpec& hw, const Phase& decode) {
   const double cap = hw.mem_capacity_bytes;
-  const int devices = static_cast<int>(std::ceil(decode.footprint_bytes / cap));
+  const int devices =
+      static_cast<int>(std::ceil(decode.footprint_bytes / cap)) * a.parallel_devices;
   return absl::StrFormat(
-      "weights %.1f GB + KV %.1f GB (decode batch) exceed %s's %.0f GB: at least %d devices for "
-      "capacity alone (tensor/expert-parallel traffic not modelled)",
-      WeightBytes(a) / 1e9, (decode.footprint_bytes - WeightBytes(a)) / 1e9, hw.name, cap / 1e9,
-      devices);
+      "%sweights %.1f GB + KV %.1f GB (decode batch) exceed %s's %.0f GB: at least %d devices "
+      "for capacity alone (try --devices %d --parallel %s)",
+      a.parallel_devices > 1 ? "per device: " : "", WeightBytes(a) / 1e9,
+      (decode.footprint_bytes - WeightBytes(a)) / 1e9, hw.name, cap / 1e9, devices, devices,
+      a.experts > 0 ? "ep" : "tp");
+}
+
+// Parallel: the collectives' share of prefill and decode on one device of
+// the replica, and what 2x link bandwidth buys.
+std::string Parallel(const ModelArch& a, const HardwareSpec& hw, const Phase& pre,
+                     const Phase& dec, const std::function<double(const HardwareSpec&)>& tpot) {
+  auto link_ms = [](const Phase& p) {
+    double t = 0;
+    for (const OpCost& c : p.ops) t += c.collectives > 0 ? c.time_s : 0;
+    return t * 1e3;
+  };
+  double calls = 0;  // collective calls per decode step
+  for (const OpCost& c : dec.ops) calls += c.collectives;
+  HardwareSpec fast = hw;
+  fast.device_link_bw = LinkBandwidth(hw) * 2;
+  const double base = tpot(hw);
+  return absl::StrFormat(
+      "%s over %d devices (link %.0f GB/s, %.0f us per collective): collectives take %.2f ms "
+      "(%.0f%%) of prefill and %.3f ms (%.0f%%) of decode per output token, %.3f ms of it the "
+      "latency of %.0f calls; 2x link bandwidth gives %+.0f%% time per output token; per "
+      "device %.1f GB of weights",
+      ParallelName(a.parallel), a.parallel_devices, LinkBandwidth(hw) / 1e9,
+      hw.collective_latency_s * 1e6, link_ms(pre),
+      pre.time_s > 0 ? link_ms(pre) / 1e3 / pre.time_s * 100 : 0.0, link_ms(dec),
+      dec.time_s > 0 ? link_ms(dec) / 1e3 / dec.time_s * 100 : 0.0,
+      calls * hw.collective_latency_s * 1e3, calls,
+      base > 0 ? (tpot(fast) / base - 1) * 100 : 0.0, WeightBytes(a) / 1e9);
 }
 
 std::string Experts(const ModelArch& a, const AdviceWorkload& w, const Phase& decode) {
@@ -129,6 +159,9 @@ std::vector<std::string> Recommendations(const ModelArch& a, const HardwareSpec&
       w.decode_batch, dec.bound, TopOp(dec), dec.time_s * 1e3,
       dec.time_s > 0 ? w.decode_batch / dec.time_s : 0.0,
       Change(decode, a, hw, a, MoreBandwidth(hw)), Change(decode, a, hw, a, MoreFlops(hw))));
+  if (a.parallel_devices > 1) {
+    out.push_back(Parallel(a, hw, pre, dec, [&](const HardwareSpec& h) { return decode(a, h); }));
+  }
   if (a.experts > 0) out.push_back(Experts(a, w, dec));
   BlendAdvice(a, hw, w, pre.time_s, &out);
   return out;

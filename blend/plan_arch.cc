@@ -90,6 +90,11 @@ const std::map<std::string, ModelArch>& Presets() {
       {"llama-3.1-70b",
        Dense("llama-3.1-70b", "huggingface.co/meta-llama/Llama-3.1-70B config.json", 80, 8192, 64,
              8, 128, 28672, 128256)},
+      {"llama-2-70b", Dense("llama-2-70b", "huggingface.co/meta-llama/Llama-2-70b-hf config.json",
+                            80, 8192, 64, 8, 128, 28672, 32000)},
+      {"llama-3.1-405b",
+       Dense("llama-3.1-405b", "huggingface.co/meta-llama/Llama-3.1-405B config.json", 126, 16384,
+             128, 8, 128, 53248, 128256)},
       {"qwen3-8b", Dense("qwen3-8b", "huggingface.co/Qwen/Qwen3-8B config.json", 36, 4096, 32, 8,
                          128, 12288, 151936)},
       {"qwen3-30b-a3b", Moe(Dense("qwen3-30b-a3b", "huggingface.co/Qwen/Qwen3-30B-A3B config.json",
@@ -227,7 +232,7 @@ double WeightBytes(const ModelArch& a) {
       total += 3.0 * d * a.ffn * a.weight_bytes;
       continue;
     }
-    total += 3.0 * d * a.expert_ffn * a.experts * a.expert_weight_bytes;
+    total += 3.0 * d * a.expert_ffn * a.experts * a.expert_weight_bytes / a.expert_parallel;
     total += 3.0 * d * a.shared_expert_ffn * a.shared_experts * a.weight_bytes;
     total += d * a.experts * a.weight_bytes;  // router
   }

@@ -26,6 +26,13 @@ enum class Precision { kBf16, kFp8 };
 // AttentionKind of one layer.
 enum class AttentionKind { kGlobal, kSliding, kLinear };
 
+// ParallelKind: how one model replica is split over devices
+// (blend/plan_parallel.h): tensor parallel (every layer's heads and FFN
+// width split, two all-reduces per layer) or expert parallel (attention and
+// dense FFNs tensor-parallel, routed experts spread over the devices with an
+// all-to-all dispatch and combine per MoE layer).
+enum class ParallelKind { kNone, kTensor, kExpert };
+
 struct ModelArch {
   std::string name;
   std::string source;  // the config.json it was read from
@@ -78,6 +85,14 @@ struct ModelArch {
   double kv_bytes = 2;             // bytes per KV element in HBM and in the store
   double act_bytes = 2;            // bytes per activation element
   Precision precision = Precision::kBf16;
+
+  // Deployment (set by ShardArch, blend/plan_parallel.h, on the per-device
+  // copy): the devices one replica spans and how; under expert parallelism
+  // each device holds experts / expert_parallel routed experts and computes
+  // the token-expert pairs routed to them.
+  int parallel_devices = 1;
+  ParallelKind parallel = ParallelKind::kNone;
+  int expert_parallel = 1;
 };
 
 // ArchPreset: a preset of this file (llama-3.1-8b, llama-3.1-70b, qwen3-8b,

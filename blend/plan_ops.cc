@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "blend/plan_parallel.h"
 
 namespace ragkv::blend {
 namespace {
@@ -103,8 +106,11 @@ void FfnOps(const ModelArch& a, int layer, const LayerLoad& x, std::vector<OpCos
     return;
   }
   out->push_back(Gemm("moe.router", R, d, a.experts, a.weight_bytes, ab));
-  const double touched = DistinctExperts(a.experts, a.experts_active, x.moe_tokens);
-  out->push_back(mlp("moe.experts", a.expert_ffn, a.experts_active, a.expert_weight_bytes,
+  // Under expert parallelism this device holds experts / ep of them and gets
+  // that share of the token-expert pairs (and of the distinct experts).
+  const double ep = a.expert_parallel;
+  const double touched = DistinctExperts(a.experts, a.experts_active, x.moe_tokens) / ep;
+  out->push_back(mlp("moe.experts", a.expert_ffn, a.experts_active / ep, a.expert_weight_bytes,
                      touched));
   if (a.shared_experts > 0) {
     out->push_back(mlp("moe.shared", a.shared_expert_ffn, a.shared_experts, a.weight_bytes,
@@ -112,8 +118,44 @@ void FfnOps(const ModelArch& a, int layer, const LayerLoad& x, std::vector<OpCos
   }
 }
 
+OpCost Collective(const char* op, double bytes, double calls) {
+  OpCost c;
+  c.op = op;
+  c.bytes = bytes;
+  c.collectives = calls;
+  return c;
+}
+
+// CollectiveOps: the collectives layer `layer` of a sharded `a` runs for
+// `rows` rows (blend/plan_parallel.h); bytes sent per device, calls in
+// `collectives`. Empty on one device.
+std::vector<OpCost> CollectiveOps(const ModelArch& a, int layer, double rows) {
+  std::vector<OpCost> out;
+  const double n = a.parallel_devices;
+  if (n <= 1) return out;
+  const double msg = rows * a.dim * a.act_bytes;  // one rows x dim activation
+  const double ring = 2 * (n - 1) / n * msg;      // ring all-reduce, sent per device
+  const bool moe = IsMoeLayer(a, layer);
+  if (a.parallel == ParallelKind::kTensor || !moe) {
+    out.push_back(Collective("tp.allreduce", 2 * ring, 2));
+    return out;
+  }
+  out.push_back(Collective("tp.allreduce", ring, 1));
+  const double a2a = rows / n * a.experts_active * a.dim * a.act_bytes * (n - 1) / n;
+  out.push_back(Collective("ep.dispatch", a2a, 1));
+  out.push_back(Collective("ep.combine", a2a, 1));
+  out.push_back(Collective("ep.allgather", (n - 1) / n * msg, 1));
+  return out;
+}
+
 void Time(const ModelArch& a, const HardwareSpec& hw, OpCost* c) {
   c->intensity = c->bytes > 0 ? c->flops / c->bytes : 0;
+  if (c->collectives > 0) {
+    const double link = LinkBandwidth(hw);
+    c->time_s = (link > 0 ? c->bytes / link : 0) + c->collectives * hw.collective_latency_s;
+    c->bound = "link";
+    return;
+  }
   const double peak = PeakFlops(a, hw);
   const double tc = peak > 0 ? c->flops / peak : 0;
   const double tm = hw.mem_bw > 0 ? c->bytes / hw.mem_bw : 0;
@@ -133,6 +175,7 @@ void Accumulate(const std::vector<OpCost>& layer, std::vector<OpCost>* ops) {
     it->flops += c.flops;
     it->bytes += c.bytes;
     it->weight_bytes += c.weight_bytes;
+    it->collectives += c.collectives;
   }
 }
 
@@ -140,12 +183,14 @@ void Accumulate(const std::vector<OpCost>& layer, std::vector<OpCost>* ops) {
 // when the footprint does not fit, sets shares and the phase bound.
 void Finish(const ModelArch& a, const HardwareSpec& hw, Phase* p) {
   p->fits = hw.mem_capacity_bytes <= 0 || p->footprint_bytes <= hw.mem_capacity_bytes;
-  double sum = 0;
+  double sum = 0, load = 0;
   std::map<std::string, double> by_bound;
   for (OpCost& c : p->ops) {
-    if (c.bound != "link") Time(a, hw, &c);
+    const bool is_load = absl::StartsWith(c.op, "kv_load.");  // timed by its phase
+    if (!is_load) Time(a, hw, &c);
     if (!p->fits && c.weight_bytes > 0) c.bound = "capacity";
     sum += c.time_s;
+    load += is_load ? c.time_s : 0;
     by_bound[c.bound] += c.time_s;
   }
   for (OpCost& c : p->ops) c.share = sum > 0 ? c.time_s / sum : 0;
@@ -156,7 +201,7 @@ void Finish(const ModelArch& a, const HardwareSpec& hw, Phase* p) {
       p->bound = bound;
     }
   }
-  p->compute_s = sum - by_bound["link"] + hw.layer_overhead_s * a.layers;
+  p->compute_s = sum - load + hw.layer_overhead_s * a.layers;
 }
 
 double SlidingVisible(double lo, double hi, double window) {
@@ -201,16 +246,26 @@ std::vector<OpCost> LayerOps(const ModelArch& a, int layer, const LayerLoad& loa
     GqaOps(a, load, &out);
   }
   FfnOps(a, layer, load, &out);
+  for (OpCost& c : CollectiveOps(a, layer, load.rows)) out.push_back(std::move(c));
   return out;
 }
 
-Phase PrefillPhase(const ModelArch& a, const HardwareSpec& hw, int64_t tokens) {
+Phase PrefillPhase(const ModelArch& a, const HardwareSpec& hw, int64_t tokens,
+                   int64_t sequences) {
   Phase p;
   p.name = "prefill";
-  const double T = static_cast<double>(tokens);
-  for (int l = 0; l < a.layers; ++l) Accumulate(LayerOps(a, l, PrefillLoad(a, l, T)), &p.ops);
-  AddHead(a, 1, &p);
-  p.footprint_bytes = WeightBytes(a) + KvBytes(a, tokens) + RecurrentStateBytes(a);
+  const double T = static_cast<double>(tokens), S = static_cast<double>(sequences);
+  for (int l = 0; l < a.layers; ++l) {
+    LayerLoad x = PrefillLoad(a, l, T);
+    x.rows *= S;
+    x.moe_tokens *= S;
+    x.kv_read_tokens *= S;
+    x.visible_keys *= S;
+    x.sequences = S;
+    Accumulate(LayerOps(a, l, x), &p.ops);
+  }
+  AddHead(a, S, &p);
+  p.footprint_bytes = WeightBytes(a) + S * (KvBytes(a, tokens) + RecurrentStateBytes(a));
   Finish(a, hw, &p);
   p.time_s = p.compute_s;
   return p;

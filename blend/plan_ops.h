@@ -43,12 +43,17 @@ struct OpCost {
   std::string bound;     // "compute", "memory", "link" or "capacity"
   double time_s = 0;
   double share = 0;      // time_s / sum of the phase's operator times
+  // collectives: calls of a device-link collective (blend/plan_parallel.h);
+  // > 0 makes the operator link-bound: time = bytes / link + calls x latency.
+  double collectives = 0;
 };
 
 // LayerOps: FLOPs, bytes and weight bytes of the operators of layer `layer`
 // (time, bound, share not yet set). MLA uses the absorbed form (attention
 // over the cached latent) when rows < kv_read_tokens, the decompressed form
-// (K/V up-projection of every read token) otherwise.
+// (K/V up-projection of every read token) otherwise. A sharded architecture
+// (blend/plan_parallel.h ShardArch) counts one device's share and appends
+// the layer's collectives.
 std::vector<OpCost> LayerOps(const ModelArch& a, int layer, const LayerLoad& load);
 
 // DistinctExperts: expected number of distinct experts of `experts` touched
@@ -68,9 +73,11 @@ struct Phase {
   bool fits = true;       // footprint <= hardware capacity (unknown capacity: true)
 };
 
-// PrefillPhase: `tokens` new tokens from an empty cache, one sequence; the
-// classifier runs on the last row.
-Phase PrefillPhase(const ModelArch& a, const HardwareSpec& hw, int64_t tokens);
+// PrefillPhase: `tokens` new tokens from an empty cache in each of
+// `sequences` sequences prefilled together (one batch); the classifier runs
+// on each sequence's last row.
+Phase PrefillPhase(const ModelArch& a, const HardwareSpec& hw, int64_t tokens,
+                   int64_t sequences = 1);
 // DecodePhase: one output token for each of `batch` sequences holding
 // `context_tokens` tokens each (time_s = time per output token).
 Phase DecodePhase(const ModelArch& a, const HardwareSpec& hw, int64_t batch,

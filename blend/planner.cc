@@ -1,8 +1,10 @@
 #include "blend/planner.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_format.h"
+#include "blend/plan_parallel.h"
 
 namespace ragkv::blend {
 namespace {
@@ -40,6 +42,10 @@ AdviceWorkload AdviceOf(const Plan& p) {
 }
 
 void PrintPhasesTable(const Plan& p, std::ostream& out) {
+  if (p.workload.devices > 1) {
+    out << absl::StrFormat("\nPer device of %d (%s):\n", p.workload.devices,
+                           ParallelName(p.workload.parallel));
+  }
   for (const Phase& ph : p.phases) {
     out << absl::StrFormat("\n### %s: %.3f ms, %s-bound%s\n\n", ph.name, ph.time_s * 1e3,
                            ph.bound, ph.fits ? "" : " (does not fit in device memory)");
@@ -58,6 +64,8 @@ void PrintPhasesTable(const Plan& p, std::ostream& out) {
 
 void PrintPhasesJson(const Plan& p, std::ostream& out) {
   if (p.phases.empty() && p.recommendations.empty() && p.blend_refused.empty()) return;
+  out << absl::StrFormat(R"(,"devices":%d,"parallel":"%s")", p.workload.devices,
+                         ParallelName(p.workload.parallel));
   out << R"(,"phases":[)";
   for (size_t i = 0; i < p.phases.size(); ++i) {
     const Phase& ph = p.phases[i];
@@ -79,15 +87,32 @@ void PrintPhasesJson(const Plan& p, std::ostream& out) {
     out << (i ? "," : "") << '"' << JsonEscape(p.recommendations[i]) << '"';
   }
   out << absl::StrFormat(R"(],"blend_refused":"%s")", JsonEscape(p.blend_refused));
+  if (p.capacity) out << R"(,"capacity":)" << CapacityJson(*p.capacity);
 }
 
 }  // namespace
 
-void AddArchAnalysis(const ModelArch& arch, Plan* plan) {
+void AddArchAnalysis(const ModelArch& full, Plan* plan) {
   const AdviceWorkload w = AdviceOf(*plan);
-  plan->phases = AnalysedPhases(arch, plan->hardware, w);
-  plan->recommendations = Recommendations(arch, plan->hardware, w);
-  absl::Status reusable = CheckChunkReusable(arch);
+  absl::StatusOr<ModelArch> arch =
+      ShardArch(full, plan->workload.devices, plan->workload.parallel);
+  if (!arch.ok()) {
+    plan->recommendations = {std::string(arch.status().message())};
+    return;
+  }
+  plan->phases = AnalysedPhases(*arch, plan->hardware, w);
+  plan->recommendations = Recommendations(*arch, plan->hardware, w);
+  const PlanWorkload& pw = plan->workload;
+  if (pw.corpus.corpus_tokens > 0) {
+    CorpusWorkload corpus = pw.corpus;
+    corpus.chunk_tokens = pw.chunk_tokens;
+    plan->capacity = PlanCapacity(full, *arch, pw.devices, plan->hardware, w,
+                                  pw.kv_tier.value_or(w.tier), corpus, pw.prices);
+    for (std::string& r : CapacityRecommendations(*plan->capacity, corpus, pw.prices)) {
+      plan->recommendations.push_back(std::move(r));
+    }
+  }
+  absl::Status reusable = CheckChunkReusable(full);
   plan->blend_refused = reusable.ok() ? "" : std::string(reusable.message());
 }
 

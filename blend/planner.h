@@ -9,6 +9,7 @@
 #ifndef RAGKV_BLEND_PLANNER_H_
 #define RAGKV_BLEND_PLANNER_H_
 
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "blend/cost_model.h"
 #include "blend/plan_advice.h"
 #include "blend/plan_arch.h"
+#include "blend/plan_capacity.h"
 #include "blend/plan_ops.h"
 
 namespace ragkv::blend {
@@ -28,6 +30,17 @@ struct PlanWorkload {
   double r_min = 0.15;  // quality floor for the controller
   double r_max = 0.50;
   int64_t decode_batch = 8;  // batch of the decode phase (per-operator analysis)
+  // Devices one replica spans and how (blend/plan_parallel.h); the
+  // per-operator phases and recommendations are per device, the legacy rows
+  // stay single-device.
+  int devices = 1;
+  ParallelKind parallel = ParallelKind::kNone;
+  // Capacity and break-even for a corpus (blend/plan_capacity.h), planned
+  // when corpus.corpus_tokens > 0 (corpus.chunk_tokens := chunk_tokens);
+  // the KV lives on kv_tier (unset: the controller's tier).
+  CorpusWorkload corpus;
+  CapacityPrices prices;
+  std::optional<Tier> kv_tier;
 };
 
 // Capacity prices in USD per GB (hardware purchase cost) for the cost column.
@@ -59,6 +72,7 @@ struct Plan {
   std::vector<Phase> phases;
   std::vector<std::string> recommendations;
   std::string blend_refused;  // why blending / reuse is refused ("" = allowed)
+  std::optional<CapacityPlan> capacity;  // when workload.corpus.corpus_tokens > 0
 };
 
 // MakePlan: all strategies x tiers for one workload on one device.
@@ -67,7 +81,9 @@ Plan MakePlan(const ModelShape& shape, const HardwareSpec& hw, const PlanWorkloa
 
 // AddArchAnalysis: fills plan->phases and plan->recommendations for `arch`
 // on plan->hardware (workload: plan->workload; blend at r_min from the
-// controller's tier). Leaves rows untouched.
+// controller's tier), per device of plan->workload's parallel split (a
+// split ShardArch refuses leaves its message as the only recommendation).
+// Leaves rows untouched.
 void AddArchAnalysis(const ModelArch& arch, Plan* plan);
 
 // MakeArchPlan: MakePlan on ShapeOfArch(arch) (the rows) + AddArchAnalysis.

@@ -7,12 +7,17 @@
 #include <iostream>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "blend/calibration.h"
+#include "blend/plan_gguf.h"
+#include "blend/plan_parallel.h"
+#include "blend/plan_roofline.h"
+#include "blend/plan_validate.h"
 #include "cli/command.h"
 
 namespace ragkv::cli {
@@ -31,15 +36,24 @@ bool IsArchPreset(const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
-// ResolveArch: an architecture preset (blend/plan_arch.h; f32 weights and
-// activations under --calibrate-cpu, as the CPU runtime) or, via
+// IsArchModel: planned from its architecture (a preset or a GGUF header,
+// blend/plan_gguf.h) rather than a ModelShape preset / loaded checkpoint.
+bool IsArchModel(const std::string& name) {
+  return IsArchPreset(name) || absl::EndsWith(name, ".gguf");
+}
+
+// ResolveArch: an architecture preset (blend/plan_arch.h) or a GGUF header
+// (blend/plan_gguf.h; f32 weights and activations under --calibrate-cpu, as
+// the CPU runtime) or, via
 // ResolveModelShape, a ModelShape preset / checkpoint as a dense architecture.
 // *shape: the shape the legacy rows use (the preset's or checkpoint's own;
 // the dense equivalent of an architecture preset).
 absl::StatusOr<blend::ModelArch> ResolveArch(const PlanCommandOptions& o,
                                              blend::ModelShape* shape_out) {
-  if (IsArchPreset(o.model)) {
-    ASSIGN_OR_RETURN(blend::ModelArch a, blend::ArchPreset(o.model));
+  if (IsArchModel(o.model)) {
+    ASSIGN_OR_RETURN(blend::ModelArch a, IsArchPreset(o.model)
+                                             ? blend::ArchPreset(o.model)
+                                             : blend::ArchFromGgufHeader(o.model));
     if (o.calibrate_cpu) a.weight_bytes = a.expert_weight_bytes = a.act_bytes = a.kv_bytes = 4;
     *shape_out = blend::ShapeOfArch(a);
     return a;
@@ -55,9 +69,24 @@ absl::StatusOr<blend::ModelArch> ResolveArch(const PlanCommandOptions& o,
   return blend::ArchOfShape(*shape);
 }
 
+absl::StatusOr<blend::Tier> ParseCostTier(const std::string& name) {
+  for (blend::Tier t : {blend::Tier::kRam, blend::Tier::kSsd, blend::Tier::kRemote}) {
+    if (name == blend::TierName(t)) return t;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("plan: --kv-tier '", name, "' (ram, ssd, redis)"));
+}
+
 }  // namespace
 
 absl::StatusOr<blend::Plan> RunPlanCommand(const PlanCommandOptions& o, std::ostream& out) {
+  if (!o.validate.empty()) {
+    ASSIGN_OR_RETURN(std::vector<blend::PublishedFigure> figures,
+                     blend::ReadPublishedFigures(o.validate));
+    ASSIGN_OR_RETURN(blend::ValidationReport report, blend::Validate(figures));
+    blend::PrintValidation(report, out);
+    return blend::Plan{};
+  }
   blend::HardwareSpec hw;
   blend::ModelShape shape;
   ASSIGN_OR_RETURN(blend::ModelArch arch, ResolveArch(o, &shape));
@@ -115,13 +144,28 @@ absl::StatusOr<blend::Plan> RunPlanCommand(const PlanCommandOptions& o, std::ost
     return absl::InvalidArgumentError("plan: need 0 <= r_min <= r_max <= 1");
   }
   if (w.decode_batch <= 0) return absl::InvalidArgumentError("plan: --decode-batch must be > 0");
+  blend::PlanWorkload work = w;
+  ASSIGN_OR_RETURN(work.parallel, blend::ParseParallel(o.parallel));
+  if (work.devices > 1 && work.parallel == blend::ParallelKind::kNone) {
+    return absl::InvalidArgumentError("plan: --devices > 1 needs --parallel tp or ep");
+  }
+  RETURN_IF_ERROR(blend::ShardArch(arch, work.devices, work.parallel).status());
+  if (!o.kv_tier.empty()) {
+    ASSIGN_OR_RETURN(work.kv_tier, ParseCostTier(o.kv_tier));
+  }
+  if (work.corpus.corpus_tokens < 0 || work.corpus.requests_per_s <= 0 ||
+      work.corpus.output_tokens < 0) {
+    return absl::InvalidArgumentError(
+        "plan: --corpus-tokens >= 0, --request-rate > 0, --output-tokens >= 0");
+  }
   blend::Plan plan;
-  if (IsArchPreset(o.model)) {
-    plan = blend::MakeArchPlan(arch, hw, w);
+  if (IsArchModel(o.model)) {
+    plan = blend::MakeArchPlan(arch, hw, work);
   } else {
-    plan = blend::MakePlan(shape, hw, w);
+    plan = blend::MakePlan(shape, hw, work);
     blend::AddArchAnalysis(arch, &plan);
   }
+  if (!o.roofline.empty()) RETURN_IF_ERROR(blend::WriteRoofline(plan, o.roofline));
   if (o.json) {
     blend::PrintPlanJson(plan, out);
   } else {
@@ -162,6 +206,36 @@ class PlanCommand : public Command {
     cmd->add_option("--r-max", o_.workload.r_max)->capture_default_str();
     cmd->add_option("--decode-batch", o_.workload.decode_batch,
                     "batch of the per-operator decode phase")
+        ->capture_default_str();
+    cmd->add_option("--devices", o_.workload.devices,
+                    "devices one replica spans (per-operator phases are per device)")
+        ->capture_default_str();
+    cmd->add_option("--parallel", o_.parallel, "none|tp|ep: how the replica is split")
+        ->capture_default_str();
+    cmd->add_option("--validate", o_.validate,
+                    "only: predict the published figures of this file (bench/planner/published.tsv)");
+    cmd->add_option("--roofline", o_.roofline, "write the roofline plot of the operators (PNG)");
+    auto& c = o_.workload.corpus;
+    auto& p = o_.workload.prices;
+    cmd->add_option("--corpus-tokens", c.corpus_tokens,
+                    "capacity/break-even plan for a corpus of this many tokens (0: none)")
+        ->capture_default_str();
+    cmd->add_option("--request-rate", c.requests_per_s, "requests per second")
+        ->capture_default_str();
+    cmd->add_option("--output-tokens", c.output_tokens, "decoded tokens per request")
+        ->capture_default_str();
+    cmd->add_option("--kv-tier", o_.kv_tier, "ram|ssd|redis: where the corpus KV lives");
+    cmd->add_option("--device-usd-per-hour", p.device_usd_per_hour, "assumed price")
+        ->capture_default_str();
+    cmd->add_option("--ram-usd-per-gb", p.ram_usd_per_gb, "assumed DRAM purchase price")
+        ->capture_default_str();
+    cmd->add_option("--ssd-usd-per-gb", p.ssd_usd_per_gb, "assumed NVMe purchase price")
+        ->capture_default_str();
+    cmd->add_option("--redis-usd-per-gb", p.remote_usd_per_gb, "assumed remote DRAM price")
+        ->capture_default_str();
+    cmd->add_option("--amortize-months", p.amortize_months, "storage purchase spread over")
+        ->capture_default_str();
+    cmd->add_option("--refresh-days", p.refresh_days, "corpus re-precomputed every")
         ->capture_default_str();
     cmd->add_flag("--json", o_.json, "JSON instead of the table");
   }

@@ -27,6 +27,12 @@ struct PlanCommandOptions {
   std::string gemm_gflops_by_rows;
   double attention_gflops = 0, row_op_gbs = 0, rerotate_gbs = 0, alloc_gbs = 0;
   blend::PlanWorkload workload;
+  std::string parallel = "none";  // --parallel none|tp|ep (workload.devices: --devices)
+  std::string kv_tier;            // --kv-tier ram|ssd|redis for the capacity plan ("": controller's)
+  std::string roofline;  // --roofline F.png: the operators on the device's roof
+  // --validate FILE: only the validation against published figures
+  // (blend/plan_validate.h); returns an empty plan.
+  std::string validate;
   bool json = false;
 };
 
