@@ -16,7 +16,7 @@ namespace ragkv::testing {
 
 struct Variant {
   std::string name;
-  std::string arch;       // llama | qwen2 | qwen3 | phi3 (fused attn_qkv and ffn_up)
+  std::string arch;       // llama | qwen2 | qwen3 | phi3 (fused attn_qkv and ffn_up) | qwen3moe
   bool rope_freqs = false;
   float linear_factor = 0;  // > 0: rope.scaling.type linear
   float yarn_factor = 0;    // > 0: rope.scaling.type yarn (original context 32768)
@@ -30,6 +30,18 @@ struct Variant {
   uint32_t sliding_window = 0;     // > 0: <arch>.attention.sliding_window (phi3)
   bool longrope = false;           // rope_factors_long/short.weight (Phi-3 128k)
   bool unfused = false;            // phi3 with separate attn_q/k/v (not what llama.cpp writes)
+  // Mixture of experts (qwen3moe; llama with experts = Mixtral): experts > 0
+  // writes <arch>.expert_count / expert_used_count, a router ffn_gate_inp
+  // (F32, as converters and llama.cpp's quantizer keep it) and stacked
+  // ffn_{gate,up,down}_exps instead of the dense FFN. qwen3moe's experts
+  // have expert_ffn rows (<arch>.expert_feed_forward_length; 0 = not
+  // written), Mixtral's the shape's ffn.
+  int experts = 0, experts_used = 2, expert_ffn = 0;
+  std::vector<std::pair<std::string, uint32_t>> kv_u32 = {};  // extra <arch>.KEY = u32
+  std::vector<std::pair<std::string, bool>> kv_bool = {};     // extra <arch>.KEY = bool
+  // What the runtime refuses: shared-expert tensors, a selection bias, a
+  // fused ffn_gate_up_exps instead of gate and up, a missing ffn_gate_exps.
+  bool shexp = false, probs_bias = false, fused_gate_up_exps = false, no_gate_exps = false;
 };
 
 inline constexpr int kDim = 256, kLayers = 2, kHeads = 4, kKvHeads = 2, kHeadDim = 64, kFfn = 512,
@@ -46,6 +58,35 @@ inline std::vector<float> Normal(size_t n, float std, std::mt19937* rng, float m
   std::vector<float> v(n);
   for (auto& x : v) x = nd(*rng);
   return v;
+}
+
+// WriteRandomExperts: block p's router and stacked experts (Variant's MoE
+// fields), e = v.experts experts of inner size ef over dim d.
+inline void WriteRandomExperts(const Variant& v, uint64_t d, uint64_t ef, bool f16,
+                               const std::string& p, std::mt19937* rng, GgufWriter* w) {
+  const uint64_t e = v.experts;
+  const float ws = 1.0f / std::sqrt(float(d));
+  w->Tensor(p + "ffn_gate_inp.weight", {d, e}, Normal(d * e, ws, rng), false);
+  std::vector<float> gate = Normal(d * ef * e, ws, rng), up = Normal(d * ef * e, ws, rng);
+  if (v.fused_gate_up_exps) {
+    // Per expert [gate rows | up rows], as a fused converter would stack them.
+    std::vector<float> gu;
+    for (uint64_t i = 0; i < e; ++i) {
+      gu.insert(gu.end(), gate.begin() + i * d * ef, gate.begin() + (i + 1) * d * ef);
+      gu.insert(gu.end(), up.begin() + i * d * ef, up.begin() + (i + 1) * d * ef);
+    }
+    w->Tensor(p + "ffn_gate_up_exps.weight", {d, 2 * ef, e}, gu, f16);
+  } else {
+    if (!v.no_gate_exps) w->Tensor(p + "ffn_gate_exps.weight", {d, ef, e}, gate, f16);
+    w->Tensor(p + "ffn_up_exps.weight", {d, ef, e}, up, f16);
+  }
+  w->Tensor(p + "ffn_down_exps.weight", {ef, d, e}, Normal(ef * d * e, 1.0f / std::sqrt(float(ef)), rng), f16);
+  if (v.shexp) {
+    w->Tensor(p + "ffn_gate_shexp.weight", {d, ef}, Normal(d * ef, ws, rng), f16);
+    w->Tensor(p + "ffn_up_shexp.weight", {d, ef}, Normal(d * ef, ws, rng), f16);
+    w->Tensor(p + "ffn_down_shexp.weight", {ef, d}, Normal(ef * d, ws, rng), f16);
+  }
+  if (v.probs_bias) w->Tensor(p + "exp_probs_b.bias", {e}, Normal(e, 0.1f, rng), false);
 }
 
 // WriteRandomModel: a seeded random model of `v` at `path` (F16 or F32).
@@ -81,6 +122,13 @@ inline void WriteRandomModel(const Variant& v, bool f16, const std::string& path
   if (v.attn_factor > 0) w.KvF32(a + ".rope.scaling.attn_factor", v.attn_factor);
   if (v.scale_linear > 0) w.KvF32(a + ".rope.scale_linear", v.scale_linear);
   for (const auto& [k, x] : v.kv_f32) w.KvF32(a + "." + k, x);
+  for (const auto& [k, x] : v.kv_u32) w.KvU32(a + "." + k, x);
+  for (const auto& [k, x] : v.kv_bool) w.KvBool(a + "." + k, x);
+  if (v.experts > 0) {
+    w.KvU32(a + ".expert_count", v.experts);
+    w.KvU32(a + ".expert_used_count", v.experts_used);
+    if (v.expert_ffn > 0) w.KvU32(a + ".expert_feed_forward_length", v.expert_ffn);
+  }
   if (!v.scaling_type.empty()) w.KvStr(a + ".rope.scaling.type", v.scaling_type);
   ::ragkv::testing::AddTinyLlamaVocab(&w, kVocab);
   const uint64_t d = kDim, q = kHeads * kHeadDim, kv = kKvHeads * kHeadDim, f = kFfn;
@@ -124,12 +172,16 @@ inline void WriteRandomModel(const Variant& v, bool f16, const std::string& path
       w.Tensor(p + "attn_k.bias", {kv}, Normal(kv, 0.2f, &rng), false);
       w.Tensor(p + "attn_v.bias", {kv}, Normal(kv, 0.2f, &rng), false);
     }
-    if (a == "qwen3") {
+    if (a == "qwen3" || a == "qwen3moe") {
       w.Tensor(p + "attn_q_norm.weight", {uint64_t(kHeadDim)}, Normal(kHeadDim, 0.1f, &rng, 1.0f), false);
       w.Tensor(p + "attn_k_norm.weight", {uint64_t(kHeadDim)}, Normal(kHeadDim, 0.1f, &rng, 1.0f), false);
     }
     w.Tensor(p + "attn_output.weight", {q, d}, Normal(q * d, ws, &rng), f16);
     w.Tensor(p + "ffn_norm.weight", {d}, Normal(d, 0.1f, &rng, 1.0f), false);
+    if (v.experts > 0) {
+      WriteRandomExperts(v, d, v.expert_ffn > 0 ? v.expert_ffn : f, f16, p, &rng, &w);
+      continue;
+    }
     std::vector<float> gate = Normal(d * f, ws, &rng), up = Normal(d * f, ws, &rng);
     if (fused) {
       w.Tensor(p + "ffn_up.weight", {d, 2 * f}, cat(gate, up), f16);
