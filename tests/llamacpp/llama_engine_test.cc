@@ -1,6 +1,6 @@
 // llama_engine_test.cc: LlamaCppEngine against a real `ragkv serve` on
 // loopback and the real llama.cpp (issue 18), on stories260K, on GQA
-// llama and Phi-3 random-weight F16 files and on the llama one's Q8_0
+// llama, Phi-3, qwen3moe and Mixtral random-weight F16 files and on the llama one's Q8_0
 // quantization (llama.cpp's own quantizer): the fused KV of a full recompute (r = 1.0), as explicit
 // segments or as a raw prompt, handed to llama.cpp gives llama.cpp's own
 // next-token logits and greedy continuation. Every fallback gives plain
@@ -51,6 +51,11 @@ const TempDir& Files() {
     ragkv::testing::WriteRandomModel({"gqa", "llama"}, /*f16=*/true, dir.path() + "/gqa_f16.gguf");
     ragkv::testing::WriteRandomModel({.name = "phi3", .arch = "phi3"}, /*f16=*/true,
                                      dir.path() + "/phi3_f16.gguf");
+    ragkv::testing::WriteRandomModel({.name = "qwen3moe", .arch = "qwen3moe", .experts = 8,
+                                      .experts_used = 2, .expert_ffn = 256},
+                                     /*f16=*/true, dir.path() + "/qwen3moe_f16.gguf");
+    ragkv::testing::WriteRandomModel({.name = "mixtral", .arch = "llama", .experts = 4, .experts_used = 2},
+                                     /*f16=*/true, dir.path() + "/mixtral_f16.gguf");
     return ragkv::testing::LlamaCppQuantize(dir.path() + "/gqa_f16.gguf",
                                             dir.path() + "/gqa_q8_0.gguf", 7).ok();
   }();
@@ -433,7 +438,8 @@ TEST(LlamaCppBenchEngineTest, PrintsEveryStrategyAndWritesItsFiles) {
 #endif
 
 INSTANTIATE_TEST_SUITE_P(Files, LlamaCppEngineTest,
-                         ::testing::Values("stories260K", "gqa_f16", "gqa_q8_0", "phi3_f16"));
+                         ::testing::Values("stories260K", "gqa_f16", "gqa_q8_0", "phi3_f16",
+                                           "qwen3moe_f16", "mixtral_f16"));
 // (A phi3 Q8_0 file passes every test above except the `ragkv llama` text
 // comparison, whose 8 greedy tokens parted from llama.cpp alone's at the
 // 7th (measured 2026-12-06; its handed-over logits were 0.46-0.55% of the
