@@ -21,7 +21,8 @@
 namespace ragkv::model {
 
 struct PrefillBenchOptions {
-  // Model path (any LoadModel format) or "synthetic:<spec>".
+  // Model path (any LoadModel format), "synthetic:<spec>", or "moe:<spec>" (a
+  // seeded random mixture-of-experts GGUF, bench/model/synthetic_gguf.h).
   std::string model = "synthetic:layers=8,dim=512,heads=8,kv_heads=4,ffn=1408,vocab=32000";
   std::vector<int> tokens = {512, 2048, 4096};  // prompt lengths
   int repeats = 3;      // timed runs per length (after one warm-up); best is reported
@@ -32,7 +33,7 @@ struct PrefillBenchOptions {
   // LlamaCppRunner::DefaultLibDir()), interleaved with ragkv's runs; GGUF only.
   std::string compare;
   std::string llamacpp_dir;
-  // encoding of a synthetic model under --compare: it is written as a GGUF
+  // encoding of a synthetic model under --compare (and of a moe: one): it is written as a GGUF
   // (f32, f16, or quantized by llama.cpp: q8_0, q4_0, q4_k_m, ...) into a
   // temp file both engines load. Ignored for a real --model file.
   std::string encoding = "f16";

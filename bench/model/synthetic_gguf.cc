@@ -9,6 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "model/synthetic.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "tests/llamacpp/random_model.h"
 #include "tests/support/gguf_writer.h"
 
 #if RAGKV_HAVE_LLAMACPP_HEADERS
@@ -49,7 +52,59 @@ absl::Status Quantize(const std::string& lib_dir, const std::string& in, const s
 #endif
 }
 
+// ParseMoeSpec: "moe:arch=qwen3moe,layers=4,dim=1024,heads=16,kv_heads=4,
+// head_dim=64,ffn=2816,experts=8,used=2,expert_ffn=768,ctx=4096" (arch
+// qwen3moe or llama = Mixtral; head_dim defaults to dim / heads, expert_ffn
+// to ffn, ctx to 4096, used to 2).
+absl::Status ParseMoeSpec(const std::string& spec, testing::Variant* v, testing::RandomShape* s) {
+  v->arch = "qwen3moe";
+  s->head_dim = 0;
+  s->context = 4096;
+  std::map<std::string, int*> ints = {
+      {"layers", &s->layers}, {"dim", &s->dim},           {"heads", &s->heads},
+      {"kv_heads", &s->kv_heads}, {"head_dim", &s->head_dim}, {"ffn", &s->ffn},
+      {"experts", &v->experts},   {"used", &v->experts_used}, {"expert_ffn", &v->expert_ffn},
+      {"ctx", &s->context}};
+  for (absl::string_view kv : absl::StrSplit(spec.substr(4), ',', absl::SkipEmpty())) {
+    const std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+    if (p.first == "arch") {
+      v->arch = p.second;
+      continue;
+    }
+    auto it = ints.find(p.first);
+    if (it == ints.end() || !absl::SimpleAtoi(p.second, it->second) || *it->second <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("moe spec: bad or unknown key '", kv, "'"));
+    }
+  }
+  if (v->arch != "qwen3moe" && v->arch != "llama") {
+    return absl::InvalidArgumentError("moe spec: arch must be qwen3moe or llama (Mixtral), got " + v->arch);
+  }
+  if (v->experts <= 0 || v->experts_used > v->experts || s->heads % s->kv_heads != 0) {
+    return absl::InvalidArgumentError("moe spec: needs experts >= used > 0 and heads % kv_heads == 0");
+  }
+  if (s->head_dim == 0) s->head_dim = s->dim / s->heads;
+  if (v->arch == "llama") v->expert_ffn = 0;  // Mixtral's experts have the ffn rows
+  return absl::OkStatus();
+}
+
+// WriteParts / WriteMoe: the f32 or f16 file of a synthetic: or moe: spec.
+absl::Status WriteUnquantized(const std::string& spec, bool f16, const std::string& path) {
+  if (IsMoeSpec(spec)) {
+    testing::Variant v;
+    testing::RandomShape shape;
+    RETURN_IF_ERROR(ParseMoeSpec(spec, &v, &shape));
+    testing::WriteRandomModel(v, f16, path, shape);
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(SyntheticSpec s, ParseSyntheticSpec(spec));
+  ASSIGN_OR_RETURN(ModelParts parts, MakeSyntheticParts(s));
+  WriteParts(parts, f16, path);
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+bool IsMoeSpec(const std::string& spec) { return spec.rfind("moe:", 0) == 0; }
 
 absl::Status WriteSyntheticGguf(const std::string& spec, const std::string& encoding,
                                 const std::string& lib_dir, const std::string& path) {
@@ -61,14 +116,9 @@ absl::Status WriteSyntheticGguf(const std::string& spec, const std::string& enco
     return absl::InvalidArgumentError("unknown --encoding " + encoding +
                                       " (f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m, q6_k)");
   }
-  ASSIGN_OR_RETURN(SyntheticSpec s, ParseSyntheticSpec(spec));
-  ASSIGN_OR_RETURN(ModelParts parts, MakeSyntheticParts(s));
-  if (encoding == "f32" || encoding == "f16") {
-    WriteParts(parts, encoding == "f16", path);
-    return absl::OkStatus();
-  }
+  if (encoding == "f32" || encoding == "f16") return WriteUnquantized(spec, encoding == "f16", path);
   const std::string f16 = path + ".f16";
-  WriteParts(parts, true, f16);
+  RETURN_IF_ERROR(WriteUnquantized(spec, true, f16));
   const absl::Status q = Quantize(lib_dir, f16, path, kFtypes.at(encoding));
   std::remove(f16.c_str());
   return q;

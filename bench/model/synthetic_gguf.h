@@ -12,7 +12,14 @@
 
 namespace ragkv::model {
 
-// WriteSyntheticGguf: `spec` (e.g. "synthetic:layers=4,dim=2048,...") as a
+// IsMoeSpec: "moe:..." (a seeded random mixture-of-experts GGUF,
+// tests/llamacpp/random_model.h; keys in synthetic_gguf.cc ParseMoeSpec:
+// arch=qwen3moe|llama, layers, dim, heads, kv_heads, head_dim, ffn, experts,
+// used, expert_ffn, ctx). It exists only as a written file.
+bool IsMoeSpec(const std::string& spec);
+
+// WriteSyntheticGguf: `spec` (e.g. "synthetic:layers=4,dim=2048,..." or a
+// moe: spec) as a
 // GGUF at `path` in `encoding`: f32, f16, or a llama.cpp ftype name (q8_0,
 // q4_0, q4_k_m, q5_k_m, q6_k) quantized from the f16 file by llama.cpp
 // (dlopen'ed from `llamacpp_lib_dir`). InvalidArgument for an unknown
