@@ -129,8 +129,8 @@ std::vector<std::string> CapacityRecommendations(const CapacityPlan& plan,
       plan.tier == Tier::kSsd ? "SSD" : plan.tier == Tier::kRam ? "host RAM" : "remote RAM"));
   out.push_back(absl::StrFormat(
       "at %.3g req/s with %d output tokens each: full prefill needs %d devices (TTFT %.1f ms + "
-      "decode %.1f ms per request, %d per replica); blending from %s needs %s; HBM per device "
-      "%.1f GB of %.0f GB (weights + decode-batch KV)",
+      "decode %.1f ms per request, %d per replica); blending from %s needs %s; memory per device "
+      "%.1f GB of %.0f GB (weights + decode-batch KV; HBM or DRAM)",
       c.requests_per_s, c.output_tokens, plan.devices_full_prefill, plan.prefill_s * 1e3,
       plan.decode_s * 1e3, plan.devices_per_replica, tier, absl::StrJoin(devices, ", "),
       plan.hbm_per_device_bytes / 1e9, plan.hbm_capacity_bytes / 1e9));

@@ -191,7 +191,8 @@ void Finish(const ModelArch& a, const HardwareSpec& hw, Phase* p) {
     if (!p->fits && c.weight_bytes > 0) c.bound = "capacity";
     sum += c.time_s;
     load += is_load ? c.time_s : 0;
-    by_bound[c.bound] += c.time_s;
+    // Loads overlap compute: their phase decides (BlendPhase, KvLoadPhase).
+    if (!is_load) by_bound[c.bound] += c.time_s;
   }
   for (OpCost& c : p->ops) c.share = sum > 0 ? c.time_s / sum : 0;
   double best = -1;

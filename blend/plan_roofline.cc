@@ -59,7 +59,7 @@ std::string Script(const Plan& plan, const std::string& png, const std::string& 
   const HardwareSpec& hw = plan.hardware;
   const double bw = hw.mem_bw / 1e9;  // GB/s: GFLOP/s per FLOP/byte
   std::string s = absl::StrFormat(
-      "set terminal %s size 1200,800 font ',10'\nset output %s\nset logscale xy\nset grid\n"
+      "set terminal %s size 1200,800 font ',10' noenhanced\nset output %s\nset logscale xy\nset grid\n"
       "set xrange [0.1:100000]\nset xlabel 'arithmetic intensity (FLOP/byte)'\n"
       "set ylabel 'attained GFLOP/s (FLOPs / operator time)'\nset key bottom right\n"
       "set title %s noenhanced\nset label 1 %s at graph 0.01, graph -0.09 font ',8' noenhanced\n"

@@ -118,6 +118,8 @@ absl::StatusOr<blend::Plan> RunPlanCommand(const PlanCommandOptions& o, std::ost
   if (o.nvme_gbs > 0) hw.ssd_tier_bw = o.nvme_gbs * 1e9;
   if (o.net_gbs > 0) hw.remote_tier_bw = o.net_gbs * 1e9;
   if (o.layer_overhead_us >= 0) hw.layer_overhead_s = o.layer_overhead_us * 1e-6;
+  if (o.mem_gb > 0) hw.mem_capacity_bytes = o.mem_gb * 1e9;
+  if (o.weight_bytes > 0) arch.weight_bytes = arch.expert_weight_bytes = o.weight_bytes;
   if (!o.gemm_gflops_by_rows.empty()) {
     hw.gemm_flops_at_rows.clear();
     for (absl::string_view item : absl::StrSplit(o.gemm_gflops_by_rows, ',')) {
@@ -192,6 +194,9 @@ class PlanCommand : public Command {
     cmd->add_option("--nvme-gbs", o_.nvme_gbs, "override (SSD tier)");
     cmd->add_option("--net-gbs", o_.net_gbs, "override (remote tier)");
     cmd->add_option("--layer-overhead-us", o_.layer_overhead_us, "override");
+    cmd->add_option("--mem-gb", o_.mem_gb, "override: device memory capacity (GB)");
+    cmd->add_option("--weight-bytes", o_.weight_bytes,
+                    "bytes per weight for the per-operator phases (e.g. 0.5625 = Q4_K)");
     cmd->add_option("--gemm-gflops-by-rows", o_.gemm_gflops_by_rows,
                            "override: layer GEMM rate by row count, rows:gflops,...");
     cmd->add_option("--attention-gflops", o_.attention_gflops, "override");

@@ -21,6 +21,8 @@ struct PlanCommandOptions {
   // Overrides (<= 0: keep the preset's): TFLOP/s and GB/s (1e9 bytes/s).
   double peak_tflops = 0, hbm_gbs = 0, host_gbs = 0, nvme_gbs = 0, net_gbs = 0;
   double layer_overhead_us = -1;  // < 0: keep
+  double mem_gb = 0;        // > 0: device memory capacity (GB) for the fit checks
+  double weight_bytes = 0;  // > 0: bytes per weight of every weight (e.g. 0.5625 for Q4_K)
   // Kernel-rate overrides (blend::HardwareSpec; <= 0 / empty: keep), e.g. to
   // replay the rates a `ragkv bench ttft` run logged: GEMM GFLOP/s by rows
   // as "rows:gflops,rows:gflops,..." and GFLOP/s / GB/s figures.
