@@ -96,7 +96,8 @@ CapacityPlan PlanCapacity(const ModelArch& full, const ModelArch& device, int de
     k.corpus_bytes = chunks * static_cast<double>(c.chunk_tokens) * k.record_bytes_per_token;
     ModelArch d = device;  // the tier streams this codec's bytes per KV element
     d.kv_bytes = k.record_bytes_per_token / std::max(1.0, KvElems(full));
-    absl::StatusOr<Phase> blend = BlendPhase(d, hw, w.context_tokens, w.query_tokens, w.ratio, tier);
+    absl::StatusOr<Phase> blend =
+        BlendPhase(d, hw, w.context_tokens, w.query_tokens, w.ratio, tier);
     k.blend_s = blend.ok() ? blend->time_s : plan.prefill_s;
     k.devices = Replicas(c.requests_per_s, k.blend_s + plan.decode_s) * devices_per_replica;
     k.storage_usd_per_month =
@@ -109,8 +110,7 @@ CapacityPlan PlanCapacity(const ModelArch& full, const ModelArch& device, int de
   return plan;
 }
 
-std::vector<std::string> CapacityRecommendations(const CapacityPlan& plan,
-                                                 const CorpusWorkload& c,
+std::vector<std::string> CapacityRecommendations(const CapacityPlan& plan, const CorpusWorkload& c,
                                                  const CapacityPrices& p) {
   std::vector<std::string> out, sizes, devices, even;
   for (const CodecCapacity& k : plan.codecs) {
@@ -126,7 +126,9 @@ std::vector<std::string> CapacityRecommendations(const CapacityPlan& plan,
       "corpus of %.3g tokens precomputed in %d-token chunk records (kvstore format, headers "
       "included): %s; it needs that much %s",
       c.corpus_tokens, c.chunk_tokens, absl::StrJoin(sizes, ", "),
-      plan.tier == Tier::kSsd ? "SSD" : plan.tier == Tier::kRam ? "host RAM" : "remote RAM"));
+      plan.tier == Tier::kSsd   ? "SSD"
+      : plan.tier == Tier::kRam ? "host RAM"
+                                : "remote RAM"));
   out.push_back(absl::StrFormat(
       "at %.3g req/s with %d output tokens each: full prefill needs %d devices (TTFT %.1f ms + "
       "decode %.1f ms per request, %d per replica); blending from %s needs %s; memory per device "
@@ -138,8 +140,8 @@ std::vector<std::string> CapacityRecommendations(const CapacityPlan& plan,
       "precomputing the corpus into %s pays for itself at %s; precompute %.3g device-hours per "
       "refresh (prices stated, not measured: device $%.2f/h, %s $%.2f/GB over %.0f months, "
       "refresh every %.0f days)",
-      tier, absl::StrJoin(even, ", "), plan.precompute_device_s / 3600, p.device_usd_per_hour,
-      tier, UsdPerGb(p, plan.tier), p.amortize_months, p.refresh_days));
+      tier, absl::StrJoin(even, ", "), plan.precompute_device_s / 3600, p.device_usd_per_hour, tier,
+      UsdPerGb(p, plan.tier), p.amortize_months, p.refresh_days));
   return out;
 }
 
@@ -149,8 +151,8 @@ std::string CapacityJson(const CapacityPlan& plan) {
     codecs.push_back(absl::StrFormat(
         R"({"codec":"%s","record_bytes_per_token":%.6g,"corpus_bytes":%.6g,"blend_ms":%.6g,)"
         R"("devices":%d,"storage_usd_per_month":%.6g,"break_even_rps":%s})",
-        CodecLabel(k.codec), k.record_bytes_per_token, k.corpus_bytes, k.blend_s * 1e3,
-        k.devices, k.storage_usd_per_month,
+        CodecLabel(k.codec), k.record_bytes_per_token, k.corpus_bytes, k.blend_s * 1e3, k.devices,
+        k.storage_usd_per_month,
         std::isfinite(k.break_even_rps) ? absl::StrFormat("%.6g", k.break_even_rps) : "null"));
   }
   return absl::StrFormat(

@@ -33,12 +33,12 @@ struct CorpusWorkload {
 // CapacityPrices: the stated prices (docs/planner.md gives their basis; all
 // are assumptions the caller should replace with its own).
 struct CapacityPrices {
-  double device_usd_per_hour = 3.0;   // one accelerator (or CPU server) hour
-  double ram_usd_per_gb = 3.0;        // server DRAM, purchase
-  double ssd_usd_per_gb = 0.08;       // datacenter NVMe, purchase
-  double remote_usd_per_gb = 3.0;     // DRAM on the remote (Redis) nodes, purchase
-  double amortize_months = 36;        // storage purchase spread over this many months
-  double refresh_days = 30;           // the corpus is re-precomputed this often
+  double device_usd_per_hour = 3.0;  // one accelerator (or CPU server) hour
+  double ram_usd_per_gb = 3.0;       // server DRAM, purchase
+  double ssd_usd_per_gb = 0.08;      // datacenter NVMe, purchase
+  double remote_usd_per_gb = 3.0;    // DRAM on the remote (Redis) nodes, purchase
+  double amortize_months = 36;       // storage purchase spread over this many months
+  double refresh_days = 30;          // the corpus is re-precomputed this often
 };
 
 struct CodecCapacity {
@@ -48,18 +48,18 @@ struct CodecCapacity {
   double blend_s = 0;                 // replica-seconds of one request's blend (TTFT)
   int devices = 0;                    // devices serving the rate with blending
   double storage_usd_per_month = 0;
-  double break_even_rps = 0;          // above this rate precomputing pays (inf: never)
+  double break_even_rps = 0;  // above this rate precomputing pays (inf: never)
 };
 
 struct CapacityPlan {
   int devices_per_replica = 1;
-  double prefill_s = 0;            // replica-seconds of one request's full prefill (TTFT)
-  double decode_s = 0;             // replica-seconds of one request's decode share
-  int devices_full_prefill = 0;    // devices serving the rate without precomputed KV
-  double hbm_per_device_bytes = 0; // weights + KV of the decode batch, per device
+  double prefill_s = 0;             // replica-seconds of one request's full prefill (TTFT)
+  double decode_s = 0;              // replica-seconds of one request's decode share
+  int devices_full_prefill = 0;     // devices serving the rate without precomputed KV
+  double hbm_per_device_bytes = 0;  // weights + KV of the decode batch, per device
   double hbm_capacity_bytes = 0;
-  double precompute_device_s = 0;  // device-seconds to precompute the corpus once
-  Tier tier = Tier::kRam;          // where the corpus KV lives
+  double precompute_device_s = 0;     // device-seconds to precompute the corpus once
+  Tier tier = Tier::kRam;             // where the corpus KV lives
   std::vector<CodecCapacity> codecs;  // raw (f16), int8, fp8, int4
 };
 
@@ -78,8 +78,7 @@ CapacityPlan PlanCapacity(const ModelArch& full, const ModelArch& device, int de
                           const CorpusWorkload& c, const CapacityPrices& p);
 
 // CapacityRecommendations: plain sentences with the numbers of the plan.
-std::vector<std::string> CapacityRecommendations(const CapacityPlan& plan,
-                                                 const CorpusWorkload& c,
+std::vector<std::string> CapacityRecommendations(const CapacityPlan& plan, const CorpusWorkload& c,
                                                  const CapacityPrices& p);
 
 // CapacityJson: the plan as one JSON object (no leading comma).

@@ -77,18 +77,30 @@ absl::StatusOr<double> Num(Reader* r) {
 
 absl::StatusOr<double> Number(Reader* r, uint32_t type) {
   switch (type) {
-    case 0: return Num<uint8_t>(r);
-    case 1: return Num<int8_t>(r);
-    case 2: return Num<uint16_t>(r);
-    case 3: return Num<int16_t>(r);
-    case 4: return Num<uint32_t>(r);
-    case 5: return Num<int32_t>(r);
-    case 6: return Num<float>(r);
-    case 7: return Num<uint8_t>(r);
-    case 10: return Num<uint64_t>(r);
-    case 11: return Num<int64_t>(r);
-    case 12: return Num<double>(r);
-    default: break;
+    case 0:
+      return Num<uint8_t>(r);
+    case 1:
+      return Num<int8_t>(r);
+    case 2:
+      return Num<uint16_t>(r);
+    case 3:
+      return Num<int16_t>(r);
+    case 4:
+      return Num<uint32_t>(r);
+    case 5:
+      return Num<int32_t>(r);
+    case 6:
+      return Num<float>(r);
+    case 7:
+      return Num<uint8_t>(r);
+    case 10:
+      return Num<uint64_t>(r);
+    case 11:
+      return Num<int64_t>(r);
+    case 12:
+      return Num<double>(r);
+    default:
+      break;
   }
   return r->Bad(absl::StrCat("value type ", type));
 }
@@ -145,7 +157,8 @@ absl::Status ReadTensorInfo(Reader* r, Header* h) {
 }
 
 absl::StatusOr<Header> ReadHeader(const std::string& path) {
-  if (!std::filesystem::exists(path)) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+  if (!std::filesystem::exists(path))
+    return absl::NotFoundError(absl::StrCat(path, ": no such file"));
   std::ifstream f(path, std::ios::binary);
   Reader r(&f, path);
   absl::StatusOr<uint32_t> magic = r.Pod<uint32_t>();
@@ -172,10 +185,21 @@ absl::StatusOr<Header> ReadHeader(const std::string& path) {
 
 // TypeBytes: bytes per element of a ggml tensor type (0: unknown).
 double TypeBytes(uint32_t type) {
-  static const std::map<uint32_t, double> bytes = {
-      {0, 4},           {1, 2},           {2, 18.0 / 32},   {3, 20.0 / 32},   {6, 22.0 / 32},
-      {7, 24.0 / 32},   {8, 34.0 / 32},   {10, 84.0 / 256}, {11, 110.0 / 256}, {12, 144.0 / 256},
-      {13, 176.0 / 256}, {14, 210.0 / 256}, {15, 292.0 / 256}, {30, 2},         {39, 17.0 / 32}};
+  static const std::map<uint32_t, double> bytes = {{0, 4},
+                                                   {1, 2},
+                                                   {2, 18.0 / 32},
+                                                   {3, 20.0 / 32},
+                                                   {6, 22.0 / 32},
+                                                   {7, 24.0 / 32},
+                                                   {8, 34.0 / 32},
+                                                   {10, 84.0 / 256},
+                                                   {11, 110.0 / 256},
+                                                   {12, 144.0 / 256},
+                                                   {13, 176.0 / 256},
+                                                   {14, 210.0 / 256},
+                                                   {15, 292.0 / 256},
+                                                   {30, 2},
+                                                   {39, 17.0 / 32}};
   auto it = bytes.find(type);
   return it == bytes.end() ? 0 : it->second;
 }
@@ -238,7 +262,8 @@ void Attention(const std::string& arch, const Keys& k, ModelArch* a) {
     a->head_dim = k.Get("attention.key_length_mla", a->head_dim);
     a->qk_rope_dim = k.Get("rope.dimension_count", 64);
     a->qk_nope_dim = a->head_dim - a->qk_rope_dim;
-    a->v_head_dim = k.Get("attention.value_length_mla", k.Get("attention.value_length", a->head_dim));
+    a->v_head_dim =
+        k.Get("attention.value_length_mla", k.Get("attention.value_length", a->head_dim));
     a->kv_heads = a->heads;
   }
   a->sliding_window = k.Get("attention.sliding_window", 0);

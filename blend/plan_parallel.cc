@@ -33,9 +33,9 @@ absl::StatusOr<ModelArch> ShardArch(const ModelArch& a, int devices, ParallelKin
   if (devices < 1) return absl::InvalidArgumentError("parallel: --devices must be >= 1");
   if (devices == 1 || kind == ParallelKind::kNone) return a;
   if (a.heads % devices != 0 || (a.linear_v_heads > 0 && a.linear_v_heads % devices != 0)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: %d query heads (%d linear value heads) do not split over %d devices", a.name,
-        a.heads, a.linear_v_heads, devices));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: %d query heads (%d linear value heads) do not split over %d devices",
+                        a.name, a.heads, a.linear_v_heads, devices));
   }
   if (kind == ParallelKind::kExpert && a.experts == 0) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -59,7 +59,8 @@ std::string Script(const Plan& plan, const std::string& png, const std::string& 
   const HardwareSpec& hw = plan.hardware;
   const double bw = hw.mem_bw / 1e9;  // GB/s: GFLOP/s per FLOP/byte
   std::string s = absl::StrFormat(
-      "set terminal %s size 1200,800 font ',10' noenhanced\nset output %s\nset logscale xy\nset grid\n"
+      "set terminal %s size 1200,800 font ',10' noenhanced\nset output %s\nset logscale xy\nset "
+      "grid\n"
       "set xrange [0.1:100000]\nset xlabel 'arithmetic intensity (FLOP/byte)'\n"
       "set ylabel 'attained GFLOP/s (FLOPs / operator time)'\nset key bottom right\n"
       "set title %s noenhanced\nset label 1 %s at graph 0.01, graph -0.09 font ',8' noenhanced\n"
@@ -68,8 +69,8 @@ std::string Script(const Plan& plan, const std::string& png, const std::string& 
       Quoted(absl::StrFormat("%s on %s: operators of every phase on the roofline "
                              "(%.0f TFLOP/s, %.0f GB/s)",
                              plan.shape.name, hw.name, hw.peak_flops / 1e12, bw)),
-      Quoted(absl::StrCat("no FLOPs: ", ByteOnly(plan)).substr(0, 220)), bw,
-      hw.peak_flops / 1e9, bw, hw.peak_flops / 1e9);
+      Quoted(absl::StrCat("no FLOPs: ", ByteOnly(plan)).substr(0, 220)), bw, hw.peak_flops / 1e9,
+      bw, hw.peak_flops / 1e9);
   s += "plot bf16(x) with lines lw 3 lc rgb 'black' title 'roof (dense BF16)'";
   if (hw.peak_fp8_flops > 0) {
     s += absl::StrFormat(

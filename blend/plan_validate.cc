@@ -92,8 +92,8 @@ double Loss(const std::vector<PublishedFigure>& fit, const Efficiency& e) {
 
 // Descend: one coordinate over its grid [lo, hi] by `step`, the best kept
 // (ties: the first, so the result is deterministic).
-void Descend(const std::vector<PublishedFigure>& fit, double lo, double hi, double step,
-             double* x, Efficiency* e) {
+void Descend(const std::vector<PublishedFigure>& fit, double lo, double hi, double step, double* x,
+             Efficiency* e) {
   double best_x = *x, best = Loss(fit, *e);
   for (double v = lo; v <= hi + 1e-12; v += step) {
     *x = v;
@@ -187,18 +187,17 @@ void PrintValidation(const ValidationReport& r, std::ostream& out) {
          "|---|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n";
   for (const FigureResult& x : r.results) {
     const PublishedFigure& f = x.figure;
-    out << absl::StrFormat("| %s | %s | %s | %s | %s | %s | %s | %d | %d | %d | %.4g | %.4g | "
-                           "%.4g | %+.0f%% | %s |\n",
-                           f.id, f.half, f.model, f.hardware,
-                           f.devices > 1 ? absl::StrCat(f.parallel, f.devices) : "1",
-                           f.precision, f.metric, f.batch, f.input, f.output, f.measured_ms,
-                           x.raw_ms, x.fitted_ms, x.error * 100, f.source);
+    out << absl::StrFormat(
+        "| %s | %s | %s | %s | %s | %s | %s | %d | %d | %d | %.4g | %.4g | "
+        "%.4g | %+.0f%% | %s |\n",
+        f.id, f.half, f.model, f.hardware,
+        f.devices > 1 ? absl::StrCat(f.parallel, f.devices) : "1", f.precision, f.metric, f.batch,
+        f.input, f.output, f.measured_ms, x.raw_ms, x.fitted_ms, x.error * 100, f.source);
   }
   out << absl::StrFormat(
       "\nmedian |error|: test half %.1f%% (held out), fit half %.1f%%, raw roofline (all) "
       "%.1f%%\n",
-      r.median_abs_error_test * 100, r.median_abs_error_fit * 100,
-      r.median_abs_error_raw * 100);
+      r.median_abs_error_test * 100, r.median_abs_error_fit * 100, r.median_abs_error_raw * 100);
 }
 
 }  // namespace ragkv::blend

@@ -25,9 +25,9 @@ namespace ragkv::blend {
 
 struct PublishedFigure {
   std::string id;
-  std::string half;       // "fit" or "test"
-  std::string model;      // an ArchPreset name
-  std::string hardware;   // a HardwarePreset name
+  std::string half;      // "fit" or "test"
+  std::string model;     // an ArchPreset name
+  std::string hardware;  // a HardwarePreset name
   int devices = 1;
   std::string parallel;   // "none", "tp", "ep"
   std::string precision;  // "bf16" / "fp16" (2-byte weights and KV), "fp8" (1-byte
@@ -46,9 +46,9 @@ struct PublishedFigure {
 
 // Efficiency: the fitted factors (1, 1, 1, preset overhead = raw roofline).
 struct Efficiency {
-  double compute_16 = 1;       // x dense BF16/FP16 peak
-  double compute_fp8 = 1;      // x dense FP8 peak
-  double memory = 1;           // x HBM bandwidth
+  double compute_16 = 1;   // x dense BF16/FP16 peak
+  double compute_fp8 = 1;  // x dense FP8 peak
+  double memory = 1;       // x HBM bandwidth
   double layer_overhead_s = 20e-6;
 };
 

@@ -218,7 +218,8 @@ class PlanCommand : public Command {
     cmd->add_option("--parallel", o_.parallel, "none|tp|ep: how the replica is split")
         ->capture_default_str();
     cmd->add_option("--validate", o_.validate,
-                    "only: predict the published figures of this file (bench/planner/published.tsv)");
+                    "only: predict the published figures of this file "
+                    "(bench/planner/published.tsv)");
     cmd->add_option("--roofline", o_.roofline, "write the roofline plot of the operators (PNG)");
     auto& c = o_.workload.corpus;
     auto& p = o_.workload.prices;
