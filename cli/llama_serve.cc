@@ -30,11 +30,29 @@ namespace {
 
 namespace lc = engine::llamacpp;
 
+lc::ContextOptions ContextOf(const EngineServeFlags& f) {
+  lc::ContextOptions co;
+  co.n_ctx = f.ctx_size;
+  co.threads = f.threads;
+  co.sequences = f.parallel;
+  co.n_batch = f.batch_size;
+  return co;
+}
+
+server::Scheduler::Options SchedulerOf(const EngineServeFlags& f, llama_context* ctx) {
+  server::Scheduler::Options sc;
+  sc.ctx = ctx;
+  sc.parallel = f.parallel;
+  sc.slot_ctx = f.ctx_size / f.parallel;
+  sc.max_queue = f.max_queue;
+  sc.learn = f.learn;
+  return sc;
+}
+
 class LlamaFrontEnd : public EngineFrontEnd {
  public:
   ~LlamaFrontEnd() override { Drain(); }
-  absl::Status Bind(const EngineServeFlags& flags,
-                    const services::SidecarOptions& options) override;
+  absl::Status Bind(const EngineServeFlags& flags, services::SidecarOptions* options) override;
   std::string http_address() const override {
     return absl::StrCat(host_, ":", http_ ? http_->port() : 0);
   }
@@ -42,6 +60,7 @@ class LlamaFrontEnd : public EngineFrontEnd {
   void Drain() override;
 
  private:
+  absl::Status ReadyWithoutBlending();
   EngineServeFlags f_;
   std::string host_, auth_token_;
   std::unique_ptr<server::HttpServer> http_;
@@ -54,11 +73,15 @@ class LlamaFrontEnd : public EngineFrontEnd {
   std::unique_ptr<server::Scheduler> scheduler_;
   std::unique_ptr<server::SidecarDocuments> documents_;
   std::atomic<const services::Sidecar*> sidecar_{nullptr};
+  // Why ragkv does not blend this model (lc::BlendRefusal); "" when it does.
+  std::string blend_refusal_;
+  std::string model_path_;
 };
 
-absl::Status LlamaFrontEnd::Bind(const EngineServeFlags& flags,
-                                 const services::SidecarOptions& so) {
-  const std::string& model_path = so.model_path;
+absl::Status LlamaFrontEnd::Bind(const EngineServeFlags& flags, services::SidecarOptions* sop) {
+  const services::SidecarOptions& so = *sop;
+  const std::string model_path = so.model_path;
+  model_path_ = model_path;
   const std::string& auth_token = so.auth_token;
   f_ = flags;
   auth_token_ = auth_token;
@@ -97,11 +120,19 @@ absl::Status LlamaFrontEnd::Bind(const EngineServeFlags& flags,
   o.tls_cert_file = so.tls_cert_file;  // the sidecar's TLS applies to HTTP too
   o.tls_key_file = so.tls_key_file;
   ASSIGN_OR_RETURN(http_, server::HttpServer::Start(o));
+  // A model whose state is not chunk-composable: refused for blending by
+  // name, the sidecar runs without it, llama.cpp prefills every prompt.
+  ASSIGN_OR_RETURN(blend_refusal_, lc::BlendRefusal(model_path));
+  if (!blend_refusal_.empty()) {
+    RAGKV_LOG(WARNING) << "blending refused: " << blend_refusal_;
+    sop->model_path.clear();
+  }
   return absl::OkStatus();
 }
 
 absl::Status LlamaFrontEnd::Ready(const services::SidecarOptions& so, services::Sidecar* sidecar) {
   sidecar_.store(sidecar);
+  if (!blend_refusal_.empty()) return ReadyWithoutBlending();
   // ragkv's view of the file: its fingerprint and config (the sidecar's,
   // one copy per process).
   model_ = sidecar->model();
@@ -109,12 +140,7 @@ absl::Status LlamaFrontEnd::Ready(const services::SidecarOptions& so, services::
     ASSIGN_OR_RETURN(own_model_, model::LoadModel(so.model_path));
     model_ = own_model_.get();
   }
-  lc::ContextOptions co;
-  co.n_ctx = f_.ctx_size;
-  co.threads = f_.threads;
-  co.sequences = f_.parallel;
-  co.n_batch = f_.batch_size;
-  ASSIGN_OR_RETURN(file_, lc::LlamaFile::Open(so.model_path, co));
+  ASSIGN_OR_RETURN(file_, lc::LlamaFile::Open(so.model_path, ContextOf(f_)));
   ClientOptions cl;
   // The engine's sidecar: this process's, or --engine-upstream's.
   cl.target = so.engine_upstream.empty() ? sidecar->address() : so.engine_upstream;
@@ -135,13 +161,8 @@ absl::Status LlamaFrontEnd::Ready(const services::SidecarOptions& so, services::
   eo.deadline = absl::Seconds(120);
   ASSIGN_OR_RETURN(engine_, lc::LlamaCppEngine::Create(eo));
   ASSIGN_OR_RETURN(prompts_, server::PromptBuilder::Create(file_->model(), f_.chat_template));
-  server::Scheduler::Options sc;
-  sc.ctx = file_->context();
+  server::Scheduler::Options sc = SchedulerOf(f_, file_->context());
   sc.engine = engine_.get();
-  sc.parallel = f_.parallel;
-  sc.slot_ctx = f_.ctx_size / f_.parallel;
-  sc.max_queue = f_.max_queue;
-  sc.learn = f_.learn;
   sc.wire_dtype = so.engine_kv_wire_dtype == "f32"    ? v1::DTYPE_F32
                   : so.engine_kv_wire_dtype == "bf16" ? v1::DTYPE_BF16
                                                       : v1::DTYPE_F16;
@@ -150,6 +171,20 @@ absl::Status LlamaFrontEnd::Ready(const services::SidecarOptions& so, services::
   http_->SetReady(scheduler_.get(), prompts_.get(), file_->vocab_size(), documents_.get());
   RAGKV_LOG(INFO) << "llama.cpp engine: " << f_.parallel << " slots of " << sc.slot_ctx
                   << " cells, chat template " << prompts_->template_name();
+  return absl::OkStatus();
+}
+
+// ReadyWithoutBlending: llama.cpp alone (no ragkv model, no engine, no
+// catalogue): every prompt is its own prefill, every response names why.
+absl::Status LlamaFrontEnd::ReadyWithoutBlending() {
+  ASSIGN_OR_RETURN(file_, lc::LlamaFile::Open(model_path_, ContextOf(f_)));
+  ASSIGN_OR_RETURN(prompts_, server::PromptBuilder::Create(file_->model(), f_.chat_template));
+  server::Scheduler::Options sc = SchedulerOf(f_, file_->context());
+  sc.blend_refusal = blend_refusal_;
+  scheduler_ = std::make_unique<server::Scheduler>(sc);
+  http_->SetReady(scheduler_.get(), prompts_.get(), file_->vocab_size(), nullptr);
+  RAGKV_LOG(INFO) << "llama.cpp engine without blending: " << f_.parallel << " slots of "
+                  << sc.slot_ctx << " cells, chat template " << prompts_->template_name();
   return absl::OkStatus();
 }
 

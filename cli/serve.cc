@@ -285,7 +285,7 @@ int ServeCommand::Serve() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   if (!engine_.engine.empty()) {
     fe_ = front_end_();
-    if (absl::Status s = fe_->Bind(engine_, so_); !s.ok()) {
+    if (absl::Status s = fe_->Bind(engine_, &so_); !s.ok()) {
       std::fprintf(stderr, "ragkv serve: %s\n", s.ToString().c_str());
       return 1;
     }

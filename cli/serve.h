@@ -44,9 +44,10 @@ struct EngineServeFlags {
 class EngineFrontEnd {
  public:
   virtual ~EngineFrontEnd() = default;
-  // Bind: the HTTP port, with the sidecar's bearer token and TLS files.
-  virtual absl::Status Bind(const EngineServeFlags& flags,
-                            const services::SidecarOptions& options) = 0;
+  // Bind: the HTTP port, with the sidecar's bearer token and TLS files. It
+  // clears options->model_path when ragkv must not run the model (a model
+  // it refuses to blend: the sidecar then serves without one).
+  virtual absl::Status Bind(const EngineServeFlags& flags, services::SidecarOptions* options) = 0;
   virtual std::string http_address() const = 0;
   virtual absl::Status Ready(const services::SidecarOptions& options,
                              services::Sidecar* sidecar) = 0;

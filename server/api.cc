@@ -430,7 +430,8 @@ json Extension(const Completion& c) {
             {"recomputed_tokens", t.recomputed_tokens},
             {"prefilled_tokens", t.prefilled_tokens},
             {"slot_prefix_tokens", t.slot_prefix_tokens},
-            {"stored_prefix_tokens", t.stored_prefix_tokens}, {"fallback", NullOr(t.fallback)}};
+            {"stored_prefix_tokens", t.stored_prefix_tokens}, {"fallback", NullOr(t.fallback)},
+            {"blend_refused", NullOr(t.blend_refused)}};
   if (t.reorder_ran) {
     x["reorder"] = {{"prefix_tokens_before", t.reorder_prefix_before},
                     {"prefix_tokens_after", t.reorder_prefix_after},

@@ -140,6 +140,9 @@ struct Timing {
   // exact prefix blocks (its exact-prefix cache: loaded, not recomputed).
   int stored_prefix_tokens = 0;
   std::string fallback;
+  // blend_refused: why the server never blends this model (its state is not
+  // chunk-composable); the prompt was llama.cpp's own prefill by design.
+  std::string blend_refused;
   // The exact-prefix reorder pass (reorder_ran: it ran for this request):
   // the stored prefix of the prompt in the retriever's order and in the
   // order used (tokens, whole blocks), and that order (indices into the

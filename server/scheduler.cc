@@ -307,6 +307,7 @@ bool Scheduler::Start(Slot* s) {
   s->sent = 0;
   s->next = -1;
   s->c.timing.queue_ms = MsSince(j.submitted);
+  s->c.timing.blend_refused = o_.blend_refusal;
   if (j.cancelled()) {
     Release(s, "", "cancelled");
     return false;
@@ -318,7 +319,8 @@ bool Scheduler::Start(Slot* s) {
   }
   s->tokens.clear();
   s->salt = j.cache_salt;
-  const bool local = j.ragkv.mode == "local" || (j.ragkv.mode == "full" && j.prompt.size() < 2);
+  const bool local = !o_.blend_refusal.empty() || j.ragkv.mode == "local" ||
+                     (j.ragkv.mode == "full" && j.prompt.size() < 2);
   if (!local) {
     // The Blend stream runs on its own thread while the other slots decode;
     // the loop hands its rows over when it is done (Finished).

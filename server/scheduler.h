@@ -101,6 +101,10 @@ class Scheduler {
     int slot_ctx = 4096;   // cells one slot may use (prompt + output)
     int max_queue = 64;    // jobs waiting for a slot; more -> Submit refuses
     v1::DType wire_dtype = v1::DTYPE_F16;
+    // blend_refusal: why this model is never blended (engine::llamacpp::
+    // BlendRefusal); set, every prompt is llama.cpp's own prefill (engine may
+    // be null) and every response names the reason (ragkv.blend_refused).
+    std::string blend_refusal;
     // learn: pasted paragraphs (Job::passages) are sent as passages, stored
     // back on a miss (--learn-from-traffic); off: only documents and
     // ingested chunks are served from stored KV.

@@ -67,6 +67,24 @@ absl::Status DecodeTokens(llama_context* ctx, const std::vector<int32_t>& tokens
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> BlendRefusal(const std::string& path) {
+  InitBackends();
+  llama_model_params mp = llama_model_default_params();
+  mp.n_gpu_layers = 0;
+  mp.vocab_only = true;
+  llama_model* m = llama_model_load_from_file(path.c_str(), mp);
+  if (m == nullptr) return absl::InvalidArgumentError("llama.cpp cannot load " + path);
+  const bool recurrent = llama_model_is_recurrent(m), hybrid = llama_model_is_hybrid(m);
+  char arch[64] = "?";
+  llama_model_meta_val_str(m, "general.architecture", arch, sizeof arch);
+  llama_model_free(m);
+  if (!recurrent && !hybrid) return std::string();
+  return absl::StrFormat(
+      "GGUF architecture '%s' keeps per-sequence %s state, which a chunk computed alone cannot "
+      "contribute to another prompt: ragkv does not blend it (llama.cpp prefills every prompt)",
+      arch, recurrent ? "recurrent" : "recurrent (hybrid linear-attention)");
+}
+
 absl::StatusOr<std::unique_ptr<LlamaFile>> LlamaFile::Open(const std::string& path,
                                                            const ContextOptions& o) {
   InitBackends();

@@ -26,6 +26,15 @@ std::string LibDir();
 // stays quiet (errors only) unless RAGKV_LLAMACPP_LOG=1.
 void InitBackends();
 
+// BlendRefusal: why ragkv must not blend the GGUF at `path`, "" when it may
+// (llama.cpp reads its header and vocabulary only). A model whose layers
+// keep per-sequence recurrent state (llama_model_is_recurrent: Mamba, RWKV;
+// llama_model_is_hybrid: Qwen3-Next, Qwen3.5, Jamba, ...) has no per-token
+// KV that a chunk computed alone could contribute to another prompt: its
+// state is refused for blending by name, and served by llama.cpp's own
+// prefill. InvalidArgument when llama.cpp cannot read the file.
+absl::StatusOr<std::string> BlendRefusal(const std::string& path);
+
 // DecodeTokens: llama.cpp decodes tokens[begin..) of sequence `seq` at
 // positions begin.. (in batches of the context's n_batch); the logits of the
 // last `tail` tokens (1 <= tail <= tokens.size() - begin) into *logits,

@@ -130,10 +130,12 @@ class OpenAiServerTest : public ::testing::Test {
 
   // Spawn: `ragkv serve --engine llama.cpp` with `extra` flags and its own
   // data dir; its pid and http://host:port once it prints LISTENING.
+  // `model`: the GGUF (default the test model).
   static void Spawn(const std::vector<std::string>& extra, const std::string& data, pid_t* pid,
-                    std::string* url, std::string* grpc = nullptr) {
+                    std::string* url, std::string* grpc = nullptr,
+                    const std::string& model = ModelPath()) {
     std::vector<std::string> args = {
-        RAGKV_BINARY, "serve", "--engine", "llama.cpp", "--model", ModelPath(),
+        RAGKV_BINARY, "serve", "--engine", "llama.cpp", "--model", model,
         "--http", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--metrics-port", "-1",
         "--data-dir", (work_ / data).string(), "--threads", "1", "--sync-writes", "false"};
     args.insert(args.end(), extra.begin(), extra.end());
@@ -189,10 +191,11 @@ struct Reference {
   std::vector<double> gap, scale;
 };
 
-inline Reference Greedy(const std::vector<std::pair<std::string, std::string>>& messages, int n) {
+inline Reference Greedy(const std::vector<std::pair<std::string, std::string>>& messages, int n,
+                        const std::string& model = ModelPath()) {
   namespace lc = engine::llamacpp;
   Reference r;
-  auto file = lc::LlamaFile::Open(ModelPath(), {.n_ctx = 1024, .threads = 1});
+  auto file = lc::LlamaFile::Open(model, {.n_ctx = 1024, .threads = 1});
   EXPECT_TRUE(file.ok()) << file.status();
   if (!file.ok()) return r;
   std::vector<llama_chat_message> msgs;
