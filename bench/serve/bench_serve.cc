@@ -225,9 +225,12 @@ absl::StatusOr<RunSettings> Prepare(const ServeBenchOptions& o, std::ostream& pr
   s.gguf = o.model;
   if (s.gguf.empty()) {
     s.gguf = s.work_dir + "/synthetic-" + o.encoding + ".gguf";
-    progress << "bench serve: writing synthetic:" << o.synthetic << " as " << o.encoding << " GGUF"
+    progress << "bench serve: writing " << o.synthetic << " as " << o.encoding << " GGUF"
              << std::endl;
-    RETURN_IF_ERROR(model::WriteSyntheticGguf("synthetic:" + o.synthetic, o.encoding,
+    // A moe: spec (bench/model/synthetic_gguf.h) is passed as is.
+    const std::string spec =
+        model::IsMoeSpec(o.synthetic) ? o.synthetic : "synthetic:" + o.synthetic;
+    RETURN_IF_ERROR(model::WriteSyntheticGguf(spec, o.encoding,
                                               model::LlamaCppRunner::DefaultLibDir(), s.gguf));
   }
   ASSIGN_OR_RETURN(s.banned, BannedTokens(s.gguf));
