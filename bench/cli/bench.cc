@@ -14,6 +14,8 @@
 #include "bench/kvstore/bench_kvstore.h"
 #include "bench/kvstore/bench_redis.h"
 #include "bench/model/bench_prefill.h"
+#include "bench/model/llamacpp_runner.h"
+#include "bench/model/synthetic_gguf.h"
 #include "cli/command.h"
 #include "cli/flags.h"
 #include "kernels/cpu.h"
@@ -46,10 +48,19 @@ class BenchPrefillCommand : public Command {
                     "synthetic model's GGUF encoding under --compare: f32|f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|"
                     "q5_k_m|q6_k")
         ->capture_default_str();
+    cmd->add_option("--write-gguf", write_gguf_,
+                    "only write the synthetic: or moe: --model as a GGUF in --encoding here, and exit");
   }
   int Run() override {
     model::PrefillBenchOptions o = o_;
     if (!synthetic_.empty()) o.model = "synthetic:" + synthetic_;
+    if (!write_gguf_.empty()) {
+      const absl::Status s = model::WriteSyntheticGguf(
+          o.model, o.encoding,
+          o.llamacpp_dir.empty() ? model::LlamaCppRunner::DefaultLibDir() : o.llamacpp_dir,
+          write_gguf_);
+      return s.ok() ? 0 : Fail("prefill --write-gguf", s);
+    }
     auto r = model::RunPrefillBench(o);
     if (!r.ok()) return Fail("prefill", r.status());
     model::PrintPrefillBench(*r, std::cout);
@@ -58,7 +69,7 @@ class BenchPrefillCommand : public Command {
 
  private:
   model::PrefillBenchOptions o_;
-  std::string synthetic_;
+  std::string synthetic_, write_gguf_;
 };
 
 class BenchKvstoreCommand : public Command {

@@ -19,9 +19,20 @@ declare -A SPEC=(
   [H2]="layers=12,dim=768,heads=12,kv_heads=4,ffn=2048"
   [H3]="layers=2,dim=2048,heads=16,kv_heads=8,ffn=5632"
 )
-SHAPES=${SHAPES:-"F1 F2 H1 H2 H3"}
+# MoE shapes: written as f32 GGUFs first (they exist only as files); the
+# planner reads their headers.
+declare -A MOE=(
+  [M1]="moe:arch=qwen3moe,layers=4,dim=1024,heads=16,kv_heads=4,ffn=2816,experts=16,used=2,expert_ffn=1024"
+  [M2]="moe:arch=llama,layers=4,dim=1024,heads=16,kv_heads=4,ffn=2816,experts=8,used=2"
+)
+SHAPES=${SHAPES:-"F1 F2 H1 H2 H3 M1 M2"}
 for s in $SHAPES; do
-  m="synthetic:${SPEC[$s]},vocab=32000,ctx=4096"
+  if [[ -n "${MOE[$s]:-}" ]]; then
+    m="$OUT/$s.gguf"
+    "$BENCH" prefill --model "${MOE[$s]}" --encoding f32 --write-gguf "$m"
+  else
+    m="synthetic:${SPEC[$s]},vocab=32000,ctx=4096"
+  fi
   echo "== $s: $m ($(date -u +%H:%M:%S))" >&2
   # The plan first: its --calibrate-cpu probe must not see a loaded machine
   # either; only its FLOP and byte counts are used (fit.py fits the rates).
@@ -35,4 +46,5 @@ for s in $SHAPES; do
     --compare llama.cpp --encoding f32 >"$OUT/$s.prefill.txt"
   "$BENCH" --kernel-threads 1 blend --model "$m" --chunks 6 --chunk-tokens 256 --query-tokens 32 \
     --ratios 0.15 --repeats "$REPEATS" --kv-dtype f32 >"$OUT/$s.blend.txt"
+  [[ -n "${MOE[$s]:-}" ]] && rm -f "$m"  # reproducible from its spec
 done
