@@ -665,6 +665,15 @@ absl::StatusOr<BlendResult> Blender::Blend(absl::Span<const BlendSegment> segmen
                                            const BlendOptions& options) const {
   const Clock::time_point t_start = Clock::now();
   const model::Model& m = *model_;
+  // gemma3 (sliding-window and global layers with their own RoPE): its
+  // blend rule (docs/gemma3.md section 4: re-rotation per layer kind,
+  // selection from a global layer) is not implemented, so it is refused by
+  // name, never blended with the global-attention rule.
+  if (m.config().arch == "gemma3") {
+    return absl::UnimplementedError(
+        "Blender: GGUF architecture 'gemma3' (sliding-window layers) is not blended: its blend "
+        "rule (docs/gemma3.md section 4) is not implemented; serve it with full prefill");
+  }
   // Plan: validated segment layout, row classes and check layers.
   ASSIGN_OR_RETURN(Plan plan, MakePlan(segments, options, m));
   ASSIGN_OR_RETURN(BlendResult result, NewResult(m.config(), plan, options));

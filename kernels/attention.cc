@@ -34,6 +34,9 @@ absl::Status Validate(const TensorView& q, const int32_t* positions, const Tenso
   if (p.causal != CausalMode::kExact && p.causal != CausalMode::kBottomRight) {
     return absl::InvalidArgumentError("SelectiveAttention: unknown causal mode");
   }
+  if (p.window < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("SelectiveAttention: window ", p.window, " < 0"));
+  }
   if (!std::isfinite(p.scale)) {
     return absl::InvalidArgumentError("SelectiveAttention: scale is not finite");
   }
@@ -150,6 +153,7 @@ internal::AttnTask BaseTask(const TensorView& q, const TensorView& k, const Tens
   base.scale = params.scale != 0.0f ? params.scale : 1.0f / std::sqrt(static_cast<float>(D));
   base.additive_mask = params.additive_mask;
   base.mask_stride = kv_len;
+  base.window = params.window;
   return base;
 }
 

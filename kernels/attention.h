@@ -35,6 +35,13 @@ struct AttentionParams {
   // Optional additive bias [rows, kv_len] (row stride = kv_len) added to the
   // logits before softmax, e.g. -inf for block-sparse patterns. May be null.
   const float* additive_mask = nullptr;
+  // Sliding window (Gemma 3's SWA layers, llama.cpp's LLAMA_SWA_TYPE_STANDARD):
+  // 0 = none; w > 0: a row whose last visible key is p (its position under
+  // kExact) sees keys max(0, p - w + 1) .. p only (w keys, itself included).
+  // Whole key tiles below every row's window are skipped; keys below a
+  // row's window inside a tile it partly sees are read with weight 0, so
+  // they must hold finite values (as written cache rows do).
+  int window = 0;
 };
 
 // SelectiveAttention:

@@ -1,7 +1,12 @@
 #include "kernels/elementwise.h"
 
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "kernels/convert.h"
 #include "kernels/cpu.h"
 #include "kernels/internal/isa.h"
 #include "kernels/internal/rows.h"
@@ -60,6 +65,53 @@ absl::Status SwiGlu(TensorView gate, TensorView up, TensorView out) {
   for (int64_t r = 0; r < gr.rows; ++r) {
     isa.swiglu_row(gr.data + r * gr.row_stride, ur.data + r * ur.row_stride,
                    orr.data + r * orr.row_stride, gr.cols);
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+// GeluTable: ggml_table_gelu_f16 (ggml-cpu.c): for every f16 bit pattern
+// i, f16(gelu_tanh(float(i))). Built once, thread-safe (static local).
+const std::vector<uint16_t>& GeluTable() {
+  static const std::vector<uint16_t> table = [] {
+    std::vector<uint16_t> t(65536);
+    constexpr float kA = 0.044715f, kS = 0.79788456080286535587989211986876f;
+    for (uint32_t i = 0; i < 65536; ++i) {
+      const float f = HalfToFloat(static_cast<uint16_t>(i));
+      t[i] = FloatToHalf(0.5f * f * (1.0f + tanhf(kS * f * (1.0f + kA * f * f))));
+    }
+    return t;
+  }();
+  return table;
+}
+}  // namespace
+
+float GeluGgmlScalar(float x) {
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  return HalfToFloat(GeluTable()[FloatToHalf(x)]);
+}
+
+absl::Status GeGluGgml(TensorView gate, TensorView up, TensorView out) {
+  internal::Rows gr, ur, orr;
+  RETURN_IF_ERROR(internal::AsRows(gate, "GeGluGgml gate", &gr));
+  RETURN_IF_ERROR(internal::AsRows(up, "GeGluGgml up", &ur));
+  RETURN_IF_ERROR(internal::AsRows(out, "GeGluGgml out", &orr));
+  RETURN_IF_ERROR(SameRows(gr, ur, "GeGluGgml gate/up"));
+  RETURN_IF_ERROR(SameRows(gr, orr, "GeGluGgml gate/out"));
+  const uint16_t* table = GeluTable().data();
+  const int threads = ThreadsFor(gr.rows, gr.cols);
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (int64_t r = 0; r < gr.rows; ++r) {
+    const float* g = gr.data + r * gr.row_stride;
+    const float* u = ur.data + r * ur.row_stride;
+    float* o = orr.data + r * orr.row_stride;
+    for (int64_t j = 0; j < gr.cols; ++j) {
+      const float x = g[j];
+      o[j] = x <= -10.0f ? 0.0f
+             : x >= 10.0f ? x * u[j]
+                          : HalfToFloat(table[FloatToHalf(x)]) * u[j];
+    }
   }
   return absl::OkStatus();
 }

@@ -14,9 +14,20 @@ absl::Status Bad(const std::string& what) {
 
 absl::Status ModelConfig::Validate() {
   if (arch != "llama" && arch != "mistral" && arch != "qwen2" && arch != "qwen3" &&
-      arch != "phi3" && arch != "qwen3moe") {
+      arch != "phi3" && arch != "qwen3moe" && arch != "gemma3") {
     return absl::UnimplementedError("model config: unsupported architecture '" + arch +
-                                    "' (supported: llama, mistral, qwen2, qwen3, phi3, qwen3moe)");
+                                    "' (supported: llama, mistral, qwen2, qwen3, phi3, qwen3moe, "
+                                    "gemma3)");
+  }
+  if (sliding_window < 0 || swa_pattern < 0) {
+    return Bad(absl::StrFormat("sliding_window (%d) and swa_pattern (%d) must be >= 0",
+                               sliding_window, swa_pattern));
+  }
+  if (!(std::isfinite(rope_theta_swa) && rope_theta_swa > 0) || !std::isfinite(attn_scale) ||
+      attn_scale < 0 || !(std::isfinite(embed_scale) && embed_scale > 0) ||
+      !std::isfinite(final_softcap) || final_softcap < 0) {
+    return Bad(absl::StrFormat("rope_theta_swa %g, attn_scale %g, embed_scale %g, final_softcap %g",
+                               rope_theta_swa, attn_scale, embed_scale, final_softcap));
   }
   if (dim <= 0) return Bad(absl::StrFormat("dim must be > 0, got %d", dim));
   if (hidden_dim <= 0) return Bad(absl::StrFormat("hidden_dim must be > 0, got %d", hidden_dim));
@@ -95,6 +106,17 @@ kernels::RopeParams ModelConfig::Rope() const {
   return p;
 }
 
+kernels::RopeParams ModelConfig::LayerRope(int l) const {
+  kernels::RopeParams p = Rope();
+  if (IsSwaLayer(l)) {
+    p.theta = rope_theta_swa;
+    p.freq_scale = 1.0f;
+    p.mscale = 1.0f;
+    p.freq_factors = nullptr;
+  }
+  return p;
+}
+
 std::string ModelConfig::DebugString() const {
   return absl::StrFormat(
       "%s dim=%d hidden=%d layers=%d heads=%d kv_heads=%d head_dim=%d vocab=%d ctx=%d "
@@ -102,7 +124,14 @@ std::string ModelConfig::DebugString() const {
       arch, dim, hidden_dim, n_layers, n_heads, n_kv_heads, head_dim, vocab_size, max_seq_len,
       rope_theta, rope_layout == kernels::RopeLayout::kInterleaved ? "interleaved" : "half_split",
       norm_eps, shared_classifier ? 1 : 0, qkv_bias ? 1 : 0,
-      n_experts > 0 ? absl::StrFormat(" experts=%d/%d", n_experts_used, n_experts) : "");
+      n_experts > 0 ? absl::StrFormat(" experts=%d/%d", n_experts_used, n_experts) : "") +
+         (arch == "gemma3"
+              ? absl::StrFormat(" window=%d pattern=%d theta_swa=%g attn_scale=%g%s embed_scale=%g "
+                                "softcap=%g",
+                                sliding_window, swa_pattern, rope_theta_swa, attn_scale,
+                                n_layers == 62 ? "(62 layers: 1/sqrt(dim/heads))" : "",
+                                embed_scale, final_softcap)
+              : "");
 }
 
 }  // namespace ragkv::model

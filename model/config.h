@@ -23,8 +23,8 @@ inline constexpr int kMaxExperts = 1024;
 struct ModelConfig {
   // Architecture tag: "llama" (also llama2.c and synthetic), "mistral",
   // "qwen2", "qwen3", "phi3" (GGUF; its fused tensors are split at load),
-  // "qwen3moe" (GGUF; qwen3's attention with a mixture-of-experts FFN).
-  // All share the same block; it is part of the fingerprint.
+  // "qwen3moe" (GGUF; qwen3's attention with a mixture-of-experts FFN),
+  // "gemma3" (GGUF; the Gemma fields below). It is part of the fingerprint.
   std::string arch = "llama";
   int dim = 0;          // hidden size
   int hidden_dim = 0;   // FFN inner size (SwiGLU); of each expert when n_experts > 0
@@ -64,6 +64,23 @@ struct ModelConfig {
   // 0 = a dense FFN. qwen3moe requires n_experts > 0.
   int n_experts = 0;
   int n_experts_used = 0;
+  // Gemma 3 (arch "gemma3", docs/gemma3.md). sliding_window > 0: layers
+  // with IsSwaLayer(l) attend to the last sliding_window keys only (a query
+  // at p sees p - sliding_window + 1 .. p) and rotate with rope_theta_swa,
+  // unscaled; the others (global) with rope_theta and the file's scaling.
+  // swa_pattern p: layer l is SWA iff p == 0 || l % p < p - 1 (llama.cpp's
+  // set_swa_pattern). 0 window = every layer global.
+  int sliding_window = 0;
+  int swa_pattern = 6;
+  float rope_theta_swa = 10000.0f;
+  float attn_scale = 0.0f;     // attention logit scale; 0 = 1/sqrt(head_dim)
+  float embed_scale = 1.0f;    // token embeddings times this (gemma3: sqrt(dim))
+  float final_softcap = 0.0f;  // > 0: logits = c * tanh(logits / c)
+  enum class FfnAct { kSwiGlu = 0, kGeGluTanhGgml = 1 };  // kernels::SwiGlu / GeGluGgml
+  FfnAct ffn_act = FfnAct::kSwiGlu;
+  // RMSNorm of the attention output and of the FFN output before each is
+  // added to the residual (LayerWeights::post_attn_norm / post_ffn_norm).
+  bool post_norms = false;
   // dtype in which KV is stored/exported for this deployment; part of the
   // fingerprint (docs/design.md §3). Compute is always f32.
   kernels::DType kv_dtype = kernels::DType::kF16;
@@ -72,6 +89,16 @@ struct ModelConfig {
   // Rope: the RoPE parameters of this model's q/k (points into
   // rope_freq_factors: valid while this config lives).
   kernels::RopeParams Rope() const;
+  // IsSwaLayer: layer l attends through the sliding window (see above).
+  bool IsSwaLayer(int l) const {
+    return sliding_window > 0 && (swa_pattern == 0 || l % swa_pattern < swa_pattern - 1);
+  }
+  // LayerRope: the RoPE of layer l: Rope() for a global layer; for a SWA
+  // layer base rope_theta_swa with no scaling (freq_scale 1, no factors,
+  // mscale 1), as llama.cpp's get_rope_freq_base / _scale.
+  kernels::RopeParams LayerRope(int l) const;
+  // Window: the attention window of layer l (0 = none).
+  int Window(int l) const { return IsSwaLayer(l) ? sliding_window : 0; }
   int kv_dim() const { return n_kv_heads * head_dim; }
 
   // Validate: fills head_dim when 0, then checks every invariant (positive

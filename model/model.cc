@@ -12,6 +12,7 @@
 #include "kernels/gemm.h"
 #include "kernels/rope.h"
 #include "kernels/weight_gemm.h"
+#include "model/internal/gemma.h"
 
 namespace ragkv::model {
 namespace {
@@ -180,6 +181,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ModelConfig config, ModelWe
     RETURN_IF_ERROR(CheckMat(w.wo, w.e_wo, dim, qd, p + "wo"));
     RETURN_IF_ERROR(CheckSize(w.ffn_norm, dim, p + "ffn_norm"));
     RETURN_IF_ERROR(CheckFfn(config, w, p));
+    RETURN_IF_ERROR(internal::CheckPostNorms(config, w, p));
   }
 
   auto m = std::unique_ptr<Model>(new Model());
@@ -222,13 +224,18 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(ModelConfig config, ModelWe
                                             config.n_experts, config.n_experts_used);
       XXH3_128bits_update(st, m.data(), m.size());
     }
+    const std::string gemma = internal::GemmaFingerprintText(config);  // "" unless gemma3
+    XXH3_128bits_update(st, gemma.data(), gemma.size());
     HashMat(st, weights.tok_embeddings, weights.e_tok_embeddings);
     for (const LayerWeights& w : weights.layers) {
       HashFloats(st, w.attn_norm);
       HashMat(st, w.wq, w.e_wq);
       HashMat(st, w.wk, w.e_wk);
       HashMat(st, w.wv, w.e_wv);
-      for (const auto* t : {&w.bq, &w.bk, &w.bv, &w.q_norm, &w.k_norm}) HashFloats(st, *t);
+      for (const auto* t : {&w.bq, &w.bk, &w.bv, &w.q_norm, &w.k_norm, &w.post_attn_norm,
+                            &w.post_ffn_norm}) {
+        HashFloats(st, *t);  // empty (nothing hashed) unless the model has them
+      }
       HashMat(st, w.wo, w.e_wo);
       HashFloats(st, w.ffn_norm);
       HashMat(st, w.w_gate, w.e_gate);
@@ -360,7 +367,9 @@ absl::Status Model::Embed(absl::Span<const int32_t> tokens, TensorView hidden) c
                                                      " is outside the vocabulary [0, ",
                                                      config_.vocab_size, ")"));
     }
-    RETURN_IF_ERROR(kernels::DequantizeRows(emb_, t, 1, hidden.as<float>() + r * hidden.stride[0]));
+    float* row = hidden.as<float>() + r * hidden.stride[0];
+    RETURN_IF_ERROR(kernels::DequantizeRows(emb_, t, 1, row));
+    if (config_.embed_scale != 1.0f) for (int j = 0; j < config_.dim; ++j) row[j] *= config_.embed_scale;
   }
   return absl::OkStatus();
 }
@@ -392,7 +401,7 @@ absl::Status Model::ComputeQKV(int layer, TensorView hidden, const int32_t* posi
     }
     return absl::OkStatus();
   };
-  const kernels::RopeParams rp = c.Rope();
+  const kernels::RopeParams rp = c.LayerRope(layer);
   // rope: (Qwen3) RMSNorm of every q (or k) head, then RoPE at `pos`. Heads
   // of a row are contiguous, so a row's heads are one [heads, head_dim] norm.
   auto rope = [&](float* base, int64_t n, int heads, int64_t ldr, const int32_t* pos,
@@ -526,9 +535,12 @@ absl::Status Model::ForwardLayer(int layer, TensorView hidden, const int32_t* po
   ap.num_kv_heads = c.n_kv_heads;
   ap.head_dim = c.head_dim;
   ap.causal = options.causal;
+  ap.scale = c.attn_scale;
+  ap.window = c.Window(layer);
   RETURN_IF_ERROR(kernels::SelectiveAttention(View3D(qkv, rows, c.n_heads, hd, ld, hd), positions,
                                               kv.k, kv.v, View3D(att, rows, c.n_heads, hd, qd, hd),
                                               ap));
+  if (c.post_norms) return GemmaTail(layer, att, hidden, ws);  // model/gemma_block.cc
   const LayerWeights& w = weights_.layers[layer];
   RETURN_IF_ERROR(kernels::WeightGemm(View2D(att, rows, qd, qd), mats_[layer].wo, hidden, 1.0f));
 
@@ -615,7 +627,8 @@ absl::Status Model::FinalNormAndLogits(TensorView hidden, TensorView logits, Wor
   RETURN_IF_ERROR(kernels::RmsNorm(
       hidden, TensorView::Contiguous(weights_.final_norm.data(), DType::kF32, {dim}), c.norm_eps,
       View2D(xb, rows, dim, dim)));
-  return kernels::WeightGemm(View2D(xb, rows, dim, dim), cls_, logits);
+  RETURN_IF_ERROR(kernels::WeightGemm(View2D(xb, rows, dim, dim), cls_, logits));
+  return internal::Softcap(c.final_softcap, logits);  // no-op at 0
 }
 
 absl::Status Model::Prefill(absl::Span<const int32_t> tokens, KVCache* cache, Workspace* ws,
@@ -676,8 +689,9 @@ double Model::MatmulFlops(int64_t tokens) const {
 
 double Model::AttentionFlops(int64_t tokens) const {
   const ModelConfig& c = config_;
-  const double visible = double(tokens) * (tokens + 1) / 2.0;  // causal (key, query) pairs
-  return 4.0 * c.n_layers * c.n_heads * double(c.head_dim) * visible;
+  double visible = 0;  // causal (key, query) pairs over layers; a window caps a query's keys
+  for (int l = 0; l < c.n_layers; ++l) visible += internal::VisiblePairs(tokens, c.Window(l));
+  return 4.0 * c.n_heads * double(c.head_dim) * visible;
 }
 
 }  // namespace ragkv::model

@@ -194,6 +194,12 @@ class Model {
   // LayerOptions's output.
   absl::Status MoeFfn(int layer, const float* xb, kernels::TensorView hidden, float* router_probs,
                       Workspace* ws) const;
+  // GemmaTail: the rest of a post-norm (gemma3) block after attention
+  // (model/gemma_block.cc): hidden += RMSNorm(att Wo) * post_attn_norm; then
+  // hidden += RMSNorm(GeGLU(RMSNorm(hidden) * ffn_norm)) * post_ffn_norm.
+  // att: f32 [rows, q_dim] contiguous; rows = hidden.shape[0].
+  absl::Status GemmaTail(int layer, const float* att, kernels::TensorView hidden,
+                         Workspace* ws) const;
 
   ModelConfig config_;
   // Weights as loaded, except that per layer f32 wq/wk/wv (and bq/bk/bv)

@@ -25,6 +25,9 @@ struct LayerWeights {
   std::vector<float> q_norm, k_norm;  // [head_dim] each; empty unless qk_norm (Qwen3)
   std::vector<float> wo;         // [dim, q_dim]
   std::vector<float> ffn_norm;   // [dim]
+  // Gemma 3 (config.post_norms): RMSNorm weights of the attention output
+  // and of the FFN output; empty otherwise.
+  std::vector<float> post_attn_norm, post_ffn_norm;  // [dim] each
   std::vector<float> w_gate;     // [hidden_dim, dim]   (llama2.c w1)
   std::vector<float> w_up;       // [hidden_dim, dim]   (llama2.c w3)
   std::vector<float> w_down;     // [dim, hidden_dim]   (llama2.c w2)

@@ -32,7 +32,9 @@ void InitBackends();
 // llama_model_is_hybrid: Qwen3-Next, Qwen3.5, Jamba, ...) has no per-token
 // KV that a chunk computed alone could contribute to another prompt: its
 // state is refused for blending by name, and served by llama.cpp's own
-// prefill. InvalidArgument when llama.cpp cannot read the file.
+// prefill. gemma3 is refused too, by name, until its sliding-window blend
+// rule and two-section handover (docs/gemma3.md) are implemented.
+// InvalidArgument when llama.cpp cannot read the file.
 absl::StatusOr<std::string> BlendRefusal(const std::string& path);
 
 // DecodeTokens: llama.cpp decodes tokens[begin..) of sequence `seq` at

@@ -39,6 +39,9 @@ struct AttnTask {
   int nrows = 0;
   const float* additive_mask = nullptr;  // [row][key], row stride mask_stride
   int64_t mask_stride = 0;
+  // Sliding window: 0 = none; w > 0: the vector whose limit is p sees keys
+  // p - w + 1 .. p only (AttentionParams::window).
+  int32_t window = 0;
   float* workspace = nullptr;  // AttnWorkspaceFloats(group * nrows, head_dim)
   // Key range [key_begin, key_end) of this task (key_begin a multiple of
   // kAttnKeyTile); the full range unless keys are split across tasks.

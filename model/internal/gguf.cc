@@ -18,6 +18,7 @@
 #include "kernels/ggml_quant.h"
 #include "kernels/weight_gemm.h"
 #include "model/internal/gguf_file.h"
+#include "model/internal/gguf_gemma3.h"
 #include "model/internal/gguf_moe.h"
 #include "model/internal/loaders.h"
 #include "model/internal/rope_scaling.h"
@@ -118,6 +119,7 @@ constexpr GgufArch kGgufArchs[] = {
     {"qwen3", kernels::RopeLayout::kHalfSplit, true},
     {"phi3", kernels::RopeLayout::kHalfSplit, false},
     {"qwen3moe", kernels::RopeLayout::kHalfSplit, true},
+    {"gemma3", kernels::RopeLayout::kHalfSplit, true},  // + gguf_gemma3.h
 };
 
 // GgufRopeFactor: the scaling factor as the pinned llama.cpp reads it:
@@ -240,7 +242,7 @@ absl::StatusOr<ModelConfig> ReadGgufConfig(const Gguf& g, const std::string& pat
   for (const GgufArch& x : kGgufArchs) a = arch == x.name ? &x : a;
   if (a == nullptr) {
     return absl::UnimplementedError(absl::StrCat(
-        path, ": GGUF architecture '", arch, "' is not supported (llama, qwen2, qwen3, phi3, qwen3moe are)"));
+        path, ": GGUF architecture '", arch, "' is not supported (llama, qwen2, qwen3, phi3, qwen3moe, gemma3 are)"));
   }
   ModelConfig c;
   c.arch = arch;
@@ -280,6 +282,7 @@ absl::StatusOr<ModelConfig> ReadGgufConfig(const Gguf& g, const std::string& pat
   c.rope_theta = static_cast<float>(GetNumberOr(g, arch + ".rope.freq_base", 10000.0));
   RETURN_IF_ERROR(ReadGgufScaling(g, path, arch, &c));
   if (arch == "llama" || arch == "qwen3moe") RETURN_IF_ERROR(ReadGgufMoe(g, path, arch, &c));
+  if (arch == "gemma3") RETURN_IF_ERROR(ReadGgufGemma3(g, path, &c));
   auto emb = g.tensors.find("token_embd.weight");
   if (emb == g.tensors.end()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": missing tensor token_embd.weight"));
@@ -394,6 +397,10 @@ absl::Status LoadGgufLayer(GgufReader& r, const ModelConfig& c, int l, LayerWeig
   }
   RETURN_IF_ERROR(r.Matrix(p + "attn_output.weight", qd, dim, &lw->wo, &lw->e_wo));
   RETURN_IF_ERROR(r.Load(p + "ffn_norm.weight", {dim}, &lw->ffn_norm));
+  if (c.post_norms) {  // gemma3
+    RETURN_IF_ERROR(r.Load(p + "post_attention_norm.weight", {dim}, &lw->post_attn_norm));
+    RETURN_IF_ERROR(r.Load(p + "post_ffw_norm.weight", {dim}, &lw->post_ffn_norm));
+  }
   if (c.n_experts > 0) {  // router and experts (gguf_moe.h)
     const int64_t e = c.n_experts;
     RETURN_IF_ERROR(r.Matrix(p + "ffn_gate_inp.weight", dim, e, &lw->router, &lw->e_router));

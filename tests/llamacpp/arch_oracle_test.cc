@@ -28,6 +28,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "blend/blender.h"
+#include "engine/llamacpp/runtime.h"
 #include "gtest/gtest.h"
 #include "model/kv_cache.h"
 #include "model/loader.h"
@@ -416,6 +419,213 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& p) {
       return std::get<0>(p.param).name + "_" + EncName(std::get<1>(p.param));
     });
+
+
+// ---- Gemma 3 (docs/gemma3.md) ----------------------------------------------
+//
+// Random-weight gemma3 files with a 16-token window on a 40-token prompt
+// (so the window masks keys), compared with llama.cpp under the tolerances
+// above. gemma3: 7 layers, default pattern 6 (layers 0-4 and 6 SWA, 5
+// global), tied output; gemma3_p2_linear8: pattern 2 (layers 0 and 2 SWA,
+// 1 global) with linear RoPE scaling x8 on the global layer only; the
+// F32-only variants: no window (every layer global), final logit
+// softcapping 30, no rope.freq_base_swa key (the SWA base defaults to 1e4).
+namespace gemma3 {
+using KvU32 = std::vector<std::pair<std::string, uint32_t>>;
+const Variant kP6{.name = "gemma3", .arch = "gemma3", .sliding_window = 16, .layers = 7, .tied = true};
+const Variant kP2{.name = "gemma3_p2_linear8", .arch = "gemma3", .linear_factor = 8.0f,
+                  .sliding_window = 16, .kv_u32 = KvU32{{"attention.sliding_window_pattern", 2}},
+                  .layers = 3};
+const Variant kFiles[] = {kP6, kP2};
+const Variant kF32Only[] = {
+    {.name = "gemma3_nowindow", .arch = "gemma3", .layers = 3},
+    {.name = "gemma3_softcap", .arch = "gemma3", .kv_f32 = {{"final_logit_softcapping", 30.0f}},
+     .sliding_window = 16, .kv_u32 = KvU32{{"attention.sliding_window_pattern", 2}}, .layers = 3},
+    {.name = "gemma3_no_swa_base", .arch = "gemma3", .sliding_window = 16,
+     .kv_u32 = KvU32{{"attention.sliding_window_pattern", 2}}, .layers = 3, .no_swa_base = true},
+};
+}  // namespace gemma3
+
+INSTANTIATE_TEST_SUITE_P(
+    Gemma3, ArchOracleTest,
+    ::testing::Combine(::testing::ValuesIn(gemma3::kFiles),
+                       ::testing::Values(Enc::kF32, Enc::kF16, Enc::kQ8_0, Enc::kQ4_K_M)),
+    [](const auto& p) {
+      return std::get<0>(p.param).name + "_" + EncName(std::get<1>(p.param));
+    });
+INSTANTIATE_TEST_SUITE_P(Gemma3F32, ArchOracleTest,
+                         ::testing::Combine(::testing::ValuesIn(gemma3::kF32Only), ::testing::Values(Enc::kF32)),
+                         [](const auto& p) { return std::get<0>(p.param).name; });
+
+// The window is exercised: the same file computed by ragkv with the window
+// switched off (every layer global, config edited after loading) misses
+// llama.cpp's logits by far more than the F32 tolerance, while the loaded
+// config matches them (ArchOracleTest above). Also the SWA layers' own
+// RoPE base matters: the global base on them misses too.
+TEST(Gemma3Test, WindowAndSwaBaseAreExercised) {
+  for (const Variant& v : {gemma3::kP6, gemma3::kP2}) {
+    const std::string path = ::testing::TempDir() + "/ragkv_gemma3_ablate_" + std::to_string(::getpid()) + ".gguf";
+    WriteRandomModel(v, false, path);
+    LoadOptions lo;
+    lo.kv_dtype = kernels::DType::kF32;
+    auto theirs = LlamaCppModel::Load(path, {.n_ctx = 256, .kv_f32 = true});
+    ASSERT_TRUE(theirs.ok()) << theirs.status();
+    std::vector<int32_t> toks = {1};
+    for (int i = 0; i < 39; ++i) toks.push_back(3 + (i * 37) % (kVocab - 3));
+    auto want = (*theirs)->Logits(toks, true);
+    ASSERT_TRUE(want.ok()) << want.status();
+    auto run = [&](auto edit) {
+      auto parts = LoadModelParts(path, lo);
+      EXPECT_TRUE(parts.ok()) << parts.status();
+      edit(parts->config);
+      auto m = Model::Create(parts->config, std::move(parts->weights));
+      EXPECT_TRUE(m.ok()) << m.status();
+      return Compare(::ragkv::model::testing::RagkvLogits(**m, toks), *want).max_abs;
+    };
+    const double same = run([](ModelConfig&) {});
+    const double no_window = run([](ModelConfig& c) { c.sliding_window = 0; });
+    const double global_base = run([](ModelConfig& c) { c.rope_theta_swa = c.rope_theta; });
+    std::printf("%s: as loaded %.2g, window off %.3f, global base on SWA layers %.3f\n",
+                v.name.c_str(), same, no_window, global_base);
+    EXPECT_LT(same, 2e-3);
+    EXPECT_GT(no_window, 50 * 2e-3);
+    EXPECT_GT(global_base, 50 * 2e-3);
+    std::filesystem::remove(path);
+  }
+}
+
+// Decode after prefill: prefill 24 tokens, then 16 DecodeSteps (positions
+// 24-39, past the window) give the logits of the 40-token prefill. Bound
+// 2e-3 (the F32 oracle's): GeGLU rounds the gate to f16 as ggml does, so a
+// last-bit difference from GEMM / attention grouping can move a gate across
+// an f16 rounding boundary (one f16 step, ~1e-3 relative); the same weights
+// with SwiGLU (no rounding) agree within 1e-4, which shows that is all.
+TEST(Gemma3Test, DecodeStepsMatchPrefill) {
+  const std::string path = ::testing::TempDir() + "/ragkv_gemma3_decode_" + std::to_string(::getpid()) + ".gguf";
+  WriteRandomModel(gemma3::kP6, false, path);
+  LoadOptions lo;
+  lo.kv_dtype = kernels::DType::kF32;
+  std::vector<int32_t> toks = {1};
+  for (int i = 0; i < 39; ++i) toks.push_back(3 + (i * 41) % (kVocab - 3));
+  for (bool swiglu : {false, true}) {
+    auto parts = LoadModelParts(path, lo);
+    ASSERT_TRUE(parts.ok()) << parts.status();
+    if (swiglu) parts->config.ffn_act = ModelConfig::FfnAct::kSwiGlu;
+    auto m = Model::Create(parts->config, std::move(parts->weights));
+    ASSERT_TRUE(m.ok()) << m.status();
+    const std::vector<float> full = ::ragkv::model::testing::RagkvLogits(**m, toks);
+    auto kv = (*m)->NewCache(64);
+    Workspace ws;
+    std::vector<float> got(kVocab);
+    ASSERT_TRUE((*m)->Prefill(absl::MakeConstSpan(toks.data(), 24), &*kv, &ws, LogitsMode::kNone, nullptr).ok());
+    double worst = 0;
+    int same_top1 = 0;
+    for (size_t i = 24; i < toks.size(); ++i) {
+      ASSERT_TRUE((*m)->DecodeStep(toks[i], &*kv, &ws, got.data()).ok());
+      const std::vector<float> row(full.begin() + i * kVocab, full.begin() + (i + 1) * kVocab);
+      const Agreement a = Compare(got, row);
+      worst = std::max(worst, a.max_abs);
+      same_top1 += a.top1 == 1.0;
+    }
+    std::printf("gemma3 (%s) decode vs prefill: max |diff| %.2g\n", swiglu ? "SwiGLU" : "GeGLU", worst);
+    EXPECT_LT(worst, swiglu ? 1e-4 : 2e-3);
+    EXPECT_EQ(same_top1, 16);
+  }
+  std::filesystem::remove(path);
+}
+
+// What ragkv does not compute for gemma3 is refused by name (docs/gemma3.md
+// section 6), and the other Gemma architectures by their arch name.
+TEST(Gemma3Test, WhatIsNotComputedIsRefusedByName) {
+  const std::string path = ::testing::TempDir() + "/ragkv_gemma3_bad_" + std::to_string(::getpid()) + ".gguf";
+  auto with = [](Variant v, auto edit) {
+    edit(v);
+    return v;
+  };
+  const Variant g = gemma3::kP2;
+  struct Case {
+    Variant v;
+    std::vector<std::string> words;
+  };
+  const Case cases[] = {
+      {with(g, [](Variant& v) { v.arch = "gemma2"; }), {"'gemma2'", "not supported"}},
+      {with(g, [](Variant& v) { v.arch = "gemma3n"; }), {"'gemma3n'", "not supported"}},
+      {with(g, [](Variant& v) { v.arch = "gemma"; }), {"'gemma'", "not supported"}},
+      {with(g, [](Variant& v) { v.pattern_array = true; v.kv_u32.clear(); }), {"sliding_window_pattern", "array"}},
+      {with(g, [](Variant& v) { v.kv_u32.push_back({"attention.key_length_swa", 32}); }), {"key_length_swa"}},
+      {with(g, [](Variant& v) { v.kv_u32.push_back({"rope.dimension_count_swa", 32}); }), {"rope.dimension_count_swa"}},
+      {with(g, [](Variant& v) { v.linear_factor = 0; v.yarn_factor = 4.0f; }), {"RoPE scaling 'yarn'"}},
+      {with(g, [](Variant& v) { v.attn_factor = 0.8f; }), {"attn_factor"}},
+      {with(g, [](Variant& v) { v.kv_f32 = {{"attn_logit_softcapping", 50.0f}}; }), {"attn_logit_softcapping"}},
+      {with(g, [](Variant& v) { v.kv_bool = {{"attention.causal", false}}; }), {"attention.causal"}},
+  };
+  for (const Case& c : cases) {
+    WriteRandomModel(c.v, false, path);
+    auto m = LoadModel(path);
+    ASSERT_FALSE(m.ok()) << c.words[0];
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented) << m.status();
+    for (const std::string& w : c.words) {
+      EXPECT_NE(m.status().message().find(w), std::string::npos) << w << ": " << m.status();
+    }
+  }
+  // Zero softcapping and an equal per-SWA head size are what llama.cpp runs
+  // anyway: accepted. The loaded config carries the hparams of the file.
+  WriteRandomModel(with(g, [](Variant& v) {
+                     v.kv_f32 = {{"attn_logit_softcapping", 0.0f}};
+                     v.kv_u32.push_back({"attention.key_length_swa", ::ragkv::testing::kHeadDim});
+                   }),
+                   false, path);
+  auto m = LoadModel(path);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const ModelConfig& c = (*m)->config();
+  EXPECT_EQ(c.sliding_window, 16);
+  EXPECT_EQ(c.swa_pattern, 2);
+  EXPECT_TRUE(c.IsSwaLayer(0));
+  EXPECT_FALSE(c.IsSwaLayer(1));
+  EXPECT_TRUE(c.IsSwaLayer(2));
+  EXPECT_FLOAT_EQ(c.LayerRope(0).theta, 10000.0f);
+  EXPECT_FLOAT_EQ(c.LayerRope(0).freq_scale, 1.0f);
+  EXPECT_FLOAT_EQ(c.LayerRope(1).theta, 1e6f);
+  EXPECT_FLOAT_EQ(c.LayerRope(1).freq_scale, 1.0f / 8);
+  EXPECT_FLOAT_EQ(c.embed_scale, 16.0f);
+  EXPECT_FLOAT_EQ(c.attn_scale, 1.0f / 8);
+  std::filesystem::remove(path);
+}
+
+// Until its sliding-window blend rule (docs/gemma3.md section 4) and its
+// two-section handover are implemented, gemma3 is refused for blending by
+// name: the serve path's probe (engine::llamacpp::BlendRefusal: llama.cpp
+// prefills every prompt) and ragkv's Blender (Unimplemented), never blended
+// with the global-attention rule. Phi-3's window (which caps the context)
+// and a dense model are not refused.
+TEST(Gemma3Test, RefusedForBlendingByName) {
+  const std::string dir = ::testing::TempDir() + "/ragkv_gemma3_blend_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  WriteRandomModel(gemma3::kP6, false, dir + "/g.gguf");
+  WriteRandomModel({.name = "w", .arch = "phi3", .sliding_window = 512}, false, dir + "/p.gguf");
+  auto why = engine::llamacpp::BlendRefusal(dir + "/g.gguf");
+  ASSERT_TRUE(why.ok()) << why.status();
+  EXPECT_TRUE(absl::StrContains(*why, "'gemma3'")) << *why;
+  EXPECT_TRUE(absl::StrContains(*why, "sliding-window")) << *why;
+  auto none = engine::llamacpp::BlendRefusal(dir + "/p.gguf");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(*none, "");
+  for (const char* f : {"g.gguf", "p.gguf"}) {
+    auto m = LoadModel(dir + "/" + f);
+    ASSERT_TRUE(m.ok()) << m.status();
+    auto b = blend::Blender::Create({m->get()});
+    ASSERT_TRUE(b.ok()) << b.status();
+    auto r = (*b)->Blend({}, blend::BlendOptions());
+    ASSERT_FALSE(r.ok());
+    if (std::string(f) == "g.gguf") {
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented) << r.status();
+      EXPECT_TRUE(absl::StrContains(r.status().message(), "'gemma3'")) << r.status();
+    } else {  // refused for its empty input, not its architecture
+      EXPECT_FALSE(absl::StrContains(r.status().message(), "gemma3")) << r.status();
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
 
 }  // namespace
 }  // namespace ragkv::model

@@ -16,7 +16,7 @@ namespace ragkv::testing {
 
 struct Variant {
   std::string name;
-  std::string arch;       // llama | qwen2 | qwen3 | phi3 (fused attn_qkv and ffn_up) | qwen3moe
+  std::string arch;       // llama | qwen2 | qwen3 | phi3 (fused attn_qkv and ffn_up) | qwen3moe | gemma3
   bool rope_freqs = false;
   float linear_factor = 0;  // > 0: rope.scaling.type linear
   float yarn_factor = 0;    // > 0: rope.scaling.type yarn (original context 32768)
@@ -42,6 +42,14 @@ struct Variant {
   // What the runtime refuses: shared-expert tensors, a selection bias, a
   // fused ffn_gate_up_exps instead of gate and up, a missing ffn_gate_exps.
   bool shexp = false, probs_bias = false, fused_gate_up_exps = false, no_gate_exps = false;
+  // gemma3 (docs/gemma3.md section 5): q/k norms, post_attention_norm and
+  // post_ffw_norm, rope.freq_base 1e6 and (with a window) freq_base_swa 1e4
+  // unless no_swa_base; `sliding_window` above is the window, `kv_u32`
+  // may add sliding_window_pattern. layers > 0 overrides the shape's layer
+  // count; tied = no output.weight.
+  int layers = 0;
+  bool tied = false, no_swa_base = false;
+  bool pattern_array = false;  // sliding_window_pattern as an i32 array (refused)
 };
 
 inline constexpr int kDim = 256, kLayers = 2, kHeads = 4, kKvHeads = 2, kHeadDim = 64, kFfn = 512,
@@ -92,7 +100,7 @@ inline void WriteRandomExperts(const Variant& v, uint64_t d, uint64_t ef, bool f
 // WriteRandomModel: a seeded random model of `v` at `path` (F16 or F32).
 inline void WriteRandomModel(const Variant& v, bool f16, const std::string& path,
                              const RandomShape& shape = {}) {
-  const int kDim = shape.dim, kLayers = shape.layers, kHeads = shape.heads,
+  const int kDim = shape.dim, kLayers = v.layers > 0 ? v.layers : shape.layers, kHeads = shape.heads,
             kKvHeads = shape.kv_heads, kHeadDim = shape.head_dim, kFfn = shape.ffn;
   std::mt19937 rng(1234);
   GgufWriter w;
@@ -110,6 +118,9 @@ inline void WriteRandomModel(const Variant& v, bool f16, const std::string& path
   w.KvF32(a + ".attention.layer_norm_rms_epsilon", 1e-6f);
   w.KvF32(a + ".rope.freq_base", a == "llama" ? 500000.0f : (a == "phi3" ? 10000.0f : 1000000.0f));
   if (v.sliding_window > 0) w.KvU32(a + ".attention.sliding_window", v.sliding_window);
+  const bool gemma = a == "gemma3";
+  if (gemma && v.sliding_window > 0 && !v.no_swa_base) w.KvF32(a + ".rope.freq_base_swa", 10000.0f);
+  if (v.pattern_array) w.KvI32s(a + ".attention.sliding_window_pattern", std::vector<int32_t>(kLayers, 1));
   if (v.linear_factor > 0) {
     w.KvStr(a + ".rope.scaling.type", "linear");
     w.KvF32(a + ".rope.scaling.factor", v.linear_factor);
@@ -133,9 +144,12 @@ inline void WriteRandomModel(const Variant& v, bool f16, const std::string& path
   ::ragkv::testing::AddTinyLlamaVocab(&w, kVocab);
   const uint64_t d = kDim, q = kHeads * kHeadDim, kv = kKvHeads * kHeadDim, f = kFfn;
   const float ws = 1.0f / std::sqrt(float(kDim));
-  w.Tensor("token_embd.weight", {d, kVocab}, Normal(d * kVocab, 1.0f, &rng), f16);
+  // gemma3 scales embeddings by sqrt(dim): rows of std 0.25 give a residual
+  // stream of ~4 per element (a tied classifier's logits span ~25).
+  w.Tensor("token_embd.weight", {d, kVocab}, Normal(d * kVocab, gemma ? 0.25f : 1.0f, &rng), f16);
   w.Tensor("output_norm.weight", {d}, Normal(d, 0.1f, &rng, 1.0f), false);
-  w.Tensor("output.weight", {d, kVocab}, Normal(d * kVocab, 3 * ws, &rng), f16);
+  std::vector<float> out_w = Normal(d * kVocab, 3 * ws, &rng);
+  if (!v.tied) w.Tensor("output.weight", {d, kVocab}, out_w, f16);
   if (v.rope_freqs) {
     std::vector<float> ff(kHeadDim / 2);
     for (int j = 0; j < kHeadDim / 2; ++j) ff[j] = j < 8 ? 1.0f : (j < 20 ? 1.0f + (j - 8) * 0.6f : 8.0f);
@@ -172,11 +186,12 @@ inline void WriteRandomModel(const Variant& v, bool f16, const std::string& path
       w.Tensor(p + "attn_k.bias", {kv}, Normal(kv, 0.2f, &rng), false);
       w.Tensor(p + "attn_v.bias", {kv}, Normal(kv, 0.2f, &rng), false);
     }
-    if (a == "qwen3" || a == "qwen3moe") {
+    if (a == "qwen3" || a == "qwen3moe" || gemma) {
       w.Tensor(p + "attn_q_norm.weight", {uint64_t(kHeadDim)}, Normal(kHeadDim, 0.1f, &rng, 1.0f), false);
       w.Tensor(p + "attn_k_norm.weight", {uint64_t(kHeadDim)}, Normal(kHeadDim, 0.1f, &rng, 1.0f), false);
     }
     w.Tensor(p + "attn_output.weight", {q, d}, Normal(q * d, ws, &rng), f16);
+    if (gemma) w.Tensor(p + "post_attention_norm.weight", {d}, Normal(d, 0.1f, &rng, 1.0f), false);
     w.Tensor(p + "ffn_norm.weight", {d}, Normal(d, 0.1f, &rng, 1.0f), false);
     if (v.experts > 0) {
       WriteRandomExperts(v, d, v.expert_ffn > 0 ? v.expert_ffn : f, f16, p, &rng, &w);
@@ -190,6 +205,7 @@ inline void WriteRandomModel(const Variant& v, bool f16, const std::string& path
       w.Tensor(p + "ffn_up.weight", {d, f}, up, f16);
     }
     w.Tensor(p + "ffn_down.weight", {f, d}, Normal(f * d, 1.0f / std::sqrt(float(kFfn)), &rng), f16);
+    if (gemma) w.Tensor(p + "post_ffw_norm.weight", {d}, Normal(d, 0.1f, &rng, 1.0f), false);
   }
   w.Write(path);
 }
