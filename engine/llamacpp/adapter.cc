@@ -44,6 +44,30 @@ absl::StatusOr<SeqStateLayout> ProbeLayout(llama_context* ctx, const model::Mode
         "same model",
         l.n_layer, l.n_embd_k, l.n_embd_v, config.n_layers, kv));
   }
+  // Sliding window (docs/gemma3.md section 3): llama.cpp's window and the
+  // split of its state into global / SWA sections must be the model's.
+  const int32_t n_swa = llama_model_n_swa(llama_get_model(ctx));
+  int swa_layers = 0;
+  for (int il = 0; il < config.n_layers; ++il) swa_layers += config.IsSwaLayer(il);
+  if (config.sliding_window > 0 &&
+      (n_swa != config.sliding_window || !l.two_sections ||
+       l.n_layer_swa != static_cast<uint32_t>(swa_layers))) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "llama.cpp's sliding window is %d with %s state (%d SWA layers); ragkv's model has window "
+        "%d over %d SWA layers: not the same model",
+        n_swa, l.two_sections ? "a two-section" : "a one-section", l.n_layer_swa,
+        config.sliding_window, swa_layers));
+  }
+  if (config.sliding_window == 0 && l.two_sections) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "llama.cpp caches %d layers in a sliding-window section (window %d); ragkv's model has "
+        "no window: not the same model",
+        l.n_layer_swa, n_swa));
+  }
+  if (l.two_sections) {
+    l.window = config.sliding_window;
+    for (int il = 0; il < config.n_layers; ++il) l.swa_layers.push_back(config.IsSwaLayer(il));
+  }
   return l;
 }
 

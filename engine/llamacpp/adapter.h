@@ -24,7 +24,10 @@ namespace ragkv::engine::llamacpp {
 // Clears the context's memory (call it before serving).
 absl::StatusOr<SeqStateLayout> ProbeLayout(llama_context* ctx);
 // ProbeLayout with a check: refuses, naming both sides, a context whose
-// layout is not `config`'s (RoPE pairing, layers, kv width).
+// layout is not `config`'s (RoPE pairing, layers, kv width, sliding window
+// and the global / SWA split of a two-section state). For a two-section
+// state it sets the layout's window and swa_layers from `config`, so that
+// LoadSeqKv writes each section's cells (docs/gemma3.md section 3).
 absl::StatusOr<SeqStateLayout> ProbeLayout(llama_context* ctx, const model::ModelConfig& config);
 
 // LoadSeqKv: replaces sequence `seq`'s cells with `kv` (positions kv.pos0..)

@@ -17,6 +17,14 @@
 //
 // A K row of a cell is [kv_head][head_dim] (n_embd_k_gqa values) of
 // k_type; types are ggml's (0 = F32, 1 = F16; the only ones written here).
+//
+// A context with sliding-window layers (llama.cpp's iSWA cache: gemma3
+// with a window) writes two such sections after the header, each from
+// u32 n_stream on: the global layers' (every cell of the sequence), then
+// the SWA layers' (only the cells within n_swa of the sequence's last
+// position: llama_kv_cache::state_write drops SWA-masked cells); each
+// section's n_layer counts its own layers, in ascending model order
+// (docs/gemma3.md section 3).
 // Thread safety: pure functions.
 #ifndef RAGKV_ENGINE_LLAMACPP_SEQ_STATE_H_
 #define RAGKV_ENGINE_LLAMACPP_SEQ_STATE_H_
@@ -43,6 +51,16 @@ struct SeqStateLayout {
   int32_t k_type = kGgmlF16;
   int32_t v_type = kGgmlF16;
   bool v_trans = false;   // V stored transposed (no flash attention)
+  // Sliding-window (two-section) state. Parsed: two_sections, n_layer_swa
+  // (of n_layer, the second section's layers), the cell counts of the blob
+  // parsed (cells; cells_swa of the second section). Set by
+  // ProbeLayout(ctx, config) for encoding: window (llama.cpp's n_swa) and
+  // swa_layers (per model layer, config.IsSwaLayer).
+  bool two_sections = false;
+  uint32_t n_layer_swa = 0;
+  uint32_t cells = 0, cells_swa = 0;
+  int32_t window = 0;
+  std::vector<bool> swa_layers;
 };
 
 // ParseSeqStateLayout: the layout of a single-stream state blob holding at
@@ -68,7 +86,11 @@ struct SeqKv {
 };
 
 // EncodeSeqState: the state blob of `kv` for sequence `seq_id` in `layout`.
-// INVALID_ARGUMENT when kv does not fit the layout (layers, widths).
+// A two-section layout writes the global layers' section with every cell,
+// then the SWA layers' with the last min(window, num_tokens) cells: the
+// blob llama.cpp writes after prefilling the same positions.
+// INVALID_ARGUMENT when kv does not fit the layout (layers, widths; a
+// two-section layout without window / swa_layers matching its counts).
 absl::StatusOr<std::string> EncodeSeqState(const SeqStateLayout& layout, int32_t seq_id,
                                            const SeqKv& kv);
 // EncodeSeqStateInto: the same into *blob, reusing its capacity.

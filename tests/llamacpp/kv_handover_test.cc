@@ -116,7 +116,9 @@ TEST_P(KvHandoverTest, LlamaCppDecodesFromRagkvKvAsFromItsOwnPrefill) {
 // token, so a prompt's KV composes as for a dense model). ragkv's full
 // prefill (every row recomputed: blending at r = 1.0) handed to llama.cpp
 // gives llama.cpp's own next-token logits (F32 tolerance of
-// arch_oracle_test, 2e-3) and 32 greedy tokens. For MoE the number of
+// arch_oracle_test, 2e-3) and 32 greedy tokens. gemma3 (sliding-window
+// layers): the two-section state, SWA layers handing over only their
+// window's cells. For MoE the number of
 // prompt positions where ragkv's router is within 1e-4 of a tie is printed
 // (there the engines could route apart; see arch_oracle_test).
 class KvHandoverArchTest : public ::testing::TestWithParam<ragkv::testing::Variant> {};
@@ -163,6 +165,30 @@ TEST_P(KvHandoverArchTest, LlamaCppDecodesFromRagkvKvAsFromItsOwnPrefill) {
     l = DecodeOne(ctx, best, vocab);
   }
   EXPECT_EQ(greedy, *own_greedy);
+  if ((*m)->config().sliding_window > 0) {
+    // The handover blob has the shape of llama.cpp's own after prefilling
+    // the prompt: two sections, the global layers' with every cell, the SWA
+    // layers' with the last `window` (docs/gemma3.md section 3).
+    llama_memory_clear(llama_get_memory(ctx), true);
+    std::vector<llama_token> toks(prompt.begin(), prompt.end());
+    ASSERT_EQ(llama_decode(ctx, llama_batch_get_one(toks.data(), static_cast<int32_t>(toks.size()))), 0);
+    std::string theirs(llama_state_seq_get_size(ctx, 0), '\0');
+    theirs.resize(llama_state_seq_get_data(ctx, reinterpret_cast<uint8_t*>(theirs.data()), theirs.size(), 0));
+    auto ours = lc::EncodeSeqState(*layout, 0, kv.view);
+    ASSERT_TRUE(ours.ok()) << ours.status();
+    EXPECT_EQ(ours->size(), theirs.size());
+    for (const std::string* b : {&theirs, &*ours}) {
+      auto l = lc::ParseSeqStateLayout(*b);
+      ASSERT_TRUE(l.ok()) << l.status();
+      EXPECT_TRUE(l->two_sections);
+      EXPECT_EQ(l->cells, prompt.size());
+      EXPECT_EQ(l->cells_swa, static_cast<uint32_t>((*m)->config().sliding_window));
+      EXPECT_EQ(l->n_layer_swa, layout->n_layer_swa);
+    }
+    auto l = lc::ParseSeqStateLayout(*ours);
+    std::printf("%s handover: sections of %u and %u cells, %u of %u layers SWA\n", v.name.c_str(),
+                l->cells, l->cells_swa, l->n_layer_swa, l->n_layer);
+  }
   std::filesystem::remove(path);
 }
 
@@ -172,11 +198,54 @@ INSTANTIATE_TEST_SUITE_P(
         ragkv::testing::Variant{.name = "phi3", .arch = "phi3", .sliding_window = 512},
         ragkv::testing::Variant{.name = "qwen3moe", .arch = "qwen3moe", .experts = 8, .experts_used = 2,
                                 .expert_ffn = 256},
-        ragkv::testing::Variant{.name = "mixtral", .arch = "llama", .experts = 4, .experts_used = 2}),
+        ragkv::testing::Variant{.name = "mixtral", .arch = "llama", .experts = 4, .experts_used = 2},
+        // gemma3, window 16 < the 40-token prompt: pattern 6 (7 layers,
+        // layer 5 global) and pattern 2 with linear x8 on the global layer.
+        ragkv::testing::Variant{.name = "gemma3", .arch = "gemma3", .sliding_window = 16, .layers = 7,
+                                .tied = true},
+        ragkv::testing::Variant{.name = "gemma3_p2_linear8", .arch = "gemma3", .linear_factor = 8.0f,
+                                .sliding_window = 16,
+                                .kv_u32 = {{"attention.sliding_window_pattern", 2}}, .layers = 3}),
     [](const auto& info) { return info.param.name; });
 
 INSTANTIATE_TEST_SUITE_P(FlashAttention, KvHandoverTest, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "VPlain" : "VTransposed"; });
+
+// A two-section (sliding-window) layout: the global layers' section has
+// every cell, the SWA layers' the last `window`; without the per-layer
+// split it is refused.
+TEST(SeqState, TwoSectionsRoundTrip) {
+  lc::SeqStateLayout l;
+  l.n_layer = 3;
+  l.n_embd_k = l.n_embd_v = 4;
+  l.two_sections = true;
+  l.n_layer_swa = 2;
+  std::vector<float> k(2 * 5 * 2, 0.5f), v(2 * 5 * 2, -0.25f);
+  lc::SeqKv kv;
+  kv.num_tokens = 5;
+  kv.n_kv_heads = 2;
+  kv.head_dim = 2;
+  kv.k = {k.data(), k.data(), k.data()};
+  kv.v = {v.data(), v.data(), v.data()};
+  EXPECT_FALSE(lc::EncodeSeqState(l, 0, kv).ok());  // no window / swa_layers
+  l.window = 2;
+  l.swa_layers = {true, false, true};
+  for (bool trans : {false, true}) {
+    l.v_trans = trans;
+    auto blob = lc::EncodeSeqState(l, 0, kv);
+    ASSERT_TRUE(blob.ok()) << blob.status();
+    auto back = lc::ParseSeqStateLayout(*blob);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_TRUE(back->two_sections);
+    EXPECT_EQ(back->n_layer, 3u);
+    EXPECT_EQ(back->n_layer_swa, 2u);
+    EXPECT_EQ(back->cells, 5u);
+    EXPECT_EQ(back->cells_swa, 2u);
+    EXPECT_FALSE(lc::ParseSeqStateLayout(blob->substr(0, blob->size() - 1)).ok());
+  }
+  l.swa_layers = {true, false, false};  // 1 SWA layer named, the state has 2
+  EXPECT_FALSE(lc::EncodeSeqState(l, 0, kv).ok());
+}
 
 TEST(SeqState, RefusesWhatItCannotWriteAndRoundTripsItsLayout) {
   lc::SeqStateLayout l;
