@@ -568,6 +568,12 @@ TEST(Gemma3Test, WhatIsNotComputedIsRefusedByName) {
       EXPECT_NE(m.status().message().find(w), std::string::npos) << w << ": " << m.status();
     }
   }
+  // A missing epsilon (llama.cpp requires it for gemma3) is named.
+  WriteRandomModel(with(g, [](Variant& v) { v.no_eps = true; }), false, path);
+  auto no_eps = LoadModel(path);
+  ASSERT_FALSE(no_eps.ok());
+  EXPECT_EQ(no_eps.status().code(), absl::StatusCode::kInvalidArgument) << no_eps.status();
+  EXPECT_TRUE(absl::StrContains(no_eps.status().message(), "layer_norm_rms_epsilon")) << no_eps.status();
   // Zero softcapping and an equal per-SWA head size are what llama.cpp runs
   // anyway: accepted. The loaded config carries the hparams of the file.
   WriteRandomModel(with(g, [](Variant& v) {
@@ -625,6 +631,46 @@ TEST(Gemma3Test, RefusedForBlendingByName) {
     }
   }
   std::filesystem::remove_all(dir);
+}
+
+// llama.cpp's attention scale for 62-layer files (its LLM_TYPE_27B):
+// 1/sqrt(dim / heads) instead of 1/sqrt(head_dim). A 62-layer random file
+// with dim / heads = 32 != head_dim = 64 matches llama.cpp (F32 tolerance)
+// and the head_dim scale on the same weights does not.
+TEST(Gemma3Test, SixtyTwoLayersUseLlamaCppsScaleRule) {
+  const std::string path = ::testing::TempDir() + "/ragkv_gemma3_62_" + std::to_string(::getpid()) + ".gguf";
+  const ::ragkv::testing::RandomShape shape{.dim = 128, .layers = 62, .heads = 4, .kv_heads = 2,
+                                            .head_dim = 64, .ffn = 128, .context = 1024};
+  WriteRandomModel({.name = "g62", .arch = "gemma3", .sliding_window = 16,
+                    .kv_u32 = {{"attention.sliding_window_pattern", 2}}},
+                   false, path, shape);
+  auto theirs = LlamaCppModel::Load(path, {.n_ctx = 256, .kv_f32 = true});
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  std::vector<int32_t> toks = {1};
+  for (int i = 0; i < 23; ++i) toks.push_back(3 + (i * 29) % (kVocab - 3));
+  auto want = (*theirs)->Logits(toks, true);
+  ASSERT_TRUE(want.ok()) << want.status();
+  LoadOptions lo;
+  lo.kv_dtype = kernels::DType::kF32;
+  double diff[2], range = 0;
+  for (int head_dim_scale = 0; head_dim_scale < 2; ++head_dim_scale) {
+    auto parts = LoadModelParts(path, lo);
+    ASSERT_TRUE(parts.ok()) << parts.status();
+    EXPECT_FLOAT_EQ(parts->config.attn_scale, 1.0f / std::sqrt(32.0f));
+    if (head_dim_scale) parts->config.attn_scale = 1.0f / 8;
+    auto m = Model::Create(parts->config, std::move(parts->weights));
+    ASSERT_TRUE(m.ok()) << m.status();
+    const Agreement a = Compare(::ragkv::model::testing::RagkvLogits(**m, toks), *want);
+    diff[head_dim_scale] = a.max_abs;
+    range = a.range;
+  }
+  std::printf("gemma3 62 layers: llama.cpp's rule %.2g, 1/sqrt(head_dim) %.3f, of range %.2f\n",
+              diff[0], diff[1], range);
+  // 62 layers of f16-rounded GELU (see DecodeStepsMatchPrefill) accumulate
+  // more than the 2-7-layer files: bound 0.05% of the range (F16's is 0.2%).
+  EXPECT_LT(diff[0], 5e-4 * range);
+  EXPECT_GT(diff[1], 100 * diff[0]);
+  std::filesystem::remove(path);
 }
 
 }  // namespace

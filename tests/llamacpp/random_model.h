@@ -50,6 +50,7 @@ struct Variant {
   int layers = 0;
   bool tied = false, no_swa_base = false;
   bool pattern_array = false;  // sliding_window_pattern as an i32 array (refused)
+  bool no_eps = false;         // no attention.layer_norm_rms_epsilon (gemma3 requires it)
 };
 
 inline constexpr int kDim = 256, kLayers = 2, kHeads = 4, kKvHeads = 2, kHeadDim = 64, kFfn = 512,
@@ -115,7 +116,7 @@ inline void WriteRandomModel(const Variant& v, bool f16, const std::string& path
   w.KvU32(a + ".attention.key_length", kHeadDim);
   w.KvU32(a + ".attention.value_length", kHeadDim);
   w.KvU32(a + ".rope.dimension_count", v.rope_dims > 0 ? v.rope_dims : kHeadDim);
-  w.KvF32(a + ".attention.layer_norm_rms_epsilon", 1e-6f);
+  if (!v.no_eps) w.KvF32(a + ".attention.layer_norm_rms_epsilon", 1e-6f);
   w.KvF32(a + ".rope.freq_base", a == "llama" ? 500000.0f : (a == "phi3" ? 10000.0f : 1000000.0f));
   if (v.sliding_window > 0) w.KvU32(a + ".attention.sliding_window", v.sliding_window);
   const bool gemma = a == "gemma3";
