@@ -28,7 +28,7 @@ FITTED = ("F1", "F2")
 # the Blender runs (docs/planner_cpu_validation.md), and fitting the rates to
 # it would bend prefill and decode to hide that.
 FIT_PHASES = ("prefill", "decode")
-SHAPES = ("F1", "F2", "H1", "H2", "H3", "M1", "M2")
+SHAPES = ("F1", "F2", "H1", "H2", "H3", "M1", "M2", "H4", "H5")
 
 
 def plan_phase(path, prefix):

@@ -18,6 +18,8 @@ declare -A SPEC=(
   [H1]="layers=16,dim=1024,heads=16,kv_heads=4,ffn=2816"
   [H2]="layers=12,dim=768,heads=12,kv_heads=4,ffn=2048"
   [H3]="layers=2,dim=2048,heads=16,kv_heads=8,ffn=5632"
+  [H4]="layers=6,dim=1536,heads=12,kv_heads=4,ffn=4096"
+  [H5]="layers=10,dim=640,heads=10,kv_heads=2,ffn=1792"
 )
 # MoE shapes: written as f32 GGUFs first (they exist only as files); the
 # planner reads their headers.
@@ -25,7 +27,10 @@ declare -A MOE=(
   [M1]="moe:arch=qwen3moe,layers=4,dim=1024,heads=16,kv_heads=4,ffn=2816,experts=16,used=2,expert_ffn=1024"
   [M2]="moe:arch=llama,layers=4,dim=1024,heads=16,kv_heads=4,ffn=2816,experts=8,used=2"
 )
-SHAPES=${SHAPES:-"F1 F2 H1 H2 H3 M1 M2"}
+SHAPES=${SHAPES:-"F1 F2 H1 H2 H3 M1 M2 H4 H5"}
+# PLAN_ONLY=1: only the planner's JSON again (after a planner change; the
+# measurements stay).
+PLAN_ONLY=${PLAN_ONLY:-0}
 for s in $SHAPES; do
   if [[ -n "${MOE[$s]:-}" ]]; then
     m="$OUT/$s.gguf"
@@ -42,6 +47,10 @@ for s in $SHAPES; do
   done
   "$RAGKV" plan --model "$m" --calibrate-cpu --chunks 6 --chunk-tokens 256 --query-tokens 32 \
     --ratios 0.15 --decode-batch 1 --json >"$OUT/$s.planblend.json"
+  if [[ "$PLAN_ONLY" == 1 ]]; then
+    [[ -n "${MOE[$s]:-}" ]] && rm -f "$m"
+    continue
+  fi
   "$BENCH" --kernel-threads 1 prefill --model "$m" --tokens 512,2048 --repeats "$REPEATS" \
     --compare llama.cpp --encoding f32 >"$OUT/$s.prefill.txt"
   "$BENCH" --kernel-threads 1 blend --model "$m" --chunks 6 --chunk-tokens 256 --query-tokens 32 \
