@@ -234,6 +234,24 @@ absl::Status Phi3Window(const Gguf& g, const std::string& path, const LoadOption
 
 // ReadGgufConfig: the model config of a parsed GGUF (architecture, shape,
 // norms, RoPE), validated. Unimplemented for an architecture, RoPE scaling
+// RecurrentNote: for an architecture with per-sequence recurrent state
+// (llama.cpp's llm_arch_is_recurrent / llm_arch_is_hybrid), why ragkv will
+// never blend it; "" otherwise.
+std::string RecurrentNote(const std::string& arch) {
+  static const char* const kRecurrent[] = {
+      "mamba",      "mamba2",         "rwkv6",     "rwkv6qwen2",  "rwkv7",       "arwkv7",
+      "jamba",      "falcon-h1",      "plamo2",    "granitehybrid", "lfm2",      "lfm2moe",
+      "nemotron_h", "nemotron_h_moe", "qwen3next", "qwen35",      "qwen35moe",   "qwen4exp",
+      "kimi-linear", "kimi-k3",       "bailingmoe3", "deepseek4", "minimax-01"};
+  for (const char* r : kRecurrent) {
+    if (arch == r) {
+      return "; its per-sequence recurrent state is not chunk-composable, so ragkv never blends "
+             "it (`ragkv serve --engine llama.cpp` serves it with llama.cpp's full prefill)";
+    }
+  }
+  return "";
+}
+
 // or partial rotary ragkv does not run; InvalidArgument for bad metadata.
 absl::StatusOr<ModelConfig> ReadGgufConfig(const Gguf& g, const std::string& path,
                                            const LoadOptions& options) {
@@ -242,7 +260,8 @@ absl::StatusOr<ModelConfig> ReadGgufConfig(const Gguf& g, const std::string& pat
   for (const GgufArch& x : kGgufArchs) a = arch == x.name ? &x : a;
   if (a == nullptr) {
     return absl::UnimplementedError(absl::StrCat(
-        path, ": GGUF architecture '", arch, "' is not supported (llama, qwen2, qwen3, phi3, qwen3moe, gemma3 are)"));
+        path, ": GGUF architecture '", arch,
+        "' is not supported (llama, qwen2, qwen3, phi3, qwen3moe, gemma3 are)", RecurrentNote(arch)));
   }
   ModelConfig c;
   c.arch = arch;

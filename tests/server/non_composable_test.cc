@@ -110,6 +110,7 @@ TEST_F(NonComposableServerTest, RagkvsRuntimeAndTheProbeNameTheArchitecture) {
   auto m = model::LoadModel(Mamba());
   ASSERT_FALSE(m.ok());
   EXPECT_TRUE(absl::StrContains(m.status().message(), "'mamba'")) << m.status();
+  EXPECT_TRUE(absl::StrContains(m.status().message(), "not chunk-composable")) << m.status();
 }
 
 }  // namespace
