@@ -18,7 +18,7 @@ class BenchServeCommand : public Command {
     bench_serve::WorkloadOptions& w = o_.workload;
     w.corpus = "../shared/corpus/musique_dev.json";
     cmd->add_option("--model", o_.model, "GGUF (default: --synthetic written as --encoding)");
-    cmd->add_option("--synthetic", o_.synthetic, "synthetic shape, or a moe: spec (bench prefill)")
+    cmd->add_option("--synthetic", o_.synthetic, "synthetic shape, or a moe: / gemma3: spec")
         ->capture_default_str();
     cmd->add_option("--encoding", o_.encoding, "synthetic GGUF encoding: f16|q4_k_m|...")
         ->capture_default_str();

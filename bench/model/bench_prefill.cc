@@ -156,8 +156,8 @@ absl::StatusOr<PrefillBenchResult> RunPrefillBench(const PrefillBenchOptions& o)
   PrefillBenchOptions opt = o;
   const std::string lib_dir = o.llamacpp_dir.empty() ? LlamaCppRunner::DefaultLibDir() : o.llamacpp_dir;
   std::string temp;  // the synthetic model's GGUF, removed at the end
-  // A moe: spec exists only as a file; a synthetic: one is written for llama.cpp.
-  if (IsMoeSpec(o.model) || (!o.compare.empty() && o.model.rfind("synthetic:", 0) == 0)) {
+  // A moe: or gemma3: spec exists only as a file; a synthetic: one is written for llama.cpp.
+  if (IsRandomSpec(o.model) || (!o.compare.empty() && o.model.rfind("synthetic:", 0) == 0)) {
     temp = std::filesystem::temp_directory_path() /
            absl::StrFormat("ragkv-bench-prefill-%d.gguf", ::getpid());
     RETURN_IF_ERROR(WriteSyntheticGguf(o.model, o.encoding, lib_dir, temp));

@@ -21,8 +21,8 @@
 namespace ragkv::model {
 
 struct PrefillBenchOptions {
-  // Model path (any LoadModel format), "synthetic:<spec>", or "moe:<spec>" (a
-  // seeded random mixture-of-experts GGUF, bench/model/synthetic_gguf.h).
+  // Model path (any LoadModel format), "synthetic:<spec>", or "moe:<spec>" / "gemma3:<spec>"
+  // (a seeded random GGUF, bench/model/synthetic_gguf.h).
   std::string model = "synthetic:layers=8,dim=512,heads=8,kv_heads=4,ffn=1408,vocab=32000";
   std::vector<int> tokens = {512, 2048, 4096};  // prompt lengths
   int repeats = 3;      // timed runs per length (after one warm-up); best is reported

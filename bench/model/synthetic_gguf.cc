@@ -52,47 +52,61 @@ absl::Status Quantize(const std::string& lib_dir, const std::string& in, const s
 #endif
 }
 
-// ParseMoeSpec: "moe:arch=qwen3moe,layers=4,dim=1024,heads=16,kv_heads=4,
-// head_dim=64,ffn=2816,experts=8,used=2,expert_ffn=768,ctx=4096" (arch
-// qwen3moe or llama = Mixtral; head_dim defaults to dim / heads, expert_ffn
-// to ffn, ctx to 4096, used to 2).
-absl::Status ParseMoeSpec(const std::string& spec, testing::Variant* v, testing::RandomShape* s) {
-  v->arch = "qwen3moe";
+// ParseRandomSpec: "moe:arch=qwen3moe,layers=4,dim=1024,heads=16,
+// kv_heads=4,head_dim=64,ffn=2816,experts=8,used=2,expert_ffn=768,ctx=4096"
+// (arch qwen3moe or llama = Mixtral; expert_ffn defaults to ffn, used to 2)
+// or "gemma3:layers=8,dim=1024,heads=8,kv_heads=4,head_dim=128,ffn=4096,
+// window=512,pattern=6" (pattern: every pattern-th layer global, default
+// llama.cpp's 6). head_dim defaults to dim / heads, ctx to 4096.
+absl::Status ParseRandomSpec(const std::string& spec, testing::Variant* v, testing::RandomShape* s) {
+  const bool gemma = spec.rfind("gemma3:", 0) == 0;
+  v->arch = gemma ? "gemma3" : "qwen3moe";
   s->head_dim = 0;
   s->context = 4096;
+  int window = 0, pattern = 0;
   std::map<std::string, int*> ints = {
-      {"layers", &s->layers}, {"dim", &s->dim},           {"heads", &s->heads},
+      {"layers", &s->layers},     {"dim", &s->dim},           {"heads", &s->heads},
       {"kv_heads", &s->kv_heads}, {"head_dim", &s->head_dim}, {"ffn", &s->ffn},
-      {"experts", &v->experts},   {"used", &v->experts_used}, {"expert_ffn", &v->expert_ffn},
       {"ctx", &s->context}};
-  for (absl::string_view kv : absl::StrSplit(spec.substr(4), ',', absl::SkipEmpty())) {
+  if (gemma) {
+    ints.insert({{"window", &window}, {"pattern", &pattern}});
+  } else {
+    ints.insert({{"experts", &v->experts}, {"used", &v->experts_used}, {"expert_ffn", &v->expert_ffn}});
+  }
+  for (absl::string_view kv : absl::StrSplit(spec.substr(spec.find(':') + 1), ',', absl::SkipEmpty())) {
     const std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
-    if (p.first == "arch") {
+    if (p.first == "arch" && !gemma) {
       v->arch = p.second;
       continue;
     }
     auto it = ints.find(p.first);
     if (it == ints.end() || !absl::SimpleAtoi(p.second, it->second) || *it->second <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("moe spec: bad or unknown key '", kv, "'"));
+      return absl::InvalidArgumentError(absl::StrCat("random model spec: bad or unknown key '", kv, "'"));
     }
+  }
+  if (s->heads % s->kv_heads != 0) return absl::InvalidArgumentError("spec: heads % kv_heads != 0");
+  if (s->head_dim == 0) s->head_dim = s->dim / s->heads;
+  if (gemma) {
+    v->sliding_window = static_cast<uint32_t>(window);
+    if (pattern > 0) v->kv_u32.push_back({"attention.sliding_window_pattern", uint32_t(pattern)});
+    return absl::OkStatus();
   }
   if (v->arch != "qwen3moe" && v->arch != "llama") {
     return absl::InvalidArgumentError("moe spec: arch must be qwen3moe or llama (Mixtral), got " + v->arch);
   }
-  if (v->experts <= 0 || v->experts_used > v->experts || s->heads % s->kv_heads != 0) {
-    return absl::InvalidArgumentError("moe spec: needs experts >= used > 0 and heads % kv_heads == 0");
+  if (v->experts <= 0 || v->experts_used > v->experts) {
+    return absl::InvalidArgumentError("moe spec: needs experts >= used > 0");
   }
-  if (s->head_dim == 0) s->head_dim = s->dim / s->heads;
   if (v->arch == "llama") v->expert_ffn = 0;  // Mixtral's experts have the ffn rows
   return absl::OkStatus();
 }
 
-// WriteParts / WriteMoe: the f32 or f16 file of a synthetic: or moe: spec.
+// WriteUnquantized: the f32 or f16 file of a synthetic:, moe: or gemma3: spec.
 absl::Status WriteUnquantized(const std::string& spec, bool f16, const std::string& path) {
-  if (IsMoeSpec(spec)) {
+  if (IsRandomSpec(spec)) {
     testing::Variant v;
     testing::RandomShape shape;
-    RETURN_IF_ERROR(ParseMoeSpec(spec, &v, &shape));
+    RETURN_IF_ERROR(ParseRandomSpec(spec, &v, &shape));
     testing::WriteRandomModel(v, f16, path, shape);
     return absl::OkStatus();
   }
@@ -104,7 +118,9 @@ absl::Status WriteUnquantized(const std::string& spec, bool f16, const std::stri
 
 }  // namespace
 
-bool IsMoeSpec(const std::string& spec) { return spec.rfind("moe:", 0) == 0; }
+bool IsRandomSpec(const std::string& spec) {
+  return spec.rfind("moe:", 0) == 0 || spec.rfind("gemma3:", 0) == 0;
+}
 
 absl::Status WriteSyntheticGguf(const std::string& spec, const std::string& encoding,
                                 const std::string& lib_dir, const std::string& path) {

@@ -12,14 +12,13 @@
 
 namespace ragkv::model {
 
-// IsMoeSpec: "moe:..." (a seeded random mixture-of-experts GGUF,
-// tests/llamacpp/random_model.h; keys in synthetic_gguf.cc ParseMoeSpec:
-// arch=qwen3moe|llama, layers, dim, heads, kv_heads, head_dim, ffn, experts,
-// used, expert_ffn, ctx). It exists only as a written file.
-bool IsMoeSpec(const std::string& spec);
+// IsRandomSpec: "moe:..." or "gemma3:..." (a seeded random GGUF of that
+// architecture, tests/llamacpp/random_model.h; keys in synthetic_gguf.cc
+// ParseRandomSpec). It exists only as a written file.
+bool IsRandomSpec(const std::string& spec);
 
 // WriteSyntheticGguf: `spec` (e.g. "synthetic:layers=4,dim=2048,..." or a
-// moe: spec) as a
+// moe: / gemma3: spec) as a
 // GGUF at `path` in `encoding`: f32, f16, or a llama.cpp ftype name (q8_0,
 // q4_0, q4_k_m, q5_k_m, q6_k) quantized from the f16 file by llama.cpp
 // (dlopen'ed from `llamacpp_lib_dir`). InvalidArgument for an unknown

@@ -227,9 +227,9 @@ absl::StatusOr<RunSettings> Prepare(const ServeBenchOptions& o, std::ostream& pr
     s.gguf = s.work_dir + "/synthetic-" + o.encoding + ".gguf";
     progress << "bench serve: writing " << o.synthetic << " as " << o.encoding << " GGUF"
              << std::endl;
-    // A moe: spec (bench/model/synthetic_gguf.h) is passed as is.
+    // A moe: or gemma3: spec (bench/model/synthetic_gguf.h) is passed as is.
     const std::string spec =
-        model::IsMoeSpec(o.synthetic) ? o.synthetic : "synthetic:" + o.synthetic;
+        model::IsRandomSpec(o.synthetic) ? o.synthetic : "synthetic:" + o.synthetic;
     RETURN_IF_ERROR(model::WriteSyntheticGguf(spec, o.encoding,
                                               model::LlamaCppRunner::DefaultLibDir(), s.gguf));
   }
