@@ -112,7 +112,6 @@ absl::StatusOr<ChunkKV> Precompute(const model::Model& model, absl::Span<const i
                        kernels::DTypeSize(dtype);
   out.k.resize(cfg.n_layers);
   out.v.resize(cfg.n_layers);
-  const kernels::RopeParams rope = cfg.Rope();
   std::vector<float> k32, v32;
   for (int l = 0; l < cfg.n_layers; ++l) {
     out.k[l].resize(bytes);
@@ -128,7 +127,9 @@ absl::StatusOr<ChunkKV> Precompute(const model::Model& model, absl::Span<const i
     RETURN_IF_ERROR(cache.ExportLayer(l, P, T, DType::kF32, k32.data(), v32.data()));
     const TensorView kv32 =
         TensorView::Contiguous(k32.data(), DType::kF32, {cfg.n_kv_heads, T, cfg.head_dim});
-    RETURN_IF_ERROR(kernels::RerotateKeys(kv32, -P, rope));
+    // Each layer's own RoPE (gemma3: SWA layers' base, global layers'
+    // scaling; docs/gemma3.md section 4 rule 1; Rope() for other archs).
+    RETURN_IF_ERROR(kernels::RerotateKeys(kv32, -P, cfg.LayerRope(l)));
     RETURN_IF_ERROR(kernels::Convert(kv32, TensorView::Contiguous(static_cast<void*>(out.k[l].data()),
                                                                   dtype, {n})));
     RETURN_IF_ERROR(kernels::Convert(

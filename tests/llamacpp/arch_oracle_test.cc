@@ -30,6 +30,7 @@
 
 #include "absl/strings/match.h"
 #include "blend/blender.h"
+#include "blend/kv_source.h"
 #include "engine/llamacpp/runtime.h"
 #include "gtest/gtest.h"
 #include "model/kv_cache.h"
@@ -670,6 +671,41 @@ TEST(Gemma3Test, SixtyTwoLayersUseLlamaCppsScaleRule) {
   // more than the 2-7-layer files: bound 0.05% of the range (F16's is 0.2%).
   EXPECT_LT(diff[0], 5e-4 * range);
   EXPECT_GT(diff[1], 100 * diff[0]);
+  std::filesystem::remove(path);
+}
+
+// A chunk precomputed after a context has its keys moved back by each
+// layer's own RoPE (docs/gemma3.md section 4 rule 1): layer 0's keys depend
+// on the token and position only, so the moved-back record equals the chunk
+// prefilled alone (1e-4 relative; two rotations of rounding). Layer 0 SWA
+// (pattern 2: base 1e4, unscaled) and global (pattern 1: every layer global,
+// base 1e6, linear x8).
+TEST(Gemma3Test, ChunkAfterRerotatesEachLayerWithItsRope) {
+  const std::string path = ::testing::TempDir() + "/ragkv_gemma3_after_" + std::to_string(::getpid()) + ".gguf";
+  for (uint32_t pattern : {2u, 1u}) {
+    WriteRandomModel({.name = "a", .arch = "gemma3", .linear_factor = 8.0f, .sliding_window = 16,
+                      .kv_u32 = {{"attention.sliding_window_pattern", pattern}}, .layers = 2},
+                     false, path);
+    LoadOptions lo;
+    lo.kv_dtype = kernels::DType::kF32;
+    auto m = LoadModel(path, lo);
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ((*m)->config().IsSwaLayer(0), pattern == 2);
+    std::vector<int32_t> context = {1}, chunk;
+    for (int i = 0; i < 29; ++i) context.push_back(3 + (i * 31) % (kVocab - 3));
+    for (int i = 0; i < 24; ++i) chunk.push_back(3 + (i * 43) % (kVocab - 3));
+    auto after = blend::PrecomputeChunkAfter(**m, context, chunk, kernels::DType::kF32);
+    auto alone = blend::PrecomputeChunk(**m, chunk, kernels::DType::kF32);
+    ASSERT_TRUE(after.ok() && alone.ok());
+    const float* a = after->LayerK(0).as<float>();
+    const float* b = alone->LayerK(0).as<float>();
+    double worst = 0;
+    for (size_t j = 0; j < after->k[0].size() / 4; ++j) {
+      worst = std::max(worst, std::abs(double(a[j]) - b[j]) / (1 + std::abs(b[j])));
+    }
+    std::printf("gemma3 pattern %u: layer-0 keys after a context, moved back, vs alone: %.2g\n", pattern, worst);
+    EXPECT_LT(worst, 1e-4);
+  }
   std::filesystem::remove(path);
 }
 
