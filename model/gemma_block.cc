@@ -10,22 +10,13 @@
 #include "kernels/elementwise.h"
 #include "kernels/weight_gemm.h"
 #include "model/internal/gemma.h"
+#include "model/internal/views.h"
 #include "model/model.h"
 
 namespace ragkv::model {
 namespace {
 
-kernels::TensorView Rows2D(const float* p, int64_t rows, int64_t cols, int64_t ld) {
-  kernels::TensorView v;
-  v.data = const_cast<float*>(p);
-  v.dtype = kernels::DType::kF32;
-  v.rank = 2;
-  v.shape[0] = rows;
-  v.shape[1] = cols;
-  v.stride[0] = ld;
-  v.stride[1] = 1;
-  return v;
-}
+using internal::View2D;
 
 kernels::TensorView Vec(const std::vector<float>& w) {
   return kernels::TensorView::Contiguous(w.data(), kernels::DType::kF32,
@@ -36,7 +27,7 @@ kernels::TensorView Vec(const std::vector<float>& w) {
 // normalized in place).
 absl::Status AddNormed(float* x, const std::vector<float>& w, float eps, kernels::TensorView hidden) {
   const int64_t rows = hidden.shape[0], dim = hidden.shape[1];
-  const kernels::TensorView xv = Rows2D(x, rows, dim, dim);
+  const kernels::TensorView xv = View2D(x, rows, dim, dim);
   RETURN_IF_ERROR(kernels::RmsNorm(xv, Vec(w), eps, xv));
   for (int64_t r = 0; r < rows; ++r) {
     float* h = hidden.as<float>() + r * hidden.stride[0];
@@ -56,21 +47,21 @@ absl::Status Model::GemmaTail(int layer, const float* att, kernels::TensorView h
   const int64_t rows = hidden.shape[0], dim = c.dim, qd = c.q_dim(), ffn = c.hidden_dim;
   // Attention: o = att Wo; hidden += RMSNorm(o) * post_attn_norm.
   float* tmp = ws->Get(ws->ffn_out_, rows * dim);
-  RETURN_IF_ERROR(kernels::WeightGemm(Rows2D(att, rows, qd, qd), lm.wo, Rows2D(tmp, rows, dim, dim)));
+  RETURN_IF_ERROR(kernels::WeightGemm(View2D(att, rows, qd, qd), lm.wo, View2D(tmp, rows, dim, dim)));
   RETURN_IF_ERROR(AddNormed(tmp, w.post_attn_norm, c.norm_eps, hidden));
   // FFN: a = act(RMSNorm(hidden) * ffn_norm Wgate, .. Wup); f = a Wdown;
   // hidden += RMSNorm(f) * post_ffn_norm.
   float* xb = ws->Get(ws->xb_, rows * dim);
-  RETURN_IF_ERROR(kernels::RmsNorm(hidden, Vec(w.ffn_norm), c.norm_eps, Rows2D(xb, rows, dim, dim)));
+  RETURN_IF_ERROR(kernels::RmsNorm(hidden, Vec(w.ffn_norm), c.norm_eps, View2D(xb, rows, dim, dim)));
   float* gu = ws->Get(ws->ffn_, rows * 2 * ffn);
-  RETURN_IF_ERROR(ProjectParts(lm.gate_up, Rows2D(xb, rows, dim, dim), 0, 2 * ffn, gu, 2 * ffn));
-  const kernels::TensorView gate = Rows2D(gu, rows, ffn, 2 * ffn), up = Rows2D(gu + ffn, rows, ffn, 2 * ffn);
+  RETURN_IF_ERROR(ProjectParts(lm.gate_up, View2D(xb, rows, dim, dim), 0, 2 * ffn, gu, 2 * ffn));
+  const kernels::TensorView gate = View2D(gu, rows, ffn, 2 * ffn), up = View2D(gu + ffn, rows, ffn, 2 * ffn);
   if (c.ffn_act == ModelConfig::FfnAct::kGeGluTanhGgml) {
     RETURN_IF_ERROR(kernels::GeGluGgml(gate, up, gate));
   } else {
     RETURN_IF_ERROR(kernels::SwiGlu(gate, up, gate));
   }
-  RETURN_IF_ERROR(kernels::WeightGemm(gate, lm.down, Rows2D(tmp, rows, dim, dim)));
+  RETURN_IF_ERROR(kernels::WeightGemm(gate, lm.down, View2D(tmp, rows, dim, dim)));
   return AddNormed(tmp, w.post_ffn_norm, c.norm_eps, hidden);
 }
 

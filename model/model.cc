@@ -13,39 +13,15 @@
 #include "kernels/rope.h"
 #include "kernels/weight_gemm.h"
 #include "model/internal/gemma.h"
+#include "model/internal/views.h"
 
 namespace ragkv::model {
 namespace {
 
 using kernels::DType;
 using kernels::TensorView;
-
-// View2D: f32 [rows, cols] with row stride ld.
-TensorView View2D(const float* p, int64_t rows, int64_t cols, int64_t ld) {
-  TensorView v;
-  v.data = const_cast<float*>(p);
-  v.dtype = DType::kF32;
-  v.rank = 2;
-  v.shape[0] = rows;
-  v.shape[1] = cols;
-  v.stride[0] = ld;
-  v.stride[1] = 1;
-  return v;
-}
-// View3D: f32 [a, b, c] with strides (sa, sb, 1).
-TensorView View3D(const float* p, int64_t a, int64_t b, int64_t c, int64_t sa, int64_t sb) {
-  TensorView v;
-  v.data = const_cast<float*>(p);
-  v.dtype = DType::kF32;
-  v.rank = 3;
-  v.shape[0] = a;
-  v.shape[1] = b;
-  v.shape[2] = c;
-  v.stride[0] = sa;
-  v.stride[1] = sb;
-  v.stride[2] = 1;
-  return v;
-}
+using internal::View2D;
+using internal::View3D;
 
 absl::Status CheckMatrix(const TensorView& v, int64_t cols, const char* what) {
   if (v.data == nullptr || v.dtype != DType::kF32 || v.rank != 2 || v.shape[1] != cols ||

@@ -7,24 +7,11 @@
 #include "kernels/elementwise.h"
 #include "kernels/weight_gemm.h"
 #include "model/internal/moe_router.h"
+#include "model/internal/views.h"
 #include "model/model.h"
 
 namespace ragkv::model {
-namespace {
-
-kernels::TensorView Rows2D(const float* p, int64_t rows, int64_t cols, int64_t ld) {
-  kernels::TensorView v;
-  v.data = const_cast<float*>(p);
-  v.dtype = kernels::DType::kF32;
-  v.rank = 2;
-  v.shape[0] = rows;
-  v.shape[1] = cols;
-  v.stride[0] = ld;
-  v.stride[1] = 1;
-  return v;
-}
-
-}  // namespace
+using internal::View2D;
 
 absl::Status Model::MoeFfn(int layer, const float* xb, kernels::TensorView hidden,
                            float* router_probs, Workspace* ws) const {
@@ -34,8 +21,8 @@ absl::Status Model::MoeFfn(int layer, const float* xb, kernels::TensorView hidde
   const int n_exp = c.n_experts, k = c.n_experts_used;
   // Route: logits -> softmax -> top-k with renormalised weights.
   float* probs = ws->Get(ws->moe_probs_, rows * n_exp);
-  RETURN_IF_ERROR(kernels::WeightGemm(Rows2D(xb, rows, dim, dim), lm.router,
-                                      Rows2D(probs, rows, n_exp, n_exp)));
+  RETURN_IF_ERROR(kernels::WeightGemm(View2D(xb, rows, dim, dim), lm.router,
+                                      View2D(probs, rows, n_exp, n_exp)));
   ws->moe_experts_.resize(rows * k);
   float* weights = ws->Get(ws->moe_weights_, rows * k);
   internal::RouteTopK(probs, rows, n_exp, k, probs, ws->moe_experts_.data(), weights);
@@ -73,12 +60,12 @@ absl::Status Model::MoeFfn(int layer, const float* xb, kernels::TensorView hidde
       for (int64_t i = 0; i < n; ++i) std::memcpy(gx + i * dim, xb + rows_e[i] * dim, dim * sizeof(float));
       x = gx;
     }
-    const kernels::TensorView xv = Rows2D(x, n, dim, dim);
-    const kernels::TensorView gate = Rows2D(gu, n, ffn, 2 * ffn), up = Rows2D(gu + ffn, n, ffn, 2 * ffn);
+    const kernels::TensorView xv = View2D(x, n, dim, dim);
+    const kernels::TensorView gate = View2D(gu, n, ffn, 2 * ffn), up = View2D(gu + ffn, n, ffn, 2 * ffn);
     RETURN_IF_ERROR(kernels::WeightGemm(xv, lm.x_gate[e], gate));
     RETURN_IF_ERROR(kernels::WeightGemm(xv, lm.x_up[e], up));
     RETURN_IF_ERROR(kernels::SwiGlu(gate, up, gate));
-    RETURN_IF_ERROR(kernels::WeightGemm(gate, lm.x_down[e], Rows2D(out, n, dim, dim)));
+    RETURN_IF_ERROR(kernels::WeightGemm(gate, lm.x_down[e], View2D(out, n, dim, dim)));
     for (int64_t i = 0; i < n; ++i) {
       float* h = hidden.as<float>() + rows_e[i] * ldh;
       const float* o = out + i * dim;
