@@ -28,6 +28,18 @@ absl::Status SameRows(const internal::Rows& a, const internal::Rows& b, const ch
   return absl::OkStatus();
 }
 
+// GluRows: gate, up and out of a gated unit `op` ("SwiGlu", "GeGluGgml") as
+// rows of one shape; errors name op and the operand.
+absl::Status GluRows(const char* op, const TensorView& gate, const TensorView& up,
+                     const TensorView& out, internal::Rows* gr, internal::Rows* ur,
+                     internal::Rows* orr) {
+  RETURN_IF_ERROR(internal::AsRows(gate, absl::StrCat(op, " gate"), gr));
+  RETURN_IF_ERROR(internal::AsRows(up, absl::StrCat(op, " up"), ur));
+  RETURN_IF_ERROR(internal::AsRows(out, absl::StrCat(op, " out"), orr));
+  RETURN_IF_ERROR(SameRows(*gr, *ur, absl::StrCat(op, " gate/up").c_str()));
+  return SameRows(*gr, *orr, absl::StrCat(op, " gate/out").c_str());
+}
+
 }  // namespace
 
 absl::Status RmsNorm(TensorView x, TensorView weight, float eps, TensorView out) {
@@ -54,11 +66,7 @@ absl::Status RmsNorm(TensorView x, TensorView weight, float eps, TensorView out)
 
 absl::Status SwiGlu(TensorView gate, TensorView up, TensorView out) {
   internal::Rows gr, ur, orr;
-  RETURN_IF_ERROR(internal::AsRows(gate, "SwiGlu gate", &gr));
-  RETURN_IF_ERROR(internal::AsRows(up, "SwiGlu up", &ur));
-  RETURN_IF_ERROR(internal::AsRows(out, "SwiGlu out", &orr));
-  RETURN_IF_ERROR(SameRows(gr, ur, "SwiGlu gate/up"));
-  RETURN_IF_ERROR(SameRows(gr, orr, "SwiGlu gate/out"));
+  RETURN_IF_ERROR(GluRows("SwiGlu", gate, up, out, &gr, &ur, &orr));
   const internal::IsaTable& isa = internal::ActiveTable();
   const int threads = ThreadsFor(gr.rows, gr.cols);
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
@@ -94,11 +102,7 @@ float GeluGgmlScalar(float x) {
 
 absl::Status GeGluGgml(TensorView gate, TensorView up, TensorView out) {
   internal::Rows gr, ur, orr;
-  RETURN_IF_ERROR(internal::AsRows(gate, "GeGluGgml gate", &gr));
-  RETURN_IF_ERROR(internal::AsRows(up, "GeGluGgml up", &ur));
-  RETURN_IF_ERROR(internal::AsRows(out, "GeGluGgml out", &orr));
-  RETURN_IF_ERROR(SameRows(gr, ur, "GeGluGgml gate/up"));
-  RETURN_IF_ERROR(SameRows(gr, orr, "GeGluGgml gate/out"));
+  RETURN_IF_ERROR(GluRows("GeGluGgml", gate, up, out, &gr, &ur, &orr));
   const uint16_t* table = GeluTable().data();
   const int threads = ThreadsFor(gr.rows, gr.cols);
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
