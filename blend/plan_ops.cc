@@ -23,11 +23,14 @@ OpCost Gemm(const char* op, double rows, double in, double out, double wb, doubl
   return c;
 }
 
-OpCost Attn(const char* op, double flops, double bytes) {
+// Cost: an operator of `flops` FLOPs moving `bytes` bytes and no weights;
+// collectives > 0 makes it a device-link collective of that many calls.
+OpCost Cost(const char* op, double flops, double bytes, double collectives = 0) {
   OpCost c;
   c.op = op;
   c.flops = flops;
   c.bytes = bytes;
+  c.collectives = collectives;
   return c;
 }
 
@@ -38,9 +41,9 @@ void GqaOps(const ModelArch& a, const LayerLoad& x, std::vector<OpCost>* out) {
   out->push_back(Gemm("attn.qkv", R, a.dim, q * (a.attn_output_gate ? 2 : 1) + 2 * kv,
                       a.weight_bytes, ab));
   const double hd = static_cast<double>(a.heads) * a.head_dim;
-  out->push_back(Attn("attn.score", 2 * hd * x.visible_keys,
+  out->push_back(Cost("attn.score", 2 * hd * x.visible_keys,
                       x.kv_read_tokens * kv * a.kv_bytes + R * q * ab));
-  out->push_back(Attn("attn.value", 2 * hd * x.visible_keys,
+  out->push_back(Cost("attn.value", 2 * hd * x.visible_keys,
                       x.kv_read_tokens * kv * a.kv_bytes + R * q * ab));
   out->push_back(Gemm("attn.out", R, q, a.dim, a.weight_bytes, ab));
 }
@@ -64,16 +67,16 @@ void MlaOps(const ModelArch& a, const LayerLoad& x, std::vector<OpCost>* out) {
     absorb.weight_bytes = lat * H * (a.qk_nope_dim + a.v_head_dim) * wb;
     absorb.bytes = absorb.weight_bytes + R * H * (a.qk_nope_dim + 2 * lat + a.v_head_dim) * ab;
     out->push_back(absorb);
-    out->push_back(Attn("attn.score", 2 * H * (lat + a.qk_rope_dim) * x.visible_keys,
+    out->push_back(Cost("attn.score", 2 * H * (lat + a.qk_rope_dim) * x.visible_keys,
                         latent_bytes + R * H * (lat + a.qk_rope_dim) * ab));
-    out->push_back(Attn("attn.value", 2 * H * lat * x.visible_keys, R * H * lat * ab));
+    out->push_back(Cost("attn.value", 2 * H * lat * x.visible_keys, R * H * lat * ab));
   } else {
     // Decompressed: K (nope part) and V up-projected for every read token.
     out->push_back(Gemm("mla.kv_up", x.kv_read_tokens, lat, H * (a.qk_nope_dim + a.v_head_dim),
                         wb, ab));
-    out->push_back(Attn("attn.score", 2 * H * qk * x.visible_keys,
+    out->push_back(Cost("attn.score", 2 * H * qk * x.visible_keys,
                         x.kv_read_tokens * H * qk * ab + R * H * qk * ab));
-    out->push_back(Attn("attn.value", 2 * H * a.v_head_dim * x.visible_keys,
+    out->push_back(Cost("attn.value", 2 * H * a.v_head_dim * x.visible_keys,
                         x.kv_read_tokens * H * a.v_head_dim * ab + R * H * a.v_head_dim * ab));
   }
   out->push_back(Gemm("attn.out", R, H * a.v_head_dim, a.dim, wb, ab));
@@ -87,7 +90,7 @@ void LinearOps(const ModelArch& a, const LayerLoad& x, std::vector<OpCost>* out)
                       a.weight_bytes, ab));
   // Per token and value head: S·k, the rank-1 delta update, S·q (2·dk·dv each).
   const double state = static_cast<double>(a.linear_v_heads) * a.linear_k_dim * a.linear_v_dim;
-  out->push_back(Attn("lin.recurrence", 6 * state * R, 2 * x.sequences * state * 4));
+  out->push_back(Cost("lin.recurrence", 6 * state * R, 2 * x.sequences * state * 4));
   out->push_back(Gemm("lin.out", R, v, a.dim, a.weight_bytes, ab));
 }
 
@@ -118,13 +121,7 @@ void FfnOps(const ModelArch& a, int layer, const LayerLoad& x, std::vector<OpCos
   }
 }
 
-OpCost Collective(const char* op, double bytes, double calls) {
-  OpCost c;
-  c.op = op;
-  c.bytes = bytes;
-  c.collectives = calls;
-  return c;
-}
+OpCost Collective(const char* op, double bytes, double calls) { return Cost(op, 0, bytes, calls); }
 
 // CollectiveOps: the collectives layer `layer` of a sharded `a` runs for
 // `rows` rows (blend/plan_parallel.h); bytes sent per device, calls in
