@@ -10,21 +10,13 @@
 #include "absl/strings/str_format.h"
 
 #include "blend/planner.h"
+#include "tests/blend/plan_test_util.h"
 
 namespace ragkv::blend {
 namespace {
 
-ModelArch Preset(const std::string& name) {
-  absl::StatusOr<ModelArch> a = ArchPreset(name);
-  EXPECT_TRUE(a.ok()) << a.status();
-  return *a;
-}
-
-HardwareSpec Hw(const std::string& name) {
-  absl::StatusOr<HardwareSpec> h = HardwarePreset(name);
-  EXPECT_TRUE(h.ok()) << h.status();
-  return *h;
-}
+using ::ragkv::blend::testing::Hw;
+using ::ragkv::blend::testing::Preset;
 
 TEST(PlanAdvice, DeterministicForAGivenInput) {
   AdviceWorkload w;

@@ -11,21 +11,13 @@
 #include "blend/plan_ops.h"
 #include "blend/plan_parallel.h"
 #include "blend/planner.h"
+#include "tests/blend/plan_test_util.h"
 
 namespace ragkv::blend {
 namespace {
 
-ModelArch Preset(const std::string& name) {
-  absl::StatusOr<ModelArch> a = ArchPreset(name);
-  EXPECT_TRUE(a.ok()) << a.status();
-  return *a;
-}
-
-HardwareSpec Hw(const std::string& name) {
-  absl::StatusOr<HardwareSpec> h = HardwarePreset(name);
-  EXPECT_TRUE(h.ok()) << h.status();
-  return *h;
-}
+using ::ragkv::blend::testing::Hw;
+using ::ragkv::blend::testing::Preset;
 
 // Llama-3.1-8B: 32 layers, 8 KV heads x 128, chunks of T = 512 tokens.
 // Header 64 + 4T + 8; each layer record 64 + payload (docs/kv_format.md).

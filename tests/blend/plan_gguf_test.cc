@@ -9,13 +9,16 @@
 
 #include <cstdint>
 #include <fstream>
+#include <iterator>
 #include <string>
 
+#include "tests/blend/plan_test_util.h"
 #include "tests/support/gguf_writer.h"
 
 namespace ragkv::blend {
 namespace {
 
+using ::ragkv::blend::testing::Preset;
 using ::ragkv::testing::GgufWriter;
 
 // SameShape: every field but name and source.
@@ -64,6 +67,18 @@ void F16Infos(GgufWriter* g, uint64_t dim, uint64_t vocab, uint64_t expert_ffn, 
 
 std::string Path(const std::string& name) { return ::testing::TempDir() + "/" + name; }
 
+// WriteAndRead: writes g to the temp file `name` and reads its header back.
+absl::StatusOr<ModelArch> WriteAndRead(const GgufWriter& g, const std::string& name) {
+  g.Write(Path(name));
+  return ArchFromGgufHeader(Path(name));
+}
+
+// FileBytes: the whole temp file `name`.
+std::string FileBytes(const std::string& name) {
+  std::ifstream f(Path(name), std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
 TEST(PlanGguf, Qwen3MoeHeaderEqualsThePreset) {
   GgufWriter g;
   Common(&g, "qwen3moe", 48, 2048, 32, 4, 128, 6144);
@@ -73,12 +88,9 @@ TEST(PlanGguf, Qwen3MoeHeaderEqualsThePreset) {
   g.KvF32("qwen3moe.rope.freq_base", 1e6f);
   g.KvStrs("tokenizer.ggml.tokens", {"a", "b"});  // the embedding's rows win
   F16Infos(&g, 2048, 151936, 768, 128);
-  g.Write(Path("qwen3moe.gguf"));
-  absl::StatusOr<ModelArch> a = ArchFromGgufHeader(Path("qwen3moe.gguf"));
+  absl::StatusOr<ModelArch> a = WriteAndRead(g, "qwen3moe.gguf");
   ASSERT_TRUE(a.ok()) << a.status();
-  absl::StatusOr<ModelArch> preset = ArchPreset("qwen3-30b-a3b");
-  ASSERT_TRUE(preset.ok());
-  ExpectSameShape(*a, *preset);
+  ExpectSameShape(*a, Preset("qwen3-30b-a3b"));
   EXPECT_EQ(a->ffn, 6144);
 }
 
@@ -91,12 +103,9 @@ TEST(PlanGguf, MixtralLlamaHeaderEqualsThePreset) {
   g.KvU32("llama.expert_count", 8);
   g.KvU32("llama.expert_used_count", 2);
   g.KvU32("llama.vocab_size", 32000);
-  g.Write(Path("mixtral.gguf"));
-  absl::StatusOr<ModelArch> a = ArchFromGgufHeader(Path("mixtral.gguf"));
+  absl::StatusOr<ModelArch> a = WriteAndRead(g, "mixtral.gguf");
   ASSERT_TRUE(a.ok()) << a.status();
-  absl::StatusOr<ModelArch> preset = ArchPreset("mixtral-8x7b");
-  ASSERT_TRUE(preset.ok());
-  ExpectSameShape(*a, *preset);
+  ExpectSameShape(*a, Preset("mixtral-8x7b"));
 }
 
 TEST(PlanGguf, MlaAndSlidingKeys) {
@@ -112,12 +121,9 @@ TEST(PlanGguf, MlaAndSlidingKeys) {
   g.KvU32("deepseek2.expert_shared_count", 1);
   g.KvU32("deepseek2.leading_dense_block_count", 3);
   g.KvU32("deepseek2.vocab_size", 129280);
-  g.Write(Path("ds.gguf"));
-  absl::StatusOr<ModelArch> a = ArchFromGgufHeader(Path("ds.gguf"));
+  absl::StatusOr<ModelArch> a = WriteAndRead(g, "ds.gguf");
   ASSERT_TRUE(a.ok()) << a.status();
-  absl::StatusOr<ModelArch> preset = ArchPreset("deepseek-v3");
-  ASSERT_TRUE(preset.ok());
-  ModelArch p = *preset;  // the preset is FP8; this header lists no tensors (bf16)
+  ModelArch p = Preset("deepseek-v3");  // the preset is FP8; this header lists no tensors (bf16)
   p.weight_bytes = p.expert_weight_bytes = 2;
   ExpectSameShape(*a, p);
   EXPECT_EQ(a->qk_nope_dim, 128);
@@ -129,12 +135,9 @@ TEST(PlanGguf, MlaAndSlidingKeys) {
   Common(&s, "gemma3", 62, 5376, 32, 16, 128, 21504);
   s.KvU32("gemma3.attention.sliding_window", 1024);
   s.KvU32("gemma3.vocab_size", 262208);
-  s.Write(Path("gemma.gguf"));
-  absl::StatusOr<ModelArch> gm = ArchFromGgufHeader(Path("gemma.gguf"));
+  absl::StatusOr<ModelArch> gm = WriteAndRead(s, "gemma.gguf");
   ASSERT_TRUE(gm.ok()) << gm.status();
-  absl::StatusOr<ModelArch> gp = ArchPreset("gemma-3-27b");
-  ASSERT_TRUE(gp.ok());
-  ExpectSameShape(*gm, *gp);
+  ExpectSameShape(*gm, Preset("gemma-3-27b"));
 }
 
 TEST(PlanGguf, QuantisedTensorTypesGiveBytesPerWeight) {
@@ -146,11 +149,7 @@ TEST(PlanGguf, QuantisedTensorTypesGiveBytesPerWeight) {
   Common(&q, "llama", 2, 64, 4, 4, 16, 128);
   q.Tensor("blk.0.attn_q.weight", {64, 64}, {}, false);
   q.Write(Path("q4k.gguf"));
-  std::string bytes;
-  {
-    std::ifstream f(Path("q4k.gguf"), std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(f), {});
-  }
+  std::string bytes = FileBytes("q4k.gguf");
   const size_t at = bytes.find("blk.0.attn_q.weight") + 19 + 4 + 16;  // name, n_dims, dims
   ASSERT_LT(at + 4, bytes.size());
   const uint32_t q4k = 12;
@@ -175,11 +174,7 @@ TEST(PlanGguf, RefusesByName) {
   GgufWriter g;
   Common(&g, "llama", 2, 64, 4, 4, 16, 128);
   g.Write(Path("whole.gguf"));
-  std::string bytes;
-  {
-    std::ifstream f(Path("whole.gguf"), std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(f), {});
-  }
+  const std::string bytes = FileBytes("whole.gguf");
   std::ofstream(Path("cut.gguf"), std::ios::binary) << bytes.substr(0, bytes.size() - 40);
   absl::StatusOr<ModelArch> cut = ArchFromGgufHeader(Path("cut.gguf"));
   EXPECT_NE(cut.status().message().find("truncated"), std::string::npos) << cut.status();

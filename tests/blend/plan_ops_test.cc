@@ -8,21 +8,13 @@
 #include <map>
 
 #include "blend/plan_arch.h"
+#include "tests/blend/plan_test_util.h"
 
 namespace ragkv::blend {
 namespace {
 
-std::map<std::string, OpCost> ByName(const std::vector<OpCost>& ops) {
-  std::map<std::string, OpCost> m;
-  for (const OpCost& c : ops) m[c.op] = c;
-  return m;
-}
-
-ModelArch Preset(const std::string& name) {
-  absl::StatusOr<ModelArch> a = ArchPreset(name);
-  EXPECT_TRUE(a.ok()) << a.status();
-  return *a;
-}
+using ::ragkv::blend::testing::ByName;
+using ::ragkv::blend::testing::Preset;
 
 // Llama-3.1-8B: dim 4096, 32 heads x 128, 8 KV heads, ffn 14336, bf16.
 TEST(PlanOps, DenseLayerByHand) {

@@ -9,15 +9,12 @@
 #include <map>
 
 #include "blend/plan_ops.h"
+#include "tests/blend/plan_test_util.h"
 
 namespace ragkv::blend {
 namespace {
 
-std::map<std::string, OpCost> ByName(const std::vector<OpCost>& ops) {
-  std::map<std::string, OpCost> m;
-  for (const OpCost& c : ops) m[c.op] = c;
-  return m;
-}
+using ::ragkv::blend::testing::ByName;
 
 ModelArch Shard(const std::string& name, int n, ParallelKind kind) {
   absl::StatusOr<ModelArch> a = ArchPreset(name);
