@@ -58,6 +58,21 @@ RagkvKv PrefillKv(const Model& m, const std::vector<int32_t>& prompt) {
 }
 
 // DecodeOne: llama.cpp decodes `tok` after what its memory holds; logits.
+// UniformKv: `layers` layers of `tokens` tokens x 2 KV heads x head_dim 2,
+// every layer pointing at one K buffer of 0.5 (*k) and one V buffer of -0.25
+// (*v); k and v must outlive the result.
+lc::SeqKv UniformKv(int layers, int tokens, std::vector<float>* k, std::vector<float>* v) {
+  k->assign(2 * tokens * 2, 0.5f);
+  v->assign(2 * tokens * 2, -0.25f);
+  lc::SeqKv kv;
+  kv.num_tokens = tokens;
+  kv.n_kv_heads = 2;
+  kv.head_dim = 2;
+  kv.k.assign(layers, k->data());
+  kv.v.assign(layers, v->data());
+  return kv;
+}
+
 std::vector<float> DecodeOne(llama_context* ctx, int32_t tok, int vocab) {
   llama_token t = tok;
   EXPECT_EQ(llama_decode(ctx, llama_batch_get_one(&t, 1)), 0);
@@ -220,13 +235,8 @@ TEST(SeqState, TwoSectionsRoundTrip) {
   l.n_embd_k = l.n_embd_v = 4;
   l.two_sections = true;
   l.n_layer_swa = 2;
-  std::vector<float> k(2 * 5 * 2, 0.5f), v(2 * 5 * 2, -0.25f);
-  lc::SeqKv kv;
-  kv.num_tokens = 5;
-  kv.n_kv_heads = 2;
-  kv.head_dim = 2;
-  kv.k = {k.data(), k.data(), k.data()};
-  kv.v = {v.data(), v.data(), v.data()};
+  std::vector<float> k, v;
+  lc::SeqKv kv = UniformKv(3, 5, &k, &v);
   EXPECT_FALSE(lc::EncodeSeqState(l, 0, kv).ok());  // no window / swa_layers
   l.window = 2;
   l.swa_layers = {true, false, true};
@@ -251,13 +261,8 @@ TEST(SeqState, RefusesWhatItCannotWriteAndRoundTripsItsLayout) {
   lc::SeqStateLayout l;
   l.n_layer = 2;
   l.n_embd_k = l.n_embd_v = 4;
-  std::vector<float> k(2 * 3 * 2, 0.5f), v(2 * 3 * 2, -0.25f);
-  lc::SeqKv kv;
-  kv.num_tokens = 3;
-  kv.n_kv_heads = 2;
-  kv.head_dim = 2;
-  kv.k = {k.data(), k.data()};
-  kv.v = {v.data(), v.data()};
+  std::vector<float> k, v;
+  lc::SeqKv kv = UniformKv(2, 3, &k, &v);
   for (bool trans : {false, true}) {
     l.v_trans = trans;
     auto blob = lc::EncodeSeqState(l, 0, kv);
