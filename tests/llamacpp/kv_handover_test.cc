@@ -73,6 +73,17 @@ lc::SeqKv UniformKv(int layers, int tokens, std::vector<float>* k, std::vector<f
   return kv;
 }
 
+// RoundTripLayout: encodes kv under l (which must succeed), parses the
+// blob's layout into *back, and checks the blob one byte short is refused.
+void RoundTripLayout(const lc::SeqStateLayout& l, const lc::SeqKv& kv, lc::SeqStateLayout* back) {
+  auto blob = lc::EncodeSeqState(l, 0, kv);
+  ASSERT_TRUE(blob.ok()) << blob.status();
+  auto parsed = lc::ParseSeqStateLayout(*blob);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  *back = *parsed;
+  EXPECT_FALSE(lc::ParseSeqStateLayout(blob->substr(0, blob->size() - 1)).ok());
+}
+
 std::vector<float> DecodeOne(llama_context* ctx, int32_t tok, int vocab) {
   llama_token t = tok;
   EXPECT_EQ(llama_decode(ctx, llama_batch_get_one(&t, 1)), 0);
@@ -242,16 +253,13 @@ TEST(SeqState, TwoSectionsRoundTrip) {
   l.swa_layers = {true, false, true};
   for (bool trans : {false, true}) {
     l.v_trans = trans;
-    auto blob = lc::EncodeSeqState(l, 0, kv);
-    ASSERT_TRUE(blob.ok()) << blob.status();
-    auto back = lc::ParseSeqStateLayout(*blob);
-    ASSERT_TRUE(back.ok()) << back.status();
-    EXPECT_TRUE(back->two_sections);
-    EXPECT_EQ(back->n_layer, 3u);
-    EXPECT_EQ(back->n_layer_swa, 2u);
-    EXPECT_EQ(back->cells, 5u);
-    EXPECT_EQ(back->cells_swa, 2u);
-    EXPECT_FALSE(lc::ParseSeqStateLayout(blob->substr(0, blob->size() - 1)).ok());
+    lc::SeqStateLayout back;
+    ASSERT_NO_FATAL_FAILURE(RoundTripLayout(l, kv, &back));
+    EXPECT_TRUE(back.two_sections);
+    EXPECT_EQ(back.n_layer, 3u);
+    EXPECT_EQ(back.n_layer_swa, 2u);
+    EXPECT_EQ(back.cells, 5u);
+    EXPECT_EQ(back.cells_swa, 2u);
   }
   l.swa_layers = {true, false, false};  // 1 SWA layer named, the state has 2
   EXPECT_FALSE(lc::EncodeSeqState(l, 0, kv).ok());
@@ -265,14 +273,11 @@ TEST(SeqState, RefusesWhatItCannotWriteAndRoundTripsItsLayout) {
   lc::SeqKv kv = UniformKv(2, 3, &k, &v);
   for (bool trans : {false, true}) {
     l.v_trans = trans;
-    auto blob = lc::EncodeSeqState(l, 0, kv);
-    ASSERT_TRUE(blob.ok()) << blob.status();
-    auto back = lc::ParseSeqStateLayout(*blob);
-    ASSERT_TRUE(back.ok()) << back.status();
-    EXPECT_EQ(back->n_layer, 2u);
-    EXPECT_EQ(back->n_embd_k, 4u);
-    EXPECT_EQ(back->v_trans, trans);
-    EXPECT_FALSE(lc::ParseSeqStateLayout(blob->substr(0, blob->size() - 1)).ok());
+    lc::SeqStateLayout back;
+    ASSERT_NO_FATAL_FAILURE(RoundTripLayout(l, kv, &back));
+    EXPECT_EQ(back.n_layer, 2u);
+    EXPECT_EQ(back.n_embd_k, 4u);
+    EXPECT_EQ(back.v_trans, trans);
   }
   kv.head_dim = 3;  // 2 x 3 != 4
   EXPECT_TRUE(absl::IsInvalidArgument(lc::EncodeSeqState(l, 0, kv).status()));
