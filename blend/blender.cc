@@ -92,8 +92,6 @@ absl::StatusOr<BlendResult> NewResult(const model::ModelConfig& cfg, const Plan&
   return result;
 }
 
-// RopeOf: the RoPE parameters of the model's keys (for re-rotation).
-kernels::RopeParams RopeOf(const model::ModelConfig& cfg) { return cfg.Rope(); }
 
 // RecomputeState: the compute thread's working set: the rows recomputed at
 // the current layer (sorted positions), their hidden states, and scratch.
@@ -130,7 +128,6 @@ class BlendRun {
         dim_(cfg_.dim),
         hd_(cfg_.head_dim),
         kvh_(cfg_.n_kv_heads),
-        rope_(RopeOf(cfg_)),
         need_load_(!plan.load_segments.empty()),
         threaded_(need_load_ && options.overlap_loading && L_ > 1),
         adaptive_pending_(options.adaptive_mass > 0 && !plan.schedule.empty()) {
@@ -232,7 +229,6 @@ class BlendRun {
   const int64_t dim_;
   const int64_t hd_;
   const int kvh_;
-  const kernels::RopeParams rope_;
   const bool need_load_;
   const bool threaded_;
   double ratio_scale_ = 1.0;     // adaptive ratio / options ratio
@@ -290,7 +286,9 @@ absl::Status BlendRun::LoadLayer(int l) {
     const int64_t delta = off - segments_[si].kv->info().first_position;
     if (delta != 0) {
       const Clock::time_point tb = Clock::now();
-      RETURN_IF_ERROR(kernels::RerotateKeys(dk, delta, rope_));
+      // Each layer's own RoPE (gemma3's sliding-window layers: their local
+      // base; docs/gemma3.md section 4 rule 1).
+      RETURN_IF_ERROR(kernels::RerotateKeys(dk, delta, cfg_.LayerRope(l)));
       rerotate_s_ += SecondsSince(tb);
     }
   }
@@ -665,15 +663,6 @@ absl::StatusOr<BlendResult> Blender::Blend(absl::Span<const BlendSegment> segmen
                                            const BlendOptions& options) const {
   const Clock::time_point t_start = Clock::now();
   const model::Model& m = *model_;
-  // gemma3 (sliding-window and global layers with their own RoPE): its
-  // blend rule (docs/gemma3.md section 4: re-rotation per layer kind,
-  // selection from a global layer) is not implemented, so it is refused by
-  // name, never blended with the global-attention rule.
-  if (m.config().arch == "gemma3") {
-    return absl::UnimplementedError(
-        "Blender: GGUF architecture 'gemma3' (sliding-window layers) is not blended: its blend "
-        "rule (docs/gemma3.md section 4) is not implemented; serve it with full prefill");
-  }
   // Plan: validated segment layout, row classes and check layers.
   ASSIGN_OR_RETURN(Plan plan, MakePlan(segments, options, m));
   ASSIGN_OR_RETURN(BlendResult result, NewResult(m.config(), plan, options));

@@ -78,12 +78,6 @@ absl::StatusOr<std::string> BlendRefusal(const std::string& path) {
   char arch[64] = "?";
   llama_model_meta_val_str(m, "general.architecture", arch, sizeof arch);
   llama_model_free(m);
-  if (std::string(arch) == "gemma3") {  // docs/gemma3.md sections 3-4: not implemented yet
-    return std::string(
-        "GGUF architecture 'gemma3' has sliding-window layers: its blend rule and its two-section "
-        "KV handover (docs/gemma3.md) are not implemented: ragkv does not blend it (llama.cpp "
-        "prefills every prompt)");
-  }
   if (!recurrent && !hybrid) return std::string();
   return absl::StrFormat(
       "GGUF architecture '%s' keeps per-sequence %s state, which a chunk computed alone cannot "

@@ -604,37 +604,28 @@ TEST(Gemma3Test, WhatIsNotComputedIsRefusedByName) {
   std::filesystem::remove(path);
 }
 
-// Until its sliding-window blend rule (docs/gemma3.md section 4) and its
-// two-section handover are implemented, gemma3 is refused for blending by
-// name: the serve path's probe (engine::llamacpp::BlendRefusal: llama.cpp
-// prefills every prompt) and ragkv's Blender (Unimplemented), never blended
-// with the global-attention rule. Phi-3's window (which caps the context)
-// and a dense model are not refused.
-TEST(Gemma3Test, RefusedForBlendingByName) {
+// gemma3 is blended (docs/gemma3.md section 4, rules 1 and 2; r = 1.0 is
+// tests/llamacpp/gemma3_blend_test.cc and LlamaCppEngineTest/gemma3_f16):
+// the serve path's probe does not refuse it (engine::llamacpp::
+// BlendRefusal: ""), nor does ragkv's Blender (an empty blend is refused for
+// its input, not for the architecture); neither is Phi-3's window.
+TEST(Gemma3Test, IsBlendedNotRefused) {
   const std::string dir = ::testing::TempDir() + "/ragkv_gemma3_blend_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
   WriteRandomModel(gemma3::kP6, false, dir + "/g.gguf");
   WriteRandomModel({.name = "w", .arch = "phi3", .sliding_window = 512}, false, dir + "/p.gguf");
-  auto why = engine::llamacpp::BlendRefusal(dir + "/g.gguf");
-  ASSERT_TRUE(why.ok()) << why.status();
-  EXPECT_TRUE(absl::StrContains(*why, "'gemma3'")) << *why;
-  EXPECT_TRUE(absl::StrContains(*why, "sliding-window")) << *why;
-  auto none = engine::llamacpp::BlendRefusal(dir + "/p.gguf");
-  ASSERT_TRUE(none.ok()) << none.status();
-  EXPECT_EQ(*none, "");
   for (const char* f : {"g.gguf", "p.gguf"}) {
+    auto why = engine::llamacpp::BlendRefusal(dir + "/" + f);
+    ASSERT_TRUE(why.ok()) << why.status();
+    EXPECT_EQ(*why, "") << f;
     auto m = LoadModel(dir + "/" + f);
     ASSERT_TRUE(m.ok()) << m.status();
     auto b = blend::Blender::Create({m->get()});
     ASSERT_TRUE(b.ok()) << b.status();
     auto r = (*b)->Blend({}, blend::BlendOptions());
     ASSERT_FALSE(r.ok());
-    if (std::string(f) == "g.gguf") {
-      EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented) << r.status();
-      EXPECT_TRUE(absl::StrContains(r.status().message(), "'gemma3'")) << r.status();
-    } else {  // refused for its empty input, not its architecture
-      EXPECT_FALSE(absl::StrContains(r.status().message(), "gemma3")) << r.status();
-    }
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_FALSE(absl::StrContains(r.status().message(), "gemma3")) << r.status();
   }
   std::filesystem::remove_all(dir);
 }

@@ -57,6 +57,10 @@ const TempDir& Files() {
                                      /*f16=*/true, dir.path() + "/qwen3moe_f16.gguf");
     ragkv::testing::WriteRandomModel({.name = "mixtral", .arch = "llama", .experts = 4, .experts_used = 2},
                                      /*f16=*/true, dir.path() + "/mixtral_f16.gguf");
+    // Pattern 6 over 7 layers, window 16: prompts cross the window.
+    ragkv::testing::WriteRandomModel(
+        {.name = "gemma3", .arch = "gemma3", .sliding_window = 16, .layers = 7, .tied = true},
+        /*f16=*/true, dir.path() + "/gemma3_f16.gguf");
     return ragkv::testing::LlamaCppQuantize(dir.path() + "/gqa_f16.gguf",
                                             dir.path() + "/gqa_q8_0.gguf", 7).ok();
   }();
@@ -84,6 +88,7 @@ class LlamaCppEngineTest : public ::testing::TestWithParam<std::string> {
     ASSERT_TRUE(m.ok()) << m.status();
     fp_.assign((*m)->fingerprint().begin(), (*m)->fingerprint().end());
     vocab_ = (*m)->config().vocab_size;
+    config_ = (*m)->config();
     auto ref = LlamaCppModel::Load(path_, {});
     ASSERT_TRUE(ref.ok()) << ref.status();
     ref_ = std::move(*ref);
@@ -178,6 +183,7 @@ class LlamaCppEngineTest : public ::testing::TestWithParam<std::string> {
     o.ctx = ref_->context();
     o.sidecar = c;
     o.model_fingerprint = fp.empty() ? fp_ : fp;
+    o.config = &config_;  // as `ragkv serve` passes it (gemma3's SWA split comes from it)
     auto e = lc::LlamaCppEngine::Create(o);
     EXPECT_TRUE(e.ok()) << e.status();
     return e.ok() ? std::move(*e) : nullptr;
@@ -187,6 +193,7 @@ class LlamaCppEngineTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<ServeProcess> server_;
   std::unique_ptr<Client> client_;
   std::string path_, fp_;
+  ModelConfig config_;
   int vocab_ = 0, chunk_tokens_ = 0;
   std::unique_ptr<LlamaCppModel> ref_;
   std::vector<int32_t> prompt_, own_greedy_;
@@ -440,7 +447,7 @@ TEST(LlamaCppBenchEngineTest, PrintsEveryStrategyAndWritesItsFiles) {
 
 INSTANTIATE_TEST_SUITE_P(Files, LlamaCppEngineTest,
                          ::testing::Values("stories260K", "gqa_f16", "gqa_q8_0", "phi3_f16",
-                                           "qwen3moe_f16", "mixtral_f16"));
+                                           "qwen3moe_f16", "mixtral_f16", "gemma3_f16"));
 // (A phi3 Q8_0 file passes every test above except the `ragkv llama` text
 // comparison, whose 8 greedy tokens parted from llama.cpp alone's at the
 // 7th (measured 2026-12-06; its handed-over logits were 0.46-0.55% of the
