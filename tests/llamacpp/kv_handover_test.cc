@@ -91,6 +91,16 @@ std::vector<float> DecodeOne(llama_context* ctx, int32_t tok, int vocab) {
   return std::vector<float>(l, l + vocab);
 }
 
+// GreedyFrom: n greedy tokens decoded from `logits` (argmax, then decode it).
+std::vector<int32_t> GreedyFrom(llama_context* ctx, std::vector<float> logits, int vocab, int n) {
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) {
+    out.push_back(model::Argmax(logits.data(), vocab));
+    logits = DecodeOne(ctx, out.back(), vocab);
+  }
+  return out;
+}
+
 class KvHandoverTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(KvHandoverTest, LlamaCppDecodesFromRagkvKvAsFromItsOwnPrefill) {
@@ -127,13 +137,7 @@ TEST_P(KvHandoverTest, LlamaCppDecodesFromRagkvKvAsFromItsOwnPrefill) {
   // llama.cpp's own up to f32 noise: the logits agree to 1% of their range.
   EXPECT_LT(g.max_abs, 0.01 * g.range) << "max |diff| " << g.max_abs << " of range " << g.range;
   EXPECT_EQ(g.top1, 1.0);
-  std::vector<int32_t> greedy;
-  for (int i = 0; i < 32; ++i) {
-    const int32_t best = model::Argmax(l.data(), vocab);
-    greedy.push_back(best);
-    l = DecodeOne(ctx, best, vocab);
-  }
-  EXPECT_EQ(greedy, *own_greedy);
+  EXPECT_EQ(GreedyFrom(ctx, std::move(l), vocab, 32), *own_greedy);
 }
 
 // Architectures beyond the dense llama block, each a seeded random-weight
@@ -184,13 +188,7 @@ TEST_P(KvHandoverArchTest, LlamaCppDecodesFromRagkvKvAsFromItsOwnPrefill) {
   std::printf("%s handover: max |diff| %.6f of range %.2f\n", v.name.c_str(), g.max_abs, g.range);
   EXPECT_LT(g.max_abs, 2e-3);
   EXPECT_EQ(g.top1, 1.0);
-  std::vector<int32_t> greedy;
-  for (int i = 0; i < 32; ++i) {
-    const int32_t best = model::Argmax(l.data(), vocab);
-    greedy.push_back(best);
-    l = DecodeOne(ctx, best, vocab);
-  }
-  EXPECT_EQ(greedy, *own_greedy);
+  EXPECT_EQ(GreedyFrom(ctx, std::move(l), vocab, 32), *own_greedy);
   if ((*m)->config().sliding_window > 0) {
     // The handover blob has the shape of llama.cpp's own after prefilling
     // the prompt: two sections, the global layers' with every cell, the SWA
