@@ -41,11 +41,12 @@ bool ParseSelector(const std::string& name, Selector* out) {
   return false;
 }
 
-std::vector<CheckLayer> MakeSchedule(const BlendOptions& options, int n_layers) {
+namespace {
+
+std::vector<CheckLayer> Schedule(const BlendOptions& options, int n_layers, int first) {
   std::vector<CheckLayer> out;
   const double r = std::clamp(options.ratio, 0.0, 1.0);
   if (r <= 0) return out;
-  const int first = std::max(0, options.first_check_layer);
   if (options.filtering == Filtering::kSingleCheck || options.gradual_steps <= 1) {
     if (first < n_layers) out.push_back({first, r});
     return out;
@@ -61,6 +62,29 @@ std::vector<CheckLayer> MakeSchedule(const BlendOptions& options, int n_layers) 
   }
   if (!out.empty()) out.back().ratio = r;
   return out;
+}
+
+// FirstGlobalLayer: the first layer at or after 1 that attends globally on
+// a model with sliding-window layers (on a SWA layer the query's attention
+// cannot reach far rows, and before the first global layer a row's
+// deviation is 0 while its window lies inside its chunk); 1 otherwise.
+int FirstGlobalLayer(const model::ModelConfig& cfg) {
+  if (cfg.sliding_window <= 0) return 1;
+  for (int l = 1; l < cfg.n_layers; ++l) {
+    if (!cfg.IsSwaLayer(l)) return l;
+  }
+  return 1;
+}
+
+}  // namespace
+
+std::vector<CheckLayer> MakeSchedule(const BlendOptions& options, int n_layers) {
+  return Schedule(options, n_layers, options.first_check_layer >= 0 ? options.first_check_layer : 1);
+}
+
+std::vector<CheckLayer> MakeSchedule(const BlendOptions& options, const model::ModelConfig& cfg) {
+  return Schedule(options, cfg.n_layers,
+                  options.first_check_layer >= 0 ? options.first_check_layer : FirstGlobalLayer(cfg));
 }
 
 }  // namespace ragkv::blend

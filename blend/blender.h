@@ -133,7 +133,10 @@ struct BlendOptions {
   // Schedule of check layers. Empty: derived from `filtering` by MakeSchedule.
   std::vector<CheckLayer> schedule;
   Filtering filtering = Filtering::kGradual;
-  int first_check_layer = 1;       // layer 0 is never informative (see docs/blend.md)
+  // The first check layer; -1: layer 1 (layer 0 is never informative, see
+  // docs/blend.md), or on a model with sliding-window layers the first
+  // global layer (docs/gemma3.md section 4, rule 4).
+  int first_check_layer = -1;
   int gradual_steps = 2;           // number of check layers of kGradual
   double gradual_first_factor = 2.0;  // r1 = min(1, factor * r), geometric down to r
   Deviation deviation = Deviation::kBoth;
@@ -196,8 +199,10 @@ struct BlendOptions {
 // MakeSchedule: the check layers for `ratio` on an `n_layers` model under
 // options.filtering / first_check_layer / gradual_steps /
 // gradual_first_factor (ignores options.schedule). Check layers past the
-// last layer are dropped; ratio 0 gives an empty schedule.
+// last layer are dropped; ratio 0 gives an empty schedule. The first form
+// takes first_check_layer -1 as layer 1; the second as `cfg` says (above).
 std::vector<CheckLayer> MakeSchedule(const BlendOptions& options, int n_layers);
+std::vector<CheckLayer> MakeSchedule(const BlendOptions& options, const model::ModelConfig& cfg);
 
 // StageTimings: wall seconds per stage of one Blend. load/rerotate run on the
 // loader thread when loading overlaps compute; load_wait is the time compute

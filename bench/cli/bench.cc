@@ -166,6 +166,10 @@ class BenchQualityCommand : public Command {
                     "extra recompute selectors: deviation,chunk-head,query-attention,"
                     "deviation+attention,attended-deviation")
         ->delimiter(',');
+    cmd->add_option("--first-check-layer", o_.blend.first_check_layer,
+                    "CacheBlend's first check layer; -1: layer 1, or the first global layer of "
+                    "a sliding-window model (docs/gemma3.md rule 4)")
+        ->capture_default_str();
     cmd->add_flag("--adaptive", o_.adaptive, "add adaptive-ratio lines (and fixed r at their mean r)");
     cmd->add_option("--adaptive-masses", o_.adaptive_masses, "share of the estimated error each adaptive line removes")
         ->delimiter(',')->capture_default_str();

@@ -23,6 +23,12 @@ class BenchEngineCommand : public Command {
     cmd->add_option("--synthetic", o_.synthetic, "synthetic shape")->capture_default_str();
     cmd->add_option("--encoding", o_.encoding, "synthetic GGUF encoding: f32|f16|q8_0|q4_k_m|...")
         ->capture_default_str();
+    cmd->add_option("--task", o_.task,
+                    "text: --corpus or synthetic shapes; xchunk: the cross-chunk task's passages "
+                    "as documents (a checkpoint trained on it as --model; --pairs, --chunks; "
+                    "odd --seed dev, even test)")
+        ->capture_default_str();
+    cmd->add_option("--pairs", o_.pairs, "xchunk: key/value pairs per prompt")->capture_default_str();
     cmd->add_option("--corpus", o_.corpus, "MuSiQue-style JSON (default: synthetic shapes)");
     cmd->add_option("--split", o_.split,
                     "corpus questions: dev (tune here) | test (report what dev chose) | all; "

@@ -17,9 +17,11 @@
 #include "blend/blender.h"
 #include "blend/kv_source.h"
 #include "blend/quality_gate.h"
+#include "blend/xchunk_task.h"
 #include "engine/llamacpp/llama_engine.h"
 #include "engine/llamacpp/runtime.h"
 #include "kernels/cpu.h"
+#include "kvstore/chunk_key.h"
 #include "llama.h"
 #include "model/kv_cache.h"
 #include "model/loader.h"
@@ -35,6 +37,8 @@ namespace ti = services::ttft_internal;
 // holds ([BOS] chunks query) and the query length.
 struct EnginePrompt {
   std::vector<uint64_t> chunk_ids;
+  std::vector<std::vector<int32_t>> documents;  // xchunk: passages sent as documents
+  int32_t answer = -1;                          // xchunk: the expected token
   std::vector<int32_t> tokens;
   int query = 0;
   bool bos = false;
@@ -64,13 +68,39 @@ void Compare(const std::vector<float>& ref, const std::vector<float>& got, int v
 // random-word documents and random ids).
 struct Texts {
   std::vector<std::vector<std::string>> chunks;
+  std::vector<std::vector<std::vector<int32_t>>> documents;  // xchunk: token passages
+  std::vector<int32_t> answers;                              // xchunk
   std::vector<std::vector<int32_t>> queries;
   std::string description;
   std::string split;  // corpus mode: as ti::Workload
   int split_questions = 0, file_questions = 0;
 };
 
+// XchunkTexts: the xchunk task's prompts (blend/xchunk_task.h), the split
+// by the seed's parity.
+absl::StatusOr<Texts> XchunkTexts(const EngineBenchOptions& o, int vocab) {
+  if (vocab != blend::kXchunkVocab) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "bench engine: --task xchunk needs a checkpoint of the xchunk vocabulary (%d tokens; "
+        "docs/xchunk.md), the model has %d",
+        blend::kXchunkVocab, vocab));
+  }
+  Texts t;
+  for (int i = 0; i < o.prompts; ++i) {
+    ASSIGN_OR_RETURN(blend::XchunkPrompt x, blend::MakeXchunkPrompt(o.seed, i, o.pairs, o.chunks));
+    t.documents.push_back(std::move(x.chunks));
+    t.queries.push_back(std::move(x.query));
+    t.answers.push_back(x.answer);
+  }
+  t.split = blend::XchunkSeedIsDev(o.seed) ? "dev" : "test";
+  t.description = absl::StrFormat("xchunk: %d prompts of seed %d (%s) x (%d pairs in %d passages, "
+                                  "sent as documents, + \"? k\")",
+                                  o.prompts, o.seed, t.split, o.pairs, o.chunks);
+  return t;
+}
+
 absl::StatusOr<Texts> BuildTexts(const EngineBenchOptions& o, const std::string& path, int vocab) {
+  if (o.task == "xchunk") return XchunkTexts(o, vocab);
   Texts t;
   if (!o.corpus.empty()) {
     services::TtftBenchOptions to;
@@ -115,9 +145,37 @@ absl::StatusOr<Texts> BuildTexts(const EngineBenchOptions& o, const std::string&
 
 // Prepare: every chunk ingested into the sidecar (first chunk of each
 // text), its KV precomputed by ragkv and stored with PutChunk; the prompts.
+// PrepareDocuments: xchunk prompts: each passage's KV precomputed alone and
+// stored under its content key (what a `documents` request looks up).
+absl::StatusOr<std::vector<EnginePrompt>> PrepareDocuments(const Texts& t,
+                                                           const model::Model& model,
+                                                           services::GrpcTtftPath* path) {
+  std::vector<EnginePrompt> out;
+  for (size_t i = 0; i < t.documents.size(); ++i) {
+    EnginePrompt p;
+    p.bos = true;
+    p.tokens.push_back(blend::kXchunkBos);
+    for (const std::vector<int32_t>& d : t.documents[i]) {
+      ASSIGN_OR_RETURN(blend::ChunkKV kv, blend::PrecomputeChunk(model, d));
+      services::CatalogueChunk c;
+      c.tokens = d;
+      c.kv_key = std::string(kvstore::ChunkKey::Of(model.fingerprint(), d).AsBytes());
+      RETURN_IF_ERROR(path->Put(c, kv));
+      p.tokens.insert(p.tokens.end(), d.begin(), d.end());
+    }
+    p.documents = t.documents[i];
+    p.query = static_cast<int>(t.queries[i].size());
+    p.tokens.insert(p.tokens.end(), t.queries[i].begin(), t.queries[i].end());
+    p.answer = t.answers[i];
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<EnginePrompt>> Prepare(const Texts& t, const model::Model& model,
                                                   int32_t bos, services::GrpcTtftPath* path,
                                                   std::ostream& progress) {
+  if (!t.documents.empty()) return PrepareDocuments(t, model, path);
   std::vector<EnginePrompt> out;
   for (size_t i = 0; i < t.chunks.size(); ++i) {
     ASSIGN_OR_RETURN(std::vector<services::CatalogueChunk> cat,
@@ -146,6 +204,11 @@ absl::StatusOr<std::vector<EnginePrompt>> Prepare(const Texts& t, const model::M
 v1::BlendRequest Request(const EnginePrompt& p, const Strategy& s, bool whole) {
   v1::BlendRequest br;
   for (uint64_t id : p.chunk_ids) br.add_segments()->set_chunk_id(id);
+  for (const std::vector<int32_t>& d : p.documents) {
+    v1::Segment* seg = br.add_segments();
+    seg->mutable_tokens()->mutable_ids()->Assign(d.begin(), d.end());
+    seg->set_document(true);
+  }
   auto* q = br.add_segments()->mutable_tokens()->mutable_ids();
   whole = whole && p.query >= 2;  // a one-token query: its only token, as "first"
   q->Add(p.tokens.end() - p.query, whole ? p.tokens.end() - 1 : p.tokens.end() - p.query + 1);
@@ -309,10 +372,12 @@ std::vector<EngineRow> Aggregate(const std::vector<EngineSample>& samples,
       handover.push_back(x.handover_ms), decode.push_back(x.decode_ms);
       row.kl += x.kl, row.top1 += x.top1, row.mean_r += x.applied_ratio;
       row.fallbacks += !x.fallback.empty();
+      if (x.correct >= 0) row.acc = std::max(0.0, row.acc) + x.correct;
     }
     if (ttft.empty()) continue;
     row.ttft = services::Summarize(ttft);
     row.kl /= ttft.size(), row.top1 /= ttft.size(), row.mean_r /= ttft.size();
+    if (row.acc >= 0) row.acc /= ttft.size();
     row.blend_p50 = services::Percentile(blend, 0.5);
     row.handover_p50 = services::Percentile(handover, 0.5);
     row.decode_p50 = services::Percentile(decode, 0.5);
@@ -338,6 +403,9 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o,
                                                  std::ostream& progress) {
   if (o.engine != "llama.cpp") {
     return absl::InvalidArgumentError("bench engine: unknown --engine " + o.engine + " (llama.cpp)");
+  }
+  if (o.task != "text" && o.task != "xchunk") {
+    return absl::InvalidArgumentError("bench engine: unknown --task " + o.task + " (text, xchunk)");
   }
   if (o.prompts < 1 || o.chunks < 1 || o.chunk_tokens < 1 || o.query_tokens < 1 || o.repeats < 1) {
     return absl::InvalidArgumentError("bench engine: prompts, chunks, tokens and repeats must be >= 1");
@@ -409,6 +477,10 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o,
         RETURN_IF_ERROR(runner.Run(prompts[i], s, &x, &logits));
         if (s.name == "full-prefill") ref = logits;
         Compare(ref, logits, vocab, &x.kl, &x.top1);
+        if (prompts[i].answer >= 0 && logits.size() >= static_cast<size_t>(vocab)) {
+          const float* last = logits.data() + logits.size() - vocab;
+          x.correct = std::max_element(last, last + vocab) - last == prompts[i].answer;
+        }
         absl::StrAppendFormat(&line, " %s%s %.0f ms", s.name,
                               absl::StartsWith(s.name, "cacheblend")
                                   ? absl::StrFormat("@%.2f", s.ratio)

@@ -17,7 +17,10 @@
 // Quality: at every query position, KL(full || strategy) of llama.cpp's
 // next-token distribution and top-1 agreement with llama.cpp's own full
 // prefill of the same prompt.
-// Workloads: a MuSiQue-style corpus (the first `prompts` questions of the
+// Workloads: the xchunk task (`task` "xchunk", a checkpoint trained on it,
+// tools/xchunk/: BOS, `chunks` passages of `pairs` key/value pairs, the
+// query "? k"; the passages are sent as documents, their KV stored by
+// content beforehand; dev/test by seed parity), a MuSiQue-style corpus (the first `prompts` questions of the
 // chosen dev/test split in file order -- retrieval/qa_split.h; all of the
 // split's when it has fewer, none repeated -- each question's first `chunks`
 // passages, their first chunk of `chunk_tokens`, the question as the
@@ -40,6 +43,11 @@ namespace ragkv::bench {
 struct EngineBenchOptions {
   std::string engine = "llama.cpp";  // the only engine so far
   std::string model;  // a GGUF; empty: `synthetic` written as a GGUF of `encoding`
+  // task: "text" (a corpus or synthetic shapes, below) or "xchunk" (the
+  // passages of blend::MakeXchunkPrompt(seed, i, pairs, chunks); needs a
+  // checkpoint of the xchunk vocabulary as `model`).
+  std::string task = "text";
+  int pairs = 32;
   std::string synthetic = "layers=16,dim=1024,heads=16,kv_heads=8,ffn=2816,vocab=32000";
   std::string encoding = "f16";
   std::string corpus;  // MuSiQue-style JSON; empty: synthetic shapes
@@ -87,6 +95,7 @@ struct EngineSample {
   double ttft_ms = 0, blend_ms = 0, handover_ms = 0, decode_ms = 0;
   int context_tokens = 0, handed_over = 0, reused = 0, recomputed = 0, prefilled = 0;
   double kl = 0, top1 = 0;  // vs llama.cpp's full prefill, over the query positions
+  int correct = -1;          // xchunk: llama.cpp's last-row top-1 is the answer (0/1)
   double applied_ratio = 0;  // the CacheBlend ratio the sidecar applied
   std::string fallback;
 };
@@ -97,6 +106,7 @@ struct EngineRow {
   services::LatencySummary ttft;  // ms
   double vs_full = 0;             // ttft p50 / full-prefill p50
   double kl = 0, top1 = 0;        // means over prompts
+  double acc = -1;                // xchunk: the share of prompts answered right
   double mean_r = 0;              // mean applied ratio (adaptive: the sidecar's choices)
   double blend_p50 = 0, handover_p50 = 0, decode_p50 = 0;
   int fallbacks = 0;

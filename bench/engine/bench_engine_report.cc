@@ -101,7 +101,9 @@ absl::Status Plot(const EngineBenchReport& r, const std::string& dir) {
 
 void PrintEngineBench(const EngineBenchReport& r, std::ostream& out) {
   out << "# bench engine: " << r.workload << "\n";
-  if (!r.split.empty()) {
+  if (!r.split.empty() && r.file_questions == 0) {  // xchunk: the split is the seed's
+    out << absl::StrFormat("# split=%s prompts=%d (by the seed's parity)\n", r.split, r.questions);
+  } else if (!r.split.empty()) {
     out << absl::StrFormat(
         "# split=%s questions=%d (of the split's %d, the file's %d)%s\n", r.split, r.questions,
         r.split_questions, r.file_questions,
@@ -120,8 +122,9 @@ void PrintEngineBench(const EngineBenchReport& r, std::ostream& out) {
   for (const EngineRow& w : r.rows) {
     out << absl::StrFormat(
         "engine=llama.cpp strategy=%s r=%.2f ttft_p50_ms=%.1f ttft_p95_ms=%.1f vs_full=%.3f "
-        "kl=%.5f top1=%.3f%s%s\n",
+        "kl=%.5f top1=%.3f%s%s%s\n",
         w.strategy, w.ratio, w.ttft.p50, w.ttft.p95, w.vs_full, w.kl, w.top1,
+        w.acc >= 0 ? absl::StrFormat(" acc=%.3f", w.acc) : "",
         absl::StrContains(w.strategy, "adaptive") ? absl::StrFormat(" mean_r=%.4f", w.mean_r) : "",
         split);
   }

@@ -11,7 +11,7 @@
 #include "model/synthetic.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "tests/llamacpp/random_model.h"
+#include "tests/support/random_model.h"
 #include "tests/support/gguf_writer.h"
 
 #if RAGKV_HAVE_LLAMACPP_HEADERS

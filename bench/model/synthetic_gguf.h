@@ -13,7 +13,7 @@
 namespace ragkv::model {
 
 // IsRandomSpec: "moe:..." or "gemma3:..." (a seeded random GGUF of that
-// architecture, tests/llamacpp/random_model.h; keys in synthetic_gguf.cc
+// architecture, tests/support/random_model.h; keys in synthetic_gguf.cc
 // ParseRandomSpec). It exists only as a written file.
 bool IsRandomSpec(const std::string& spec);
 

@@ -110,7 +110,7 @@ absl::Status LayOutSegments(absl::Span<const BlendSegment> segments, const model
 // MakeSchedule when empty) and validates it; other strategies have none.
 absl::Status PlanSchedule(const BlendOptions& options, const model::ModelConfig& cfg, Plan* p) {
   if (options.strategy != Strategy::kCacheBlend) return absl::OkStatus();
-  p->schedule = options.schedule.empty() ? MakeSchedule(options, cfg.n_layers) : options.schedule;
+  p->schedule = options.schedule.empty() ? MakeSchedule(options, cfg) : options.schedule;
   int prev = -1;
   for (const CheckLayer& c : p->schedule) {
     if (!ValidRatio(c.ratio)) {

@@ -229,6 +229,34 @@ TEST_F(BlenderTest, GradualScheduleShrinksTowardRatio) {
   EXPECT_TRUE(MakeSchedule(o, 8).empty());
 }
 
+// docs/gemma3.md rule 4: on a model with sliding-window layers the default
+// schedule starts at the first global layer (pattern p: layer p - 1); an
+// explicit first_check_layer is honoured; a model without a window keeps 1.
+TEST_F(BlenderTest, SlidingWindowModelsCheckFirstAtTheFirstGlobalLayer) {
+  model::ModelConfig c;
+  c.n_layers = 12;
+  BlendOptions o;
+  o.ratio = 0.1;
+  EXPECT_EQ(MakeSchedule(o, c)[0].layer, 1);
+  c.sliding_window = 16;
+  for (int pattern : {2, 3, 6}) {
+    c.swa_pattern = pattern;
+    const auto s = MakeSchedule(o, c);
+    ASSERT_EQ(s.size(), 2u) << pattern;
+    EXPECT_EQ(s[0].layer, pattern - 1) << pattern;
+    EXPECT_FALSE(c.IsSwaLayer(s[0].layer)) << pattern;
+    EXPECT_EQ(s[1].layer, pattern) << pattern;
+  }
+  c.swa_pattern = 0;  // every layer sliding: no global layer, layer 1
+  EXPECT_EQ(MakeSchedule(o, c)[0].layer, 1);
+  c.swa_pattern = 6;
+  o.first_check_layer = 2;
+  EXPECT_EQ(MakeSchedule(o, c)[0].layer, 2);
+  EXPECT_EQ(MakeSchedule(o, c.n_layers)[0].layer, 2);
+  o.first_check_layer = -1;
+  EXPECT_EQ(MakeSchedule(o, c.n_layers)[0].layer, 1);
+}
+
 // Exact masking: rows recomputed in the middle of the prompt (a missed chunk)
 // must not see anything after them. Changing the chunk that follows must
 // leave their fused K/V bit-identical in every layer; the bottom-right

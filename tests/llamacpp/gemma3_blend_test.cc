@@ -17,7 +17,7 @@
 #include "gtest/gtest.h"
 #include "model/loader.h"
 #include "model/model.h"
-#include "tests/llamacpp/random_model.h"
+#include "tests/support/random_model.h"
 
 namespace ragkv::model::testing {
 namespace {

@@ -19,7 +19,7 @@
 #include "model/loader.h"
 #include "model/model.h"
 #include "tests/llamacpp/compare_util.h"
-#include "tests/llamacpp/random_model.h"
+#include "tests/support/random_model.h"
 #include "tests/model/test_util.h"
 #include "tests/support/llamacpp_oracle.h"
 #include "tests/support/require.h"

@@ -32,7 +32,7 @@
 #include "tests/integration/serve_process.h"
 #include "tests/integration/client_util.h"
 #include "tests/llamacpp/compare_util.h"
-#include "tests/llamacpp/random_model.h"
+#include "tests/support/random_model.h"
 #include "tests/model/test_util.h"
 #include "tests/support/llamacpp_oracle.h"
 #include "tests/support/require.h"

@@ -1,8 +1,8 @@
 // random_model.h: seeded random-weight GGUF models of every architecture
 // and RoPE variant ragkv reads (GQA: 4 query heads over 2 KV heads), for
-// the llama.cpp oracle tests.
-#ifndef RAGKV_TESTS_LLAMACPP_RANDOM_MODEL_H_
-#define RAGKV_TESTS_LLAMACPP_RANDOM_MODEL_H_
+// the llama.cpp oracle tests and the benches' `moe:` / `gemma3:` specs.
+#ifndef RAGKV_TESTS_SUPPORT_RANDOM_MODEL_H_
+#define RAGKV_TESTS_SUPPORT_RANDOM_MODEL_H_
 
 #include <cmath>
 #include <random>
@@ -213,4 +213,4 @@ inline void WriteRandomModel(const Variant& v, bool f16, const std::string& path
 
 }  // namespace ragkv::testing
 
-#endif  // RAGKV_TESTS_LLAMACPP_RANDOM_MODEL_H_
+#endif  // RAGKV_TESTS_SUPPORT_RANDOM_MODEL_H_
