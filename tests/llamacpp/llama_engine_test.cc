@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "blend/xchunk_task.h"
 #include "engine/llamacpp/llama_engine.h"
 #include "gtest/gtest.h"
 #include "llama.h"
@@ -442,6 +443,35 @@ TEST(LlamaCppBenchEngineTest, PrintsEveryStrategyAndWritesItsFiles) {
   for (const char* f : {"/out/samples.csv", "/out/summary.json"}) {
     EXPECT_TRUE(std::filesystem::exists(dir.path() + f)) << f;
   }
+}
+
+// `ragkv bench engine --task xchunk`: the instrument's passages go as
+// documents whose KV was stored beforehand. Full reuse must then lose the
+// cross-passage binding (KL > 0.1: the stored, isolated KV was used, not a
+// fresh prefill of the document in context), r = 1.0 must be llama.cpp's
+// own prefill (KL ~ 0, the same answers).
+TEST(LlamaCppBenchEngineTest, XchunkPassagesAreServedAsStoredDocuments) {
+  const std::string model = blend::XchunkModelPath();
+  RAGKV_REQUIRE_OR_SKIP(std::filesystem::exists(model)) << "no " << model;
+  const std::string cmd = absl::StrCat(RAGKV_BINARY, " bench engine --task xchunk --model ", model,
+                                       " --prompts 8 --chunks 4 --seed 7 --ratios 1.0 2>/dev/null");
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+  ASSERT_EQ(WEXITSTATUS(::pclose(p)), 0) << out;
+  auto field = [&](const std::string& strategy, const std::string& key) {
+    const size_t line = out.find("strategy=" + strategy + " ");
+    if (line == std::string::npos) return -1.0;
+    const size_t at = out.find(" " + key + "=", line);
+    return at == std::string::npos ? -1.0 : std::stod(out.substr(at + key.size() + 2));
+  };
+  EXPECT_NE(out.find("# split=dev prompts=8"), std::string::npos) << out;
+  EXPECT_EQ(field("full-prefill", "acc"), 1.0) << out;
+  EXPECT_GT(field("full-reuse", "kl"), 0.1) << out;
+  EXPECT_LT(field("cacheblend", "kl"), 1e-3) << out;
+  EXPECT_EQ(field("cacheblend", "acc"), 1.0) << out;
 }
 #endif
 
