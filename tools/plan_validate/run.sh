@@ -20,12 +20,15 @@ declare -A SPEC=(
   [H3]="layers=2,dim=2048,heads=16,kv_heads=8,ffn=5632"
   [H4]="layers=6,dim=1536,heads=12,kv_heads=4,ffn=4096"
   [H5]="layers=10,dim=640,heads=10,kv_heads=2,ffn=1792"
+  [H6]="layers=8,dim=896,heads=14,kv_heads=2,ffn=2432"
+  [H7]="layers=3,dim=1280,heads=20,kv_heads=4,ffn=3456"
 )
 # MoE shapes: written as f32 GGUFs first (they exist only as files); the
 # planner reads their headers.
 declare -A MOE=(
   [M1]="moe:arch=qwen3moe,layers=4,dim=1024,heads=16,kv_heads=4,ffn=2816,experts=16,used=2,expert_ffn=1024"
   [M2]="moe:arch=llama,layers=4,dim=1024,heads=16,kv_heads=4,ffn=2816,experts=8,used=2"
+  [M3]="moe:arch=qwen3moe,layers=4,dim=768,heads=12,kv_heads=4,ffn=2048,experts=32,used=4,expert_ffn=512"
 )
 SHAPES=${SHAPES:-"F1 F2 H1 H2 H3 M1 M2 H4 H5"}
 # PLAN_ONLY=1: only the planner's JSON again (after a planner change; the
