@@ -193,9 +193,9 @@ double CostModel::RowOpBytes() const {
   return 4.0 * (4.0 * s.dim + 2.0 * (q + kv) + 3.0 * s.ffn + 4.0 * kv);
 }
 
-double CostModel::GemmFlops(double rows) const {
-  const auto& t = hw_.gemm_flops_at_rows;
-  if (t.empty()) return hw_.peak_flops;
+double GemmRateAtRows(const std::vector<std::pair<double, double>>& t, double rows,
+                      double fallback) {
+  if (t.empty()) return fallback;
   if (rows <= t.front().first) return t.front().second;
   if (rows >= t.back().first) return t.back().second;
   for (size_t i = 1; i < t.size(); ++i) {
@@ -206,6 +206,10 @@ double CostModel::GemmFlops(double rows) const {
     }
   }
   return t.back().second;
+}
+
+double CostModel::GemmFlops(double rows) const {
+  return GemmRateAtRows(hw_.gemm_flops_at_rows, rows, hw_.peak_flops);
 }
 
 double CostModel::KvBytesPerLayer(int64_t tokens) const {

@@ -106,6 +106,14 @@ struct HardwareSpec {
 absl::StatusOr<HardwareSpec> HardwarePreset(const std::string& name);
 std::vector<std::string> HardwarePresetNames();
 
+// GemmRateAtRows: the FLOP/s of a GEMM of `rows` rows from a table of
+// (rows, FLOP/s) pairs sorted by rows (HardwareSpec::gemm_flops_at_rows):
+// linear in log(rows) between entries, clamped to the first and last entry
+// outside them; `fallback` when the table is empty. Used by the stage model
+// (CostModel::GemmFlops) and the per-operator phases (blend/plan_ops.h).
+double GemmRateAtRows(const std::vector<std::pair<double, double>>& table, double rows,
+                      double fallback);
+
 enum class Tier { kRam = 0, kSsd = 1, kRemote = 2 };
 const char* TierName(Tier tier);
 // CostTierOf: the cost model's tier of a store tier's kind (nullopt for

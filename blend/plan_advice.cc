@@ -103,10 +103,12 @@ std::string Experts(const ModelArch& a, const AdviceWorkload& w, const Phase& de
 void BlendAdvice(const ModelArch& a, const HardwareSpec& hw, const AdviceWorkload& w,
                  double prefill_s, std::vector<std::string>* out) {
   const PhaseFn blend = [&](const ModelArch& x, const HardwareSpec& h) {
-    absl::StatusOr<Phase> p = BlendPhase(x, h, w.context_tokens, w.query_tokens, w.ratio, w.tier);
+    absl::StatusOr<Phase> p = BlendPhase(x, h, w.context_tokens, w.query_tokens, w.ratio, w.tier,
+                                         w.exact_prefix_tokens);
     return p.ok() ? p->time_s : 0.0;
   };
-  absl::StatusOr<Phase> p = BlendPhase(a, hw, w.context_tokens, w.query_tokens, w.ratio, w.tier);
+  absl::StatusOr<Phase> p = BlendPhase(a, hw, w.context_tokens, w.query_tokens, w.ratio, w.tier,
+                                       w.exact_prefix_tokens);
   if (!p.ok()) {
     out->push_back(std::string(p.status().message()));
     return;
@@ -129,7 +131,8 @@ std::vector<Phase> AnalysedPhases(const ModelArch& a, const HardwareSpec& hw,
   const int64_t n = w.context_tokens + w.query_tokens;
   std::vector<Phase> out = {PrefillPhase(a, hw, n), DecodePhase(a, hw, w.decode_batch, n)};
   for (double r : {w.ratio, 0.0}) {
-    absl::StatusOr<Phase> p = BlendPhase(a, hw, w.context_tokens, w.query_tokens, r, w.tier);
+    absl::StatusOr<Phase> p = BlendPhase(a, hw, w.context_tokens, w.query_tokens, r, w.tier,
+                                         w.exact_prefix_tokens);
     if (p.ok()) out.push_back(*p);
   }
   out.push_back(KvLoadPhase(a, hw, w.context_tokens));

@@ -22,6 +22,9 @@ namespace ragkv::blend {
 struct AdviceWorkload {
   int64_t context_tokens = 3072;  // cached chunk tokens of one request
   int64_t query_tokens = 32;
+  // exact_prefix_tokens: leading cached tokens at their precomputed offset
+  // (the first chunk): never recomputed by the blend (BlendPhase).
+  int64_t exact_prefix_tokens = 0;
   int64_t decode_batch = 8;
   double ratio = 0.15;            // CacheBlend ratio of the blend phase
   Tier tier = Tier::kRam;         // tier the blend loads from

@@ -97,7 +97,8 @@ CapacityPlan PlanCapacity(const ModelArch& full, const ModelArch& device, int de
     ModelArch d = device;  // the tier streams this codec's bytes per KV element
     d.kv_bytes = k.record_bytes_per_token / std::max(1.0, KvElems(full));
     absl::StatusOr<Phase> blend =
-        BlendPhase(d, hw, w.context_tokens, w.query_tokens, w.ratio, tier);
+        BlendPhase(d, hw, w.context_tokens, w.query_tokens, w.ratio, tier,
+                   w.exact_prefix_tokens);
     k.blend_s = blend.ok() ? blend->time_s : plan.prefill_s;
     k.devices = Replicas(c.requests_per_s, k.blend_s + plan.decode_s) * devices_per_replica;
     k.storage_usd_per_month =

@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "blend/blender.h"
 #include "blend/plan_parallel.h"
 
 namespace ragkv::blend {
@@ -20,6 +21,7 @@ OpCost Gemm(const char* op, double rows, double in, double out, double wb, doubl
   c.flops = 2 * rows * in * out;
   c.weight_bytes = in * out * wb;
   c.bytes = c.weight_bytes + rows * (in + out) * ab;
+  c.gemm_rows = rows;
   return c;
 }
 
@@ -38,8 +40,14 @@ void GqaOps(const ModelArch& a, const LayerLoad& x, std::vector<OpCost>* out) {
   const double q = static_cast<double>(a.heads) * a.head_dim;
   const double kv = static_cast<double>(a.kv_heads) * a.head_dim;
   const double R = x.rows, ab = a.act_bytes;
-  out->push_back(Gemm("attn.qkv", R, a.dim, q * (a.attn_output_gate ? 2 : 1) + 2 * kv,
-                      a.weight_bytes, ab));
+  const double qout = q * (a.attn_output_gate ? 2 : 1);
+  OpCost qkv = Gemm("attn.qkv", R, a.dim, qout + 2 * kv, a.weight_bytes, ab);
+  if (x.kv_rows >= 0 && x.kv_rows < R) {
+    // Only kv_rows rows project K and V (the rest have exact K/V cached).
+    qkv.flops = 2 * R * a.dim * qout + 2 * x.kv_rows * a.dim * 2 * kv;
+    qkv.bytes = qkv.weight_bytes + R * (a.dim + qout) * ab + x.kv_rows * 2 * kv * ab;
+  }
+  out->push_back(qkv);
   const double hd = static_cast<double>(a.heads) * a.head_dim;
   out->push_back(Cost("attn.score", 2 * hd * x.visible_keys,
                       x.kv_read_tokens * kv * a.kv_bytes + R * q * ab));
@@ -57,7 +65,8 @@ void MlaOps(const ModelArch& a, const LayerLoad& x, std::vector<OpCost>* out) {
   } else {
     out->push_back(Gemm("mla.q_proj", R, a.dim, H * qk, wb, ab));
   }
-  out->push_back(Gemm("mla.kv_down", R, a.dim, lat + a.qk_rope_dim, wb, ab));
+  const double kv_rows = x.kv_rows >= 0 ? std::min(x.kv_rows, R) : R;
+  out->push_back(Gemm("mla.kv_down", kv_rows, a.dim, lat + a.qk_rope_dim, wb, ab));
   const double latent_bytes = x.kv_read_tokens * (lat + a.qk_rope_dim) * a.kv_bytes;
   if (R < x.kv_read_tokens) {
     // Absorbed: q_nope · W_UK per head into the latent space, attention over
@@ -102,6 +111,8 @@ void FfnOps(const ModelArch& a, int layer, const LayerLoad& x, std::vector<OpCos
     c.flops = 2 * R * copies * 3 * d * width;
     c.weight_bytes = weight_copies * 3 * d * width * wb;
     c.bytes = c.weight_bytes + R * copies * (2 * d + 3 * width) * ab;
+    // Each of the weight_copies matrices sees its share of the row copies.
+    c.gemm_rows = weight_copies > 0 ? R * copies / weight_copies : 0;
     return c;
   };
   if (!IsMoeLayer(a, layer)) {
@@ -145,7 +156,21 @@ std::vector<OpCost> CollectiveOps(const ModelArch& a, int layer, double rows) {
   return out;
 }
 
-void Time(const ModelArch& a, const HardwareSpec& hw, OpCost* c) {
+// ComputeSeconds: the compute side of one layer's operator `c` (OpCost::
+// compute_s).
+double ComputeSeconds(const ModelArch& a, const HardwareSpec& hw, const OpCost& c) {
+  if (c.collectives > 0 || c.flops <= 0) return 0;
+  const double peak = PeakFlops(a, hw);
+  double rate = peak;
+  if (c.gemm_rows > 0) {
+    rate = GemmRateAtRows(hw.gemm_flops_at_rows, c.gemm_rows, peak);
+  } else if ((c.op == "attn.score" || c.op == "attn.value") && hw.attention_flops > 0) {
+    rate = hw.attention_flops;
+  }
+  return rate > 0 ? c.flops / rate : 0;
+}
+
+void Time(const HardwareSpec& hw, OpCost* c) {
   c->intensity = c->bytes > 0 ? c->flops / c->bytes : 0;
   if (c->collectives > 0) {
     const double link = LinkBandwidth(hw);
@@ -153,26 +178,30 @@ void Time(const ModelArch& a, const HardwareSpec& hw, OpCost* c) {
     c->bound = "link";
     return;
   }
-  const double peak = PeakFlops(a, hw);
-  const double tc = peak > 0 ? c->flops / peak : 0;
+  const double tc = c->compute_s;
   const double tm = hw.mem_bw > 0 ? c->bytes / hw.mem_bw : 0;
   c->time_s = std::max(tc, tm);
   c->bound = tc >= tm ? "compute" : "memory";
 }
 
 // Accumulate: adds one layer's operators into the phase, merged by name
-// (first appearance order kept).
-void Accumulate(const std::vector<OpCost>& layer, std::vector<OpCost>* ops) {
-  for (const OpCost& c : layer) {
+// (first appearance order kept), each with its compute seconds at the rate
+// for its own rows.
+void Accumulate(const ModelArch& a, const HardwareSpec& hw, std::vector<OpCost> layer,
+                std::vector<OpCost>* ops) {
+  for (OpCost& c : layer) {
+    c.compute_s = ComputeSeconds(a, hw, c);
     auto it = std::find_if(ops->begin(), ops->end(), [&](const OpCost& o) { return o.op == c.op; });
     if (it == ops->end()) {
-      ops->push_back(c);
+      ops->push_back(std::move(c));
       continue;
     }
     it->flops += c.flops;
     it->bytes += c.bytes;
     it->weight_bytes += c.weight_bytes;
     it->collectives += c.collectives;
+    it->compute_s += c.compute_s;
+    it->gemm_rows = c.gemm_rows;
   }
 }
 
@@ -184,7 +213,7 @@ void Finish(const ModelArch& a, const HardwareSpec& hw, Phase* p) {
   std::map<std::string, double> by_bound;
   for (OpCost& c : p->ops) {
     const bool is_load = absl::StartsWith(c.op, "kv_load.");  // timed by its phase
-    if (!is_load) Time(a, hw, &c);
+    if (!is_load) Time(hw, &c);
     if (!p->fits && c.weight_bytes > 0) c.bound = "capacity";
     sum += c.time_s;
     load += is_load ? c.time_s : 0;
@@ -218,8 +247,31 @@ LayerLoad PrefillLoad(const ModelArch& a, int layer, double T) {
   return x;
 }
 
-void AddHead(const ModelArch& a, double rows, Phase* p) {
-  Accumulate({Gemm("lm_head", rows, a.dim, a.vocab, a.weight_bytes, a.act_bytes)}, &p->ops);
+void AddHead(const ModelArch& a, const HardwareSpec& hw, double rows, Phase* p) {
+  Accumulate(a, hw, {Gemm("lm_head", rows, a.dim, a.vocab, a.weight_bytes, a.act_bytes)},
+             &p->ops);
+}
+
+// Keys seen by rows at every position of [lo, hi): sum of (p + 1).
+double RangeVisible(double lo, double hi) {
+  return hi > lo ? (hi * (hi + 1) - lo * (lo + 1)) / 2 : 0;
+}
+
+// BlendScheduleOf: MakeSchedule's check layers for `ratio` on `a` (a model
+// with sliding-window layers checks first at its first global layer >= 1,
+// as MakeSchedule(options, cfg) does).
+std::vector<CheckLayer> BlendScheduleOf(const ModelArch& a, double ratio) {
+  BlendOptions bo;
+  bo.ratio = ratio;
+  bool sliding = false;
+  for (int l = 0; l < a.layers; ++l) sliding |= LayerAttention(a, l) == AttentionKind::kSliding;
+  for (int l = 1; sliding && l < a.layers; ++l) {
+    if (LayerAttention(a, l) != AttentionKind::kSliding) {
+      bo.first_check_layer = l;
+      break;
+    }
+  }
+  return MakeSchedule(bo, a.layers);
 }
 
 }  // namespace
@@ -260,9 +312,9 @@ Phase PrefillPhase(const ModelArch& a, const HardwareSpec& hw, int64_t tokens,
     x.kv_read_tokens *= S;
     x.visible_keys *= S;
     x.sequences = S;
-    Accumulate(LayerOps(a, l, x), &p.ops);
+    Accumulate(a, hw, LayerOps(a, l, x), &p.ops);
   }
-  AddHead(a, S, &p);
+  AddHead(a, hw, S, &p);
   p.footprint_bytes = WeightBytes(a) + S * (KvBytes(a, tokens) + RecurrentStateBytes(a));
   Finish(a, hw, &p);
   p.time_s = p.compute_s;
@@ -281,9 +333,9 @@ Phase DecodePhase(const ModelArch& a, const HardwareSpec& hw, int64_t batch,
     const double kept = sliding ? std::min<double>(N, a.sliding_window) : N;
     x.kv_read_tokens = B * kept;
     x.visible_keys = B * (sliding ? std::min<double>(N + 1, a.sliding_window) : N + 1);
-    Accumulate(LayerOps(a, l, x), &p.ops);
+    Accumulate(a, hw, LayerOps(a, l, x), &p.ops);
   }
-  AddHead(a, B, &p);
+  AddHead(a, hw, B, &p);
   p.footprint_bytes =
       WeightBytes(a) + B * (KvBytes(a, context_tokens + 1) + RecurrentStateBytes(a));
   Finish(a, hw, &p);
@@ -291,32 +343,82 @@ Phase DecodePhase(const ModelArch& a, const HardwareSpec& hw, int64_t batch,
   return p;
 }
 
+std::vector<BlendLayerRows> BlendRowsByLayer(const ModelArch& a, int64_t context_tokens,
+                                             int64_t query_tokens, double ratio,
+                                             int64_t exact_prefix_tokens) {
+  const double C = static_cast<double>(context_tokens), Q = static_cast<double>(query_tokens);
+  const double S = C - static_cast<double>(std::clamp<int64_t>(exact_prefix_tokens, 0,
+                                                                context_tokens));
+  const std::vector<CheckLayer> schedule = ratio > 0 ? BlendScheduleOf(a, ratio)
+                                                     : std::vector<CheckLayer>{};
+  std::vector<BlendLayerRows> out(a.layers);
+  double sel = ratio > 0 ? S : 0;  // layer 0 recomputes every selectable row
+  size_t next = 0;
+  for (int l = 0; l < a.layers; ++l) {
+    if (next < schedule.size() && schedule[next].layer == l) {
+      // The Blender's WantRows: round(r_i x S), never more than are left.
+      const double want = std::min(sel, std::round(schedule[next++].ratio * S));
+      if (want < sel) {
+        out[l].probed = sel;
+        sel = want;
+      }
+    }
+    out[l].rows = sel + Q;
+  }
+  return out;
+}
+
 absl::StatusOr<Phase> BlendPhase(const ModelArch& a, const HardwareSpec& hw,
                                  int64_t context_tokens, int64_t query_tokens, double ratio,
-                                 Tier tier) {
+                                 Tier tier, int64_t exact_prefix_tokens) {
   if (absl::Status s = CheckChunkReusable(a); !s.ok()) return s;
   Phase p;
   p.name = ratio > 0 ? absl::StrFormat("blend r=%.2f %s", ratio, TierName(tier))
                      : absl::StrFormat("full-reuse %s", TierName(tier));
   const double C = static_cast<double>(context_tokens), Q = static_cast<double>(query_tokens);
-  const double N = C + Q, sel = std::ceil(ratio * C), W = a.sliding_window;
+  const double E = static_cast<double>(std::clamp<int64_t>(exact_prefix_tokens, 0, context_tokens));
+  const double N = C + Q, W = a.sliding_window, ab = a.act_bytes;
+  const double kv = static_cast<double>(a.kv_heads) * a.head_dim;
+  const std::vector<BlendLayerRows> rows =
+      BlendRowsByLayer(a, context_tokens, query_tokens, ratio, exact_prefix_tokens);
   double load_bytes = 0;
   for (int l = 0; l < a.layers; ++l) {
     const bool sliding = LayerAttention(a, l) == AttentionKind::kSliding;
-    LayerLoad x;
-    if (l == 0 && ratio > 0) {
-      x = PrefillLoad(a, l, N);
-    } else {
-      x.rows = x.moe_tokens = sel + Q;
-      x.kv_read_tokens = sliding ? std::min(N, x.rows * W) : N;
-      x.visible_keys = sliding ? sel * std::min((C + 1) / 2, W) + Q * std::min(C + (Q + 1) / 2, W)
-                               : sel * (C + 1) / 2 + Q * C + Q * (Q + 1) / 2;
+    const double sel = rows[l].rows - Q;
+    if (rows[l].probed > 0) {
+      // The probe: K/V of every candidate (Model::ProjectKV), then per
+      // candidate the gathers of hidden rows and cached K/V, the deviation,
+      // the scatter of the fresh K/V and the compaction: act elements read +
+      // written 6 dim + 18 kv (norm 2 dim, RoPE 2 kv, K/V copy 4 kv, gathers
+      // 2 dim + 4 kv, deviation 4 kv, scatter 4 kv, compaction 2 dim).
+      const double cand = rows[l].probed;
+      const double kv_out = IsMla(a) ? a.kv_lora_rank + a.qk_rope_dim : 2 * kv;
+      Accumulate(a, hw,
+                 {Gemm("blend.probe", cand, a.dim, kv_out, a.weight_bytes, ab),
+                  Cost("blend.select", 0, cand * (6 * a.dim + 18 * kv) * ab)},
+                 &p.ops);
     }
-    Accumulate(LayerOps(a, l, x), &p.ops);
-    const double kept = sliding ? std::min(C, (sel + Q) * W) : C;
+    LayerLoad x;
+    x.rows = x.moe_tokens = rows[l].rows;
+    if (l == 0 && ratio > 0) {
+      // Every selectable row and the query, at positions [E, N).
+      x.kv_read_tokens = N;
+      x.visible_keys = sliding ? SlidingVisible(E, N, W) : RangeVisible(E, N);
+    } else {
+      // Selected rows spread over [E, C) (on average at (E + C) / 2); the
+      // query rows at [C, N).
+      x.kv_read_tokens = sliding ? std::min(N, x.rows * W) : N;
+      x.visible_keys = sliding ? sel * std::min((E + C + 1) / 2, W) + Q * std::min(C + (Q + 1) / 2, W)
+                               : sel * (E + C + 1) / 2 + RangeVisible(C, N);
+    }
+    // Exact cached K/V (layer 0's loaded values, a probe's fresh ones):
+    // those rows project only Q.
+    if (sel > 0 && (l == 0 || rows[l].probed > 0)) x.kv_rows = Q;
+    Accumulate(a, hw, LayerOps(a, l, x), &p.ops);
+    const double kept = sliding ? std::min(C, rows[l].rows * W) : C;
     load_bytes += KvElemsPerToken(a, l) * kept * a.kv_bytes;
   }
-  AddHead(a, 1, &p);
+  AddHead(a, hw, 1, &p);
   OpCost load;
   load.op = absl::StrFormat("kv_load.%s", TierName(tier));
   load.bytes = load_bytes;

@@ -30,6 +30,10 @@ struct LayerLoad {
   double kv_read_tokens = 0;  // tokens whose cached K/V (or latent) attention reads
   double moe_tokens = 0;      // tokens routed together (distinct experts touched)
   double sequences = 1;       // sequences (recurrent states read and written)
+  // kv_rows: rows that project K and V (>= 0); the other rows take K/V from
+  // the cache and project only Q (the Blender's reuse of exact cached K/V).
+  // < 0: every row.
+  double kv_rows = -1;
 };
 
 // OpCost: one operator. `weight_bytes` is the part of `bytes` that is weights
@@ -46,6 +50,18 @@ struct OpCost {
   // collectives: calls of a device-link collective (blend/plan_parallel.h);
   // > 0 makes the operator link-bound: time = bytes / link + calls x latency.
   double collectives = 0;
+  // gemm_rows: GEMM M of one layer's instance of the operator (a MoE
+  // expert's: its share of the token-expert pairs); 0 for an operator that is
+  // not a weight GEMM. Set by LayerOps; after a phase sums layers, the last
+  // layer's value.
+  double gemm_rows = 0;
+  // compute_s: the compute side of the roofline, summed over layers, each
+  // layer's FLOPs at the rate for its rows: a weight GEMM at the hardware's
+  // GEMM rate for gemm_rows (HardwareSpec::gemm_flops_at_rows, else the
+  // peak), attention (attn.score, attn.value) at attention_flops (else the
+  // peak), any other operator at the peak. time_s = max(compute_s,
+  // bytes / bandwidth).
+  double compute_s = 0;
 };
 
 // LayerOps: FLOPs, bytes and weight bytes of the operators of layer `layer`
@@ -83,12 +99,30 @@ Phase PrefillPhase(const ModelArch& a, const HardwareSpec& hw, int64_t tokens,
 Phase DecodePhase(const ModelArch& a, const HardwareSpec& hw, int64_t batch,
                   int64_t context_tokens);
 // BlendPhase: CacheBlend at `ratio` (0 = full reuse) over `context_tokens`
-// cached tokens and `query_tokens` new ones, KV loaded from `tier`. Layer 0
-// recomputes every row when ratio > 0. FailedPrecondition when the model is
-// not chunk-reusable (CheckChunkReusable).
+// cached tokens and `query_tokens` new ones, KV loaded from `tier`, as the
+// Blender runs it (blend/blender.h defaults): the first
+// `exact_prefix_tokens` cached tokens sit at their precomputed offset and
+// are never recomputed; of the other S (selectable) tokens layer 0
+// recomputes all when ratio > 0, then each check layer of MakeSchedule
+// (layers 1 and 2, r1 = min(1, 2r); a sliding-window model starts at its
+// first global layer) probes the still-selected rows ("blend.probe": their
+// K/V projection; "blend.select": gathers, deviation, scatter, compaction)
+// and keeps round(r_i x S); the layers after recompute the kept rows and
+// the query. Rows whose cached K/V are exact (layer 0, a probed layer)
+// project only Q. FailedPrecondition when the model is not chunk-reusable
+// (CheckChunkReusable).
 absl::StatusOr<Phase> BlendPhase(const ModelArch& a, const HardwareSpec& hw,
                                  int64_t context_tokens, int64_t query_tokens, double ratio,
-                                 Tier tier);
+                                 Tier tier, int64_t exact_prefix_tokens = 0);
+// BlendRowsByLayer: rows recomputed (selected context + query) in each layer
+// of BlendPhase and, per layer, the candidates probed there (0: no check).
+struct BlendLayerRows {
+  double rows = 0;
+  double probed = 0;
+};
+std::vector<BlendLayerRows> BlendRowsByLayer(const ModelArch& a, int64_t context_tokens,
+                                             int64_t query_tokens, double ratio,
+                                             int64_t exact_prefix_tokens = 0);
 // KvLoadPhase: loading the KV of `context_tokens` tokens from each tier
 // (operators "kv_load.hbm", ".ram", ".ssd", ".redis"), each on its own;
 // time_s is the RAM tier's.

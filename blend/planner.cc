@@ -35,6 +35,7 @@ AdviceWorkload AdviceOf(const Plan& p) {
   AdviceWorkload w;
   w.context_tokens = p.workload.chunks * p.workload.chunk_tokens;
   w.query_tokens = p.workload.query_tokens;
+  w.exact_prefix_tokens = std::min<int64_t>(p.workload.chunk_tokens, w.context_tokens);
   w.decode_batch = p.workload.decode_batch;
   w.ratio = p.workload.r_min > 0 ? p.workload.r_min : 0.15;
   w.tier = p.controller.tier;
@@ -76,9 +77,9 @@ void PrintPhasesJson(const Plan& p, std::ostream& out) {
     for (size_t j = 0; j < ph.ops.size(); ++j) {
       const OpCost& c = ph.ops[j];
       out << absl::StrFormat(R"(%s{"op":"%s","flops":%.6g,"bytes":%.6g,"intensity":%.6g,)"
-                             R"("bound":"%s","time_ms":%.6g,"share":%.6g})",
+                             R"("bound":"%s","time_ms":%.6g,"share":%.6g,"compute_ms":%.6g})",
                              j ? "," : "", c.op, c.flops, c.bytes, c.intensity, c.bound,
-                             c.time_s * 1e3, c.share);
+                             c.time_s * 1e3, c.share, c.compute_s * 1e3);
     }
     out << "]}";
   }

@@ -30,7 +30,10 @@ declare -A MOE=(
   [M2]="moe:arch=llama,layers=4,dim=1024,heads=16,kv_heads=4,ffn=2816,experts=8,used=2"
   [M3]="moe:arch=qwen3moe,layers=4,dim=768,heads=12,kv_heads=4,ffn=2048,experts=32,used=4,expert_ffn=512"
 )
-SHAPES=${SHAPES:-"F1 F2 H1 H2 H3 M1 M2 H4 H5"}
+SHAPES=${SHAPES:-"F1 F2 H1 H2 H3 M1 M2 H4 H5 H6 H7 M3"}
+# GEMM_ROWS: the GEMM rate-by-rows table every shape is planned with
+# (calibrate.sh writes it from the fitted shapes; fit.py scales it).
+GEMM_ROWS=${GEMM_ROWS:-$(head -1 "$OUT/gemm_rows.txt")}
 # PLAN_ONLY=1: only the planner's JSON again (after a planner change; the
 # measurements stay).
 PLAN_ONLY=${PLAN_ONLY:-0}
@@ -46,10 +49,10 @@ for s in $SHAPES; do
   # either; only its FLOP and byte counts are used (fit.py fits the rates).
   for t in 512 2048; do
     "$RAGKV" plan --model "$m" --calibrate-cpu --chunks 1 --chunk-tokens $((t - 32)) \
-      --query-tokens 32 --ratios 0.15 --decode-batch 1 --json >"$OUT/$s.plan$t.json"
+      --query-tokens 32 --ratios 0.15 --decode-batch 1 --gemm-gflops-by-rows "$GEMM_ROWS" --json >"$OUT/$s.plan$t.json"
   done
   "$RAGKV" plan --model "$m" --calibrate-cpu --chunks 6 --chunk-tokens 256 --query-tokens 32 \
-    --ratios 0.15 --decode-batch 1 --json >"$OUT/$s.planblend.json"
+    --ratios 0.15 --decode-batch 1 --gemm-gflops-by-rows "$GEMM_ROWS" --json >"$OUT/$s.planblend.json"
   if [[ "$PLAN_ONLY" == 1 ]]; then
     [[ -n "${MOE[$s]:-}" ]] && rm -f "$m"
     continue

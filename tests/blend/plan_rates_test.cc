@@ -1,0 +1,165 @@
+// The per-operator phases' compute rates (a GEMM's rate by its row count,
+// attention's own rate) against hand computations, and BlendPhase's
+// operators against blend::MakeSchedule (docs/planner.md).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "blend/blender.h"
+#include "blend/cost_model.h"
+#include "blend/plan_arch.h"
+#include "blend/plan_ops.h"
+#include "tests/blend/plan_test_util.h"
+
+namespace ragkv::blend {
+namespace {
+
+using ::ragkv::blend::testing::ByName;
+using ::ragkv::blend::testing::Preset;
+
+const std::vector<std::pair<double, double>> kTable = {{32, 40e9}, {128, 100e9}, {512, 130e9}};
+
+TEST(PlanRates, GemmRateInterpolatesInLogRows) {
+  // 64 rows: halfway between 32 and 128 in log2 (5, 7 -> 6): 40 + 0.5 x 60.
+  EXPECT_DOUBLE_EQ(GemmRateAtRows(kTable, 64, 1), 70e9);
+  // 256 rows: halfway between 128 and 512: 100 + 0.5 x 30.
+  EXPECT_NEAR(GemmRateAtRows(kTable, 256, 1), 115e9, 1e-3);
+  // 40 rows: log(40/32) / log(4) of the way from 40 to 100.
+  EXPECT_NEAR(GemmRateAtRows(kTable, 40, 1), 40e9 + std::log(1.25) / std::log(4.0) * 60e9, 1e-3);
+  EXPECT_DOUBLE_EQ(GemmRateAtRows(kTable, 128, 1), 100e9);  // on an entry
+  EXPECT_DOUBLE_EQ(GemmRateAtRows(kTable, 8, 1), 40e9);     // clamped below
+  EXPECT_DOUBLE_EQ(GemmRateAtRows(kTable, 4096, 1), 130e9); // clamped above
+  EXPECT_DOUBLE_EQ(GemmRateAtRows({}, 64, 7e12), 7e12);     // no table: the fallback
+  // The stage model reads the same table.
+  HardwareSpec hw;
+  hw.peak_flops = 1e12;
+  hw.gemm_flops_at_rows = kTable;
+  EXPECT_DOUBLE_EQ(CostModel(ModelShape{}, hw).GemmFlops(64), 70e9);
+}
+
+// A CPU-like device: the table above, attention at 20 GFLOP/s, 1 TB/s (so
+// every weight GEMM of 32+ rows is compute-bound).
+HardwareSpec TableHw() {
+  HardwareSpec hw;
+  hw.peak_flops = 500e9;
+  hw.mem_bw = 1e12;
+  hw.gemm_flops_at_rows = kTable;
+  hw.attention_flops = 20e9;
+  return hw;
+}
+
+TEST(PlanRates, PrefillOperatorsRunAtTheRateForTheirRows) {
+  // Llama-3.1-8B, 64 tokens: every layer's GEMMs have M = 64 (70 GFLOP/s);
+  // attention at 20 GFLOP/s; the classifier's one row at the table's first
+  // entry (40 GFLOP/s).
+  const HardwareSpec hw = TableHw();
+  auto ops = ByName(PrefillPhase(Preset("llama-3.1-8b"), hw, 64).ops);
+  EXPECT_NEAR(ops["attn.qkv"].compute_s, 32 * 2.0 * 64 * 4096 * 6144 / 70e9, 1e-12);
+  EXPECT_NEAR(ops["ffn"].compute_s, 32 * 2.0 * 64 * 3 * 4096 * 14336 / 70e9, 1e-12);
+  EXPECT_NEAR(ops["attn.score"].compute_s, 32 * 2.0 * 4096 * (64 * 65 / 2) / 20e9, 1e-12);
+  EXPECT_NEAR(ops["lm_head"].compute_s, 2.0 * 4096 * 128256 / 40e9, 1e-12);
+  EXPECT_EQ(ops["ffn"].bound, "compute");
+  EXPECT_DOUBLE_EQ(ops["ffn"].time_s, ops["ffn"].compute_s);
+  EXPECT_DOUBLE_EQ(ops["ffn"].gemm_rows, 64);
+  // FLOPs and bytes do not depend on the rates.
+  HardwareSpec flat;
+  flat.peak_flops = 500e9;
+  flat.mem_bw = 1e12;
+  auto plain = ByName(PrefillPhase(Preset("llama-3.1-8b"), flat, 64).ops);
+  EXPECT_DOUBLE_EQ(plain["ffn"].flops, ops["ffn"].flops);
+  EXPECT_DOUBLE_EQ(plain["ffn"].bytes, ops["ffn"].bytes);
+  EXPECT_NEAR(plain["ffn"].compute_s, plain["ffn"].flops / 500e9, 1e-12);  // no table: peak
+}
+
+TEST(PlanRates, MoeExpertRowsAreTheirShareOfThePairs) {
+  // Qwen3-30B-A3B (128 experts, top 8), 512 tokens: 4096 token-expert
+  // pairs over D(512) = 128 (1 - (120/128)^512) distinct experts, so each
+  // expert GEMM has 4096 / D rows (~32.0); router and attention GEMMs 512.
+  const HardwareSpec hw = TableHw();
+  auto ops = ByName(PrefillPhase(Preset("qwen3-30b-a3b"), hw, 512).ops);
+  const double touched = 128 * (1 - std::pow(120.0 / 128, 512));
+  const double rows = 512.0 * 8 / touched;
+  EXPECT_NEAR(ops["moe.experts"].gemm_rows, rows, 1e-9);
+  const double rate = 40e9 + std::log(rows / 32) / std::log(4.0) * 60e9;
+  EXPECT_NEAR(ops["moe.experts"].compute_s, 48 * 2.0 * 512 * 8 * 3 * 2048 * 768 / rate, 1e-9);
+  EXPECT_NEAR(ops["attn.out"].compute_s, 48 * 2.0 * 512 * 4096 * 2048 / 130e9, 1e-12);
+}
+
+TEST(PlanRates, BlendRowsFollowMakeSchedule) {
+  // 6 x 256 cached tokens (the first chunk exact: S = 1280 selectable) + 32
+  // query tokens, r = 0.15 on a 32-layer model.
+  const ModelArch a = Preset("llama-3.1-8b");
+  BlendOptions bo;
+  bo.ratio = 0.15;
+  const std::vector<CheckLayer> schedule = MakeSchedule(bo, 32);
+  ASSERT_EQ(schedule.size(), 2u);
+  EXPECT_EQ(schedule[0].layer, 1);
+  EXPECT_DOUBLE_EQ(schedule[0].ratio, 0.30);
+  EXPECT_EQ(schedule[1].layer, 2);
+  EXPECT_DOUBLE_EQ(schedule[1].ratio, 0.15);
+  const std::vector<BlendLayerRows> rows = BlendRowsByLayer(a, 1536, 32, 0.15, 256);
+  ASSERT_EQ(rows.size(), 32u);
+  EXPECT_DOUBLE_EQ(rows[0].rows, 1280 + 32);  // every selectable row
+  EXPECT_DOUBLE_EQ(rows[0].probed, 0);
+  EXPECT_DOUBLE_EQ(rows[1].probed, 1280);     // check at layer 1
+  EXPECT_DOUBLE_EQ(rows[1].rows, std::round(schedule[0].ratio * 1280) + 32);  // 384 + 32
+  EXPECT_DOUBLE_EQ(rows[2].probed, 384);      // check at layer 2
+  EXPECT_DOUBLE_EQ(rows[2].rows, 192 + 32);
+  for (int l = 3; l < 32; ++l) {
+    EXPECT_DOUBLE_EQ(rows[l].rows, 224) << l;
+    EXPECT_DOUBLE_EQ(rows[l].probed, 0) << l;
+  }
+  // Full reuse: the query only, no check.
+  for (const BlendLayerRows& r : BlendRowsByLayer(a, 1536, 32, 0, 256)) {
+    EXPECT_DOUBLE_EQ(r.rows, 32);
+    EXPECT_DOUBLE_EQ(r.probed, 0);
+  }
+}
+
+TEST(PlanRates, BlendOperatorsByHand) {
+  // The same blend, each operator summed over the layers of the schedule.
+  const ModelArch a = Preset("llama-3.1-8b");  // dim 4096, q 4096, kv 1024, ffn 14336
+  absl::StatusOr<Phase> p = BlendPhase(a, TableHw(), 1536, 32, 0.15, Tier::kRam, 256);
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto ops = ByName(p->ops);
+  const double d = 4096, kv = 1024, ffn = 14336;
+  // Probes: K/V of 1280 candidates at layer 1, 384 at layer 2.
+  EXPECT_DOUBLE_EQ(ops["blend.probe"].flops, 2.0 * (1280 + 384) * d * 2 * kv);
+  EXPECT_DOUBLE_EQ(ops["blend.select"].bytes, (1280 + 384) * (6 * d + 18 * kv) * 2);
+  EXPECT_DOUBLE_EQ(ops["blend.select"].flops, 0);
+  // Q for every recomputed row; K/V only for the query rows in layers 0, 1
+  // and 2 (exact K/V cached or just probed), for every row after.
+  const double rows = 1312 + 416 + 224 + 29 * 224;
+  EXPECT_DOUBLE_EQ(ops["attn.qkv"].flops,
+                   2.0 * rows * d * d + 2.0 * (3 * 32 + 29 * 224) * d * 2 * kv);
+  EXPECT_DOUBLE_EQ(ops["ffn"].flops, 2.0 * rows * 3 * d * ffn);
+  // Attention: layer 0's rows at [256, 1568); later, the selected rows at
+  // (256 + 1536 + 1) / 2 on average and the query at [1536, 1568).
+  const double l0 = (1568.0 * 1569 - 256.0 * 257) / 2;
+  const double query = 32.0 * 1536 + 32.0 * 33 / 2;
+  const double later = (384 + 192 + 29 * 192) * (1793.0 / 2) + 31 * query;
+  EXPECT_NEAR(ops["attn.score"].flops, 2.0 * 4096 * (l0 + later), 1);
+  // The probe GEMM runs at the rate for its rows: 1280 (clamped: 130) and
+  // 384 rows (100 + log4(3) x 30 GFLOP/s).
+  const double r384 = 100e9 + std::log(3.0) / std::log(4.0) * 30e9;
+  EXPECT_NEAR(ops["blend.probe"].compute_s,
+              2.0 * 1280 * d * 2 * kv / 130e9 + 2.0 * 384 * d * 2 * kv / r384, 1e-12);
+}
+
+TEST(PlanRates, SlidingWindowModelChecksAtTheFirstGlobalLayer) {
+  // Gemma-3-27B: layers 0-4 sliding, 5 global; MakeSchedule(options, cfg)
+  // starts there (docs/gemma3.md rule 4): checks at 5 and 6.
+  const ModelArch a = Preset("gemma-3-27b");
+  ASSERT_NE(LayerAttention(a, 5), AttentionKind::kSliding);
+  const std::vector<BlendLayerRows> rows = BlendRowsByLayer(a, 1000, 10, 0.2, 0);
+  for (int l = 0; l < a.layers; ++l) {
+    EXPECT_EQ(rows[l].probed > 0, l == 5 || l == 6) << l;
+  }
+  EXPECT_DOUBLE_EQ(rows[4].rows, 1010);
+  EXPECT_DOUBLE_EQ(rows[5].rows, 400 + 10);
+  EXPECT_DOUBLE_EQ(rows[6].rows, 200 + 10);
+}
+
+}  // namespace
+}  // namespace ragkv::blend
