@@ -253,8 +253,12 @@ CachePages MeasureCachePages(const model::ModelConfig& c, int64_t tokens) {
 class Runner {
  public:
   // whole_query: EngineBenchOptions::sidecar_query == "all".
-  Runner(lc::LlamaFile* file, Client* sidecar, std::string fp, bool whole_query)
-      : file_(file), sidecar_(sidecar), fp_(std::move(fp)), whole_query_(whole_query) {}
+  // config: ragkv's config of the same file (the handover layout of a
+  // sliding-window model needs it); not owned.
+  Runner(lc::LlamaFile* file, Client* sidecar, const model::ModelConfig* config, std::string fp,
+         bool whole_query)
+      : file_(file), sidecar_(sidecar), config_(config), fp_(std::move(fp)),
+        whole_query_(whole_query) {}
 
   // ForgetPrefix: context 1 holds nothing (no previous request).
   void ForgetPrefix() {
@@ -322,6 +326,7 @@ class Runner {
       o.ctx = file_->context(0);
       o.sidecar = sidecar_;
       o.model_fingerprint = fp_;
+      o.config = config_;
       o.deadline = absl::Minutes(5);
       o.local_tail = query;
       ASSIGN_OR_RETURN(e, lc::LlamaCppEngine::Create(o));
@@ -331,6 +336,7 @@ class Runner {
 
   lc::LlamaFile* file_;
   Client* sidecar_;
+  const model::ModelConfig* config_;
   std::string fp_;
   bool whole_query_;
   std::vector<int32_t> held_;  // context 1's sequence 0
@@ -451,7 +457,7 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o,
   co.contexts = 2;
   ASSIGN_OR_RETURN(std::unique_ptr<lc::LlamaFile> file, lc::LlamaFile::Open(path, co));
   const int vocab = file->vocab_size();
-  Runner runner(file.get(), sidecar->client(),
+  Runner runner(file.get(), sidecar->client(), &ours->config(),
                 std::string(ours->fingerprint().begin(), ours->fingerprint().end()),
                 o.sidecar_query == "all");
 
