@@ -445,13 +445,17 @@ TEST(LlamaCppBenchEngineTest, PrintsEveryStrategyAndWritesItsFiles) {
   }
 }
 
-// `ragkv bench engine --task xchunk`: the instrument's passages go as
-// documents whose KV was stored beforehand. Full reuse must then lose the
-// cross-passage binding (KL > 0.1: the stored, isolated KV was used, not a
-// fresh prefill of the document in context), r = 1.0 must be llama.cpp's
-// own prefill (KL ~ 0, the same answers).
-TEST(LlamaCppBenchEngineTest, XchunkPassagesAreServedAsStoredDocuments) {
-  const std::string model = blend::XchunkModelPath();
+// `ragkv bench engine --task xchunk`, on the instrument trained in each
+// architecture (models/xchunk*.gguf, tools/xchunk/archs.py): the passages
+// go as documents whose KV was stored beforehand. Full reuse must then lose
+// the cross-passage binding (KL > 0.1: the stored, isolated KV was used,
+// not a fresh prefill of the document in context, nor a fallback), r = 1.0
+// must be llama.cpp's own prefill (KL ~ 0, the same answers).
+class LlamaCppBenchXchunkTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(LlamaCppBenchXchunkTest, PassagesAreServedAsStoredDocuments) {
+  const std::string model =
+      std::filesystem::path(blend::XchunkModelPath()).replace_filename(GetParam()).string();
   RAGKV_REQUIRE_OR_SKIP(std::filesystem::exists(model)) << "no " << model;
   const std::string cmd = absl::StrCat(RAGKV_BINARY, " bench engine --task xchunk --model ", model,
                                        " --prompts 8 --chunks 4 --seed 7 --ratios 1.0 2>/dev/null");
@@ -472,7 +476,21 @@ TEST(LlamaCppBenchEngineTest, XchunkPassagesAreServedAsStoredDocuments) {
   EXPECT_GT(field("full-reuse", "kl"), 0.1) << out;
   EXPECT_LT(field("cacheblend", "kl"), 1e-3) << out;
   EXPECT_EQ(field("cacheblend", "acc"), 1.0) << out;
+  for (const char* row : {"| full-reuse | 8 |", "| cacheblend r=1.00 | 8 |"}) {  // no fallbacks
+    const size_t at = out.find(row);
+    ASSERT_NE(at, std::string::npos) << row << "\n" << out;
+    const std::string line = out.substr(at, out.find('\n', at) - at);
+    EXPECT_TRUE(absl::EndsWith(line, "| 0 |")) << line;
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Checkpoints, LlamaCppBenchXchunkTest,
+                         ::testing::Values("xchunk.gguf", "xchunk_phi3.gguf",
+                                           "xchunk_qwen3moe.gguf", "xchunk_gemma3.gguf"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           return n.substr(0, n.find('.'));
+                         });
 #endif
 
 INSTANTIATE_TEST_SUITE_P(Files, LlamaCppEngineTest,

@@ -81,13 +81,16 @@ class Experts(torch.nn.Module):
         self.down = torch.nn.Parameter(torch.randn(e, d, f) / math.sqrt(f))
 
     def forward(self, h):
+        c = self.c
+        e, f, d = c.experts, c.expert_hidden, c.dim
         probs = self.router(h).softmax(-1)  # [B,T,E]
-        top, idx = probs.topk(self.c.experts_used, dim=-1)
+        top, idx = probs.topk(c.experts_used, dim=-1)
         w = torch.zeros_like(probs).scatter(-1, idx, top / top.sum(-1, keepdim=True))
-        g = torch.einsum("btd,efd->btef", h, self.gate)
-        u = torch.einsum("btd,efd->btef", h, self.up)
-        y = torch.einsum("btef,edf->bted", F.silu(g) * u, self.down)
-        return (y * w[..., None]).sum(-2)
+        # sum_e w_e down_e(a_e) = [down_0 | ... | down_E-1] . [w_0 a_0 ; ... ; w_E-1 a_E-1]
+        g = h @ self.gate.reshape(e * f, d).t()
+        u = h @ self.up.reshape(e * f, d).t()
+        a = (F.silu(g) * u).unflatten(-1, (e, f)) * w[..., None]
+        return a.flatten(-2) @ self.down.permute(1, 0, 2).reshape(d, e * f).t()
 
 
 class Block(torch.nn.Module):
