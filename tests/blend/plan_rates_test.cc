@@ -3,13 +3,18 @@
 // operators against blend::MakeSchedule (docs/planner.md).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "blend/blender.h"
 #include "blend/cost_model.h"
 #include "blend/plan_arch.h"
 #include "blend/plan_ops.h"
+#include "blend/planner.h"
 #include "tests/blend/plan_test_util.h"
 
 namespace ragkv::blend {
@@ -159,6 +164,32 @@ TEST(PlanRates, SlidingWindowModelChecksAtTheFirstGlobalLayer) {
   EXPECT_DOUBLE_EQ(rows[4].rows, 1010);
   EXPECT_DOUBLE_EQ(rows[5].rows, 400 + 10);
   EXPECT_DOUBLE_EQ(rows[6].rows, 200 + 10);
+}
+
+TEST(PlanRates, JsonCarriesEachOperatorsComputeTime) {
+  // The blend of the default workload (6 x 512-token chunks: the first is
+  // exact) has the probe and selection operators, each with compute_ms.
+  const ModelArch a = Preset("llama-3.1-8b");
+  HardwareSpec hw = TableHw();
+  hw.ram_tier_bw = 50e9;
+  hw.ssd_tier_bw = 5e9;
+  hw.remote_tier_bw = 1e9;
+  const Plan plan = MakeArchPlan(a, hw, PlanWorkload{});
+  std::ostringstream out;
+  PrintPlanJson(plan, out);
+  const std::string j = out.str();
+  EXPECT_NE(j.find(R"("op":"blend.probe")"), std::string::npos);
+  EXPECT_NE(j.find(R"("share":)"), std::string::npos);
+  for (const Phase& p : plan.phases) {
+    for (const OpCost& c : p.ops) {
+      if (c.op.rfind("kv_load", 0) == 0 || c.collectives > 0) continue;
+      EXPECT_DOUBLE_EQ(c.time_s, std::max(c.compute_s, c.bytes / hw.mem_bw)) << p.name << c.op;
+      // Printed with 6 significant digits.
+      char field[64];
+      std::snprintf(field, sizeof(field), R"("compute_ms":%.6g)", c.compute_s * 1e3);
+      EXPECT_NE(j.find(field), std::string::npos) << field;
+    }
+  }
 }
 
 }  // namespace
