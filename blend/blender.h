@@ -137,7 +137,9 @@ struct BlendOptions {
   // docs/blend.md), or on a model with sliding-window layers the first
   // global layer (docs/gemma3.md section 4, rule 4).
   int first_check_layer = -1;
-  int gradual_steps = 2;           // number of check layers of kGradual
+  // Check layers of kGradual: 4 since 2026-12-06 (2 before), chosen on the
+  // dev split (docs/blend.md "Check-layer schedule").
+  int gradual_steps = 4;
   double gradual_first_factor = 2.0;  // r1 = min(1, factor * r), geometric down to r
   Deviation deviation = Deviation::kBoth;
   Selector selector = Selector::kAttendedDeviation;

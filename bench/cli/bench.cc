@@ -170,6 +170,9 @@ class BenchQualityCommand : public Command {
                     "CacheBlend's first check layer; -1: layer 1, or the first global layer of "
                     "a sliding-window model (docs/gemma3.md rule 4)")
         ->capture_default_str();
+    cmd->add_option("--gradual-steps", o_.blend.gradual_steps,
+                    "CacheBlend's check layers of gradual filtering (docs/blend.md)")
+        ->capture_default_str();
     cmd->add_flag("--adaptive", o_.adaptive, "add adaptive-ratio lines (and fixed r at their mean r)");
     cmd->add_option("--adaptive-masses", o_.adaptive_masses, "share of the estimated error each adaptive line removes")
         ->delimiter(',')->capture_default_str();

@@ -215,7 +215,17 @@ TEST_F(BlenderTest, ChunkHeadTokensAreAlwaysRecomputed) {
 TEST_F(BlenderTest, GradualScheduleShrinksTowardRatio) {
   BlendOptions o;
   o.ratio = 0.1;
+  // The default: layers 1-4, 2r geometrically down to r.
   auto s = MakeSchedule(o, 8);
+  ASSERT_EQ(s.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(s[i].layer, 1 + i);
+    EXPECT_NEAR(s[i].ratio, 0.2 * std::pow(0.5, i / 3.0), 1e-12) << i;
+  }
+  EXPECT_EQ(MakeSchedule(o, 3).size(), 2u);  // layers past the last dropped
+  EXPECT_DOUBLE_EQ(MakeSchedule(o, 3).back().ratio, 0.1);  // the last is r
+  o.gradual_steps = 2;
+  s = MakeSchedule(o, 8);
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0].layer, 1);
   EXPECT_DOUBLE_EQ(s[0].ratio, 0.2);
@@ -237,6 +247,7 @@ TEST_F(BlenderTest, SlidingWindowModelsCheckFirstAtTheFirstGlobalLayer) {
   c.n_layers = 12;
   BlendOptions o;
   o.ratio = 0.1;
+  o.gradual_steps = 2;
   EXPECT_EQ(MakeSchedule(o, c)[0].layer, 1);
   c.sliding_window = 16;
   for (int pattern : {2, 3, 6}) {

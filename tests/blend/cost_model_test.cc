@@ -128,18 +128,20 @@ TEST(CostModel, PredictBlendFollowsTheGradualSchedule) {
   // The 80 selectable rows take layer 0's K/V from the cache: only the 4
   // query rows project K/V (reuse_exact_kv).
   EXPECT_DOUBLE_EQ(p.layer0_s, m4.ComputeSeconds(m4.SelectiveLayer(84, 104, 5250, 4)));
-  // Check layer 1 keeps round(0.5 * 80) = 40, layer 2 round(0.25 * 80) = 20;
-  // selected rows see (20 + 100 + 1) / 2 keys on average, query rows 101..104.
-  // At the check layers the kept rows' K/V come from the probe (4 K/V rows);
-  // layer 3 projects K/V for all 24.
+  // The default schedule on 4 layers: checks at 1, 2, 3 (the 4th step is
+  // past the last layer), ratios 0.5, 0.5 * 0.5^(1/3), then r = 0.25: layer
+  // 1 keeps round(0.5 * 80) = 40, layer 2 round(0.3969 * 80) = 32, layer 3
+  // round(0.25 * 80) = 20; selected rows see (20 + 100 + 1) / 2 keys on
+  // average, query rows 101..104. At the check layers the kept rows' K/V
+  // come from the probe (4 K/V rows).
   const double q = 101 + 102 + 103 + 104;
   const double l1 = m4.ComputeSeconds(m4.SelectiveLayer(44, 104, 40 * 60.5 + q, 4));
-  const double l2 = m4.ComputeSeconds(m4.SelectiveLayer(24, 104, 20 * 60.5 + q, 4));
-  const double l3 = m4.ComputeSeconds(m4.SelectiveLayer(24, 104, 20 * 60.5 + q));
+  const double l2 = m4.ComputeSeconds(m4.SelectiveLayer(36, 104, 32 * 60.5 + q, 4));
+  const double l3 = m4.ComputeSeconds(m4.SelectiveLayer(24, 104, 20 * 60.5 + q, 4));
   EXPECT_NEAR(p.recompute_s, l1 + l2 + l3, 1e-9);
-  // Probes: 80 then 40 candidates through the k/v projection,
+  // Probes: 80, 40 then 32 candidates through the k/v projection,
   // 2 * n * dim * 2 kv_dim = 2 * n * 8 * 8.
-  EXPECT_NEAR(p.selection_s, (2.0 * 80 * 8 * 8 + 2.0 * 40 * 8 * 8) / 1000, 1e-9);
+  EXPECT_NEAR(p.selection_s, (2.0 * 80 + 2.0 * 40 + 2.0 * 32) * 8 * 8 / 1000, 1e-9);
   EXPECT_GT(p.total_s, p.layer0_s + p.recompute_s + p.selection_s);
   // Full reuse computes only the query rows in every layer.
   const RequestPrediction reuse = m4.PredictBlend(r, 0, Tier::kRam);

@@ -98,20 +98,23 @@ TEST(PlanRates, BlendRowsFollowMakeSchedule) {
   BlendOptions bo;
   bo.ratio = 0.15;
   const std::vector<CheckLayer> schedule = MakeSchedule(bo, 32);
-  ASSERT_EQ(schedule.size(), 2u);
+  ASSERT_EQ(schedule.size(), 4u);  // the default: layers 1-4, 2r down to r
   EXPECT_EQ(schedule[0].layer, 1);
   EXPECT_DOUBLE_EQ(schedule[0].ratio, 0.30);
-  EXPECT_EQ(schedule[1].layer, 2);
-  EXPECT_DOUBLE_EQ(schedule[1].ratio, 0.15);
+  EXPECT_EQ(schedule[3].layer, 4);
+  EXPECT_DOUBLE_EQ(schedule[3].ratio, 0.15);
   const std::vector<BlendLayerRows> rows = BlendRowsByLayer(a, 1536, 32, 0.15, 256);
   ASSERT_EQ(rows.size(), 32u);
   EXPECT_DOUBLE_EQ(rows[0].rows, 1280 + 32);  // every selectable row
   EXPECT_DOUBLE_EQ(rows[0].probed, 0);
-  EXPECT_DOUBLE_EQ(rows[1].probed, 1280);     // check at layer 1
-  EXPECT_DOUBLE_EQ(rows[1].rows, std::round(schedule[0].ratio * 1280) + 32);  // 384 + 32
-  EXPECT_DOUBLE_EQ(rows[2].probed, 384);      // check at layer 2
-  EXPECT_DOUBLE_EQ(rows[2].rows, 192 + 32);
-  for (int l = 3; l < 32; ++l) {
+  double kept = 1280;  // each check probes what the previous one kept
+  for (const CheckLayer& c : schedule) {
+    EXPECT_DOUBLE_EQ(rows[c.layer].probed, kept) << c.layer;
+    kept = std::round(c.ratio * 1280);
+    EXPECT_DOUBLE_EQ(rows[c.layer].rows, kept + 32) << c.layer;
+  }
+  EXPECT_DOUBLE_EQ(kept, 192);
+  for (int l = 5; l < 32; ++l) {
     EXPECT_DOUBLE_EQ(rows[l].rows, 224) << l;
     EXPECT_DOUBLE_EQ(rows[l].probed, 0) << l;
   }
@@ -129,41 +132,54 @@ TEST(PlanRates, BlendOperatorsByHand) {
   ASSERT_TRUE(p.ok()) << p.status();
   auto ops = ByName(p->ops);
   const double d = 4096, kv = 1024, ffn = 14336;
-  // Probes: K/V of 1280 candidates at layer 1, 384 at layer 2.
-  EXPECT_DOUBLE_EQ(ops["blend.probe"].flops, 2.0 * (1280 + 384) * d * 2 * kv);
-  EXPECT_DOUBLE_EQ(ops["blend.select"].bytes, (1280 + 384) * (6 * d + 18 * kv) * 2);
+  // The default schedule (layers 1-4, 2r down to r): each check probes the
+  // rows the previous one kept (1280 at layer 1) and keeps round(ratio x
+  // 1280); a probe GEMM runs at the rate for its rows.
+  BlendOptions bo;
+  bo.ratio = 0.15;
+  const std::vector<CheckLayer> schedule = MakeSchedule(bo, 32);
+  ASSERT_EQ(schedule.size(), 4u);
+  double probed = 0, probe_s = 0, kept = 1280, rows = 1312, later = 0;
+  for (const CheckLayer& c : schedule) {
+    probed += kept;
+    probe_s += 2.0 * kept * d * 2 * kv / GemmRateAtRows(kTable, kept, 1);
+    kept = std::round(c.ratio * 1280);
+    rows += kept + 32;
+    later += kept;
+  }
+  const int plain = 32 - 1 - static_cast<int>(schedule.size());  // layers after the checks
+  rows += plain * 224.0;
+  later += plain * 192.0;
+  EXPECT_DOUBLE_EQ(ops["blend.probe"].flops, 2.0 * probed * d * 2 * kv);
+  EXPECT_DOUBLE_EQ(ops["blend.select"].bytes, probed * (6 * d + 18 * kv) * 2);
   EXPECT_DOUBLE_EQ(ops["blend.select"].flops, 0);
-  // Q for every recomputed row; K/V only for the query rows in layers 0, 1
-  // and 2 (exact K/V cached or just probed), for every row after.
-  const double rows = 1312 + 416 + 224 + 29 * 224;
-  EXPECT_DOUBLE_EQ(ops["attn.qkv"].flops,
-                   2.0 * rows * d * d + 2.0 * (3 * 32 + 29 * 224) * d * 2 * kv);
-  EXPECT_DOUBLE_EQ(ops["ffn"].flops, 2.0 * rows * 3 * d * ffn);
+  // Q for every recomputed row; K/V only for the query rows in layer 0 and
+  // the check layers (exact K/V cached or just probed), for every row after.
+  EXPECT_NEAR(ops["attn.qkv"].flops,
+              2.0 * rows * d * d + 2.0 * (32.0 * (1 + schedule.size()) + plain * 224) * d * 2 * kv,
+              1);
+  EXPECT_NEAR(ops["ffn"].flops, 2.0 * rows * 3 * d * ffn, 1);
   // Attention: layer 0's rows at [256, 1568); later, the selected rows at
   // (256 + 1536 + 1) / 2 on average and the query at [1536, 1568).
   const double l0 = (1568.0 * 1569 - 256.0 * 257) / 2;
   const double query = 32.0 * 1536 + 32.0 * 33 / 2;
-  const double later = (384 + 192 + 29 * 192) * (1793.0 / 2) + 31 * query;
-  EXPECT_NEAR(ops["attn.score"].flops, 2.0 * 4096 * (l0 + later), 1);
-  // The probe GEMM runs at the rate for its rows: 1280 (clamped: 130) and
-  // 384 rows (100 + log4(3) x 30 GFLOP/s).
-  const double r384 = 100e9 + std::log(3.0) / std::log(4.0) * 30e9;
-  EXPECT_NEAR(ops["blend.probe"].compute_s,
-              2.0 * 1280 * d * 2 * kv / 130e9 + 2.0 * 384 * d * 2 * kv / r384, 1e-12);
+  EXPECT_NEAR(ops["attn.score"].flops, 2.0 * 4096 * (l0 + later * (1793.0 / 2) + 31 * query), 1);
+  EXPECT_NEAR(ops["blend.probe"].compute_s, probe_s, 1e-12);
 }
 
 TEST(PlanRates, SlidingWindowModelChecksAtTheFirstGlobalLayer) {
   // Gemma-3-27B: layers 0-4 sliding, 5 global; MakeSchedule(options, cfg)
-  // starts there (docs/gemma3.md rule 4): checks at 5 and 6.
+  // starts there (docs/gemma3.md rule 4): checks at 5-8 (the default 4).
   const ModelArch a = Preset("gemma-3-27b");
   ASSERT_NE(LayerAttention(a, 5), AttentionKind::kSliding);
   const std::vector<BlendLayerRows> rows = BlendRowsByLayer(a, 1000, 10, 0.2, 0);
   for (int l = 0; l < a.layers; ++l) {
-    EXPECT_EQ(rows[l].probed > 0, l == 5 || l == 6) << l;
+    EXPECT_EQ(rows[l].probed > 0, l >= 5 && l <= 8) << l;
   }
   EXPECT_DOUBLE_EQ(rows[4].rows, 1010);
   EXPECT_DOUBLE_EQ(rows[5].rows, 400 + 10);
-  EXPECT_DOUBLE_EQ(rows[6].rows, 200 + 10);
+  EXPECT_DOUBLE_EQ(rows[8].rows, 200 + 10);
+  EXPECT_DOUBLE_EQ(rows[9].rows, 200 + 10);
 }
 
 TEST(PlanRates, JsonCarriesEachOperatorsComputeTime) {
