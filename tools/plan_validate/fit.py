@@ -47,6 +47,9 @@ def plan_phase(path, prefix):
         d = json.load(f)
     for p in d["phases"]:
         if p["phase"].startswith(prefix):
+            if any("compute_ms" not in o for o in p["ops"]):
+                raise SystemExit(f"{path}: planned before the rate by rows (no compute_ms); "
+                                 "run calibrate.sh, then PLAN_ONLY=1 run.sh")
             return [(o["op"], o["flops"], o["bytes"], o["compute_ms"] / 1e3) for o in p["ops"]]
     raise SystemExit(f"{path}: no phase {prefix!r}")
 
