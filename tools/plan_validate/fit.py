@@ -42,14 +42,18 @@ FIT_PHASES = ("prefill", "decode")
 SHAPES = ("F1", "F2", "H1", "H2", "H3", "M1", "M2", "H4", "H5", "H6", "H7", "M3")
 
 
+class Stale(Exception):
+    """A plan JSON written before `compute_ms` existed."""
+
+
 def plan_phase(path, prefix):
     with open(path) as f:
         d = json.load(f)
     for p in d["phases"]:
         if p["phase"].startswith(prefix):
             if any("compute_ms" not in o for o in p["ops"]):
-                raise SystemExit(f"{path}: planned before the rate by rows (no compute_ms); "
-                                 "run calibrate.sh, then PLAN_ONLY=1 run.sh")
+                raise Stale(f"{path}: planned before the rate by rows (no compute_ms); "
+                            "run calibrate.sh, then PLAN_ONLY=1 run.sh")
             return [(o["op"], o["flops"], o["bytes"], o["compute_ms"] / 1e3) for o in p["ops"]]
     raise SystemExit(f"{path}: no phase {prefix!r}")
 
@@ -106,13 +110,19 @@ def load(data):
             continue
         meas, llama = read_prefill(f"{data}/{s}.prefill.txt")
         meas.update(read_blend(f"{data}/{s}.blend.txt"))
-        ops = {
-            "prefill 512": plan_phase(f"{data}/{s}.plan512.json", "prefill"),
-            "prefill 2048": plan_phase(f"{data}/{s}.plan2048.json", "prefill"),
-            "decode b=1": plan_phase(f"{data}/{s}.plan512.json", "decode"),
-            "prefill 1568": plan_phase(f"{data}/{s}.planblend.json", "prefill"),
-            "blend r=0.15": plan_phase(f"{data}/{s}.planblend.json", "blend r=0.15"),
-        }
+        try:
+            ops = {
+                "prefill 512": plan_phase(f"{data}/{s}.plan512.json", "prefill"),
+                "prefill 2048": plan_phase(f"{data}/{s}.plan2048.json", "prefill"),
+                "decode b=1": plan_phase(f"{data}/{s}.plan512.json", "decode"),
+                "prefill 1568": plan_phase(f"{data}/{s}.planblend.json", "prefill"),
+                "blend r=0.15": plan_phase(f"{data}/{s}.planblend.json", "blend r=0.15"),
+            }
+        except Stale as e:
+            if s in FITTED:
+                raise SystemExit(str(e))
+            print(f"# {s} skipped: {e}", file=sys.stderr)
+            continue
         for phase, o in ops.items():
             rows.append((s, phase, meas[phase], llama.get(phase), o))
     return rows
