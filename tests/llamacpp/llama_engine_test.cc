@@ -37,6 +37,7 @@
 #include "tests/model/test_util.h"
 #include "tests/support/llamacpp_oracle.h"
 #include "tests/support/require.h"
+#include "tests/support/run_command.h"
 
 namespace ragkv::model::testing {
 namespace {
@@ -430,11 +431,7 @@ TEST(LlamaCppBenchEngineTest, PrintsEveryStrategyAndWritesItsFiles) {
       " --prompts 2 --chunks 2 --chunk-tokens 32 --query-tokens 8 --ratios 0.5 --out-dir ",
       dir.path(), "/out 2>/dev/null");  // a folder it has to create
   std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
-  ASSERT_EQ(WEXITSTATUS(::pclose(p)), 0) << out;
+  ASSERT_EQ(ragkv::testing::RunCommand(cmd, &out), 0) << out;
   for (const char* s : {"strategy=full-prefill r=0.00", "strategy=prefix-cache", "strategy=full-reuse",
                         "strategy=cacheblend r=0.50"}) {
     EXPECT_NE(out.find(absl::StrCat("engine=llama.cpp ", s)), std::string::npos) << s << "\n" << out;
@@ -460,11 +457,7 @@ TEST_P(LlamaCppBenchXchunkTest, PassagesAreServedAsStoredDocuments) {
   const std::string cmd = absl::StrCat(RAGKV_BINARY, " bench engine --task xchunk --model ", model,
                                        " --prompts 8 --chunks 4 --seed 7 --ratios 1.0 2>/dev/null");
   std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
-  ASSERT_EQ(WEXITSTATUS(::pclose(p)), 0) << out;
+  ASSERT_EQ(ragkv::testing::RunCommand(cmd, &out), 0) << out;
   auto field = [&](const std::string& strategy, const std::string& key) {
     const size_t line = out.find("strategy=" + strategy + " ");
     if (line == std::string::npos) return -1.0;

@@ -210,14 +210,19 @@ def _t(p):
     return p.detach().numpy().astype(np.float32)
 
 
+def _fusable(w, c, fused, parts, p):
+    """phi3 writes `parts` (name, Linear) as one tensor `fused`, rows
+    stacked in order; the others write each part as p + name + ".weight"."""
+    if c.arch == "phi3":
+        w.tensor(fused, np.concatenate([_t(m.weight) for _, m in parts]))
+        return
+    for name, m in parts:
+        w.tensor(p + name + ".weight", _t(m.weight))
+
+
 def _block(w, c, p, b):
     w.tensor(p + "attn_norm.weight", _t(b.attn_norm))
-    if c.arch == "phi3":
-        w.tensor(p + "attn_qkv.weight", np.concatenate([_t(b.wq.weight), _t(b.wk.weight), _t(b.wv.weight)]))
-    else:
-        w.tensor(p + "attn_q.weight", _t(b.wq.weight))
-        w.tensor(p + "attn_k.weight", _t(b.wk.weight))
-        w.tensor(p + "attn_v.weight", _t(b.wv.weight))
+    _fusable(w, c, p + "attn_qkv.weight", [("attn_q", b.wq), ("attn_k", b.wk), ("attn_v", b.wv)], p)
     if c.qk_norm:
         w.tensor(p + "attn_q_norm.weight", _t(b.q_norm))
         w.tensor(p + "attn_k_norm.weight", _t(b.k_norm))
@@ -231,11 +236,7 @@ def _block(w, c, p, b):
         w.tensor(p + "ffn_up_exps.weight", np.ascontiguousarray(_t(b.moe.up)))
         w.tensor(p + "ffn_down_exps.weight", np.ascontiguousarray(_t(b.moe.down)))
         return
-    if c.arch == "phi3":
-        w.tensor(p + "ffn_up.weight", np.concatenate([_t(b.gate.weight), _t(b.up.weight)]))
-    else:
-        w.tensor(p + "ffn_gate.weight", _t(b.gate.weight))
-        w.tensor(p + "ffn_up.weight", _t(b.up.weight))
+    _fusable(w, c, p + "ffn_up.weight", [("ffn_gate", b.gate), ("ffn_up", b.up)], p)
     w.tensor(p + "ffn_down.weight", _t(b.down.weight))
     if c.gemma:
         w.tensor(p + "post_ffw_norm.weight", _t(b.post_ffn_norm))
