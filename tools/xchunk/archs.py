@@ -176,7 +176,11 @@ class Model(torch.nn.Module):
 def _keys(w, c):
     a = c.arch
     w.string("general.architecture", a)
-    w.string("general.name", "ragkv-xchunk" if a == "llama" else "ragkv-xchunk-" + a)
+    # llama.cpp sets Phi-3 token attributes when general.name contains
+    # "phi3" and then needs a <|endoftext|> token this vocabulary lacks
+    # (llm_tokenizer load, src/llama-vocab.cpp): the phi3 file keeps the
+    # plain name.
+    w.string("general.name", "ragkv-xchunk" if a in ("llama", "phi3") else "ragkv-xchunk-" + a)
     w.u32(a + ".context_length", c.context)
     w.u32(a + ".embedding_length", c.dim)
     w.u32(a + ".feed_forward_length", c.hidden)
