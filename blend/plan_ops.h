@@ -104,7 +104,8 @@ Phase DecodePhase(const ModelArch& a, const HardwareSpec& hw, int64_t batch,
 // `exact_prefix_tokens` cached tokens sit at their precomputed offset and
 // are never recomputed; of the other S (selectable) tokens layer 0
 // recomputes all when ratio > 0, then each check layer of MakeSchedule
-// (layers 1 and 2, r1 = min(1, 2r); a sliding-window model starts at its
+// (its default: BlendOptions::gradual_steps layers from layer 1, r1 =
+// min(1, 2r) geometrically down to r; a sliding-window model starts at its
 // first global layer) probes the still-selected rows ("blend.probe": their
 // K/V projection; "blend.select": gathers, deviation, scatter, compaction)
 // and keeps round(r_i x S); the layers after recompute the kept rows and
