@@ -204,7 +204,7 @@ class CostModel {
 
   // Predict*: stage-by-stage estimates that follow what blend::Blender
   // does: the exact first chunk, the gradual filtering schedule
-  // (blend::MakeSchedule defaults: check layers 1 and 2, r1 = min(1, 2r)),
+  // (blend::MakeSchedule defaults: check layers 1 to 4, r1 = min(1, 2r)),
   // the selection probes, re-rotation on the loader thread, the fused-cache
   // allocation, and the measured kernel rates of HardwareSpec (GEMM
   // efficiency by row count, attention, per-row ops). With those rates
