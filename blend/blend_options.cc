@@ -2,6 +2,7 @@
 // of strategies and selectors, the check-layer schedule).
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -64,27 +65,31 @@ std::vector<CheckLayer> Schedule(const BlendOptions& options, int n_layers, int 
   return out;
 }
 
-// FirstGlobalLayer: the first layer at or after 1 that attends globally on
-// a model with sliding-window layers (on a SWA layer the query's attention
-// cannot reach far rows, and before the first global layer a row's
-// deviation is 0 while its window lies inside its chunk); 1 otherwise.
-int FirstGlobalLayer(const model::ModelConfig& cfg) {
-  if (cfg.sliding_window <= 0) return 1;
-  for (int l = 1; l < cfg.n_layers; ++l) {
-    if (!cfg.IsSwaLayer(l)) return l;
-  }
-  return 1;
-}
-
 }  // namespace
 
 std::vector<CheckLayer> MakeSchedule(const BlendOptions& options, int n_layers) {
   return Schedule(options, n_layers, options.first_check_layer >= 0 ? options.first_check_layer : 1);
 }
 
+std::vector<CheckLayer> MakeSchedule(const BlendOptions& options, int n_layers,
+                                     const std::function<bool(int)>& sliding) {
+  if (options.first_check_layer >= 0) return MakeSchedule(options, n_layers);
+  // The first layer >= 1 that attends globally: on a sliding-window layer
+  // the query's attention cannot reach far rows, and before the first
+  // global layer a row's deviation is 0 while its window lies inside its
+  // chunk. No global layer (or no sliding one): layer 1.
+  int first = 1;
+  for (int l = 1; l < n_layers; ++l) {
+    if (!sliding(l)) {
+      first = l;
+      break;
+    }
+  }
+  return Schedule(options, n_layers, first);
+}
+
 std::vector<CheckLayer> MakeSchedule(const BlendOptions& options, const model::ModelConfig& cfg) {
-  return Schedule(options, cfg.n_layers,
-                  options.first_check_layer >= 0 ? options.first_check_layer : FirstGlobalLayer(cfg));
+  return MakeSchedule(options, cfg.n_layers, [&](int l) { return cfg.IsSwaLayer(l); });
 }
 
 }  // namespace ragkv::blend

@@ -92,7 +92,6 @@ absl::StatusOr<BlendResult> NewResult(const model::ModelConfig& cfg, const Plan&
   return result;
 }
 
-
 // RecomputeState: the compute thread's working set: the rows recomputed at
 // the current layer (sorted positions), their hidden states, and scratch.
 struct RecomputeState {

@@ -202,8 +202,11 @@ struct BlendOptions {
 // options.filtering / first_check_layer / gradual_steps /
 // gradual_first_factor (ignores options.schedule). Check layers past the
 // last layer are dropped; ratio 0 gives an empty schedule. The first form
-// takes first_check_layer -1 as layer 1; the second as `cfg` says (above).
+// takes first_check_layer -1 as layer 1; the others as BlendOptions says,
+// with `sliding(l)` (or `cfg`) telling which layers are sliding-window ones.
 std::vector<CheckLayer> MakeSchedule(const BlendOptions& options, int n_layers);
+std::vector<CheckLayer> MakeSchedule(const BlendOptions& options, int n_layers,
+                                     const std::function<bool(int)>& sliding);
 std::vector<CheckLayer> MakeSchedule(const BlendOptions& options, const model::ModelConfig& cfg);
 
 // StageTimings: wall seconds per stage of one Blend. load/rerotate run on the

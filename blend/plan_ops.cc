@@ -258,20 +258,12 @@ double RangeVisible(double lo, double hi) {
 }
 
 // BlendScheduleOf: MakeSchedule's check layers for `ratio` on `a` (a model
-// with sliding-window layers checks first at its first global layer >= 1,
-// as MakeSchedule(options, cfg) does).
+// with sliding-window layers checks first at its first global layer).
 std::vector<CheckLayer> BlendScheduleOf(const ModelArch& a, double ratio) {
   BlendOptions bo;
   bo.ratio = ratio;
-  bool sliding = false;
-  for (int l = 0; l < a.layers; ++l) sliding |= LayerAttention(a, l) == AttentionKind::kSliding;
-  for (int l = 1; sliding && l < a.layers; ++l) {
-    if (LayerAttention(a, l) != AttentionKind::kSliding) {
-      bo.first_check_layer = l;
-      break;
-    }
-  }
-  return MakeSchedule(bo, a.layers);
+  return MakeSchedule(bo, a.layers,
+                      [&](int l) { return LayerAttention(a, l) == AttentionKind::kSliding; });
 }
 
 }  // namespace
