@@ -98,6 +98,11 @@ struct QualityBenchOptions {
   // Neighbour-aware records compared with plain ones (musique only): one set
   // of lines per k (>= 1). Empty: none.
   std::vector<int> neighbours;
+  // Oracle rankers (bench_oracle.h); non-empty: RunQualityBench runs
+  // RunOracleBench's lines instead of its own. oracle_budgets: the mean r of
+  // its per-prompt best-choice lines.
+  std::vector<std::string> oracle;
+  std::vector<double> oracle_budgets = {0.10};
   std::string csv_path;  // empty: no CSV
   std::string png_path;  // empty: no plot (needs gnuplot on PATH)
 };

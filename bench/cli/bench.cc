@@ -189,6 +189,15 @@ class BenchQualityCommand : public Command {
                     "musique: also neighbour-aware records after each chunk's k nearest "
                     "passages, per k (e.g. 1,2; docs/kv_format.md)")
         ->delimiter(',');
+    cmd->add_option("--oracle", o_.oracle,
+                    "instead: upper bounds of row selection by rankers that know full prefill "
+                    "(blender,replay,future-dev,future-attended,effect,greedy), server-side "
+                    "ones replayed (attended-deviation,attended-linear) and adaptive stop "
+                    "rules (mass@M,abs@T,res@E); bench/blend/bench_oracle.h")
+        ->delimiter(',');
+    cmd->add_option("--oracle-budgets", o_.oracle_budgets,
+                    "mean r of the oracle's best per-prompt ratio choice")
+        ->delimiter(',')->capture_default_str();
     cmd->add_option("--csv", o_.csv_path, "write per-strategy CSV");
     cmd->add_option("--png", o_.png_path, "plot quality vs r (gnuplot)");
   }
