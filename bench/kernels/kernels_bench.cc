@@ -104,7 +104,9 @@ BENCHMARK(BM_Ceiling_Copy)->Arg(int64_t{64} << 20)->UseRealTime()->Unit(benchmar
 // ------------------------------------------------------------- attention
 
 // args: kv_len, rows, head_dim, num_heads, num_kv_heads, mode (0 scattered,
-// 1 full prefill, 2 last rows)
+// 1 full prefill, 2 last rows, 3 a blend's rows: rows - 32 scattered over
+// [256, kv_len - 32) -- the first 256-token chunk is exact -- and the last 32,
+// the query)
 void BM_Attention(benchmark::State& st) {
   const int n = static_cast<int>(st.range(0));
   const int rows = static_cast<int>(st.range(1));
@@ -113,7 +115,13 @@ void BM_Attention(benchmark::State& st) {
   const int KVH = static_cast<int>(st.range(4));
   const int mode = static_cast<int>(st.range(5));
   std::vector<int32_t> pos(rows);
-  if (mode == 0) {
+  if (mode == 3) {
+    std::vector<int32_t> mid(n - 32 - 256);
+    std::iota(mid.begin(), mid.end(), 256);
+    std::shuffle(mid.begin(), mid.end(), std::mt19937(7));
+    std::copy(mid.begin(), mid.begin() + (rows - 32), pos.begin());
+    for (int r = 0; r < 32; ++r) pos[rows - 32 + r] = n - 32 + r;
+  } else if (mode == 0) {
     std::vector<int32_t> all(n);
     std::iota(all.begin(), all.end(), 0);
     std::shuffle(all.begin(), all.end(), std::mt19937(7));
@@ -149,6 +157,18 @@ BENCHMARK(BM_Attention)
     ->Args({2048, 2048, 128, 8, 2, 1})   // full prefill
     ->Args({4096, 1, 128, 32, 8, 2})     // decode step
     ->Args({4096, 512, 64, 8, 2, 0})     // head_dim 64
+    // The planner's CPU validation shapes (docs/planner_cpu_validation.md):
+    // 6 x 256 + 32 tokens, the full prefill, a blend's layer 0 (every row
+    // past the exact first chunk) and a later layer at r = 0.15 (192 + 32).
+    ->Args({1568, 1568, 64, 8, 8, 1})    // F1 (8 heads, no GQA)
+    ->Args({1568, 1312, 64, 8, 8, 2})
+    ->Args({1568, 224, 64, 8, 8, 3})
+    ->Args({1568, 1568, 64, 16, 4, 1})   // F2 (16 heads / 4 KV)
+    ->Args({1568, 1312, 64, 16, 4, 2})
+    ->Args({1568, 224, 64, 16, 4, 3})
+    ->Args({1568, 1568, 128, 16, 8, 1})  // head_dim 128 (H3: 16 heads / 8 KV)
+    ->Args({1568, 1312, 128, 16, 8, 2})
+    ->Args({1568, 224, 128, 16, 8, 3})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

@@ -30,16 +30,17 @@ import subprocess
 import sys
 
 FITTED = ("F1", "F2")
-# Held out before 2026-12-06 20:00 UTC and looked at since (reported, not
+# Held out before 2026-12-06 23:15 UTC and looked at since (reported, not
 # evidence for a change made after); the rest of SHAPES are the new held-out
-# shapes of docs/planner_cpu_validation.md "Rate by row count".
-SEEN = ("H1", "H2", "H3", "M1", "M2", "H4", "H5")
+# shapes of docs/planner_cpu_validation.md "The Blender's runtime path
+# against Model::Prefill, and new held-out shapes".
+SEEN = ("H1", "H2", "H3", "M1", "M2", "H4", "H5", "H6", "H7", "M3")
 # The phases the rates are fitted on. The blend phase is predicted, never
 # fitted: its operator list (blend/plan_ops.cc BlendPhase) leaves out stages
 # the Blender runs (docs/planner_cpu_validation.md), and fitting the rates to
 # it would bend prefill and decode to hide that.
 FIT_PHASES = ("prefill", "decode")
-SHAPES = ("F1", "F2", "H1", "H2", "H3", "M1", "M2", "H4", "H5", "H6", "H7", "M3")
+SHAPES = ("F1", "F2", "H1", "H2", "H3", "M1", "M2", "H4", "H5", "H6", "H7", "M3", "H8", "H9", "M4")
 
 
 class Stale(Exception):
@@ -205,8 +206,8 @@ def plot(rows, rates, png):
         "set xlabel 'measured ms (ragkv runtime, 1 thread)'\nset ylabel 'predicted ms (ragkv plan)'\n"
         f"set title 'Planner on this CPU: fitted on {'+'.join(FITTED)} (GEMM rate by rows)'\nset key top left\n"
         f"plot '{dat}' u 1:($3==0?$2:1/0) w p pt 7 ps 1.3 t 'fitted shapes', "
-        f"'' u 1:($3==1?$2:1/0) w p pt 4 ps 1.1 t 'held out, seen before (H1-H5, M1, M2)', "
-        f"'' u 1:($3==2?$2:1/0) w p pt 5 ps 1.5 t 'held out, new (H6, H7, M3)', "
+        f"'' u 1:($3==1?$2:1/0) w p pt 4 ps 1.1 t 'held out, seen before', "
+        f"'' u 1:($3==2?$2:1/0) w p pt 5 ps 1.5 t 'held out, new (H8, H9, M4)', "
         "x w l dt 1 lc 'black' t 'pred = meas', 1.15*x w l dt 2 lc 'gray' t '+-15%', 0.85*x w l dt 2 lc 'gray' notitle\n"
     )
     subprocess.run(["gnuplot"], input=gp, text=True, check=True)

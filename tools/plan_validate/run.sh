@@ -22,6 +22,8 @@ declare -A SPEC=(
   [H5]="layers=10,dim=640,heads=10,kv_heads=2,ffn=1792"
   [H6]="layers=8,dim=896,heads=14,kv_heads=2,ffn=2432"
   [H7]="layers=3,dim=1280,heads=20,kv_heads=4,ffn=3456"
+  [H8]="layers=6,dim=832,heads=13,kv_heads=1,ffn=2240"
+  [H9]="layers=5,dim=1152,heads=9,kv_heads=3,ffn=3072"
 )
 # MoE shapes: written as f32 GGUFs first (they exist only as files); the
 # planner reads their headers.
@@ -29,8 +31,9 @@ declare -A MOE=(
   [M1]="moe:arch=qwen3moe,layers=4,dim=1024,heads=16,kv_heads=4,ffn=2816,experts=16,used=2,expert_ffn=1024"
   [M2]="moe:arch=llama,layers=4,dim=1024,heads=16,kv_heads=4,ffn=2816,experts=8,used=2"
   [M3]="moe:arch=qwen3moe,layers=4,dim=768,heads=12,kv_heads=4,ffn=2048,experts=32,used=4,expert_ffn=512"
+  [M4]="moe:arch=qwen3moe,layers=4,dim=640,heads=10,kv_heads=2,ffn=1792,experts=64,used=8,expert_ffn=256"
 )
-SHAPES=${SHAPES:-"F1 F2 H1 H2 H3 M1 M2 H4 H5 H6 H7 M3"}
+SHAPES=${SHAPES:-"F1 F2 H1 H2 H3 M1 M2 H4 H5 H6 H7 M3 H8 H9 M4"}
 # GEMM_ROWS: the GEMM rate-by-rows table every shape is planned with
 # (calibrate.sh writes it from the fitted shapes; fit.py scales it).
 GEMM_ROWS=${GEMM_ROWS:-$(head -1 "$OUT/gemm_rows.txt")}
