@@ -1,4 +1,5 @@
 #include "cli/command.h"
+#include "cli/flags.h"
 
 #include <CLI/CLI.hpp>
 
@@ -17,6 +18,18 @@ void RegisterTable(CLI::App* app, const CommandEntry* table, int n,
     commands[i] = table[i].make();
     commands[i]->Register(sub);
   }
+}
+
+int ParseAndRun(CLI::App* app, int argc, char** argv, const GlobalFlags& globals,
+                const CommandEntry* table, int n, const std::unique_ptr<Command>* commands) {
+  try {
+    app->parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app->exit(e) == 0 ? 0 : 2;
+  }
+  ScrubTokenArgs(argc, argv);  // keep it out of later `ps` output
+  ApplyGlobalFlags(globals);
+  return RunParsed(app, table, n, commands);
 }
 
 int RunParsed(CLI::App* app, const CommandEntry* table, int n,

@@ -61,11 +61,19 @@ std::unique_ptr<Command> NewBenchTtftCommand();       // bench_ttft.cc
 std::unique_ptr<Command> NewBenchLoadCommand();       // bench_load.cc
 std::unique_ptr<Command> NewBenchServeCommand();      // bench_serve.cc
 
+struct GlobalFlags;
+
 // RunParsed: registers nothing; finds the entry of `table` whose
 // subcommand of `app` was parsed and runs its command. 2 when none was.
 // `commands[i]` is the command made for table row i.
 int RunParsed(CLI::App* app, const CommandEntry* table, int n,
               const std::unique_ptr<Command>* commands);
+// ParseAndRun: parses argv into `app` (--help exits 0; a usage error -- an
+// unknown flag, a value out of range -- prints CLI11's message and exits
+// 2, as the commands' own usage checks do), scrubs --auth-token values
+// from argv, applies `globals`, then RunParsed. Every binary's main.
+int ParseAndRun(CLI::App* app, int argc, char** argv, const GlobalFlags& globals,
+                const CommandEntry* table, int n, const std::unique_ptr<Command>* commands);
 // RegisterTable: adds one subcommand of `app` per row, makes its command
 // into commands[i] and registers its flags.
 void RegisterTable(CLI::App* app, const CommandEntry* table, int n,

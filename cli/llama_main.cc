@@ -8,7 +8,6 @@
 #include <memory>
 
 #include "cli/command.h"
-#include "cli/flags.h"
 #include "cli/serve.h"
 #include "kernels/blas_core.h"
 
@@ -39,8 +38,5 @@ int main(int argc, char** argv) {
   ragkv::cli::AddGlobalFlags(&app, &globals);
   std::unique_ptr<ragkv::cli::Command> commands[kNumCommands];
   ragkv::cli::RegisterTable(&app, kCommands, kNumCommands, commands);
-  CLI11_PARSE(app, argc, argv);
-  ragkv::cli::ScrubTokenArgs(argc, argv);
-  ragkv::cli::ApplyGlobalFlags(globals);
-  return ragkv::cli::RunParsed(&app, kCommands, kNumCommands, commands);
+  return ragkv::cli::ParseAndRun(&app, argc, argv, globals, kCommands, kNumCommands, commands);
 }

@@ -9,7 +9,6 @@
 #include <memory>
 
 #include "cli/command.h"
-#include "cli/flags.h"
 #include "kernels/blas_core.h"
 
 namespace {
@@ -49,8 +48,5 @@ int main(int argc, char** argv) {
   std::unique_ptr<ragkv::cli::Command> commands[kNumCommands];
   ragkv::cli::RegisterTable(&app, kCommands, kNumCommands, commands);
 
-  CLI11_PARSE(app, argc, argv);
-  ragkv::cli::ScrubTokenArgs(argc, argv);  // keep it out of later `ps` output
-  ragkv::cli::ApplyGlobalFlags(globals);
-  return ragkv::cli::RunParsed(&app, kCommands, kNumCommands, commands);
+  return ragkv::cli::ParseAndRun(&app, argc, argv, globals, kCommands, kNumCommands, commands);
 }

@@ -18,7 +18,6 @@
 #include "cli/store_flags.h"
 #include "connector/client.h"
 #include "kvstore/kv_chunk.h"
-#include "pipeline/neighbour_records.h"
 #include "services/backends.h"
 #include "services/precompute_job.h"
 
@@ -34,22 +33,29 @@ class Progress {
  public:
   Progress() : tty_(isatty(STDERR_FILENO)) {}
   void Update(const v1::Job& j) {
-    const uint64_t processed = j.chunks_done() + j.chunks_skipped() + j.chunks_failed();
+    // The plain chunks, then (CorpusSpec.neighbours > 0) the neighbour pass.
+    const bool nbr = j.has_neighbour_pass();
+    const v1::NeighbourPass& p = j.neighbour_pass();
+    const char* what = nbr ? "neighbour records" : "chunks";
+    const uint64_t total = nbr ? p.chunks_total() : j.chunks_total();
+    const uint64_t skipped = nbr ? p.chunks_skipped() : j.chunks_skipped();
+    const uint64_t failed = nbr ? p.chunks_failed() : j.chunks_failed();
+    const uint64_t processed = (nbr ? p.chunks_done() : j.chunks_done()) + skipped + failed;
     if (tty_) {
       const int width = 30;
-      const double frac = j.chunks_total() ? double(processed) / j.chunks_total() : 0;
+      const double frac = total ? double(processed) / total : 0;
       std::string bar(static_cast<int>(frac * width), '#');
       bar.resize(width, '.');
-      std::fprintf(stderr, "\r[%s] %llu/%llu chunks  %.0f tok/s  ETA %.0fs   ", bar.c_str(),
-                   (unsigned long long)processed, (unsigned long long)j.chunks_total(),
-                   j.tokens_per_second(), j.eta_seconds());
+      std::fprintf(stderr, "\r[%s] %llu/%llu %s  %.0f tok/s  ETA %.0fs   ", bar.c_str(),
+                   (unsigned long long)processed, (unsigned long long)total, what,
+                   j.tokens_per_second(), nbr ? 0.0 : j.eta_seconds());
       std::fflush(stderr);
     } else if (absl::Now() - last_ >= absl::Seconds(5) || JobManager::Terminal(j.state())) {
       last_ = absl::Now();
-      std::fprintf(stderr, "precompute %s: %llu/%llu chunks (%llu skipped, %llu failed) %.0f tok/s ETA %.0fs\n",
+      std::fprintf(stderr, "precompute %s: %llu/%llu %s (%llu skipped, %llu failed) %.0f tok/s\n",
                    v1::JobState_Name(j.state()).c_str(), (unsigned long long)processed,
-                   (unsigned long long)j.chunks_total(), (unsigned long long)j.chunks_skipped(),
-                   (unsigned long long)j.chunks_failed(), j.tokens_per_second(), j.eta_seconds());
+                   (unsigned long long)total, what, (unsigned long long)skipped,
+                   (unsigned long long)failed, j.tokens_per_second());
     }
   }
   void Done() {
@@ -70,6 +76,15 @@ int PrintSummary(const v1::Job& j) {
   std::printf("  tokens     %llu (%.0f tok/s)\n", (unsigned long long)j.tokens_done(),
               j.tokens_per_second());
   std::printf("  bytes      %s\n", HumanBytes(static_cast<double>(j.bytes_stored())).c_str());
+  if (j.has_neighbour_pass()) {
+    const v1::NeighbourPass& p = j.neighbour_pass();
+    std::printf("  neighbours k=%u: %llu chunks, %llu computed, %llu skipped, %llu failed; %s "
+                "(mean context %.0f tokens)\n",
+                p.k(), (unsigned long long)p.chunks_total(), (unsigned long long)p.chunks_done(),
+                (unsigned long long)p.chunks_skipped(), (unsigned long long)p.chunks_failed(),
+                HumanBytes(static_cast<double>(p.bytes_stored())).c_str(),
+                p.chunks_done() ? static_cast<double>(p.context_tokens()) / p.chunks_done() : 0.0);
+  }
   std::printf("  time       %.2f s\n", j.elapsed_seconds());
   for (const auto& f : j.failures()) {
     std::printf("  failed     %s: %s\n", f.chunk().c_str(), f.reason().c_str());
@@ -92,6 +107,12 @@ class PrecomputeCommand : public Command {
     AddAuthTokenOptions(cmd, &f_.auth, "the --server's bearer token");
     cmd->add_flag("--replace", f_.replace,
                   "recompute and rewrite chunks already stored (records you do not trust)");
+    cmd->add_option("--neighbours", f_.neighbours,
+                    "also store each chunk's neighbour-aware record, computed after its k "
+                    "nearest chunks in the index, after the plain records (docs/kv_format.md "
+                    "\"Neighbour-aware records\"; serve them with `ragkv serve --neighbour-records k`)")
+        ->check(CLI::Range(0, static_cast<int>(JobManager::kMaxNeighbours)))
+        ->capture_default_str();
     cmd->add_option("--debug-chunk-delay-ms", f_.debug_chunk_delay_ms)
         ->group("");  // hidden testing seam
     // Local mode only, from here on: with --server, Run refuses each of these.
@@ -100,12 +121,6 @@ class PrecomputeCommand : public Command {
     cmd->add_option("--tokenizer", f_.tokenizer, "local: tokenizer (default: the model's)");
     cmd->add_option("--max-seq-len", f_.max_seq_len, "local: model context override");
     cmd->add_option("--chunk-tokens", f_.chunk_tokens, "local: tokens per retrieval chunk")
-        ->capture_default_str();
-    cmd->add_option("--neighbours", f_.neighbours,
-                    "local: also store each chunk's neighbour-aware record, computed after its k "
-                    "nearest chunks in the index (docs/kv_format.md \"Neighbour-aware records\"; "
-                    "serve them with `ragkv serve --neighbour-records k`)")
-        ->check(CLI::Range(0, 16))
         ->capture_default_str();
     AddRetrievalOptions(cmd, &f_.retrieval, "local: ");
     cmd->add_option("--sync-writes", f_.sync_writes,
@@ -142,35 +157,6 @@ class PrecomputeCommand : public Command {
   std::vector<const CLI::Option*> local_options_;  // refused with --server
 };
 
-// RunNeighbourPass: after a successful job, every catalogue chunk of this
-// shard also gets its neighbour-aware record (pipeline/neighbour_records.h).
-int RunNeighbourPass(int neighbours, bool replace, const services::Backends& b,
-                     const ResolvedStore& store, uint32_t si, uint32_t sn) {
-  pipeline::NeighbourPrecomputeOptions no;
-  no.model = b.model.get();
-  no.tokenizer = b.tokenizer.get();
-  no.retriever = b.retriever.get();
-  no.store = b.store.get();
-  no.neighbours = neighbours;
-  no.codec = *kvstore::ParseCodec(store.kv_codec);
-  no.shard_index = si;
-  no.shard_count = sn;
-  no.replace = replace;
-  absl::StatusOr<pipeline::NeighbourPrecomputeStats> st = pipeline::PrecomputeNeighbourRecords(no);
-  if (!st.ok()) {
-    std::fprintf(stderr, "ragkv precompute: --neighbours: %s\n", st.status().ToString().c_str());
-    return 1;
-  }
-  std::printf("  neighbours k=%d: %lld chunks, %lld computed, %lld skipped, %lld failed; %s in "
-              "%.2f s (mean context %.0f tokens)\n",
-              neighbours, (long long)st->chunks, (long long)st->computed,
-              (long long)st->skipped, (long long)st->failed,
-              HumanBytes(static_cast<double>(st->bytes)).c_str(), st->seconds,
-              st->computed ? static_cast<double>(st->context_tokens) / st->computed : 0.0);
-  for (const std::string& s : st->failures) std::printf("  failed     %s\n", s.c_str());
-  return 0;
-}
-
 int PrecomputeCommand::Run() {
   if (!f_.server.empty()) {
     for (const CLI::Option* o : local_options_) {
@@ -196,6 +182,7 @@ int PrecomputeCommand::Run() {
   v1::CorpusSpec spec;
   for (const auto& p : f.corpus) spec.add_paths(p);
   spec.set_replace(f.replace);
+  spec.set_neighbours(static_cast<uint32_t>(f.neighbours));
   std::vector<std::string> parts = absl::StrSplit(f.shard, '/');
   uint32_t si = 0, sn = 1;
   if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &si) || !absl::SimpleAtoi(parts[1], &sn) ||
@@ -269,6 +256,7 @@ int PrecomputeCommand::Run() {
   }
   JobManager::Options jo;
   jo.model = (*backends)->model.get();
+  jo.tokenizer = (*backends)->tokenizer.get();
   jo.retriever = (*backends)->retriever.get();
   jo.store = (*backends)->store.get();
   jo.kv_codec = *kvstore::ParseCodec(store->kv_codec);  // checked by the flag
@@ -289,9 +277,7 @@ int PrecomputeCommand::Run() {
     if (JobManager::Terminal(last.state())) break;
   }
   progress.Done();
-  const int rc = PrintSummary(last);
-  if (rc != 0 || f.neighbours == 0) return rc;
-  return RunNeighbourPass(f.neighbours, f.replace, **backends, *store, si, sn);
+  return PrintSummary(last);
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "base/clock.h"
 #include "base/status_macros.h"
 #include "kvstore/tiered_store.h"
@@ -88,11 +87,18 @@ absl::StatusOr<NeighbourPrecomputeStats> PrecomputeNeighbourRecords(
   st.chunks = static_cast<int64_t>(chunks.size());
   auto fail = [&](int64_t id, const absl::Status& s) {
     ++st.failed;
+    NeighbourFailure f{id, s.ToString()};
+    if (o.on_failure) o.on_failure(f);
     if (static_cast<int>(st.failures.size()) < o.max_failures_listed) {
-      st.failures.push_back(absl::StrCat("chunk ", id, ": ", s.ToString()));
+      st.failures.push_back(std::move(f));
     }
   };
-  for (size_t b = 0; b < chunks.size(); b += kBatch) {
+  auto progress = [&] {
+    st.seconds = SecondsSince(t0);
+    if (o.on_progress) o.on_progress(st);
+  };
+  progress();
+  for (size_t b = 0; b < chunks.size() && !st.cancelled; b += kBatch) {
     const size_t e = std::min(chunks.size(), b + kBatch);
     std::vector<int64_t> ids;
     for (size_t i = b; i < e; ++i) ids.push_back(chunks[i].first);
@@ -102,7 +108,12 @@ absl::StatusOr<NeighbourPrecomputeStats> PrecomputeNeighbourRecords(
     for (size_t i = 0; i < ids.size(); ++i) lists.push_back({ids[i], near[i]});
     RETURN_IF_ERROR(o.retriever->SetChunkNeighbours(o.neighbours, lists));
     for (size_t i = b; i < e; ++i) {
+      if (o.cancelled && o.cancelled()) {
+        st.cancelled = true;
+        break;
+      }
       StoreOne(o, chunks[i].first, chunks[i].second, near[i - b], &st, fail);
+      progress();
     }
   }
   st.seconds = SecondsSince(t0);

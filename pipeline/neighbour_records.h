@@ -18,6 +18,7 @@
 #define RAGKV_PIPELINE_NEIGHBOUR_RECORDS_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,6 +49,13 @@ absl::StatusOr<std::optional<blend::NeighbourContext>> NeighbourContextOf(
     const retrieval::Retriever& retriever, const model::Tokenizer* tokenizer, int64_t chunk_id,
     int k);
 
+struct NeighbourPrecomputeStats;
+// NeighbourFailure: one chunk whose record the pass could not write.
+struct NeighbourFailure {
+  int64_t chunk_id = 0;
+  std::string reason;  // the status, as text
+};
+
 struct NeighbourPrecomputeOptions {
   const model::Model* model = nullptr;          // required
   const model::Tokenizer* tokenizer = nullptr;  // BOS rule (null: no BOS)
@@ -60,6 +68,14 @@ struct NeighbourPrecomputeOptions {
   uint32_t shard_index = 0, shard_count = 1;
   bool replace = false;  // recompute records already stored
   int max_failures_listed = 20;
+  // cancelled: polled before each chunk; true stops the pass (the records
+  // stored so far stay; stats.cancelled is set). Null: never.
+  std::function<bool()> cancelled;
+  // on_progress: called with the running stats once the chunks are listed
+  // and after each chunk (on the calling thread). Null: none.
+  std::function<void(const NeighbourPrecomputeStats&)> on_progress;
+  // on_failure: called for each failed chunk, before its on_progress.
+  std::function<void(const NeighbourFailure&)> on_failure;
 };
 
 struct NeighbourPrecomputeStats {
@@ -70,7 +86,8 @@ struct NeighbourPrecomputeStats {
   uint64_t bytes = 0;    // bytes written
   uint64_t context_tokens = 0;  // sum of the contexts' lengths of the computed records
   double seconds = 0;
-  std::vector<std::string> failures;  // "chunk <id>: <reason>", the first ones
+  bool cancelled = false;  // stopped by options.cancelled
+  std::vector<NeighbourFailure> failures;  // the first max_failures_listed
 };
 
 // PrecomputeNeighbourRecords: for each chunk of the catalogue in this
@@ -78,7 +95,7 @@ struct NeighbourPrecomputeStats {
 // one batched search), recorded (Retriever::SetChunkNeighbours, replacing
 // an earlier list), then, unless already stored (or `replace`),
 // blend::PrecomputeAndStoreWithNeighbours. Per-chunk failures
-// are counted, not returned. Errors: InvalidArgument for missing pointers or
+// are counted, not returned; a cancelled pass returns the stats so far. Errors: InvalidArgument for missing pointers or
 // k < 1; the catalogue's read errors.
 absl::StatusOr<NeighbourPrecomputeStats> PrecomputeNeighbourRecords(
     const NeighbourPrecomputeOptions& options);

@@ -17,6 +17,7 @@
 #include "kvstore/chunk_key.h"
 #include "kvstore/tiered_store.h"
 #include "model/model.h"
+#include "pipeline/neighbour_records.h"
 #include "retrieval/corpus_reader.h"
 #include "retrieval/retriever.h"
 #include "services/internal/path_guard.h"
@@ -88,6 +89,10 @@ absl::StatusOr<std::string> JobManager::Start(const v1::CorpusSpec& corpus, int 
         absl::StrFormat("shard %d/%d: index must be < count", corpus.shard_index(), n));
   }
   if (workers < 0 || workers > 64) return absl::InvalidArgumentError("workers must be in [0, 64]");
+  if (corpus.neighbours() > kMaxNeighbours) {
+    return absl::InvalidArgumentError(absl::StrFormat("neighbours %d: at most %d",
+                                                      corpus.neighbours(), kMaxNeighbours));
+  }
   v1::CorpusSpec spec = corpus;
   if (options_.confine_corpus) {
     for (std::string& p : *spec.mutable_paths()) {
@@ -212,6 +217,10 @@ class JobManager::Runner {
   // StoreChunk: runs the model over one chunk, Puts its KV and counts it as
   // done or failed.
   void StoreChunk(const WorkItem& it);
+  // ComputeNeighbourRecords: stage 4 (corpus.neighbours > 0): every
+  // catalogue chunk's neighbour-aware record in this shard; progress in
+  // Job.neighbour_pass. False (after Fail) when the catalogue cannot be read.
+  bool ComputeNeighbourRecords();
   // Finish: flushes the store, saves the retrieval index, sets the final state.
   void Finish();
 
@@ -340,6 +349,48 @@ void JobManager::Runner::StoreChunk(const WorkItem& it) {
   }
 }
 
+bool JobManager::Runner::ComputeNeighbourRecords() {
+  const v1::CorpusSpec& c = job_->corpus;
+  pipeline::NeighbourPrecomputeOptions no;
+  no.model = options_.model;
+  no.tokenizer = options_.tokenizer;
+  no.retriever = options_.retriever;
+  no.store = options_.store;
+  no.neighbours = static_cast<int>(c.neighbours());
+  no.codec = options_.kv_codec;
+  no.shard_index = c.shard_index();
+  no.shard_count = std::max<uint32_t>(1, c.shard_count());
+  no.replace = c.replace();
+  no.max_failures_listed = 0;  // listed in Job.failures as they come
+  no.cancelled = [this] { return job_->cancel.load(); };
+  no.on_progress = [&](const pipeline::NeighbourPrecomputeStats& st) {
+    Update([&](v1::Job& j) {
+      v1::NeighbourPass* p = j.mutable_neighbour_pass();
+      p->set_k(c.neighbours());
+      p->set_chunks_total(st.chunks);
+      p->set_chunks_done(st.computed);
+      p->set_chunks_skipped(st.skipped);
+      p->set_chunks_failed(st.failed);
+      p->set_bytes_stored(st.bytes);
+      p->set_context_tokens(st.context_tokens);
+    });
+  };
+  no.on_failure = [&](const pipeline::NeighbourFailure& f) {
+    Update([&](v1::Job& j) {
+      if (j.failures_size() >= options_.max_failures_listed) return;
+      v1::ChunkFailure* cf = j.add_failures();
+      cf->set_chunk(absl::StrFormat("chunk %d (neighbours)", f.chunk_id));
+      cf->set_reason(f.reason);
+    });
+  };
+  absl::StatusOr<pipeline::NeighbourPrecomputeStats> st = pipeline::PrecomputeNeighbourRecords(no);
+  if (!st.ok()) {
+    Fail(st.status());
+    return false;
+  }
+  return true;
+}
+
 void JobManager::Runner::Finish() {
   absl::Status flushed = options_.store->Flush();
   absl::Status saved = options_.retriever->Save();
@@ -371,6 +422,9 @@ void JobManager::Run(JobRec* job) {
 
   // 3. Compute and store, `workers` threads pulling from a shared cursor.
   r.ComputeChunks(items);
+
+  // 4. The neighbour-aware records (catalogue chunks of this shard).
+  if (job->corpus.neighbours() > 0 && !job->cancel && !r.ComputeNeighbourRecords()) return;
   r.Finish();
 }
 

@@ -7,7 +7,9 @@
 // shard's chunks (ChunkKey.Lo64() mod shard_count == shard_index: stable
 // across processes and machines), and for each chunk not already stored run
 // the model over it alone (blend::PrecomputeChunk, the model's KV dtype) and
-// Put it into the tiered store. Resumable: stored chunks are skipped (the
+// Put it into the tiered store. With CorpusSpec.neighbours = k > 0, a last
+// stage writes every catalogue chunk's neighbour-aware record of this shard
+// (pipeline::PrecomputeNeighbourRecords; Job.neighbour_pass). Resumable: stored chunks are skipped (the
 // SSD tier commits a chunk atomically, header last, so a job killed with
 // kill -9 leaves only whole chunks behind). Per-chunk failures (e.g. a chunk
 // longer than the context) are counted with their reason; the job still
@@ -40,7 +42,8 @@ class TieredStore;
 }
 namespace ragkv::model {
 class Model;
-}
+class Tokenizer;
+}  // namespace ragkv::model
 namespace ragkv::retrieval {
 class Retriever;
 }
@@ -51,6 +54,8 @@ class JobManager {
  public:
   struct Options {
     const model::Model* model = nullptr;          // required for jobs to start
+    // The BOS rule of neighbour-aware contexts (null: no BOS).
+    const model::Tokenizer* tokenizer = nullptr;
     retrieval::Retriever* retriever = nullptr;    // required
     kvstore::TieredStore* store = nullptr;        // required
     kvstore::Codec kv_codec = kvstore::Codec::kRaw;  // codec of the stored records
@@ -73,7 +78,7 @@ class JobManager {
 
   // Start: validates and starts a job; returns its id. NotFound: a corpus
   // path does not exist; InvalidArgument: no paths, shard_index >=
-  // shard_count, workers > 64; FailedPrecondition: no model/store/retriever,
+  // shard_count, workers > 64, neighbours > kMaxNeighbours; FailedPrecondition: no model/store/retriever,
   // or confine_corpus with no roots; PermissionDenied: confine_corpus and a
   // path outside the roots (whether or not it exists). Relative paths are
   // taken against the first root when confined.
@@ -90,6 +95,8 @@ class JobManager {
   void CancelAll();
   // Wait: blocks until the job is in a terminal state.
   absl::StatusOr<v1::Job> Wait(const std::string& job_id) const;
+
+  static constexpr uint32_t kMaxNeighbours = 16;
 
   static bool Terminal(v1::JobState s) {
     return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED ||

@@ -348,6 +348,7 @@ void InitJobs(Sidecar::Impl* impl, const std::vector<std::filesystem::path>& cor
   if (o.services.count("precompute")) {
     JobManager::Options jo;
     jo.model = b.model.get();
+    jo.tokenizer = b.tokenizer.get();
     jo.retriever = b.retriever.get();
     jo.store = b.store.get();
     jo.kv_codec = impl->kv_codec;

@@ -11,7 +11,6 @@
 #include <memory>
 
 #include "cli/command.h"
-#include "cli/flags.h"
 #include "kernels/blas_core.h"
 
 namespace {
@@ -52,8 +51,5 @@ int main(int argc, char** argv) {
   std::unique_ptr<ragkv::cli::Command> commands[kNumBench];
   ragkv::cli::RegisterTable(&app, kBench, kNumBench, commands);
 
-  CLI11_PARSE(app, argc, argv);
-  ragkv::cli::ScrubTokenArgs(argc, argv);  // keep it out of later `ps` output
-  ragkv::cli::ApplyGlobalFlags(globals);
-  return ragkv::cli::RunParsed(&app, kBench, kNumBench, commands);
+  return ragkv::cli::ParseAndRun(&app, argc, argv, globals, kBench, kNumBench, commands);
 }

@@ -285,6 +285,37 @@ TEST(ServedRetrievalTest, ReingestOverGrpcIsAtomicForReaders) {
       << "of " << reader_thread.reads() << " searches; last: " << reader_thread.last_miss();
 }
 
+// `ragkv precompute --server --neighbours k` (issue 40): the sidecar's job
+// writes the neighbour-aware records too and the CLI prints their pass; a
+// rerun finds them stored; k over the limit is refused before any call.
+TEST(ServedRetrievalTest, PrecomputeOnAServerWritesNeighbourRecords) {
+  RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "test model not found at " << TestModelPath();
+  TempDir dir;
+  const std::string corpus = dir.path() + "/corpus";
+  std::filesystem::create_directories(corpus);
+  std::ofstream(corpus + "/a.txt") << "Lily had a red ball. She played with the ball in the park.";
+  std::ofstream(corpus + "/b.txt") << "Tom saw a big red ball. He wanted to play in the park.";
+  std::ofstream(corpus + "/c.txt") << "The cat sat on the mat and looked at the moon all night.";
+  std::vector<std::string> args = ModelArgs(dir.path() + "/d");
+  args.insert(args.end(), {"--corpus-root", corpus});
+  auto s = ServeProcess::Start(args, dir.path() + "/serve.log");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const std::string cmd =
+      absl::StrCat("precompute --server ", (*s)->address(), " --corpus ", corpus, " --neighbours 1");
+  int rc = -1;
+  std::string out = RagkvToExit(cmd, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("neighbours k=1: 3 chunks, 3 computed, 0 skipped, 0 failed"),
+            std::string::npos) << out;
+  out = RagkvToExit(cmd, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("neighbours k=1: 3 chunks, 0 computed, 3 skipped, 0 failed"),
+            std::string::npos) << out;
+  out = RagkvToExit(absl::StrCat("precompute --server ", (*s)->address(), " --corpus ", corpus,
+                                 " --neighbours 17"), &rc);
+  EXPECT_EQ(rc, 2) << out;
+}
+
 // Re-ingest by precompute job (a changed corpus file): the same.
 TEST(ServedRetrievalTest, ReingestByPrecomputeJobIsAtomicForReaders) {
   RAGKV_REQUIRE_OR_SKIP(HaveTestModel()) << "test model not found at " << TestModelPath();

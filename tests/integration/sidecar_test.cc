@@ -190,6 +190,56 @@ TEST_F(SidecarTest, PrecomputeBadInput) {
   EXPECT_EQ(client_->GetJob("job-999999").status().code(), absl::StatusCode::kNotFound);
 }
 
+// CorpusSpec.neighbours (issue 40): the job's last stage writes every
+// catalogue chunk's neighbour-aware record, counted in Job.neighbour_pass;
+// the records land in the store; a rerun skips them; k > 16 is refused.
+TEST_F(SidecarTest, PrecomputeNeighbourRecordsThroughTheServer) {
+  EXPECT_FALSE(first_job_->has_neighbour_pass());  // plain jobs have no pass
+  v1::StartJobRequest bad;
+  bad.mutable_corpus()->add_paths(dir_->path() + "/corpus");
+  bad.mutable_corpus()->set_neighbours(17);
+  auto refused = client_->StartJob(bad);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("neighbours 17"));
+
+  auto ssd_entries = [] {
+    auto stats = client_->GetStats();
+    EXPECT_TRUE(stats.ok() && stats->tiers_size() >= 2);
+    return stats.ok() && stats->tiers_size() >= 2 ? stats->tiers(1).entries() : 0;
+  };
+  const uint64_t before = ssd_entries();
+  auto run = [](uint32_t k) -> absl::StatusOr<v1::Job> {
+    v1::StartJobRequest req;
+    req.mutable_corpus()->add_paths(dir_->path() + "/corpus");
+    req.mutable_corpus()->set_neighbours(k);
+    auto job = client_->StartJob(req);
+    if (!job.ok()) return job.status();
+    return client_->WatchJob(job->job_id(), [](const v1::Job&) { return true; }, 50);
+  };
+  auto first = run(1);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->state(), v1::JOB_STATE_SUCCEEDED) << first->DebugString();
+  EXPECT_EQ(first->chunks_skipped(), first_job_->chunks_total());  // plain: all stored
+  ASSERT_TRUE(first->has_neighbour_pass());
+  const v1::NeighbourPass& p = first->neighbour_pass();
+  EXPECT_EQ(p.k(), 1u);
+  EXPECT_GE(p.chunks_total(), first_job_->chunks_total());  // duplicates included
+  EXPECT_EQ(p.chunks_done() + p.chunks_skipped() + p.chunks_failed(), p.chunks_total());
+  EXPECT_EQ(p.chunks_failed(), 0u) << first->DebugString();
+  EXPECT_GT(p.chunks_done(), first_job_->chunks_total() / 2);
+  EXPECT_GT(p.bytes_stored(), 0u);
+  // Each context holds one neighbour chunk: at least one token per record.
+  EXPECT_GE(p.context_tokens(), p.chunks_done());
+  EXPECT_EQ(ssd_entries(), before + p.chunks_done());  // stored, beside the plain records
+
+  auto again = run(1);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_EQ(again->state(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(again->neighbour_pass().chunks_done(), 0u);  // resumable
+  EXPECT_EQ(again->neighbour_pass().chunks_skipped(), p.chunks_total());
+  EXPECT_EQ(ssd_entries(), before + p.chunks_done());
+}
+
 TEST_F(SidecarTest, RetrievalRoundTrip) {
   std::vector<v1::Document> docs(1);
   docs[0].set_doc_id("extra-doc");

@@ -128,7 +128,7 @@ TEST_F(NeighbourRecordsTest, PrecomputedServedAndFallenBackFrom) {
   ASSERT_TRUE(st.ok()) << st.status();
   EXPECT_EQ(st->chunks, 4);
   EXPECT_EQ(st->computed, 4);
-  EXPECT_EQ(st->failed, 0) << (st->failures.empty() ? "" : st->failures[0]);
+  EXPECT_EQ(st->failed, 0) << (st->failures.empty() ? "" : st->failures[0].reason);
   auto again = PrecomputeNeighbourRecords(no);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->skipped, 4);  // resumable: stored records are not recomputed
@@ -204,6 +204,34 @@ TEST_F(NeighbourRecordsTest, PrecomputedServedAndFallenBackFrom) {
     ASSERT_TRUE(plain2.ok());
     EXPECT_EQ(VDiff(sink, 2, sink.prompt.spans[0].begin, *plain2), 0.0);
   }
+}
+
+TEST_F(NeighbourRecordsTest, CancelStopsBetweenChunksAndProgressCounts) {
+  NeighbourPrecomputeOptions no;
+  no.model = model_.get();
+  no.retriever = retriever_.get();
+  no.store = store_.get();
+  no.neighbours = 1;
+  int polls = 0;
+  no.cancelled = [&polls] { return ++polls > 2; };  // two chunks, then stop
+  std::vector<int64_t> seen;  // computed + skipped + failed, per report
+  no.on_progress = [&seen](const NeighbourPrecomputeStats& s) {
+    EXPECT_EQ(s.chunks, 4);
+    seen.push_back(s.computed + s.skipped + s.failed);
+  };
+  auto st = PrecomputeNeighbourRecords(no);
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_TRUE(st->cancelled);
+  EXPECT_EQ(st->computed, 2);
+  EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, 2}));
+  // Resumed without a cancel: the two stored records are skipped.
+  no.cancelled = nullptr;
+  no.on_progress = nullptr;
+  auto rest = PrecomputeNeighbourRecords(no);
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  EXPECT_FALSE(rest->cancelled);
+  EXPECT_EQ(rest->skipped, 2);
+  EXPECT_EQ(rest->computed, 2);
 }
 
 }  // namespace

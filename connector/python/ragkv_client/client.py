@@ -346,10 +346,13 @@ class Client:
         return self._call(self.kvstore.GetStats, kvstore_pb2.GetStatsRequest, deadline_s)
 
     # -- precompute --
-    def start_job(self, paths, shard_index=0, shard_count=1, workers=0, deadline_s=None):
+    def start_job(self, paths, shard_index=0, shard_count=1, workers=0, deadline_s=None,
+                  neighbours=0, replace=False):
+        """neighbours=k > 0 also writes the neighbour-aware records (Job.neighbour_pass)."""
         return self._call(self.precompute.StartJob, lambda: precompute_pb2.StartJobRequest(
             corpus=precompute_pb2.CorpusSpec(paths=list(paths), shard_index=shard_index,
-                                             shard_count=shard_count),
+                                             shard_count=shard_count, neighbours=neighbours,
+                                             replace=replace),
             workers=workers), deadline_s)
 
     def get_job(self, job_id, deadline_s=None):
