@@ -1,8 +1,12 @@
 #include "pipeline/neighbour_records.h"
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "base/clock.h"
 #include "base/status_macros.h"
 #include "kvstore/tiered_store.h"
@@ -32,24 +36,101 @@ absl::StatusOr<std::optional<blend::NeighbourContext>> ContextOf(
 
 constexpr size_t kBatch = 256;  // chunks per batched neighbour search
 
-// StoreOne: chunk `id`'s record after `near`, unless stored already.
-template <typename Fail>
-void StoreOne(const NeighbourPrecomputeOptions& o, int64_t id, const std::vector<int32_t>& tokens,
-              const std::vector<int64_t>& near, NeighbourPrecomputeStats* st, const Fail& fail) {
+// Outcome: what became of one chunk's record.
+struct Outcome {
+  enum Kind { kComputed, kSkipped, kFailed } kind = kSkipped;
+  absl::Status status;  // kFailed
+  uint64_t bytes = 0, context_tokens = 0;
+};
+
+// StoreOne: chunk `tokens`' record after `near`, unless stored already.
+Outcome StoreOne(const NeighbourPrecomputeOptions& o, const std::vector<int32_t>& tokens,
+                 const std::vector<int64_t>& near) {
   absl::StatusOr<std::optional<blend::NeighbourContext>> ctx =
       ContextOf(*o.retriever, o.tokenizer, near);
-  if (!ctx.ok()) return fail(id, ctx.status());
+  if (!ctx.ok()) return {Outcome::kFailed, ctx.status()};
   const kvstore::Fingerprint fp = o.model->fingerprint();
   if (!*ctx || (!o.replace && o.store->Contains(blend::NeighbourKeyOf(fp, **ctx, tokens)))) {
-    ++st->skipped;
-    return;
+    return {Outcome::kSkipped};
   }
   absl::StatusOr<uint64_t> bytes =
       blend::PrecomputeAndStoreWithNeighbours(*o.model, o.store, **ctx, tokens, o.codec);
-  if (!bytes.ok()) return fail(id, bytes.status());
-  ++st->computed;
-  st->bytes += *bytes;
-  st->context_tokens += (*ctx)->Tokens().size();
+  if (!bytes.ok()) return {Outcome::kFailed, bytes.status()};
+  return {Outcome::kComputed, absl::OkStatus(), *bytes, (*ctx)->Tokens().size()};
+}
+
+// Tally: the pass's stats, counted by the workers under one lock; every
+// callback runs under it (serialized, in the order counted).
+class Tally {
+ public:
+  Tally(const NeighbourPrecomputeOptions& o, int64_t chunks) : o_(o), t0_(Clock::now()) {
+    st_.chunks = chunks;
+    Report();
+  }
+  void Count(int64_t id, Outcome out) {
+    absl::MutexLock lock(&mu_);
+    if (out.kind == Outcome::kSkipped) ++st_.skipped;
+    if (out.kind == Outcome::kComputed) {
+      ++st_.computed;
+      st_.bytes += out.bytes;
+      st_.context_tokens += out.context_tokens;
+    }
+    if (out.kind == Outcome::kFailed) Fail(id, out.status);
+    Report();
+  }
+  // Cancelled: polls options.cancelled once, remembering a true.
+  bool Cancelled() {
+    absl::MutexLock lock(&mu_);
+    if (!st_.cancelled && o_.cancelled && o_.cancelled()) st_.cancelled = true;
+    return st_.cancelled;
+  }
+  // Stopped: whether a poll has seen the cancel (no new poll).
+  bool Stopped() {
+    absl::MutexLock lock(&mu_);
+    return st_.cancelled;
+  }
+  NeighbourPrecomputeStats Done() {
+    absl::MutexLock lock(&mu_);
+    st_.seconds = SecondsSince(t0_);
+    return st_;
+  }
+
+ private:
+  void Fail(int64_t id, const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ++st_.failed;
+    NeighbourFailure f{id, s.ToString()};
+    if (o_.on_failure) o_.on_failure(f);
+    if (static_cast<int>(st_.failures.size()) < o_.max_failures_listed) {
+      st_.failures.push_back(std::move(f));
+    }
+  }
+  void Report() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    st_.seconds = SecondsSince(t0_);
+    if (o_.on_progress) o_.on_progress(st_);
+  }
+
+  const NeighbourPrecomputeOptions& o_;
+  const Clock::time_point t0_;
+  absl::Mutex mu_;
+  NeighbourPrecomputeStats st_ ABSL_GUARDED_BY(mu_);
+};
+
+using ChunkList = std::vector<std::pair<int64_t, std::vector<int32_t>>>;
+
+// StoreBatch: chunks [b, e) after their lists `near`, `workers` threads
+// pulling from one cursor, each stopping once the pass is cancelled.
+void StoreBatch(const NeighbourPrecomputeOptions& o, const ChunkList& chunks, size_t b, size_t e,
+                const std::vector<std::vector<int64_t>>& near, Tally* tally) {
+  std::atomic<size_t> next{b};
+  auto work = [&] {
+    for (size_t i; !tally->Cancelled() && (i = next.fetch_add(1)) < e;) {
+      tally->Count(chunks[i].first, StoreOne(o, chunks[i].second, near[i - b]));
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int w = 1; w < o.workers && static_cast<size_t>(w) < e - b; ++w) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
 }
 
 }  // namespace
@@ -70,12 +151,11 @@ absl::StatusOr<NeighbourPrecomputeStats> PrecomputeNeighbourRecords(
   if (o.neighbours < 1 || o.shard_count == 0 || o.shard_index >= o.shard_count) {
     return absl::InvalidArgumentError("neighbour precompute: k >= 1 and shard i/n with i < n");
   }
-  const auto t0 = Clock::now();
   const kvstore::Fingerprint fp = o.model->fingerprint();
   // The chunks first (the scan holds a snapshot; the work is done outside it).
   // Every chunk gets its list; two chunks of the same tokens get the same
   // list, hence the same key, and the second is skipped as stored.
-  std::vector<std::pair<int64_t, std::vector<int32_t>>> chunks;
+  ChunkList chunks;
   RETURN_IF_ERROR(o.retriever->ForEachChunk([&](const retrieval::ChunkRecord& c) {
     if (c.token_ids.empty()) return absl::OkStatus();
     const kvstore::ChunkKey plain = kvstore::ChunkKey::Of(fp, c.token_ids);
@@ -83,22 +163,8 @@ absl::StatusOr<NeighbourPrecomputeStats> PrecomputeNeighbourRecords(
     chunks.push_back({c.chunk_id, c.token_ids});
     return absl::OkStatus();
   }));
-  NeighbourPrecomputeStats st;
-  st.chunks = static_cast<int64_t>(chunks.size());
-  auto fail = [&](int64_t id, const absl::Status& s) {
-    ++st.failed;
-    NeighbourFailure f{id, s.ToString()};
-    if (o.on_failure) o.on_failure(f);
-    if (static_cast<int>(st.failures.size()) < o.max_failures_listed) {
-      st.failures.push_back(std::move(f));
-    }
-  };
-  auto progress = [&] {
-    st.seconds = SecondsSince(t0);
-    if (o.on_progress) o.on_progress(st);
-  };
-  progress();
-  for (size_t b = 0; b < chunks.size() && !st.cancelled; b += kBatch) {
+  Tally tally(o, static_cast<int64_t>(chunks.size()));
+  for (size_t b = 0; b < chunks.size() && !tally.Stopped(); b += kBatch) {
     const size_t e = std::min(chunks.size(), b + kBatch);
     std::vector<int64_t> ids;
     for (size_t i = b; i < e; ++i) ids.push_back(chunks[i].first);
@@ -107,17 +173,9 @@ absl::StatusOr<NeighbourPrecomputeStats> PrecomputeNeighbourRecords(
     std::vector<std::pair<int64_t, std::vector<int64_t>>> lists;
     for (size_t i = 0; i < ids.size(); ++i) lists.push_back({ids[i], near[i]});
     RETURN_IF_ERROR(o.retriever->SetChunkNeighbours(o.neighbours, lists));
-    for (size_t i = b; i < e; ++i) {
-      if (o.cancelled && o.cancelled()) {
-        st.cancelled = true;
-        break;
-      }
-      StoreOne(o, chunks[i].first, chunks[i].second, near[i - b], &st, fail);
-      progress();
-    }
+    StoreBatch(o, chunks, b, e, near, &tally);
   }
-  st.seconds = SecondsSince(t0);
-  return st;
+  return tally.Done();
 }
 
 }  // namespace ragkv::pipeline

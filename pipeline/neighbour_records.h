@@ -13,7 +13,8 @@
 //    from the recorded list (no search at request time).
 //
 // Thread safety: both are reentrant; they only read the retriever and the
-// model and Put into the (thread-safe) store.
+// model and Put into the (thread-safe) store. The pass runs its own
+// `workers` threads; its callbacks are serialized.
 #ifndef RAGKV_PIPELINE_NEIGHBOUR_RECORDS_H_
 #define RAGKV_PIPELINE_NEIGHBOUR_RECORDS_H_
 
@@ -67,12 +68,14 @@ struct NeighbourPrecomputeOptions {
   // shard_index (the precompute job's rule). Default 0/1: all.
   uint32_t shard_index = 0, shard_count = 1;
   bool replace = false;  // recompute records already stored
+  int workers = 1;       // threads computing records (the batch's search is one call)
   int max_failures_listed = 20;
-  // cancelled: polled before each chunk; true stops the pass (the records
-  // stored so far stay; stats.cancelled is set). Null: never.
+  // cancelled: polled before each chunk (by every worker); true stops the
+  // pass (the records stored so far stay; stats.cancelled is set). Null:
+  // never.
   std::function<bool()> cancelled;
   // on_progress: called with the running stats once the chunks are listed
-  // and after each chunk (on the calling thread). Null: none.
+  // and after each chunk, one call at a time (from the workers). Null: none.
   std::function<void(const NeighbourPrecomputeStats&)> on_progress;
   // on_failure: called for each failed chunk, before its on_progress.
   std::function<void(const NeighbourFailure&)> on_failure;

@@ -361,6 +361,7 @@ bool JobManager::Runner::ComputeNeighbourRecords() {
   no.shard_index = c.shard_index();
   no.shard_count = std::max<uint32_t>(1, c.shard_count());
   no.replace = c.replace();
+  no.workers = job_->workers;
   no.max_failures_listed = 0;  // listed in Job.failures as they come
   no.cancelled = [this] { return job_->cancel.load(); };
   no.on_progress = [&](const pipeline::NeighbourPrecomputeStats& st) {

@@ -224,14 +224,20 @@ TEST_F(NeighbourRecordsTest, CancelStopsBetweenChunksAndProgressCounts) {
   EXPECT_TRUE(st->cancelled);
   EXPECT_EQ(st->computed, 2);
   EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, 2}));
-  // Resumed without a cancel: the two stored records are skipped.
+  // Resumed without a cancel, on three workers: the two stored records are
+  // skipped, the other two computed once each (the same keys as one worker's).
   no.cancelled = nullptr;
   no.on_progress = nullptr;
+  no.workers = 3;
   auto rest = PrecomputeNeighbourRecords(no);
   ASSERT_TRUE(rest.ok()) << rest.status();
   EXPECT_FALSE(rest->cancelled);
   EXPECT_EQ(rest->skipped, 2);
   EXPECT_EQ(rest->computed, 2);
+  no.workers = 1;
+  auto all = PrecomputeNeighbourRecords(no);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->skipped, 4);
 }
 
 }  // namespace
