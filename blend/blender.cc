@@ -129,7 +129,8 @@ class BlendRun {
         kvh_(cfg_.n_kv_heads),
         need_load_(!plan.load_segments.empty()),
         threaded_(need_load_ && options.overlap_loading && L_ > 1),
-        adaptive_pending_(options.adaptive_mass > 0 && !plan.schedule.empty()) {
+        adaptive_pending_((options.adaptive_mass > 0 || options.adaptive_threshold > 0) &&
+                          !plan.schedule.empty()) {
     result.applied_ratio = options.strategy == Strategy::kCacheBlend ? options.ratio : 0;
   }
 
@@ -196,6 +197,10 @@ class BlendRun {
   // blend has no query rows.
   absl::Status QueryAttention(int l, const KvPlane& pk, RecomputeState* s,
                               std::vector<float>* att);
+  // AdaptiveErrorBase: the adaptive ratio's error before the attention
+  // factor: the selector's deviation (adaptive_mass), or with
+  // adaptive_threshold the relative deviation / (query rows x heads).
+  absl::Status AdaptiveErrorBase(RecomputeState* s, std::vector<float>* err);
   // WantRows: rows a check layer of `ratio` keeps (scaled by the adaptive
   // choice), at most nc.
   int64_t WantRows(double ratio, int64_t nc) const;
@@ -425,7 +430,7 @@ absl::Status BlendRun::SelectRows(int l, const CheckLayer& check, RecomputeState
     // The adaptive ratio's unit: the estimated error (deviation x the
     // query's attention), whichever selector ranks the rows.
     std::vector<float> err;
-    if (adaptive_pending_) err = s->dev;
+    if (adaptive_pending_) RETURN_IF_ERROR(AdaptiveErrorBase(s, &err));
     RETURN_IF_ERROR(ScoreBySelector(l, pk, s, adaptive_pending_ ? &err : nullptr));
     if (adaptive_pending_) {
       ChooseAdaptiveRatio(s->dev, err);
@@ -484,6 +489,24 @@ absl::Status BlendRun::ScoreCandidates(RecomputeState* s) {
   return absl::OkStatus();
 }
 
+absl::Status BlendRun::AdaptiveErrorBase(RecomputeState* s, std::vector<float>* err) {
+  if (options_.adaptive_threshold <= 0) {
+    *err = s->dev;
+    return absl::OkStatus();
+  }
+  const int64_t nc = static_cast<int64_t>(s->cand_idx.size());
+  err->assign(nc, 0.0f);
+  RETURN_IF_ERROR(internal::RelativeDeviation(CandView(s->fk, nc), CandView(s->ck, nc),
+                                              CandView(s->fv, nc), CandView(s->cv, nc),
+                                              err->data()));
+  // x the attention mass later (ScoreBySelector); / (query rows x heads)
+  // here, so that the product is a mean attention probability.
+  const double heads =
+      static_cast<double>(std::max<int64_t>(1, plan_.query_tokens)) * cfg_.n_heads;
+  for (float& x : *err) x = static_cast<float>(x / heads);
+  return absl::OkStatus();
+}
+
 int64_t BlendRun::WantRows(double ratio, int64_t nc) const {
   const double r = std::min(1.0, ratio * ratio_scale_);
   return std::min<int64_t>(nc, std::llround(r * static_cast<double>(plan_.selectable)));
@@ -502,7 +525,11 @@ void BlendRun::ChooseAdaptiveRatio(const std::vector<float>& score,
   for (float x : err) total += std::max(0.0f, x);
   int64_t k = 0;
   double cum = 0;
-  while (k < nc && cum < options_.adaptive_mass * total) cum += std::max(0.0f, err[order[k++]]);
+  if (options_.adaptive_threshold > 0) {
+    k = internal::ThresholdCount(err.data(), nc, options_.adaptive_threshold);
+  } else {
+    while (k < nc && cum < options_.adaptive_mass * total) cum += std::max(0.0f, err[order[k++]]);
+  }
   const double sel = std::max<double>(1, static_cast<double>(plan_.selectable));
   const double r = std::clamp(static_cast<double>(k) / sel, options_.adaptive_min, options_.ratio);
   ratio_scale_ = options_.ratio > 0 ? r / options_.ratio : 0;

@@ -125,6 +125,10 @@ enum class QueryLogits {
 // "Adaptive ratio"): the largest mass whose mean ratio stayed <= 0.10 on
 // both dev workloads.
 inline constexpr double kDevAdaptiveMass = 0.95;
+// kDevAdaptiveThreshold: the adaptive_threshold chosen on the dev split
+// (docs/blend.md "Adaptive ratio", the threshold rule): the smallest of the
+// dev grid whose mean ratio stayed <= 0.10 on all three dev workloads.
+inline constexpr double kDevAdaptiveThreshold = 1.6e-4;
 
 struct BlendOptions {
   Strategy strategy = Strategy::kCacheBlend;
@@ -155,6 +159,15 @@ struct BlendOptions {
   // / `ratio` (capped at 1). BlendResult::applied_ratio says what was chosen.
   // kDevAdaptiveMass (above) is the mass chosen on the dev split.
   double adaptive_mass = 0;
+  // Adaptive ratio by threshold (adaptive_threshold = t > 0; overrides
+  // adaptive_mass): the final ratio is the share of the selectable rows
+  // whose absolute estimated error e_i >= t x sqrt(sum of e), clamped as
+  // above, where e_i = the query's mean attention probability on the row
+  // (attention mass / (query rows x heads)) x its squared K and V error
+  // relative to the cached rows' mean squared norm (internal::
+  // RelativeDeviation). A request whose rows deviate more gets more rows
+  // (docs/blend.md "Adaptive ratio": the threshold rule, 2026-12-07).
+  double adaptive_threshold = 0;
   double adaptive_min = 0.02;
   // kExact is correct; kBottomRight reproduces the public implementations'
   // mask so its error can be measured. Non-default on purpose.

@@ -28,7 +28,8 @@ const std::set<std::string> kRankers = {"blender",         "replay", "future-dev
 
 // IsStopRule: "mass@M", "abs@T" or "res@E" (oracle_selectors.h StopRule).
 bool IsStopRule(const std::string& name) {
-  return name.rfind("mass@", 0) == 0 || name.rfind("abs@", 0) == 0 || name.rfind("res@", 0) == 0;
+  return name.rfind("mass@", 0) == 0 || name.rfind("abs@", 0) == 0 || name.rfind("res@", 0) == 0 ||
+         name.rfind("pow@", 0) == 0;
 }
 
 // Scores: per prompt, [ranker][ratio index] -> (kl, top1).
@@ -286,6 +287,15 @@ absl::Status OnePrompt(const Blender& b, const PromptData& p, const QualityBench
       bo.adaptive_mass = mass;
       ASSIGN_OR_RETURN(BlendResult br, BlendPrompt(b, p, bo));
       s->adaptive[absl::StrFormat("adaptive/m=%.3f", mass)].push_back(
+          {QueryAgreement(orc.ref.data(), br.logits.data(), Q, vocab).kl, br.applied_ratio});
+    }
+    for (double t : o.adaptive_thresholds) {
+      BlendOptions bo = o.blend;
+      bo.strategy = Strategy::kCacheBlend;
+      bo.ratio = o.adaptive_max;
+      bo.adaptive_threshold = t;
+      ASSIGN_OR_RETURN(BlendResult br, BlendPrompt(b, p, bo));
+      s->adaptive[absl::StrFormat("adaptive/t=%g", t)].push_back(
           {QueryAgreement(orc.ref.data(), br.logits.data(), Q, vocab).kl, br.applied_ratio});
     }
   }

@@ -130,6 +130,12 @@ absl::Status AddVariants(const QualityBenchOptions& o, std::vector<Strat>* strat
     }
   }
   if (!o.adaptive) return absl::OkStatus();
+  for (double t : o.adaptive_thresholds) {
+    Strat b = Blend(o, absl::StrFormat("adaptive-gradual threshold=%g", t), "adaptive-threshold",
+                    o.adaptive_max);
+    b.options.adaptive_threshold = t;
+    strats->push_back(b);
+  }
   for (double mass : o.adaptive_masses) {
     Strat b = Blend(o, absl::StrFormat("adaptive-gradual mass=%.2f", mass), "adaptive",
                     o.adaptive_max);

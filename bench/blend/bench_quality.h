@@ -86,6 +86,9 @@ struct QualityBenchOptions {
   bool adaptive = false;
   std::vector<double> adaptive_masses = {0.3, 0.5, 0.7};
   double adaptive_max = 0.30;
+  // Adaptive lines by threshold (BlendOptions::adaptive_threshold), one per
+  // value, each followed by fixed r at its mean r (with --adaptive).
+  std::vector<double> adaptive_thresholds;
   // Store codecs measured against the raw records ("int8", "fp8"; "raw" is
   // the baseline and always there): full reuse and gradual CacheBlend at
   // every ratio on chunks passed through the codec (blend::ThroughCodec),

@@ -104,8 +104,11 @@ RatioChooser StopRule(const std::string& name, const model::Model& m, int64_t qb
   if (at == std::string::npos) return nullptr;
   const std::string kind = name.substr(0, at);
   const double x = std::atof(name.c_str() + at + 1);
-  if (kind != "mass" && kind != "abs" && kind != "res") return nullptr;
-  return [&m, qb, selectable, r_min, r_max, kind, x](const CheckState& st, const float* score) {
+  const size_t colon = name.find(':', at);
+  const double alpha = colon == std::string::npos ? 0.0 : std::atof(name.c_str() + colon + 1);
+  if (kind != "mass" && kind != "abs" && kind != "res" && kind != "pow") return nullptr;
+  return [&m, qb, selectable, r_min, r_max, kind, x, alpha](const CheckState& st,
+                                                            const float* score) {
     absl::StatusOr<RowErrors> e = Errors(m, qb, st);
     if (!e.ok()) return r_max;
     const size_t nc = e->dev.size();
@@ -116,8 +119,9 @@ RatioChooser StopRule(const std::string& name, const model::Model& m, int64_t qb
     }
     const double total = std::accumulate(err.begin(), err.end(), 0.0);
     size_t k = 0;
-    if (kind == "abs") {
-      for (size_t i = 0; i < nc; ++i) k += err[i] >= x;
+    if (kind == "abs" || kind == "pow") {
+      const double t = kind == "abs" ? x : x * std::pow(total, alpha);
+      for (size_t i = 0; i < nc; ++i) k += err[i] >= t;
     } else {
       double cum = 0;
       while (k < nc && (kind == "mass" ? cum < x * total : total - cum > x)) cum += err[order[k++]];

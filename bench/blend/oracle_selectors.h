@@ -33,7 +33,9 @@ Ranker RealRanker(const std::string& name, const model::Model& m, int64_t query_
 
 // StopRule: "mass@M" (the Blender's: the fewest rows in score order whose
 // dev x att covers M of the total), "abs@T" (rows whose err_abs >= T),
-// "res@E" (the fewest rows in score order leaving at most E of err_abs);
+// "res@E" (the fewest rows in score order leaving at most E of err_abs),
+// "pow@T:A" (rows whose err_abs >= T x (total err_abs)^A: between abs, A =
+// 0, and a share of the request's total, A = 1);
 // the ratio is the count over `selectable`, clamped to [r_min, r_max].
 // nullptr for an unknown name.
 RatioChooser StopRule(const std::string& name, const model::Model& m, int64_t query_begin,

@@ -176,6 +176,9 @@ class BenchQualityCommand : public Command {
     cmd->add_flag("--adaptive", o_.adaptive, "add adaptive-ratio lines (and fixed r at their mean r)");
     cmd->add_option("--adaptive-masses", o_.adaptive_masses, "share of the estimated error each adaptive line removes")
         ->delimiter(',')->capture_default_str();
+    cmd->add_option("--adaptive-thresholds", o_.adaptive_thresholds,
+                    "adaptive lines by threshold (BlendOptions::adaptive_threshold; with --adaptive)")
+        ->delimiter(',');
     cmd->add_option("--adaptive-max", o_.adaptive_max, "cap of the adaptive ratio")
         ->capture_default_str();
     cmd->add_option("--kv-codecs", o_.kv_codecs,

@@ -49,12 +49,14 @@ absl::Status ValidateOptions(const BlendOptions& options) {
   if (options.extra_capacity_tokens < 0) {
     return absl::InvalidArgumentError("extra_capacity_tokens must be >= 0");
   }
-  const bool mass_ok = options.adaptive_mass >= 0 && options.adaptive_mass <= 1;
-  const bool min_ok = options.adaptive_mass == 0 ||
+  const bool mass_ok = options.adaptive_mass >= 0 && options.adaptive_mass <= 1 &&
+                       options.adaptive_threshold >= 0;
+  const bool min_ok = (options.adaptive_mass == 0 && options.adaptive_threshold == 0) ||
                       (options.adaptive_min >= 0 && options.adaptive_min <= options.ratio);
   if (!mass_ok || !min_ok) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "adaptive ratio: need 0 <= adaptive_mass <= 1 and 0 <= adaptive_min <= ratio (got mass ",
+        "adaptive ratio: need 0 <= adaptive_mass <= 1, adaptive_threshold >= 0 and 0 <= adaptive_min "
+        "<= ratio (got mass ",
         options.adaptive_mass, ", min ", options.adaptive_min, ", ratio ", options.ratio, ")"));
   }
   if (options.overlap_loading && options.prefetch_layers < 1) {

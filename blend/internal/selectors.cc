@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/status_macros.h"
+#include "kernels/deviation.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 
@@ -64,6 +65,34 @@ void AddMeanNormalized(const float* x, int64_t n, float* acc) {
 
 void MultiplyBy(const float* x, int64_t n, float* acc) {
   for (int64_t i = 0; i < n; ++i) acc[i] *= x[i];
+}
+
+absl::Status RelativeDeviation(kernels::TensorView fk, kernels::TensorView ck,
+                               kernels::TensorView fv, kernels::TensorView cv, float* out) {
+  const int64_t n = ck.shape[1];
+  std::vector<float> dv(n, 0.0f);
+  RETURN_IF_ERROR(kernels::KvDeviation(fk, ck, out));
+  RETURN_IF_ERROR(kernels::KvDeviation(fv, cv, dv.data()));
+  // Mean squared norm of the cached rows (the planes are contiguous).
+  auto mean_sq = [n](const kernels::TensorView& t) {
+    const float* p = static_cast<const float*>(t.data);
+    const int64_t count = t.shape[0] * t.shape[1] * t.shape[2];
+    double s = 0;
+    for (int64_t i = 0; i < count; ++i) s += static_cast<double>(p[i]) * p[i];
+    return n > 0 && s > 0 ? s / static_cast<double>(n) : 1.0;
+  };
+  const double mk = mean_sq(ck), mv = mean_sq(cv);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(out[i] / mk + dv[i] / mv);
+  return absl::OkStatus();
+}
+
+int64_t ThresholdCount(const float* err, int64_t n, double threshold) {
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) total += std::max(0.0f, err[i]);
+  const double t = threshold * std::sqrt(total);
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; ++i) k += err[i] >= t;
+  return k;
 }
 
 }  // namespace ragkv::blend::internal

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "kernels/tensor.h"
 
 namespace ragkv::blend::internal {
 
@@ -44,6 +45,19 @@ void AddMeanNormalized(const float* x, int64_t n, float* acc);
 // MultiplyBy: acc[i] *= x[i] (the deviation weighted by the query's
 // attention on the row: how much the row's error moves what the query reads).
 void MultiplyBy(const float* x, int64_t n, float* acc);
+
+// RelativeDeviation: out[i] = |fk_i - ck_i|^2 / mean_j |ck_j|^2 + |fv_i -
+// cv_i|^2 / mean_j |cv_j|^2 (a mean of 0 counts as 1): the candidate's
+// squared K and V error relative to the cached rows' mean squared norm, a
+// unit free of the model's scale. Views: f32 [kv_heads, n, head_dim], unit
+// last stride, all of one shape; out: [n]. Errors of the kernels pass through.
+absl::Status RelativeDeviation(kernels::TensorView fk, kernels::TensorView ck,
+                               kernels::TensorView fv, kernels::TensorView cv, float* out);
+
+// ThresholdCount: how many of err[0..n) are >= threshold x sqrt(sum of the
+// positive err) (the adaptive ratio's threshold rule, BlendOptions::
+// adaptive_threshold; docs/blend.md "Adaptive ratio").
+int64_t ThresholdCount(const float* err, int64_t n, double threshold);
 
 }  // namespace ragkv::blend::internal
 

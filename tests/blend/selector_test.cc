@@ -183,6 +183,68 @@ TEST_F(SelectorTest, AdaptiveMassIsTheSameErrorUnitForEverySelector) {
   }
 }
 
+TEST(SelectorScores, RelativeDeviationMatchesANaiveSum) {
+  // f32 [kv_heads 2, n 5, head_dim 3]; tolerance 1e-5 relative (float sums).
+  const int64_t H = 2, n = 5, d = 3;
+  std::vector<float> fk(H * n * d), ck(H * n * d), fv(H * n * d), cv(H * n * d);
+  for (size_t i = 0; i < fk.size(); ++i) {
+    ck[i] = std::sin(0.7f * i) + 0.1f;
+    fk[i] = ck[i] + 0.05f * std::cos(1.3f * i);
+    cv[i] = 2.0f * std::cos(0.4f * i);
+    fv[i] = cv[i] + 0.2f * std::sin(0.9f * i);
+  }
+  using kernels::DType;
+  using kernels::TensorView;
+  auto view = [&](std::vector<float>& b) { return TensorView::Contiguous(b.data(), DType::kF32, {H, n, d}); };
+  std::vector<float> got(n);
+  ASSERT_TRUE(internal::RelativeDeviation(view(fk), view(ck), view(fv), view(cv), got.data()).ok());
+  double nk = 0, nv = 0;
+  for (size_t i = 0; i < ck.size(); ++i) nk += ck[i] * double(ck[i]), nv += cv[i] * double(cv[i]);
+  nk /= n, nv /= n;  // the mean squared norm of one cached row
+  for (int64_t t = 0; t < n; ++t) {
+    double dk = 0, dv = 0;
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t c = 0; c < d; ++c) {
+        const int64_t i = (h * n + t) * d + c;
+        dk += (fk[i] - ck[i]) * double(fk[i] - ck[i]);
+        dv += (fv[i] - cv[i]) * double(fv[i] - cv[i]);
+      }
+    }
+    const double want = dk / nk + dv / nv;
+    EXPECT_NEAR(got[t], want, 1e-5 * want) << t;
+  }
+}
+
+TEST(SelectorScores, ThresholdCountCountsRowsAboveTSqrtTotal) {
+  const std::vector<float> err = {0.04f, 0.01f, 0.0f, 0.25f, 0.09f, -1.0f};  // total 0.39
+  for (double t : {0.0, 0.01, 0.1, 0.2, 0.5}) {
+    const double cut = t * std::sqrt(0.39);
+    int64_t want = 0;
+    for (float e : err) want += e >= cut;
+    EXPECT_EQ(internal::ThresholdCount(err.data(), static_cast<int64_t>(err.size()), t), want) << t;
+  }
+}
+
+TEST_F(SelectorTest, AdaptiveThresholdGivesMoreRowsWhenLowerAndIsBounded) {
+  Prompt p = RandomPrompt(*model_, 8, 4, 20, /*missed=*/-1);  // 80 selectable
+  double last = 2.0;
+  for (double t : {1e-6, 1e-4, 1e-3, 1e-2, 1e-1}) {
+    BlendOptions o;
+    o.ratio = 0.5;
+    o.adaptive_threshold = t;
+    o.adaptive_mass = 0.99;  // overridden by the threshold
+    auto r = Run(p, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_LE(r->applied_ratio, last + 1e-12) << t;
+    EXPECT_GE(r->applied_ratio, o.adaptive_min - 1e-12) << t;
+    EXPECT_LE(r->applied_ratio, o.ratio + 1e-12) << t;
+    last = r->applied_ratio;
+  }
+  BlendOptions bad;
+  bad.adaptive_threshold = -1;
+  EXPECT_EQ(Run(p, bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(SelectorTest, BadAdaptiveOptionsAreRefused) {
   Prompt p = RandomPrompt(*model_, 7);
   BlendOptions o;
