@@ -92,4 +92,26 @@ std::vector<CheckLayer> MakeSchedule(const BlendOptions& options, const model::M
   return MakeSchedule(options, cfg.n_layers, [&](int l) { return cfg.IsSwaLayer(l); });
 }
 
+double RowsKept(double ratio, double selectable, double left) {
+  return std::min(left, std::round(ratio * selectable));
+}
+
+std::vector<LayerRows> RowsByLayer(const std::vector<CheckLayer>& schedule, int n_layers,
+                                   double selectable, bool recompute) {
+  std::vector<LayerRows> out(std::max(0, n_layers));
+  double sel = recompute ? selectable : 0;
+  size_t next = 0;
+  for (int l = 0; l < n_layers; ++l) {
+    if (next < schedule.size() && schedule[next].layer == l) {
+      const double want = RowsKept(schedule[next++].ratio, selectable, sel);
+      if (want < sel) {
+        out[l].probed = sel;
+        sel = want;
+      }
+    }
+    out[l].selected = sel;
+  }
+  return out;
+}
+
 }  // namespace ragkv::blend

@@ -509,7 +509,8 @@ absl::Status BlendRun::AdaptiveErrorBase(RecomputeState* s, std::vector<float>* 
 
 int64_t BlendRun::WantRows(double ratio, int64_t nc) const {
   const double r = std::min(1.0, ratio * ratio_scale_);
-  return std::min<int64_t>(nc, std::llround(r * static_cast<double>(plan_.selectable)));
+  return static_cast<int64_t>(
+      RowsKept(r, static_cast<double>(plan_.selectable), static_cast<double>(nc)));
 }
 
 void BlendRun::ChooseAdaptiveRatio(const std::vector<float>& score,

@@ -222,6 +222,26 @@ std::vector<CheckLayer> MakeSchedule(const BlendOptions& options, int n_layers,
                                      const std::function<bool(int)>& sliding);
 std::vector<CheckLayer> MakeSchedule(const BlendOptions& options, const model::ModelConfig& cfg);
 
+// RowsKept: the rows a check layer of ratio `ratio` keeps of `selectable`,
+// never more than the `left` candidates: min(left, round(ratio x
+// selectable)). The Blender's rule; the cost models follow it through
+// RowsByLayer.
+double RowsKept(double ratio, double selectable, double left);
+
+// LayerRows: the selectable rows a layer recomputes, and the candidates
+// probed there (0: no check cut rows at that layer).
+struct LayerRows {
+  double selected = 0;
+  double probed = 0;
+};
+// RowsByLayer: per layer of an `n_layers` model, what the Blender
+// recomputes under `schedule`: every selectable row at layer 0 (none when
+// `recompute` is false: r = 0, full reuse), then at each check layer
+// RowsKept of what is left. The stage model (CostModel::PredictBlend) and
+// the planner (BlendRowsByLayer) use it.
+std::vector<LayerRows> RowsByLayer(const std::vector<CheckLayer>& schedule, int n_layers,
+                                   double selectable, bool recompute);
+
 // StageTimings: wall seconds per stage of one Blend. load/rerotate run on the
 // loader thread when loading overlaps compute; load_wait is the time compute
 // spent waiting for a layer to arrive.

@@ -401,31 +401,28 @@ RequestPrediction CostModel::PredictBlend(const RequestShape& r, double ratio, T
   bo.ratio = ratio;
   const std::vector<CheckLayer> schedule = MakeSchedule(bo, s.layers);
   // Layer 0 recomputes every non-exact row (r > 0) or the query only (r = 0).
-  double sel = ratio > 0 ? S : 0;
+  const std::vector<LayerRows> kept = RowsByLayer(schedule, s.layers, S, ratio > 0);
   std::vector<double> compute(s.layers, 0);
-  size_t next_check = 0;
   for (int l = 0; l < s.layers; ++l) {
     double selection = 0;
     bool probed = false;
-    if (next_check < schedule.size() && schedule[next_check].layer == l) {
-      const double want = std::min(sel, std::round(schedule[next_check++].ratio * S));
-      if (want < sel) {
-        // Probe: Model::ProjectKV of the candidates runs the layer's k/v
-        // projection after the attention RMSNorm, RoPE on k, and copies K/V
-        // out; then gathers of the hidden rows and cached K/V, the
-        // deviation, the scatter of the probe's K/V and the compaction of
-        // the hidden rows. f32 elements read + written per candidate: norm
-        // 2 dim, RoPE 2 kv, K/V copy 4 kv, gathers 2 dim + 4 kv, deviation
-        // 4 kv, scatter 4 kv, compaction 2 dim.
-        StageCost probe;
-        probe.flops = 2.0 * sel * s.dim * (2 * kv);
-        probe.rows = sel;
-        probe.row_bytes = sel * 4.0 * (6.0 * s.dim + 2.0 * kv + 16.0 * kv);
-        selection = ComputeTime(*this, hw_, probe);
-        probed = bo.scatter_probe_kv;
-        sel = want;
-      }
+    const double cand = kept[l].probed;  // the check's candidates, if any
+    if (cand > 0) {
+      // Probe: Model::ProjectKV of the candidates runs the layer's k/v
+      // projection after the attention RMSNorm, RoPE on k, and copies K/V
+      // out; then gathers of the hidden rows and cached K/V, the
+      // deviation, the scatter of the probe's K/V and the compaction of
+      // the hidden rows. f32 elements read + written per candidate: norm
+      // 2 dim, RoPE 2 kv, K/V copy 4 kv, gathers 2 dim + 4 kv, deviation
+      // 4 kv, scatter 4 kv, compaction 2 dim.
+      StageCost probe;
+      probe.flops = 2.0 * cand * s.dim * (2 * kv);
+      probe.rows = cand;
+      probe.row_bytes = cand * 4.0 * (6.0 * s.dim + 2.0 * kv + 16.0 * kv);
+      selection = ComputeTime(*this, hw_, probe);
+      probed = bo.scatter_probe_kv;
     }
+    const double sel = kept[l].selected;
     // Selected rows are spread over [E, C); query rows sit at [C, N).
     const double visible =
         (l == 0 && ratio > 0) ? RangeVisible(E, N) : sel * ((E + C + 1) / 2) + RangeVisible(C, N);

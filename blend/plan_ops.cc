@@ -343,19 +343,9 @@ std::vector<BlendLayerRows> BlendRowsByLayer(const ModelArch& a, int64_t context
                                                                 context_tokens));
   const std::vector<CheckLayer> schedule = ratio > 0 ? BlendScheduleOf(a, ratio)
                                                      : std::vector<CheckLayer>{};
-  std::vector<BlendLayerRows> out(a.layers);
-  double sel = ratio > 0 ? S : 0;  // layer 0 recomputes every selectable row
-  size_t next = 0;
-  for (int l = 0; l < a.layers; ++l) {
-    if (next < schedule.size() && schedule[next].layer == l) {
-      // The Blender's WantRows: round(r_i x S), never more than are left.
-      const double want = std::min(sel, std::round(schedule[next++].ratio * S));
-      if (want < sel) {
-        out[l].probed = sel;
-        sel = want;
-      }
-    }
-    out[l].rows = sel + Q;
+  std::vector<BlendLayerRows> out;
+  for (const LayerRows& r : RowsByLayer(schedule, a.layers, S, ratio > 0)) {
+    out.push_back({r.selected + Q, r.probed});
   }
   return out;
 }

@@ -239,6 +239,27 @@ TEST_F(BlenderTest, GradualScheduleShrinksTowardRatio) {
   EXPECT_TRUE(MakeSchedule(o, 8).empty());
 }
 
+// RowsByLayer: the Blender's count, by hand: every selectable row at layer
+// 0, round(r_i x S) at each check (half away from zero), never more than
+// are left (a later, larger ratio cuts nothing and probes nothing).
+TEST(RowsByLayerTest, HandCounts) {
+  const std::vector<CheckLayer> s = {{1, 0.2}, {2, 0.1}, {3, 0.15}};
+  const std::vector<LayerRows> r = RowsByLayer(s, 5, 25, true);
+  ASSERT_EQ(r.size(), 5u);
+  const double selected[] = {25, 5, 3, 3, 3};  // 0.2 x 25 = 5; 0.1 x 25 = 2.5 -> 3
+  const double probed[] = {0, 25, 5, 0, 0};
+  for (int l = 0; l < 5; ++l) {
+    EXPECT_DOUBLE_EQ(r[l].selected, selected[l]) << l;
+    EXPECT_DOUBLE_EQ(r[l].probed, probed[l]) << l;
+  }
+  for (const LayerRows& z : RowsByLayer(s, 5, 25, false)) {  // r = 0: nothing
+    EXPECT_EQ(z.selected, 0);
+    EXPECT_EQ(z.probed, 0);
+  }
+  EXPECT_DOUBLE_EQ(RowsKept(0.5, 9, 100), 5);  // 4.5 -> 5
+  EXPECT_DOUBLE_EQ(RowsKept(0.5, 9, 3), 3);
+}
+
 // docs/gemma3.md rule 4: on a model with sliding-window layers the default
 // schedule starts at the first global layer (pattern p: layer p - 1); an
 // explicit first_check_layer is honoured; a model without a window keeps 1.
