@@ -1,5 +1,7 @@
 #include "kernels/tensor.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace ragkv::kernels {
@@ -29,6 +31,18 @@ TensorView TensorView::Contiguous(void* data, DType dtype, std::initializer_list
     v.stride[j] = s;
     s *= v.shape[j];
   }
+  return v;
+}
+
+TensorView TensorView::Strided(void* data, DType dtype, std::initializer_list<int64_t> dims,
+                               std::initializer_list<int64_t> strides) {
+  TensorView v;
+  v.data = data;
+  v.dtype = dtype;
+  if (dims.size() != strides.size() || dims.size() > kMaxRank) return v;
+  v.rank = static_cast<int>(dims.size());
+  std::copy(dims.begin(), dims.end(), v.shape);
+  std::copy(strides.begin(), strides.end(), v.stride);
   return v;
 }
 

@@ -50,6 +50,16 @@ struct TensorView {
     return Contiguous(static_cast<void*>(nullptr), dtype, dims);
   }
 
+  // Strided: a view of `dims` with element strides `strides` (one per dim;
+  // a mismatch in count, or more than kMaxRank, gives rank 0, which every
+  // kernel rejects).
+  static TensorView Strided(void* data, DType dtype, std::initializer_list<int64_t> dims,
+                            std::initializer_list<int64_t> strides);
+  static TensorView Strided(const void* data, DType dtype, std::initializer_list<int64_t> dims,
+                            std::initializer_list<int64_t> strides) {
+    return Strided(const_cast<void*>(data), dtype, dims, strides);
+  }
+
   int64_t numel() const;
   int64_t dim(int i) const { return shape[i]; }
   bool IsContiguous() const;

@@ -43,16 +43,9 @@ LayerKVView KVCache::Layer(int l, int64_t n) const {
   LayerKVView v;
   float* base = const_cast<float*>(data_.data()) + LayerOffset(l);
   for (int which = 0; which < 2; ++which) {
-    kernels::TensorView& t = which == 0 ? v.k : v.v;
-    t.data = base + which * PlaneSize();
-    t.dtype = kernels::DType::kF32;
-    t.rank = 3;
-    t.shape[0] = kv_heads_;
-    t.shape[1] = n;
-    t.shape[2] = head_dim_;
-    t.stride[0] = capacity_ * head_dim_;
-    t.stride[1] = head_dim_;
-    t.stride[2] = 1;
+    (which == 0 ? v.k : v.v) = kernels::TensorView::Strided(
+        base + which * PlaneSize(), kernels::DType::kF32, {kv_heads_, n, head_dim_},
+        {capacity_ * head_dim_, head_dim_, 1});
   }
   return v;
 }

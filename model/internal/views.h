@@ -13,31 +13,13 @@ namespace ragkv::model::internal {
 // View2D: f32 [rows, cols] over p with row stride ld (unit column stride).
 // The view is writable; callers pass const memory only to kernels that read it.
 inline kernels::TensorView View2D(const float* p, int64_t rows, int64_t cols, int64_t ld) {
-  kernels::TensorView v;
-  v.data = const_cast<float*>(p);
-  v.dtype = kernels::DType::kF32;
-  v.rank = 2;
-  v.shape[0] = rows;
-  v.shape[1] = cols;
-  v.stride[0] = ld;
-  v.stride[1] = 1;
-  return v;
+  return kernels::TensorView::Strided(p, kernels::DType::kF32, {rows, cols}, {ld, 1});
 }
 
 // View3D: f32 [a, b, c] over p with strides (sa, sb, 1).
 inline kernels::TensorView View3D(const float* p, int64_t a, int64_t b, int64_t c, int64_t sa,
                                   int64_t sb) {
-  kernels::TensorView v;
-  v.data = const_cast<float*>(p);
-  v.dtype = kernels::DType::kF32;
-  v.rank = 3;
-  v.shape[0] = a;
-  v.shape[1] = b;
-  v.shape[2] = c;
-  v.stride[0] = sa;
-  v.stride[1] = sb;
-  v.stride[2] = 1;
-  return v;
+  return kernels::TensorView::Strided(p, kernels::DType::kF32, {a, b, c}, {sa, sb, 1});
 }
 
 }  // namespace ragkv::model::internal

@@ -347,16 +347,7 @@ TEST(SelectiveAttentionTest, StridedViewsAndAliasing) {
   std::vector<float> buf(static_cast<size_t>(rows) * ld, 123.0f);
   for (int r = 0; r < rows; ++r)
     std::copy(&p.q[r * heads * D], &p.q[(r + 1) * heads * D], &buf[r * ld]);
-  TensorView qv;
-  qv.data = buf.data();
-  qv.dtype = DType::kF32;
-  qv.rank = 3;
-  qv.shape[0] = rows;
-  qv.shape[1] = heads;
-  qv.shape[2] = D;
-  qv.stride[0] = ld;
-  qv.stride[1] = D;
-  qv.stride[2] = 1;
+  TensorView qv = TensorView::Strided(buf.data(), DType::kF32, {rows, heads, D}, {ld, D, 1});
   AttentionParams params;
   params.num_heads = heads;
   params.num_kv_heads = kvh;

@@ -34,6 +34,14 @@ TEST(TensorViewTest, Basics) {
   EXPECT_FALSE(v.IsContiguous());
   EXPECT_EQ(DTypeSize(DType::kBF16), 2u);
   EXPECT_STREQ(DTypeName(DType::kI8), "i8");
+  // Strided: the given strides; the contiguous ones give a contiguous view.
+  auto s = TensorView::Strided(buf, DType::kF32, {3, 2, 4}, {4, 12, 1});
+  EXPECT_EQ(s.rank, 3);
+  EXPECT_EQ(s.shape[1], 2);
+  EXPECT_EQ(s.stride[1], 12);
+  EXPECT_FALSE(s.IsContiguous());
+  EXPECT_TRUE(TensorView::Strided(buf, DType::kF32, {2, 3, 4}, {12, 4, 1}).IsContiguous());
+  EXPECT_EQ(TensorView::Strided(buf, DType::kF32, {2, 3}, {3}).rank, 0);  // count mismatch
 }
 
 TEST(CpuTest, DispatchAndThreads) {

@@ -92,15 +92,8 @@ TEST(RopeTest, CacheLayoutStrides) {
   for (int t = 0; t < tokens; ++t) pos[t] = 100 + t;
   for (int h = 0; h < heads; ++h)
     for (int t = 0; t < tokens; ++t) RefRotate(&want[(h * tokens + t) * hd], pos[t], hd, 1e4, p.layout);
-  TensorView v;
-  v.data = k.data();
-  v.rank = 3;
-  v.shape[0] = tokens;
-  v.shape[1] = heads;
-  v.shape[2] = hd;
-  v.stride[0] = hd;
-  v.stride[1] = tokens * hd;
-  v.stride[2] = 1;
+  TensorView v = TensorView::Strided(k.data(), DType::kF32, {tokens, heads, hd},
+                                     {hd, tokens * hd, 1});
   ASSERT_TRUE(ApplyRope(v, pos.data(), p).ok());
   for (size_t i = 0; i < k.size(); ++i) ASSERT_NEAR(k[i], want[i], 2e-6 * (1 + std::abs(want[i])));
 }
@@ -118,16 +111,7 @@ TEST(RopeTest, RerotateByDeltaEqualsRopeAtShiftedPosition) {
         // Cache layout, cached at chunk-local positions 0..T-1.
         TensorView kv = TensorView::Contiguous(nullptr, DType::kF32, {heads, tokens, hd});
         auto as_tokens = [&](float* data) {
-          TensorView v;
-          v.data = data;
-          v.rank = 3;
-          v.shape[0] = tokens;
-          v.shape[1] = heads;
-          v.shape[2] = hd;
-          v.stride[0] = hd;
-          v.stride[1] = tokens * hd;
-          v.stride[2] = 1;
-          return v;
+          return TensorView::Strided(data, DType::kF32, {tokens, heads, hd}, {hd, tokens * hd, 1});
         };
         std::vector<int32_t> local(tokens), global(tokens);
         for (int t = 0; t < tokens; ++t) {
@@ -196,12 +180,8 @@ TEST(RopeTest, MscaleScalesApplyOnlyAndRerotationComposes) {
       ASSERT_TRUE(ApplyRope(view(got.data()), pos.data(), p).ok());
       for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(got[i], want[i], 3e-6 * (1 + std::abs(want[i])));
       // Cache layout view of the token-major buffer, then move by 777.
-      TensorView kv;
-      kv.data = got.data();
-      kv.dtype = DType::kF32;
-      kv.rank = 3;
-      kv.shape[0] = heads, kv.shape[1] = tokens, kv.shape[2] = hd;
-      kv.stride[0] = hd, kv.stride[1] = heads * hd, kv.stride[2] = 1;
+      TensorView kv = TensorView::Strided(got.data(), DType::kF32, {heads, tokens, hd},
+                                          {hd, heads * hd, 1});
       ASSERT_TRUE(RerotateKeys(kv, 777, p).ok());
       ASSERT_TRUE(ApplyRope(view(direct.data()), moved.data(), p).ok());
       for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(got[i], direct[i], 1e-5) << IsaName(isa);
