@@ -76,6 +76,9 @@ struct RequestOptions {
   // adaptive_mass: kCacheBlend chooses the request's ratio, at most the
   // ratio above (blend::BlendOptions::adaptive_mass); 0: a fixed ratio.
   double adaptive_mass = 0;
+  // adaptive_threshold: the threshold rule instead (blend::BlendOptions::
+  // adaptive_threshold; overrides adaptive_mass); 0: off.
+  double adaptive_threshold = 0;
   bool add_bos = false;  // put the tokenizer's BOS in front
   // pinned: the quality gate leaves mode, ratio and selector as asked
   // (benchmarks measuring a strategy); the gate's reason is still reported.

@@ -233,6 +233,7 @@ void ParseCommon(Parser* p, bool chat, GenerationRequest* r) {
     q.String("mode", &r->ragkv.mode);
     q.Number("ratio", 0, 1, &r->ragkv.ratio);
     q.Number("adaptive_mass", 0, 1, &r->ragkv.adaptive_mass);
+    q.Number("adaptive_threshold", 0, 1, &r->ragkv.adaptive_threshold);
     q.String("selector", &r->ragkv.selector);
     q.Bool("return_tokens", &r->ragkv.return_tokens);
     if (q.Has("reorder")) {

@@ -81,6 +81,10 @@ struct RagkvOptions {
   // error (BlendOptions.adaptive_mass; docs/blend.md "Adaptive ratio",
   // 0.95 chosen on dev); 0 = a fixed ratio.
   double adaptive_mass = 0;
+  // adaptive_threshold: the threshold rule instead (BlendOptions.
+  // adaptive_threshold, 1.6e-4 chosen on dev; overrides adaptive_mass); 0 =
+  // off.
+  double adaptive_threshold = 0;
   // k: server-side retrieval: the top-k chunks of the sidecar's catalogue
   // for the last user message go in as documents, after the request's own.
   // -1 = the server's --retrieval-k; 0 = none.

@@ -49,6 +49,9 @@ class BenchEngineCommand : public Command {
     cmd->add_option("--adaptive-masses", o_.adaptive_masses,
                     "adaptive CacheBlend strategies: the share of the estimated error to remove")
         ->delimiter(',');
+    cmd->add_option("--adaptive-thresholds", o_.adaptive_thresholds,
+                    "adaptive CacheBlend strategies by the threshold rule (1.6e-4 chosen on dev)")
+        ->delimiter(',');
     cmd->add_option("--adaptive-max", o_.adaptive_max, "the adaptive strategies' ratio cap")
         ->capture_default_str();
     cmd->add_option("--sidecar-query", o_.sidecar_query,

@@ -43,6 +43,7 @@ struct Strategy {
   std::string selector;  // "": the sidecar's
   int chunk_head_tokens = 0;
   double adaptive_mass = 0;  // > 0: the ratio is the cap of an adaptive choice
+  double adaptive_threshold = 0;  // > 0: the same, by the threshold rule
 };
 
 // Compare: mean KL(ref || got) and top-1 agreement over the rows of two
@@ -80,6 +81,7 @@ v1::BlendRequest Request(const EnginePrompt& p, const Strategy& s, bool whole) {
     o->set_selector(s.selector);
     o->set_chunk_head_tokens(static_cast<uint32_t>(s.chunk_head_tokens));
     o->set_adaptive_mass(static_cast<float>(s.adaptive_mass));
+    o->set_adaptive_threshold(static_cast<float>(s.adaptive_threshold));
   }
   return br;
 }
@@ -217,6 +219,10 @@ std::vector<Strategy> Strategies(const EngineBenchOptions& o) {
     s.push_back({absl::StrFormat("cacheblend-adaptive/m=%.3g%s", m, head), o.adaptive_max, sel,
                  o.chunk_head_tokens, m});
   }
+  for (double t : o.adaptive_thresholds) {
+    s.push_back({absl::StrFormat("cacheblend-adaptive/t=%.3g%s", t, head), o.adaptive_max, sel,
+                 o.chunk_head_tokens, 0, t});
+  }
   return s;
 }
 
@@ -278,10 +284,13 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o,
     return absl::InvalidArgumentError("bench engine: --sidecar-query must be first or all, got " +
                                       o.sidecar_query);
   }
-  for (double m : o.adaptive_masses) {
+  std::vector<double> adaptive = o.adaptive_masses;
+  adaptive.insert(adaptive.end(), o.adaptive_thresholds.begin(), o.adaptive_thresholds.end());
+  for (double m : adaptive) {
     if (!(m > 0 && m <= 1) || !(o.adaptive_max > 0 && o.adaptive_max <= 1)) {
       return absl::InvalidArgumentError(
-          "bench engine: --adaptive-masses entries and --adaptive-max must be in (0, 1]");
+          "bench engine: --adaptive-masses, --adaptive-thresholds entries and --adaptive-max "
+          "must be in (0, 1]");
     }
   }
   for (const std::string& sel : o.selectors) {

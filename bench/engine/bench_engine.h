@@ -70,6 +70,9 @@ struct EngineBenchOptions {
   // (BlendOptions.adaptive_mass), its ratio capped at adaptive_max; the rows
   // report the mean ratio the sidecar chose (mean_r).
   std::vector<double> adaptive_masses;
+  // adaptive_thresholds: one "cacheblend-adaptive/t=T" strategy per
+  // threshold (BlendOptions.adaptive_threshold), capped the same way.
+  std::vector<double> adaptive_thresholds;
   double adaptive_max = 0.30;
   // sidecar_query: what of the query the sidecar blends.
   //   "first": its first token; llama.cpp prefills the whole query itself,

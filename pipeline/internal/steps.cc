@@ -96,7 +96,10 @@ blend::BlendOptions StrategyOptions(const Pipeline::Options& o, const RequestOpt
   }
   if (ro.selector) bo.selector = *ro.selector;
   bo.chunk_head_tokens = ro.chunk_head_tokens;
-  if (ro.mode == Mode::kCacheBlend) bo.adaptive_mass = ro.adaptive_mass;
+  if (ro.mode == Mode::kCacheBlend) {
+    bo.adaptive_mass = ro.adaptive_mass;
+    bo.adaptive_threshold = ro.adaptive_threshold;
+  }
   return bo;
 }
 

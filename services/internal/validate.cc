@@ -235,6 +235,11 @@ absl::Status ValidateBlendOptions(const v1::BlendOptions& opts) {
   if (!std::isfinite(m) || m < 0 || m > 1) {
     return absl::InvalidArgumentError(absl::StrFormat("adaptive_mass %g outside [0, 1]", m));
   }
+  const float t = opts.adaptive_threshold();
+  if (!std::isfinite(t) || t < 0 || t > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("adaptive_threshold %g outside [0, 1]", t));
+  }
   blend::Selector s;
   if (!opts.selector().empty() && !blend::ParseSelector(opts.selector(), &s)) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -459,6 +459,20 @@ TEST_F(SidecarTest, BlendAutoModeAppliesTheControllersRatio) {
   EXPECT_GT(adaptive.stats.ratio, 0.0f);
   EXPECT_LT(adaptive.stats.ratio, 0.3f);  // half the error needs fewer rows than the cap
   EXPECT_LT(adaptive.stats.recomputed_tokens, sink.stats.recomputed_tokens);
+  // adaptive_threshold (overrides the mass): a threshold above every row's
+  // error leaves the floor, one below every row's takes the cap, and the
+  // ratio never decreases as the threshold falls.
+  float last = 0;
+  for (float t : {0.5f, 1.6e-4f, 1e-12f}) {
+    req.mutable_options()->set_adaptive_threshold(t);
+    CollectingKVSink th;
+    ASSERT_TRUE(client_->Blend(req, &th).ok()) << t;
+    EXPECT_GE(th.stats.ratio, last) << t;
+    EXPECT_LE(th.stats.ratio, 0.3f) << t;
+    last = th.stats.ratio;
+    if (t == 0.5f) EXPECT_NEAR(th.stats.ratio, blend::BlendOptions().adaptive_min, 0.01);
+  }
+  EXPECT_NEAR(last, 0.3f, 0.01);
 }
 
 TEST_F(SidecarTest, BlendBadInput) {
@@ -490,6 +504,12 @@ TEST_F(SidecarTest, BlendBadInput) {
   const absl::Status bad_mass = client_->Blend(mass, &sink);
   EXPECT_EQ(bad_mass.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bad_mass.message(), HasSubstr("adaptive_mass 1.5 outside"));
+  v1::BlendRequest threshold = mass;
+  threshold.mutable_options()->set_adaptive_mass(0);
+  threshold.mutable_options()->set_adaptive_threshold(-1);
+  const absl::Status bad_threshold = client_->Blend(threshold, &sink);
+  EXPECT_EQ(bad_threshold.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad_threshold.message(), HasSubstr("adaptive_threshold -1 outside"));
   v1::RetrieveAndBlendRequest rk;
   rk.set_query("Lily");
   rk.set_k(0);
