@@ -6,9 +6,9 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "base/clock.h"
 #include "base/status_macros.h"
+#include "base/sync.h"
 #include "kvstore/tiered_store.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
@@ -68,7 +68,7 @@ class Tally {
     Report();
   }
   void Count(int64_t id, Outcome out) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (out.kind == Outcome::kSkipped) ++st_.skipped;
     if (out.kind == Outcome::kComputed) {
       ++st_.computed;
@@ -80,17 +80,17 @@ class Tally {
   }
   // Cancelled: polls options.cancelled once, remembering a true.
   bool Cancelled() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!st_.cancelled && o_.cancelled && o_.cancelled()) st_.cancelled = true;
     return st_.cancelled;
   }
   // Stopped: whether a poll has seen the cancel (no new poll).
   bool Stopped() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return st_.cancelled;
   }
   NeighbourPrecomputeStats Done() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     st_.seconds = SecondsSince(t0_);
     return st_;
   }
@@ -111,7 +111,7 @@ class Tally {
 
   const NeighbourPrecomputeOptions& o_;
   const Clock::time_point t0_;
-  absl::Mutex mu_;
+  Mutex mu_;  // base/sync.h: TSan sees it (docs/reliability.md)
   NeighbourPrecomputeStats st_ ABSL_GUARDED_BY(mu_);
 };
 
