@@ -14,6 +14,7 @@
 #include "base/status_macros.h"
 #include "blend/internal/blend_plan.h"
 #include "blend/internal/failed_load.h"
+#include "blend/internal/kv_rows.h"
 #include "blend/internal/selectors.h"
 #include "kernels/deviation.h"
 #include "kernels/rope.h"
@@ -23,6 +24,10 @@ namespace ragkv::blend {
 using kernels::DType;
 using kernels::TensorView;
 
+using internal::GatherKv;
+using internal::GatherRows;
+using internal::KvPlane;
+using internal::ScatterKv;
 using internal::kExactRow;
 using internal::kForced;
 using internal::kSelectable;
@@ -34,45 +39,6 @@ namespace {
 // The Blender keeps at most this much compute scratch between calls.
 constexpr size_t kMaxKeptWorkspaceBytes = size_t{256} << 20;
 constexpr size_t kMaxKeptWorkspaces = 4;
-
-// Gathers rows `idx` of the [rows, dim] matrix src into dst [idx.size(), dim].
-void GatherRows(const float* src, int64_t dim, absl::Span<const int32_t> idx, float* dst) {
-  for (size_t i = 0; i < idx.size(); ++i) {
-    std::memcpy(dst + i * dim, src + static_cast<int64_t>(idx[i]) * dim, dim * sizeof(float));
-  }
-}
-
-// KvPlane: one layer's K or V plane of the fused cache, [kv_heads][capacity][hd].
-struct KvPlane {
-  float* data;
-  int64_t head_stride;
-  int64_t head_dim;
-  int kv_heads;
-};
-
-// Gathers positions `pos` of a plane into dst [kv_heads, pos.size(), hd].
-void GatherKv(const KvPlane& p, absl::Span<const int32_t> pos, float* dst) {
-  const int64_t n = static_cast<int64_t>(pos.size());
-  for (int h = 0; h < p.kv_heads; ++h) {
-    const float* src = p.data + h * p.head_stride;
-    for (int64_t i = 0; i < n; ++i) {
-      std::memcpy(dst + (h * n + i) * p.head_dim, src + pos[i] * p.head_dim,
-                  p.head_dim * sizeof(float));
-    }
-  }
-}
-
-// Scatters src [kv_heads, pos.size(), hd] into the plane at positions `pos`.
-void ScatterKv(const float* src, absl::Span<const int32_t> pos, const KvPlane& p) {
-  const int64_t n = static_cast<int64_t>(pos.size());
-  for (int h = 0; h < p.kv_heads; ++h) {
-    float* dst = p.data + h * p.head_stride;
-    for (int64_t i = 0; i < n; ++i) {
-      std::memcpy(dst + pos[i] * p.head_dim, src + (h * n + i) * p.head_dim,
-                  p.head_dim * sizeof(float));
-    }
-  }
-}
 
 // NewResult: a result holding the zeroed fused cache (plan.total valid
 // tokens, capacity plan.total + extra_capacity_tokens) and per-layer timings.

@@ -319,6 +319,7 @@ absl::Status OnePrompt(const Blender& b, const PromptData& p, const QualityBench
 }  // namespace
 
 absl::Status RunOracleBench(const QualityBenchOptions& options, std::ostream& out) {
+  RETURN_IF_ERROR(CheckQualityBenchOptions(options));
   QualityBenchOptions o = options;
   for (const std::string& r : o.oracle) {
     if (!kRankers.count(r) && !IsStopRule(r)) {

@@ -15,7 +15,6 @@
 #include "absl/strings/str_format.h"
 #include "base/clock.h"
 #include "base/status_macros.h"
-#include "bench/blend/bench_oracle.h"
 #include "bench/blend/bootstrap.h"
 #include "bench/blend/bench_quality_corpus.h"
 #include "bench/blend/quality_prompts.h"
@@ -443,12 +442,15 @@ void PrintCosts(const Pass& pass, std::ostream& out) {
   }
 }
 
+absl::Status CheckQualityBenchOptions(const QualityBenchOptions& options) {
+  return CheckOptions(options);
+}
+
 absl::StatusOr<std::vector<StrategyQuality>> RunQualityBench(const QualityBenchOptions& options,
                                                              std::ostream& out) {
   RETURN_IF_ERROR(CheckOptions(options));
-  if (!options.oracle.empty()) {  // the oracle lines instead (bench_oracle.h)
-    RETURN_IF_ERROR(RunOracleBench(options, out));
-    return std::vector<StrategyQuality>{};
+  if (!options.oracle.empty()) {
+    return absl::InvalidArgumentError("quality bench: --oracle runs RunOracleBench (bench_oracle.h)");
   }
   QualityBenchOptions o = options;
   const auto t0 = Clock::now();

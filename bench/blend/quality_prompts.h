@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "bench/blend/bench_quality.h"
+#include "bench/blend/quality_options.h"
 #include "bench/blend/bench_quality_corpus.h"
 #include "blend/kv_source.h"
 #include "model/model.h"

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "bench/blend/bench_blend.h"
+#include "bench/blend/bench_oracle.h"
 #include "bench/blend/bench_quality.h"
 #include "blend/xchunk_task.h"
 #include "bench/kvstore/bench_kvstore.h"
@@ -223,6 +224,10 @@ class BenchQualityCommand : public Command {
     if (!ParseKvDtype(kv_, &o.kv_dtype)) {
       std::fprintf(stderr, "ragkv bench quality: --kv-dtype must be f32, f16 or bf16\n");
       return 2;
+    }
+    if (!o.oracle.empty()) {  // the oracle lines instead of the bench's own
+      const absl::Status s = blend::RunOracleBench(o, std::cout);
+      return s.ok() ? 0 : Fail("quality", s);
     }
     auto r = blend::RunQualityBench(o, std::cout);
     if (!r.ok()) return Fail("quality", r.status());
