@@ -280,22 +280,21 @@ absl::Status OnePrompt(const Blender& b, const PromptData& p, const QualityBench
     }
   }
   if (o.adaptive) {
+    // One line per mass, then per threshold (which overrides the mass).
+    std::vector<std::pair<std::string, BlendOptions>> lines;
     for (double mass : o.adaptive_masses) {
-      BlendOptions bo = o.blend;
-      bo.strategy = Strategy::kCacheBlend;
-      bo.ratio = o.adaptive_max;
-      bo.adaptive_mass = mass;
-      ASSIGN_OR_RETURN(BlendResult br, BlendPrompt(b, p, bo));
-      s->adaptive[absl::StrFormat("adaptive/m=%.3f", mass)].push_back(
-          {QueryAgreement(orc.ref.data(), br.logits.data(), Q, vocab).kl, br.applied_ratio});
+      lines.push_back({absl::StrFormat("adaptive/m=%.3f", mass), o.blend});
+      lines.back().second.adaptive_mass = mass;
     }
     for (double t : o.adaptive_thresholds) {
-      BlendOptions bo = o.blend;
+      lines.push_back({absl::StrFormat("adaptive/t=%g", t), o.blend});
+      lines.back().second.adaptive_threshold = t;
+    }
+    for (auto& [name, bo] : lines) {
       bo.strategy = Strategy::kCacheBlend;
       bo.ratio = o.adaptive_max;
-      bo.adaptive_threshold = t;
       ASSIGN_OR_RETURN(BlendResult br, BlendPrompt(b, p, bo));
-      s->adaptive[absl::StrFormat("adaptive/t=%g", t)].push_back(
+      s->adaptive[name].push_back(
           {QueryAgreement(orc.ref.data(), br.logits.data(), Q, vocab).kl, br.applied_ratio});
     }
   }
@@ -335,19 +334,9 @@ absl::Status RunOracleBench(const QualityBenchOptions& options, std::ostream& ou
   lo.kv_dtype = o.kv_dtype;
   ASSIGN_OR_RETURN(auto model, model::LoadModel(o.model_path, lo));
   ASSIGN_OR_RETURN(auto blender, Blender::Create({model.get()}));
-  std::unique_ptr<CorpusPrompts> corpus;
   std::string what = absl::StrFormat("task=%s seed=%d", o.task, o.seed);
-  if (o.task == "musique") {
-    ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tk, model::LoadTokenizer(o.model_path));
-    CorpusPromptOptions co;
-    co.path = o.corpus;
-    co.split = o.corpus_split;
-    co.prompts = o.prompts;
-    co.chunks = o.chunks;
-    co.chunk_tokens = o.chunk_tokens_max;
-    co.query_tokens = o.query_tokens;
-    ASSIGN_OR_RETURN(CorpusPrompts cp, LoadCorpusPrompts(*tk, co));
-    corpus = std::make_unique<CorpusPrompts>(std::move(cp));
+  ASSIGN_OR_RETURN(std::unique_ptr<CorpusPrompts> corpus, LoadQualityCorpus(o));
+  if (corpus != nullptr) {
     o.prompts = static_cast<int>(corpus->prompts.size());
     what = "task=musique " + corpus->description;
   }

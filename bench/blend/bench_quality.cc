@@ -464,19 +464,8 @@ absl::StatusOr<std::vector<StrategyQuality>> RunQualityBench(const QualityBenchO
         "quality bench: --task xchunk needs the xchunk checkpoint (vocabulary of ", kXchunkVocab,
         " tokens; docs/xchunk.md); ", o.model_path, " has ", model->config().vocab_size));
   }
-  std::unique_ptr<CorpusPrompts> corpus;
-  if (o.task == "musique") {
-    ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tk, model::LoadTokenizer(o.model_path));
-    CorpusPromptOptions co;
-    co.path = o.corpus;
-    co.split = o.corpus_split;
-    co.prompts = o.prompts;
-    co.chunks = o.chunks;
-    co.chunk_tokens = o.chunk_tokens_max;
-    co.query_tokens = o.query_tokens;
-    for (int k : o.neighbours) co.max_neighbours = std::max(co.max_neighbours, k);
-    ASSIGN_OR_RETURN(CorpusPrompts cp, LoadCorpusPrompts(*tk, co));
-    corpus = std::make_unique<CorpusPrompts>(std::move(cp));
+  ASSIGN_OR_RETURN(std::unique_ptr<CorpusPrompts> corpus, LoadQualityCorpus(o));
+  if (corpus != nullptr) {
     o.prompts = static_cast<int>(corpus->prompts.size());
   }
   std::vector<Strat> strats = MakeStrategies(o);

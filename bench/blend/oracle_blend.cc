@@ -14,16 +14,11 @@ namespace {
 using kernels::DType;
 using kernels::TensorView;
 
-// Plane: layer l's K (key) or V plane of `c` and its per-head stride.
-const float* Plane(const model::KVCache& c, int l, bool key) {
-  const model::LayerKVView v = c.Layer(l, c.capacity_tokens());
-  return static_cast<const float*>(key ? v.k.data : v.v.data);
-}
 
 // RowSq: sum over heads and dims of (a - b)^2 at position pos.
 double RowSq(const model::KVCache& a, const model::KVCache& b, int l, bool key, int64_t pos) {
-  const float* pa = Plane(a, l, key);
-  const float* pb = Plane(b, l, key);
+  const float* pa = CachePlane(a, l, key);
+  const float* pb = CachePlane(b, l, key);
   const int64_t hd = a.head_dim();
   double s = 0;
   for (int h = 0; h < a.kv_heads(); ++h) {
@@ -48,6 +43,11 @@ void Scatter(const float* src, absl::Span<const int32_t> pos, model::KVCache* c,
 
 }  // namespace
 
+const float* CachePlane(const model::KVCache& c, int l, bool key) {
+  const model::LayerKVView v = c.Layer(l, c.capacity_tokens());
+  return static_cast<const float*>(key ? v.k.data : v.v.data);
+}
+
 absl::StatusOr<model::KVCache> CopyCache(const model::ModelConfig& cfg, const model::KVCache& src,
                                          int64_t tokens) {
   ASSIGN_OR_RETURN(model::KVCache c, model::KVCache::Create(cfg, tokens));
@@ -55,7 +55,7 @@ absl::StatusOr<model::KVCache> CopyCache(const model::ModelConfig& cfg, const mo
   const int64_t hd = c.head_dim();
   for (int l = 0; l < c.n_layers(); ++l) {
     for (bool key : {true, false}) {
-      const float* s = Plane(src, l, key);
+      const float* s = CachePlane(src, l, key);
       float* d = key ? c.k_data(l) : c.v_data(l);
       for (int h = 0; h < c.kv_heads(); ++h) {
         std::memcpy(d + h * tokens * hd, s + h * src.capacity_tokens() * hd,
@@ -162,7 +162,7 @@ SwapModel::SwapModel(const model::Model& m, const OracleLayout& lay, const model
 void SwapModel::CopyRow(const model::KVCache& from, int l, int32_t pos) {
   const int64_t hd = work_.head_dim();
   for (bool key : {true, false}) {
-    const float* s = Plane(from, l, key);
+    const float* s = CachePlane(from, l, key);
     float* d = key ? work_.k_data(l) : work_.v_data(l);
     for (int h = 0; h < work_.kv_heads(); ++h) {
       std::memcpy(d + (h * work_.capacity_tokens() + pos) * hd,
@@ -195,7 +195,7 @@ absl::Status SwapModel::Init() {
                                 qpos_.data(),
                                 TensorView::Contiguous(q.data(), DType::kF32, {nq, cfg.q_dim()}),
                                 &ws_));
-    const float* keys = Plane(truth_, l, true);
+    const float* keys = CachePlane(truth_, l, true);
     for (int64_t r = 0; r < nq; ++r) {
       for (int head = 0; head < cfg.n_heads; ++head) {
         const float* qr = q.data() + (r * cfg.n_heads + head) * hd;

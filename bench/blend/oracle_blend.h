@@ -28,6 +28,9 @@
 
 namespace ragkv::blend {
 
+// CachePlane: layer l's K (key) or V plane of `c` ([kv_heads][capacity][hd]).
+const float* CachePlane(const model::KVCache& c, int l, bool key);
+
 // OracleLayout: one prompt as the Blender laid it out: rows [0, first_selectable)
 // are exact (the cached prefix), [first_selectable, query_begin) selectable,
 // [query_begin, tokens.size()) the query (always recomputed).

@@ -13,11 +13,6 @@ namespace {
 using kernels::DType;
 using kernels::TensorView;
 
-const float* CachePlane(const model::KVCache& c, int l, bool key) {
-  const model::LayerKVView v = c.Layer(l, c.capacity_tokens());
-  return static_cast<const float*>(key ? v.k.data : v.v.data);
-}
-
 // Order: candidate indices by descending score, ties to the lower index.
 std::vector<int> Order(const float* score, size_t n) {
   std::vector<int> o(n);

@@ -1,5 +1,6 @@
 #include "bench/blend/quality_prompts.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <utility>
@@ -10,7 +11,9 @@
 #include "blend/store_source.h"
 #include "blend/xchunk_task.h"
 #include "model/generate.h"
+#include "model/loader.h"
 #include "model/sampler.h"
+#include "model/tokenizer.h"
 
 namespace ragkv::blend {
 namespace {
@@ -163,6 +166,21 @@ absl::StatusOr<PromptData> MakePrompt(const model::Model& m, const QualityBenchO
   p.continuation.assign(tail.begin() + o.query_tokens, tail.end());
   RETURN_IF_ERROR(Precompute(m, o, &p));
   return p;
+}
+
+absl::StatusOr<std::unique_ptr<CorpusPrompts>> LoadQualityCorpus(const QualityBenchOptions& o) {
+  if (o.task != "musique") return nullptr;
+  ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tk, model::LoadTokenizer(o.model_path));
+  CorpusPromptOptions co;
+  co.path = o.corpus;
+  co.split = o.corpus_split;
+  co.prompts = o.prompts;
+  co.chunks = o.chunks;
+  co.chunk_tokens = o.chunk_tokens_max;
+  co.query_tokens = o.query_tokens;
+  for (int k : o.neighbours) co.max_neighbours = std::max(co.max_neighbours, k);
+  ASSIGN_OR_RETURN(CorpusPrompts cp, LoadCorpusPrompts(*tk, co));
+  return std::make_unique<CorpusPrompts>(std::move(cp));
 }
 
 }  // namespace ragkv::blend

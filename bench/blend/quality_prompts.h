@@ -40,6 +40,11 @@ struct NeighbourCost {
   double seconds = 0, context_tokens = 0, records = 0, bytes = 0;
 };
 
+// LoadQualityCorpus: o.task "musique"'s prompts (LoadCorpusPrompts of
+// o.corpus, o.corpus_split, with room for the largest of o.neighbours);
+// null for the other tasks. The corpus's and tokenizer's errors pass through.
+absl::StatusOr<std::unique_ptr<CorpusPrompts>> LoadQualityCorpus(const QualityBenchOptions& o);
+
 // MakePrompt: prompt `index` of o.task (story: sampled from the model by
 // o.seed; xchunk: blend::MakeXchunkPrompt; musique: corpus->prompts[index],
 // its continuation sampled), every chunk precomputed (plain records timed
