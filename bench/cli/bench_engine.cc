@@ -39,6 +39,11 @@ class BenchEngineCommand : public Command {
     cmd->add_option("--chunks", o_.chunks)->capture_default_str();
     cmd->add_option("--chunk-tokens", o_.chunk_tokens)->capture_default_str();
     cmd->add_option("--query-tokens", o_.query_tokens)->capture_default_str();
+    cmd->add_option("--passages", o_.passages,
+                    "corpus passages: chunker (the sidecar's first chunk of each passage text) | "
+                    "cut (its tokens cut to --chunk-tokens, sent as documents: bench quality's "
+                    "prompts)")
+        ->capture_default_str();
     cmd->add_option("--ratios", o_.ratios, "CacheBlend ratios")->delimiter(',')->capture_default_str();
     cmd->add_option("--selectors", o_.selectors,
                     "CacheBlend row selectors, each at every ratio (default: the sidecar's)")

@@ -130,6 +130,7 @@ class Runner {
     out->strategy = s.name;
     out->ratio = s.ratio;
     out->context_tokens = static_cast<int>(p.tokens.size()) - p.query;
+    out->query_tokens = p.query;
     if (s.name == "full-prefill" || s.name == "prefix-cache") return Local(p, s, out, logits);
     const v1::BlendRequest req = Request(p, s, whole_query_);
     lc::LlamaCppEngine::Result r;

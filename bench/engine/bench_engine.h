@@ -23,8 +23,8 @@
 // content beforehand; dev/test by seed parity), a MuSiQue-style corpus (the first `prompts` questions of the
 // chosen dev/test split in file order -- retrieval/qa_split.h; all of the
 // split's when it has fewer, none repeated -- each question's first `chunks`
-// passages, their first chunk of `chunk_tokens`, the question as the
-// query), or synthetic shapes (random-word documents, random query ids).
+// passages, their first chunk of `chunk_tokens` or, with passages "cut",
+// their tokens cut to `chunk_tokens`; the question as the query), or synthetic shapes (random-word documents, random query ids).
 // Thread safety: RunEngineBench is reentrant; one at a time per process
 // (it sets the kernel thread count).
 #ifndef RAGKV_BENCH_ENGINE_BENCH_ENGINE_H_
@@ -58,6 +58,13 @@ struct EngineBenchOptions {
   int chunks = 6;
   int chunk_tokens = 256;
   int query_tokens = 32;
+  // passages (corpus workloads): how each question's passages become chunks.
+  //   "chunker": the passage text ingested into the sidecar, its first chunk
+  //     of <= chunk_tokens (word / sentence boundaries; the catalogue path);
+  //   "cut": the passage's tokens cut to chunk_tokens, sent as documents
+  //     (their KV stored by content beforehand): the prompts of `ragkv bench
+  //     quality --task musique` with --chunk-tokens-min = max = chunk_tokens.
+  std::string passages = "chunker";
   std::vector<double> ratios = {0.15};
   // selectors: CacheBlend's row ranking by name (BlendOptions.selector), each
   // at every ratio, reported as "cacheblend/<name>"; empty: the sidecar's own
@@ -97,6 +104,7 @@ struct EngineSample {
   double ratio = 0;
   double ttft_ms = 0, blend_ms = 0, handover_ms = 0, decode_ms = 0;
   int context_tokens = 0, handed_over = 0, reused = 0, recomputed = 0, prefilled = 0;
+  int query_tokens = 0;     // the query positions kl and top1 average over
   double kl = 0, top1 = 0;  // vs llama.cpp's full prefill, over the query positions
   int correct = -1;          // xchunk: llama.cpp's last-row top-1 is the answer (0/1)
   double applied_ratio = 0;  // the CacheBlend ratio the sidecar applied

@@ -34,13 +34,13 @@ std::string JsonString(const std::string& s) {
 absl::Status WriteCsv(const EngineBenchReport& r, const std::string& path) {
   std::ofstream f(path);
   f << "round,prompt,strategy,ratio,ttft_ms,blend_ms,handover_ms,decode_ms,context_tokens,"
-       "handed_over,reused,recomputed,prefilled,kl,top1,applied_ratio,fallback\n";
+       "handed_over,reused,recomputed,prefilled,kl,top1,applied_ratio,fallback,query_tokens\n";
   for (const EngineSample& x : r.samples) {
-    f << absl::StrFormat("%d,%d,%s,%.2f,%.3f,%.3f,%.3f,%.3f,%d,%d,%d,%d,%d,%.6f,%.4f,%.4f,%s\n",
+    f << absl::StrFormat("%d,%d,%s,%.2f,%.3f,%.3f,%.3f,%.3f,%d,%d,%d,%d,%d,%.6f,%.4f,%.4f,%s,%d\n",
                          x.round, x.prompt, x.strategy, x.ratio, x.ttft_ms, x.blend_ms,
                          x.handover_ms, x.decode_ms, x.context_tokens, x.handed_over, x.reused,
                          x.recomputed, x.prefilled, x.kl, x.top1, x.applied_ratio,
-                         JsonString(x.fallback));
+                         JsonString(x.fallback), x.query_tokens);
   }
   return f ? absl::OkStatus() : absl::InternalError("cannot write " + path);
 }

@@ -32,6 +32,7 @@ absl::StatusOr<Texts> XchunkTexts(const EngineBenchOptions& o, int vocab) {
     t.queries.push_back(std::move(x.query));
     t.answers.push_back(x.answer);
   }
+  t.documents_bos = blend::kXchunkBos;
   t.split = blend::XchunkSeedIsDev(o.seed) ? "dev" : "test";
   t.description = absl::StrFormat("xchunk: %d prompts of seed %d (%s) x (%d pairs in %d passages, "
                                   "sent as documents, + \"? k\")",
@@ -39,16 +40,19 @@ absl::StatusOr<Texts> XchunkTexts(const EngineBenchOptions& o, int vocab) {
   return t;
 }
 
-// PrepareDocuments: xchunk prompts: each passage's KV precomputed alone and
-// stored under its content key (what a `documents` request looks up).
+// PrepareDocuments: xchunk prompts, or corpus passages cut to chunk_tokens:
+// each passage's KV precomputed alone and stored under its content key (what
+// a `documents` request looks up).
 absl::StatusOr<std::vector<EnginePrompt>> PrepareDocuments(const Texts& t,
-                                                           const model::Model& model,
-                                                           services::GrpcTtftPath* path) {
+                                                           const model::Model& model, int32_t bos,
+                                                           services::GrpcTtftPath* path,
+                                                           std::ostream& progress) {
+  if (t.documents_bos >= 0) bos = t.documents_bos;
   std::vector<EnginePrompt> out;
   for (size_t i = 0; i < t.documents.size(); ++i) {
     EnginePrompt p;
-    p.bos = true;
-    p.tokens.push_back(blend::kXchunkBos);
+    p.bos = bos >= 0;
+    if (p.bos) p.tokens.push_back(bos);
     for (const std::vector<int32_t>& d : t.documents[i]) {
       ASSIGN_OR_RETURN(blend::ChunkKV kv, blend::PrecomputeChunk(model, d));
       services::CatalogueChunk c;
@@ -60,7 +64,9 @@ absl::StatusOr<std::vector<EnginePrompt>> PrepareDocuments(const Texts& t,
     p.documents = t.documents[i];
     p.query = static_cast<int>(t.queries[i].size());
     p.tokens.insert(p.tokens.end(), t.queries[i].begin(), t.queries[i].end());
-    p.answer = t.answers[i];
+    p.answer = i < t.answers.size() ? t.answers[i] : -1;
+    progress << absl::StrFormat("bench engine: prompt %d: %d documents, %d tokens, KV stored\n", i,
+                                p.documents.size(), p.tokens.size());
     out.push_back(std::move(p));
   }
   return out;
@@ -71,7 +77,12 @@ absl::StatusOr<std::vector<EnginePrompt>> PrepareDocuments(const Texts& t,
 absl::StatusOr<Texts> BuildTexts(const EngineBenchOptions& o, const std::string& path, int vocab) {
   if (o.task == "xchunk") return XchunkTexts(o, vocab);
   Texts t;
+  if (o.passages != "chunker" && o.passages != "cut") {
+    return absl::InvalidArgumentError("bench engine: --passages must be chunker or cut, got " +
+                                      o.passages);
+  }
   if (!o.corpus.empty()) {
+    const bool cut = o.passages == "cut";
     services::TtftBenchOptions to;
     to.model_spec = path;
     to.corpus = o.corpus;
@@ -83,10 +94,15 @@ absl::StatusOr<Texts> BuildTexts(const EngineBenchOptions& o, const std::string&
     ti::TokenRng rng(o.seed, vocab);
     ASSIGN_OR_RETURN(ti::Workload w, ti::BuildWorkload(to, vocab, /*with_grpc=*/true, rng));
     for (const ti::Prompt& p : w.prompts) {
-      t.chunks.push_back(p.texts);
+      if (cut) {
+        t.documents.push_back(p.chunks);
+      } else {
+        t.chunks.push_back(p.texts);
+      }
       t.queries.push_back(p.query);
     }
     t.description = w.description;
+    if (cut) t.description += " (passages cut, sent as documents)";
     t.split = w.split;
     t.split_questions = w.split_questions;
     t.file_questions = w.file_questions;
@@ -117,7 +133,7 @@ absl::StatusOr<Texts> BuildTexts(const EngineBenchOptions& o, const std::string&
 absl::StatusOr<std::vector<EnginePrompt>> Prepare(const Texts& t, const model::Model& model,
                                                   int32_t bos, services::GrpcTtftPath* path,
                                                   std::ostream& progress) {
-  if (!t.documents.empty()) return PrepareDocuments(t, model, path);
+  if (!t.documents.empty()) return PrepareDocuments(t, model, bos, path, progress);
   std::vector<EnginePrompt> out;
   for (size_t i = 0; i < t.chunks.size(); ++i) {
     ASSIGN_OR_RETURN(std::vector<services::CatalogueChunk> cat,

@@ -32,8 +32,10 @@ struct EnginePrompt {
 // random-word documents and random ids).
 struct Texts {
   std::vector<std::vector<std::string>> chunks;
-  std::vector<std::vector<std::vector<int32_t>>> documents;  // xchunk: token passages
+  // xchunk, or a corpus with passages "cut": token passages sent as documents
+  std::vector<std::vector<std::vector<int32_t>>> documents;
   std::vector<int32_t> answers;                              // xchunk
+  int32_t documents_bos = -1;  // xchunk: its BOS; -1: the tokenizer's (Prepare's `bos`)
   std::vector<std::vector<int32_t>> queries;
   std::string description;
   std::string split;  // corpus mode: as services::ttft_internal::Workload; xchunk: by seed
