@@ -51,17 +51,7 @@ struct Oracle {
 };
 
 absl::StatusOr<BlendResult> BlendPrompt(const Blender& b, const PromptData& p, BlendOptions o) {
-  std::vector<std::unique_ptr<InMemoryKvSource>> src;
-  for (const auto& kv : p.kv) src.push_back(std::make_unique<InMemoryKvSource>(kv.get()));
-  std::vector<BlendSegment> segs;
-  segs.push_back({SegmentKind::kPrefix, p.prefix, src[0].get()});
-  for (size_t c = 0; c < p.chunks.size(); ++c) {
-    segs.push_back({SegmentKind::kChunk, p.chunks[c], src[c + 1].get()});
-  }
-  segs.push_back({SegmentKind::kQuery, p.query, nullptr});
-  o.logits = QueryLogits::kAll;
-  o.extra_capacity_tokens = 0;
-  return b.Blend(segs, o);
+  return BlendPrompt(b, p, p.kv, std::move(o));
 }
 
 // Effects: for every check layer l, the KL each row removes alone when
@@ -329,10 +319,7 @@ absl::Status RunOracleBench(const QualityBenchOptions& options, std::ostream& ou
     }
   }
   const auto t0 = Clock::now();
-  model::LoadOptions lo;
-  lo.max_seq_len = o.max_seq_len;
-  lo.kv_dtype = o.kv_dtype;
-  ASSIGN_OR_RETURN(auto model, model::LoadModel(o.model_path, lo));
+  ASSIGN_OR_RETURN(auto model, LoadQualityModel(o));
   ASSIGN_OR_RETURN(auto blender, Blender::Create({model.get()}));
   std::string what = absl::StrFormat("task=%s seed=%d", o.task, o.seed);
   ASSIGN_OR_RETURN(std::unique_ptr<CorpusPrompts> corpus, LoadQualityCorpus(o));

@@ -66,17 +66,9 @@ absl::StatusOr<Eval> Evaluate(const Blender& blender, const PromptData& p, Blend
   const auto& kvs = neighbours > 0                  ? p.nbr.at(neighbours)
                     : codec == kvstore::Codec::kRaw ? p.kv
                                                     : p.coded.at(static_cast<int>(codec));
-  std::vector<std::unique_ptr<InMemoryKvSource>> sources;
-  for (const auto& kv : kvs) sources.push_back(std::make_unique<InMemoryKvSource>(kv.get()));
-  std::vector<BlendSegment> segs;
-  segs.push_back({SegmentKind::kPrefix, p.prefix, sources[0].get()});
-  for (size_t c = 0; c < p.chunks.size(); ++c) {
-    segs.push_back({SegmentKind::kChunk, p.chunks[c], sources[c + 1].get()});
-  }
-  segs.push_back({SegmentKind::kQuery, p.query, nullptr});
-  o.logits = QueryLogits::kAll;
-  o.extra_capacity_tokens = static_cast<int64_t>(p.continuation.size());
-  ASSIGN_OR_RETURN(BlendResult r, blender.Blend(segs, o));
+  ASSIGN_OR_RETURN(BlendResult r,
+                   BlendPrompt(blender, p, kvs, std::move(o),
+                               static_cast<int64_t>(p.continuation.size())));
   Eval e;
   e.logits = std::move(r.logits);
   double rows = 0;
@@ -454,10 +446,7 @@ absl::StatusOr<std::vector<StrategyQuality>> RunQualityBench(const QualityBenchO
   }
   QualityBenchOptions o = options;
   const auto t0 = Clock::now();
-  model::LoadOptions lo;
-  lo.max_seq_len = o.max_seq_len;
-  lo.kv_dtype = o.kv_dtype;
-  ASSIGN_OR_RETURN(auto model, model::LoadModel(o.model_path, lo));
+  ASSIGN_OR_RETURN(auto model, LoadQualityModel(o));
   ASSIGN_OR_RETURN(auto blender, Blender::Create({model.get()}));
   if (o.task == "xchunk" && model->config().vocab_size != kXchunkVocab) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -183,4 +183,27 @@ absl::StatusOr<std::unique_ptr<CorpusPrompts>> LoadQualityCorpus(const QualityBe
   return std::make_unique<CorpusPrompts>(std::move(cp));
 }
 
+absl::StatusOr<BlendResult> BlendPrompt(const Blender& b, const PromptData& p,
+                                        const std::vector<std::unique_ptr<ChunkKV>>& kvs,
+                                        BlendOptions o, int64_t extra_capacity) {
+  std::vector<std::unique_ptr<InMemoryKvSource>> src;
+  for (const auto& kv : kvs) src.push_back(std::make_unique<InMemoryKvSource>(kv.get()));
+  std::vector<BlendSegment> segs;
+  segs.push_back({SegmentKind::kPrefix, p.prefix, src[0].get()});
+  for (size_t c = 0; c < p.chunks.size(); ++c) {
+    segs.push_back({SegmentKind::kChunk, p.chunks[c], src[c + 1].get()});
+  }
+  segs.push_back({SegmentKind::kQuery, p.query, nullptr});
+  o.logits = QueryLogits::kAll;
+  o.extra_capacity_tokens = extra_capacity;
+  return b.Blend(segs, o);
+}
+
+absl::StatusOr<std::unique_ptr<model::Model>> LoadQualityModel(const QualityBenchOptions& o) {
+  model::LoadOptions lo;
+  lo.max_seq_len = o.max_seq_len;
+  lo.kv_dtype = o.kv_dtype;
+  return model::LoadModel(o.model_path, lo);
+}
+
 }  // namespace ragkv::blend

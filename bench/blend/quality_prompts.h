@@ -40,6 +40,17 @@ struct NeighbourCost {
   double seconds = 0, context_tokens = 0, records = 0, bytes = 0;
 };
 
+// BlendPrompt: the Blender over p's prefix, chunks and query, the records
+// read from `kvs` ([0] the prefix, then the chunks: p.kv, a codec's or a
+// neighbours variant), logits of every query row, room for
+// `extra_capacity` more tokens after it.
+absl::StatusOr<BlendResult> BlendPrompt(const Blender& b, const PromptData& p,
+                                        const std::vector<std::unique_ptr<ChunkKV>>& kvs,
+                                        BlendOptions o, int64_t extra_capacity = 0);
+
+// LoadQualityModel: o.model_path with o.max_seq_len and o.kv_dtype.
+absl::StatusOr<std::unique_ptr<model::Model>> LoadQualityModel(const QualityBenchOptions& o);
+
 // LoadQualityCorpus: o.task "musique"'s prompts (LoadCorpusPrompts of
 // o.corpus, o.corpus_split, with room for the largest of o.neighbours);
 // null for the other tasks. The corpus's and tokenizer's errors pass through.
