@@ -16,7 +16,6 @@
 #include "bench/blend/oracle_selectors.h"
 #include "bench/blend/quality_prompts.h"
 #include "blend/quality_gate.h"
-#include "model/loader.h"
 #include "model/tokenizer.h"
 
 namespace ragkv::blend {

@@ -24,7 +24,6 @@
 #include "blend/store_source.h"
 #include "kvstore/kv_chunk.h"
 #include "model/generate.h"
-#include "model/loader.h"
 #include "model/tokenizer.h"
 #include "model/sampler.h"
 
