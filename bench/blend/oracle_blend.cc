@@ -48,6 +48,29 @@ const float* CachePlane(const model::KVCache& c, int l, bool key) {
   return static_cast<const float*>(key ? v.k.data : v.v.data);
 }
 
+void AddAttentionMass(const model::ModelConfig& cfg, const float* q, int64_t nq,
+                      const model::KVCache& c, int l, int64_t qb, std::vector<double>* mass) {
+  const int64_t hd = cfg.head_dim;
+  const int group = std::max(1, cfg.n_heads / cfg.n_kv_heads);
+  const float* keys = CachePlane(c, l, true);
+  std::vector<double> lg(qb);
+  for (int64_t r = 0; r < nq; ++r) {
+    for (int head = 0; head < cfg.n_heads; ++head) {
+      const float* qr = q + (r * cfg.n_heads + head) * hd;
+      const float* kp = keys + (head / group) * c.capacity_tokens() * hd;
+      double mx = -1e300, sum = 0;
+      for (int64_t j = 0; j < qb; ++j) {
+        double d = 0;
+        for (int64_t t = 0; t < hd; ++t) d += qr[t] * kp[j * hd + t];
+        lg[j] = d / std::sqrt(static_cast<double>(hd));
+        mx = std::max(mx, lg[j]);
+      }
+      for (int64_t j = 0; j < qb; ++j) sum += (lg[j] = std::exp(lg[j] - mx));
+      for (int64_t j = 0; j < qb; ++j) (*mass)[j] += lg[j] / sum;
+    }
+  }
+}
+
 absl::StatusOr<model::KVCache> CopyCache(const model::ModelConfig& cfg, const model::KVCache& src,
                                          int64_t tokens) {
   ASSIGN_OR_RETURN(model::KVCache c, model::KVCache::Create(cfg, tokens));
@@ -174,7 +197,6 @@ void SwapModel::CopyRow(const model::KVCache& from, int l, int32_t pos) {
 absl::Status SwapModel::Init() {
   const model::ModelConfig& cfg = m_.config();
   const int64_t N = lay_.total(), qb = lay_.query_begin, dim = cfg.dim, nq = N - qb;
-  const int64_t hd = cfg.head_dim;
   for (int l = 0; l < std::min(exact_layers_, cfg.n_layers); ++l) {
     for (int64_t t = 0; t < qb; ++t) CopyRow(truth_, l, static_cast<int32_t>(t));
   }
@@ -185,9 +207,7 @@ absl::Status SwapModel::Init() {
   ASSIGN_OR_RETURN(model::KVCache t, CopyCache(cfg, truth_, N));
   mass_.assign(cfg.n_layers, std::vector<double>(qb, 0.0));
   dev_.assign(cfg.n_layers, std::vector<double>(qb, 0.0));
-  const int group = std::max(1, cfg.n_heads / cfg.n_kv_heads);
   std::vector<float> q(nq * cfg.q_dim());
-  std::vector<double> lg(qb);
   for (int l = 0; l < cfg.n_layers; ++l) {
     if (l == exact_layers_) hq_ = h;
     // Full prefill's query attention on the context rows at layer l.
@@ -195,22 +215,7 @@ absl::Status SwapModel::Init() {
                                 qpos_.data(),
                                 TensorView::Contiguous(q.data(), DType::kF32, {nq, cfg.q_dim()}),
                                 &ws_));
-    const float* keys = CachePlane(truth_, l, true);
-    for (int64_t r = 0; r < nq; ++r) {
-      for (int head = 0; head < cfg.n_heads; ++head) {
-        const float* qr = q.data() + (r * cfg.n_heads + head) * hd;
-        const float* kp = keys + (head / group) * truth_.capacity_tokens() * hd;
-        double mx = -1e300, sum = 0;
-        for (int64_t j = 0; j < qb; ++j) {
-          double d = 0;
-          for (int64_t c = 0; c < hd; ++c) d += qr[c] * kp[j * hd + c];
-          lg[j] = d / std::sqrt(static_cast<double>(hd));
-          mx = std::max(mx, lg[j]);
-        }
-        for (int64_t j = 0; j < qb; ++j) sum += (lg[j] = std::exp(lg[j] - mx));
-        for (int64_t j = 0; j < qb; ++j) mass_[l][j] += lg[j] / sum;
-      }
-    }
+    AddAttentionMass(cfg, q.data(), nq, truth_, l, qb, &mass_[l]);
     // The cached rows' deviation from the truth, K and V each mean-normalized.
     double mk = 0, mv = 0;
     std::vector<double> dk(qb, 0.0), dv(qb, 0.0);

@@ -31,6 +31,12 @@ namespace ragkv::blend {
 // CachePlane: layer l's K (key) or V plane of `c` ([kv_heads][capacity][hd]).
 const float* CachePlane(const model::KVCache& c, int l, bool key);
 
+// AddAttentionMass: adds to (*mass)[j], j < qb, the softmax probability of
+// key j under each query row and head of q ([nq, q_dim], layer l's
+// projection), over the keys [0, qb) of layer l's plane of `c`.
+void AddAttentionMass(const model::ModelConfig& cfg, const float* q, int64_t nq,
+                      const model::KVCache& c, int l, int64_t qb, std::vector<double>* mass);
+
 // OracleLayout: one prompt as the Blender laid it out: rows [0, first_selectable)
 // are exact (the cached prefix), [first_selectable, query_begin) selectable,
 // [query_begin, tokens.size()) the query (always recomputed).

@@ -53,23 +53,8 @@ absl::StatusOr<RowErrors> Errors(const model::Model& m, int64_t qb, const CheckS
                              TensorView::Contiguous(st.query_hidden, DType::kF32, {nq, cfg.dim}),
                              st.query_pos.data(),
                              TensorView::Contiguous(q.data(), DType::kF32, {nq, cfg.q_dim()}), &ws));
-  std::vector<double> mass(qb, 0.0), lg(qb);
-  const float* keys = CachePlane(c, st.layer, true);
-  const int group = std::max(1, cfg.n_heads / cfg.n_kv_heads);
-  for (int64_t r = 0; r < nq; ++r) {
-    for (int head = 0; head < cfg.n_heads; ++head) {
-      const float* qr = q.data() + (r * cfg.n_heads + head) * hd;
-      const float* kp = keys + (head / group) * c.capacity_tokens() * hd;
-      double mx = -1e300, sum = 0;
-      for (int64_t j = 0; j < qb; ++j) {
-        double d = 0;
-        for (int64_t t = 0; t < hd; ++t) d += qr[t] * kp[j * hd + t];
-        mx = std::max(mx, lg[j] = d / std::sqrt(static_cast<double>(hd)));
-      }
-      for (int64_t j = 0; j < qb; ++j) sum += (lg[j] = std::exp(lg[j] - mx));
-      for (int64_t j = 0; j < qb; ++j) mass[j] += lg[j] / sum;
-    }
-  }
+  std::vector<double> mass(qb, 0.0);
+  AddAttentionMass(cfg, q.data(), nq, c, st.layer, qb, &mass);
   e.dev.resize(nc), e.att.resize(nc), e.err_abs.resize(nc);
   const double heads = static_cast<double>(std::max<int64_t>(1, nq) * cfg.n_heads);
   for (int64_t i = 0; i < nc; ++i) {
