@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "base/exec_args.h"
 
 namespace ragkv::bench_serve {
 namespace {
@@ -28,22 +29,20 @@ double Now() {
 
 void Sleep(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
 
-// ExecChild: in the child: output to the log, env added, exec; never returns.
-[[noreturn]] void ExecChild(const std::vector<std::string>& argv,
-                            const std::vector<std::string>& env, const std::string& log_path) {
+// ExecChild: in the child: output to the log, exec; never returns. Only
+// async-signal-safe calls here (`exec` was built before fork).
+[[noreturn]] void ExecChild(const ExecArgs& exec, const char* log_path) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  const int fd = ::open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
   if (fd >= 0) {
     ::dup2(fd, 1);
     ::dup2(fd, 2);
     ::close(fd);
   }
-  for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  ::execv(args[0], args.data());
-  std::fprintf(stderr, "exec %s: %s\n", args[0], std::strerror(errno));
+  exec.Exec();
+  static constexpr char kFailed[] = ": exec failed\n";
+  [[maybe_unused]] ssize_t n = ::write(2, exec.path(), std::strlen(exec.path()));
+  n = ::write(2, kFailed, sizeof kFailed - 1);
   ::_exit(127);
 }
 
@@ -52,10 +51,11 @@ void Sleep(double s) { std::this_thread::sleep_for(std::chrono::duration<double>
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
     const std::vector<std::string>& argv, const std::vector<std::string>& env,
     const std::string& log_path) {
+  const ExecArgs exec(argv, env);
   std::fflush(nullptr);
   const pid_t pid = ::fork();
   if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
-  if (pid == 0) ExecChild(argv, env, log_path);
+  if (pid == 0) ExecChild(exec, log_path.c_str());
   return std::unique_ptr<ChildProcess>(new ChildProcess(pid, log_path));
 }
 

@@ -25,6 +25,11 @@ namespace {
 // `kill_after` (if > 0). Returns the exit status (or -9) and stdout.
 int RunPrecompute(const std::vector<std::string>& args, absl::Duration kill_after,
                   std::string* out) {
+  // argv before fork: the child of a threaded process may not allocate.
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(RAGKV_BINARY));
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
   int pipefd[2];
   if (pipe(pipefd) != 0) return -1;
   pid_t pid = fork();
@@ -32,10 +37,6 @@ int RunPrecompute(const std::vector<std::string>& args, absl::Duration kill_afte
     dup2(pipefd[1], STDOUT_FILENO);
     close(pipefd[0]);
     close(pipefd[1]);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(RAGKV_BINARY));
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
     execv(RAGKV_BINARY, argv.data());
     _exit(127);
   }

@@ -31,6 +31,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "ragkv/v1/kvstore.grpc.pb.h"
+#include "base/exec_args.h"
 #include "services/sidecar.h"
 #include "tests/integration/sidecar_fixture.h"
 #include "tests/support/require.h"
@@ -317,18 +318,16 @@ ServeRun StartServe(const std::string& dir, const std::vector<std::string>& args
   ServeRun r;
   r.out_path = dir + "/serve.out";
   r.err_path = dir + "/serve.err";
+  std::vector<std::string> argv = {RAGKV_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const ExecArgs exec(std::move(argv), env);  // before fork (base/exec_args.h)
   r.pid = fork();
   if (r.pid == 0) {
     int out = open(r.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     int err = open(r.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     dup2(out, STDOUT_FILENO);
     dup2(err, STDERR_FILENO);
-    for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(RAGKV_BINARY));
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(RAGKV_BINARY, argv.data());
+    exec.Exec();
     _exit(127);
   }
   for (int i = 0; i < 1200; ++i) {  // up to 60 s (model load on a busy box)

@@ -50,6 +50,12 @@ inline std::string OpenAiDir() {
 
 // Run: argv to its exit, stdout captured (stderr passes through).
 inline std::string RunCapture(const std::vector<std::string>& args, const std::string& cwd, int* rc) {
+  // argv is built before fork: the child of a threaded process may only
+  // make async-signal-safe calls (a malloc could wait on a lock another
+  // thread held at the fork, forever).
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
   int fds[2];
   if (::pipe(fds) != 0) return "";
   const pid_t pid = ::fork();
@@ -58,9 +64,6 @@ inline std::string RunCapture(const std::vector<std::string>& args, const std::s
     ::close(fds[0]);
     ::close(fds[1]);
     if (::chdir(cwd.c_str()) != 0) ::_exit(126);
-    std::vector<char*> argv;
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
     ::execvp(argv[0], argv.data());
     ::_exit(127);
   }
@@ -101,6 +104,9 @@ class OpenAiServerTest : public ::testing::Test {
   // SpawnUntil: `args` as a child process (killed with the test), its
   // stdout read until it prints LISTENING (or 180 s); what it printed.
   static std::string SpawnUntil(const std::vector<std::string>& args, pid_t* pid) {
+    std::vector<char*> argv;  // before fork (RunCapture)
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
     int fds[2];
     if (::pipe(fds) != 0) return "";
     *pid = ::fork();
@@ -109,9 +115,6 @@ class OpenAiServerTest : public ::testing::Test {
       ::dup2(fds[1], 1);
       ::close(fds[0]);
       ::close(fds[1]);
-      std::vector<char*> argv;
-      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
       ::execv(argv[0], argv.data());
       ::_exit(127);
     }
