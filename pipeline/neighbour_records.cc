@@ -133,6 +133,38 @@ void StoreBatch(const NeighbourPrecomputeOptions& o, const ChunkList& chunks, si
   for (std::thread& t : threads) t.join();
 }
 
+// ListShardChunks: the catalogue's non-empty chunks of this shard. The
+// scan holds a snapshot; the work is done outside it. Every chunk gets its
+// list; two chunks of the same tokens get the same list, hence the same
+// key, and the second is skipped as stored.
+absl::StatusOr<ChunkList> ListShardChunks(const NeighbourPrecomputeOptions& o) {
+  const kvstore::Fingerprint fp = o.model->fingerprint();
+  ChunkList chunks;
+  RETURN_IF_ERROR(o.retriever->ForEachChunk([&](const retrieval::ChunkRecord& c) {
+    if (c.token_ids.empty()) return absl::OkStatus();
+    const kvstore::ChunkKey plain = kvstore::ChunkKey::Of(fp, c.token_ids);
+    if (plain.Lo64() % o.shard_count != o.shard_index) return absl::OkStatus();
+    chunks.push_back({c.chunk_id, c.token_ids});
+    return absl::OkStatus();
+  }));
+  return chunks;
+}
+
+// RunBatch: chunks [b, e): their k nearest in one batched search, recorded
+// in the catalogue, then their records stored (StoreBatch).
+absl::Status RunBatch(const NeighbourPrecomputeOptions& o, const ChunkList& chunks, size_t b,
+                      size_t e, Tally* tally) {
+  std::vector<int64_t> ids;
+  for (size_t i = b; i < e; ++i) ids.push_back(chunks[i].first);
+  ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> near,
+                   o.retriever->NearestChunkIds(ids, o.neighbours));
+  std::vector<std::pair<int64_t, std::vector<int64_t>>> lists;
+  for (size_t i = 0; i < ids.size(); ++i) lists.push_back({ids[i], near[i]});
+  RETURN_IF_ERROR(o.retriever->SetChunkNeighbours(o.neighbours, lists));
+  StoreBatch(o, chunks, b, e, near, tally);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::optional<blend::NeighbourContext>> NeighbourContextOf(
@@ -151,29 +183,10 @@ absl::StatusOr<NeighbourPrecomputeStats> PrecomputeNeighbourRecords(
   if (o.neighbours < 1 || o.shard_count == 0 || o.shard_index >= o.shard_count) {
     return absl::InvalidArgumentError("neighbour precompute: k >= 1 and shard i/n with i < n");
   }
-  const kvstore::Fingerprint fp = o.model->fingerprint();
-  // The chunks first (the scan holds a snapshot; the work is done outside it).
-  // Every chunk gets its list; two chunks of the same tokens get the same
-  // list, hence the same key, and the second is skipped as stored.
-  ChunkList chunks;
-  RETURN_IF_ERROR(o.retriever->ForEachChunk([&](const retrieval::ChunkRecord& c) {
-    if (c.token_ids.empty()) return absl::OkStatus();
-    const kvstore::ChunkKey plain = kvstore::ChunkKey::Of(fp, c.token_ids);
-    if (plain.Lo64() % o.shard_count != o.shard_index) return absl::OkStatus();
-    chunks.push_back({c.chunk_id, c.token_ids});
-    return absl::OkStatus();
-  }));
+  ASSIGN_OR_RETURN(ChunkList chunks, ListShardChunks(o));
   Tally tally(o, static_cast<int64_t>(chunks.size()));
   for (size_t b = 0; b < chunks.size() && !tally.Stopped(); b += kBatch) {
-    const size_t e = std::min(chunks.size(), b + kBatch);
-    std::vector<int64_t> ids;
-    for (size_t i = b; i < e; ++i) ids.push_back(chunks[i].first);
-    ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> near,
-                     o.retriever->NearestChunkIds(ids, o.neighbours));
-    std::vector<std::pair<int64_t, std::vector<int64_t>>> lists;
-    for (size_t i = 0; i < ids.size(); ++i) lists.push_back({ids[i], near[i]});
-    RETURN_IF_ERROR(o.retriever->SetChunkNeighbours(o.neighbours, lists));
-    StoreBatch(o, chunks, b, e, near, &tally);
+    RETURN_IF_ERROR(RunBatch(o, chunks, b, std::min(chunks.size(), b + kBatch), &tally));
   }
   return tally.Done();
 }

@@ -225,6 +225,15 @@ class JobManager::Runner {
   void Finish();
 
  private:
+  // NeighbourOptions: the pass's options for this job, its callbacks
+  // reporting into the Job (RecordPassProgress, RecordPassFailure).
+  pipeline::NeighbourPrecomputeOptions NeighbourOptions();
+  // RecordPassProgress: the pass's running stats into Job.neighbour_pass.
+  void RecordPassProgress(const pipeline::NeighbourPrecomputeStats& st);
+  // RecordPassFailure: lists a failed record in Job.failures (up to
+  // max_failures_listed) as "chunk <id> (neighbours)".
+  void RecordPassFailure(const pipeline::NeighbourFailure& f);
+
   JobManager* const mgr_;
   const JobManager::Options& options_;
   JobRec* const job_;
@@ -349,7 +358,7 @@ void JobManager::Runner::StoreChunk(const WorkItem& it) {
   }
 }
 
-bool JobManager::Runner::ComputeNeighbourRecords() {
+pipeline::NeighbourPrecomputeOptions JobManager::Runner::NeighbourOptions() {
   const v1::CorpusSpec& c = job_->corpus;
   pipeline::NeighbourPrecomputeOptions no;
   no.model = options_.model;
@@ -364,27 +373,36 @@ bool JobManager::Runner::ComputeNeighbourRecords() {
   no.workers = job_->workers;
   no.max_failures_listed = 0;  // listed in Job.failures as they come
   no.cancelled = [this] { return job_->cancel.load(); };
-  no.on_progress = [&](const pipeline::NeighbourPrecomputeStats& st) {
-    Update([&](v1::Job& j) {
-      v1::NeighbourPass* p = j.mutable_neighbour_pass();
-      p->set_k(c.neighbours());
-      p->set_chunks_total(st.chunks);
-      p->set_chunks_done(st.computed);
-      p->set_chunks_skipped(st.skipped);
-      p->set_chunks_failed(st.failed);
-      p->set_bytes_stored(st.bytes);
-      p->set_context_tokens(st.context_tokens);
-    });
-  };
-  no.on_failure = [&](const pipeline::NeighbourFailure& f) {
-    Update([&](v1::Job& j) {
-      if (j.failures_size() >= options_.max_failures_listed) return;
-      v1::ChunkFailure* cf = j.add_failures();
-      cf->set_chunk(absl::StrFormat("chunk %d (neighbours)", f.chunk_id));
-      cf->set_reason(f.reason);
-    });
-  };
-  absl::StatusOr<pipeline::NeighbourPrecomputeStats> st = pipeline::PrecomputeNeighbourRecords(no);
+  no.on_progress = [this](const pipeline::NeighbourPrecomputeStats& st) { RecordPassProgress(st); };
+  no.on_failure = [this](const pipeline::NeighbourFailure& f) { RecordPassFailure(f); };
+  return no;
+}
+
+void JobManager::Runner::RecordPassProgress(const pipeline::NeighbourPrecomputeStats& st) {
+  Update([&](v1::Job& j) {
+    v1::NeighbourPass* p = j.mutable_neighbour_pass();
+    p->set_k(job_->corpus.neighbours());
+    p->set_chunks_total(st.chunks);
+    p->set_chunks_done(st.computed);
+    p->set_chunks_skipped(st.skipped);
+    p->set_chunks_failed(st.failed);
+    p->set_bytes_stored(st.bytes);
+    p->set_context_tokens(st.context_tokens);
+  });
+}
+
+void JobManager::Runner::RecordPassFailure(const pipeline::NeighbourFailure& f) {
+  Update([&](v1::Job& j) {
+    if (j.failures_size() >= options_.max_failures_listed) return;
+    v1::ChunkFailure* cf = j.add_failures();
+    cf->set_chunk(absl::StrFormat("chunk %d (neighbours)", f.chunk_id));
+    cf->set_reason(f.reason);
+  });
+}
+
+bool JobManager::Runner::ComputeNeighbourRecords() {
+  absl::StatusOr<pipeline::NeighbourPrecomputeStats> st =
+      pipeline::PrecomputeNeighbourRecords(NeighbourOptions());
   if (!st.ok()) {
     Fail(st.status());
     return false;
