@@ -33,7 +33,8 @@ class Progress {
  public:
   Progress() : tty_(isatty(STDERR_FILENO)) {}
   void Update(const v1::Job& j) {
-    // The plain chunks, then (CorpusSpec.neighbours > 0) the neighbour pass.
+    // The plain chunks, then (CorpusSpec.neighbours > 0) the neighbour pass;
+    // the ETA and tok/s are the whole job's (docs/protocol.md "Job progress").
     const bool nbr = j.has_neighbour_pass();
     const v1::NeighbourPass& p = j.neighbour_pass();
     const char* what = nbr ? "neighbour records" : "chunks";
@@ -48,7 +49,7 @@ class Progress {
       bar.resize(width, '.');
       std::fprintf(stderr, "\r[%s] %llu/%llu %s  %.0f tok/s  ETA %.0fs   ", bar.c_str(),
                    (unsigned long long)processed, (unsigned long long)total, what,
-                   j.tokens_per_second(), nbr ? 0.0 : j.eta_seconds());
+                   j.tokens_per_second(), j.eta_seconds());
       std::fflush(stderr);
     } else if (absl::Now() - last_ >= absl::Seconds(5) || JobManager::Terminal(j.state())) {
       last_ = absl::Now();

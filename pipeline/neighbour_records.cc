@@ -40,7 +40,7 @@ constexpr size_t kBatch = 256;  // chunks per batched neighbour search
 struct Outcome {
   enum Kind { kComputed, kSkipped, kFailed } kind = kSkipped;
   absl::Status status;  // kFailed
-  uint64_t bytes = 0, context_tokens = 0;
+  uint64_t bytes = 0, context_tokens = 0, chunk_tokens = 0;
 };
 
 // StoreOne: chunk `tokens`' record after `near`, unless stored already.
@@ -56,7 +56,7 @@ Outcome StoreOne(const NeighbourPrecomputeOptions& o, const std::vector<int32_t>
   absl::StatusOr<uint64_t> bytes =
       blend::PrecomputeAndStoreWithNeighbours(*o.model, o.store, **ctx, tokens, o.codec);
   if (!bytes.ok()) return {Outcome::kFailed, bytes.status()};
-  return {Outcome::kComputed, absl::OkStatus(), *bytes, (*ctx)->Tokens().size()};
+  return {Outcome::kComputed, absl::OkStatus(), *bytes, (*ctx)->Tokens().size(), tokens.size()};
 }
 
 // Tally: the pass's stats, counted by the workers under one lock; every
@@ -74,6 +74,7 @@ class Tally {
       ++st_.computed;
       st_.bytes += out.bytes;
       st_.context_tokens += out.context_tokens;
+      st_.chunk_tokens += out.chunk_tokens;
     }
     if (out.kind == Outcome::kFailed) Fail(id, out.status);
     Report();

@@ -88,6 +88,7 @@ struct NeighbourPrecomputeStats {
   int64_t failed = 0;    // e.g. context + chunk over the model's context
   uint64_t bytes = 0;    // bytes written
   uint64_t context_tokens = 0;  // sum of the contexts' lengths of the computed records
+  uint64_t chunk_tokens = 0;    // sum of the computed records' own chunk lengths
   double seconds = 0;
   bool cancelled = false;  // stopped by options.cancelled
   std::vector<NeighbourFailure> failures;  // the first max_failures_listed

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <set>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "pipeline/neighbour_records.h"
 #include "retrieval/corpus_reader.h"
 #include "retrieval/retriever.h"
+#include "services/internal/job_progress.h"
 #include "services/internal/path_guard.h"
 #include "services/internal/validate.h"
 
@@ -180,23 +182,17 @@ class JobManager::Runner {
  public:
   Runner(JobManager* mgr, JobRec* job) : mgr_(mgr), options_(mgr->options_), job_(job) {}
 
-  // Update: mutate the shared state under the lock and bump the version.
+  // Update: mutate the shared state under the lock, refresh its clocks,
+  // rate and ETA (internal::SetJobRates) and bump the version.
   template <typename Fn>
   void Update(Fn&& fn) {
     absl::MutexLock lock(&mgr_->mu_);
     fn(job_->state);
-    const double elapsed = SecondsSince(job_->start);
-    job_->state.set_elapsed_seconds(elapsed);
-    if (elapsed > 0) {
-      const double tps = job_->state.tokens_done() / elapsed;
-      job_->state.set_tokens_per_second(tps);
-      const uint64_t processed = job_->state.chunks_done() + job_->state.chunks_skipped() +
-                                 job_->state.chunks_failed();
-      const double rate = processed / elapsed;
-      const uint64_t left = job_->state.chunks_total() > processed
-                                ? job_->state.chunks_total() - processed : 0;
-      job_->state.set_eta_seconds(rate > 0 ? left / rate : 0);
-    }
+    internal::JobTimes t;
+    t.elapsed_seconds = SecondsSince(job_->start);
+    if (pass_start_) t.pass_seconds = SecondsSince(*pass_start_);
+    job_->state.set_elapsed_seconds(t.elapsed_seconds);
+    internal::SetJobRates(t, &job_->state);
     ++job_->version;
   }
   // Fail: logs `s` and marks the job failed with its message.
@@ -237,6 +233,8 @@ class JobManager::Runner {
   JobManager* const mgr_;
   const JobManager::Options& options_;
   JobRec* const job_;
+  // When stage 4 began (unset before); written and read under mgr_->mu_.
+  std::optional<Clock::time_point> pass_start_;
 };
 
 void JobManager::Runner::Fail(const absl::Status& s) {
@@ -388,6 +386,7 @@ void JobManager::Runner::RecordPassProgress(const pipeline::NeighbourPrecomputeS
     p->set_chunks_failed(st.failed);
     p->set_bytes_stored(st.bytes);
     p->set_context_tokens(st.context_tokens);
+    p->set_chunk_tokens(st.chunk_tokens);
   });
 }
 
@@ -401,6 +400,7 @@ void JobManager::Runner::RecordPassFailure(const pipeline::NeighbourFailure& f) 
 }
 
 bool JobManager::Runner::ComputeNeighbourRecords() {
+  Update([this](v1::Job&) { pass_start_ = Clock::now(); });  // the ETA counts the pass from here
   absl::StatusOr<pipeline::NeighbourPrecomputeStats> st =
       pipeline::PrecomputeNeighbourRecords(NeighbourOptions());
   if (!st.ok()) {

@@ -214,7 +214,15 @@ TEST_F(SidecarTest, PrecomputeNeighbourRecordsThroughTheServer) {
     req.mutable_corpus()->set_neighbours(k);
     auto job = client_->StartJob(req);
     if (!job.ok()) return job.status();
-    return client_->WatchJob(job->job_id(), [](const v1::Job&) { return true; }, 50);
+    // Mid-pass, the ETA counts the records left (docs/protocol.md "Job progress").
+    return client_->WatchJob(job->job_id(), [](const v1::Job& j) {
+      const v1::NeighbourPass& np = j.neighbour_pass();
+      const uint64_t n = np.chunks_done() + np.chunks_skipped() + np.chunks_failed();
+      if (j.state() == v1::JOB_STATE_RUNNING && n > 0 && n < np.chunks_total()) {
+        EXPECT_GT(j.eta_seconds(), 0) << j.DebugString();
+      }
+      return true;
+    }, 50);
   };
   auto first = run(1);
   ASSERT_TRUE(first.ok()) << first.status();
@@ -230,6 +238,11 @@ TEST_F(SidecarTest, PrecomputeNeighbourRecordsThroughTheServer) {
   EXPECT_GT(p.bytes_stored(), 0u);
   // Each context holds one neighbour chunk: at least one token per record.
   EXPECT_GE(p.context_tokens(), p.chunks_done());
+  EXPECT_GE(p.chunk_tokens(), p.chunks_done());
+  // The plain chunks were all skipped: the rate is the pass's tokens.
+  EXPECT_EQ(first->tokens_done(), 0u);
+  EXPECT_GT(first->tokens_per_second(), 0);
+  EXPECT_EQ(first->eta_seconds(), 0);
   EXPECT_EQ(ssd_entries(), before + p.chunks_done());  // stored, beside the plain records
 
   auto again = run(1);

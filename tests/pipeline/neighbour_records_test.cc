@@ -129,10 +129,14 @@ TEST_F(NeighbourRecordsTest, PrecomputedServedAndFallenBackFrom) {
   EXPECT_EQ(st->chunks, 4);
   EXPECT_EQ(st->computed, 4);
   EXPECT_EQ(st->failed, 0) << (st->failures.empty() ? "" : st->failures[0].reason);
+  uint64_t all_tokens = 0;  // every chunk computed: chunk_tokens is their sum
+  for (const auto& t : tokens_) all_tokens += t.size();
+  EXPECT_EQ(st->chunk_tokens, all_tokens);
   auto again = PrecomputeNeighbourRecords(no);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->skipped, 4);  // resumable: stored records are not recomputed
   EXPECT_EQ(again->computed, 0);
+  EXPECT_EQ(again->chunk_tokens, 0u);
 
   // The records the pass wrote, rebuilt independently: chunk 0's nearest is
   // chunk 1 (shared "apple"), chunk 2's is chunk 3.
