@@ -27,13 +27,15 @@ const char* SelectorName(Selector s) {
     case Selector::kQueryAttention: return "query-attention";
     case Selector::kDeviationAttention: return "deviation+attention";
     case Selector::kAttendedDeviation: return "attended-deviation";
+    case Selector::kLookaheadDeviation: return "lookahead-deviation";
   }
   return "?";
 }
 
 bool ParseSelector(const std::string& name, Selector* out) {
   for (Selector s : {Selector::kDeviation, Selector::kChunkHead, Selector::kQueryAttention,
-                     Selector::kDeviationAttention, Selector::kAttendedDeviation}) {
+                     Selector::kDeviationAttention, Selector::kAttendedDeviation,
+                     Selector::kLookaheadDeviation}) {
     if (name == SelectorName(s)) {
       *out = s;
       return true;

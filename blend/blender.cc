@@ -15,6 +15,7 @@
 #include "blend/internal/blend_plan.h"
 #include "blend/internal/failed_load.h"
 #include "blend/internal/kv_rows.h"
+#include "blend/internal/lookahead.h"
 #include "blend/internal/selectors.h"
 #include "kernels/deviation.h"
 #include "kernels/rope.h"
@@ -163,6 +164,13 @@ class BlendRun {
   // blend has no query rows.
   absl::Status QueryAttention(int l, const KvPlane& pk, RecomputeState* s,
                               std::vector<float>* att);
+  // QueryInputs: the query rows of s->rows: positions and layer inputs.
+  void QueryInputs(const RecomputeState& s, std::vector<int32_t>* pos,
+                   std::vector<float>* hidden) const;
+  // LookaheadScores: s->dev *= the query's attention on each candidate in
+  // the layers after l (the look-ahead runs at the first check layer; a
+  // check at the last layer keeps l's own attention product).
+  absl::Status LookaheadScores(int l, const std::vector<float>& att, RecomputeState* s);
   // AdaptiveErrorBase: the adaptive ratio's error before the attention
   // factor: the selector's deviation (adaptive_mass), or with
   // adaptive_threshold the relative deviation / (query rows x heads).
@@ -203,6 +211,8 @@ class BlendRun {
   const bool threaded_;
   double ratio_scale_ = 1.0;     // adaptive ratio / options ratio
   bool adaptive_pending_ = false;  // the first check layer chooses the ratio
+  internal::QueryLookahead lookahead_;  // lookahead-deviation: run at the first check
+  int sync_loaded_ = 0;                 // not threaded: layers [0, sync_loaded_) loaded
 
   // Written by whichever thread loads; read after the loader is joined.
   double load_s_ = 0, rerotate_s_ = 0;
@@ -230,19 +240,10 @@ absl::Status BlendRun::LoadLayer(int l) {
   for (int si : plan_.load_segments) {
     const int64_t off = plan_.seg_offset[si];
     const int64_t T = static_cast<int64_t>(segments_[si].tokens.size());
-    TensorView dk, dv;
-    for (TensorView* v : {&dk, &dv}) {
-      v->dtype = DType::kF32;
-      v->rank = 3;
-      v->shape[0] = kvh_;
-      v->shape[1] = T;
-      v->shape[2] = hd_;
-      v->stride[0] = capacity_ * hd_;
-      v->stride[1] = hd_;
-      v->stride[2] = 1;
-    }
-    dk.data = kv_.k_data(l) + off * hd_;
-    dv.data = kv_.v_data(l) + off * hd_;
+    const TensorView dk = TensorView::Strided(kv_.k_data(l) + off * hd_, DType::kF32,
+                                              {kvh_, T, hd_}, {capacity_ * hd_, hd_, 1});
+    const TensorView dv = TensorView::Strided(kv_.v_data(l) + off * hd_, DType::kF32,
+                                              {kvh_, T, hd_}, {capacity_ * hd_, hd_, 1});
     const Clock::time_point ta = Clock::now();
     if (absl::Status st = segments_[si].kv->ReadLayer(l, dk, dv); !st.ok()) {
       // Keep the code, name the segment; say which load failed.
@@ -280,7 +281,9 @@ void BlendRun::LoaderLoop() {
     {
       MutexLock lock(&mu_);
       auto can_go = [this, l]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || l < consumed_ + options_.prefetch_layers;
+        // The look-ahead reads every layer at the first check.
+        return stop_ || l < consumed_ + options_.prefetch_layers ||
+               options_.selector == Selector::kLookaheadDeviation;
       };
       mu_.Await(can_go);
       if (stop_) return;
@@ -298,7 +301,11 @@ void BlendRun::LoaderLoop() {
 
 absl::Status BlendRun::WaitLayer(int l) {
   if (!need_load_) return absl::OkStatus();
-  if (!threaded_) return LoadLayer(l);
+  if (!threaded_) {
+    // In order, each once (the look-ahead asks for later layers early).
+    for (; sync_loaded_ <= l; ++sync_loaded_) RETURN_IF_ERROR(LoadLayer(sync_loaded_));
+    return absl::OkStatus();
+  }
   const Clock::time_point t0 = Clock::now();
   MutexLock lock(&mu_);
   auto ready = [this, l]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || loaded_ > l; };
@@ -386,7 +393,8 @@ absl::Status BlendRun::SelectRows(int l, const CheckLayer& check, RecomputeState
     const KvPlane pk = Plane(l, true), pv = Plane(l, false);
     const Selector sel = options_.selector;
     const bool probe = adaptive_pending_ || sel == Selector::kDeviation ||
-                       sel == Selector::kDeviationAttention || sel == Selector::kAttendedDeviation;
+                       sel == Selector::kDeviationAttention || sel == Selector::kAttendedDeviation ||
+                       sel == Selector::kLookaheadDeviation;
     if (probe) {
       RETURN_IF_ERROR(ProbeCandidates(l, pk, pv, s));
       RETURN_IF_ERROR(ScoreCandidates(s));
@@ -482,21 +490,11 @@ int64_t BlendRun::WantRows(double ratio, int64_t nc) const {
 void BlendRun::ChooseAdaptiveRatio(const std::vector<float>& score,
                                    const std::vector<float>& err) {
   adaptive_pending_ = false;
-  const int64_t nc = static_cast<int64_t>(score.size());
-  std::vector<int32_t> order(nc);
-  for (int64_t i = 0; i < nc; ++i) order[i] = static_cast<int32_t>(i);
-  // The selector's ranking (ties: the lower position first, as TopK).
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int32_t a, int32_t b) { return score[a] > score[b]; });
-  double total = 0;
-  for (float x : err) total += std::max(0.0f, x);
-  int64_t k = 0;
-  double cum = 0;
-  if (options_.adaptive_threshold > 0) {
-    k = internal::ThresholdCount(err.data(), nc, options_.adaptive_threshold);
-  } else {
-    while (k < nc && cum < options_.adaptive_mass * total) cum += std::max(0.0f, err[order[k++]]);
-  }
+  const int64_t k =
+      options_.adaptive_threshold > 0
+          ? internal::ThresholdCount(err.data(), static_cast<int64_t>(err.size()),
+                                     options_.adaptive_threshold)
+          : internal::MassCount(score, err, options_.adaptive_mass);
   const double sel = std::max<double>(1, static_cast<double>(plan_.selectable));
   const double r = std::clamp(static_cast<double>(k) / sel, options_.adaptive_min, options_.ratio);
   ratio_scale_ = options_.ratio > 0 ? r / options_.ratio : 0;
@@ -519,6 +517,7 @@ absl::Status BlendRun::ScoreBySelector(int l, const KvPlane& pk, RecomputeState*
   switch (sel) {
     case Selector::kQueryAttention: s->dev = std::move(att); break;
     case Selector::kAttendedDeviation: internal::MultiplyBy(att.data(), nc, s->dev.data()); break;
+    case Selector::kLookaheadDeviation: RETURN_IF_ERROR(LookaheadScores(l, att, s)); break;
     case Selector::kDeviationAttention:
       internal::AddMeanNormalized(att.data(), nc, s->dev.data());
       break;
@@ -528,28 +527,48 @@ absl::Status BlendRun::ScoreBySelector(int l, const KvPlane& pk, RecomputeState*
   return absl::OkStatus();
 }
 
+void BlendRun::QueryInputs(const RecomputeState& s, std::vector<int32_t>* pos,
+                           std::vector<float>* hidden) const {
+  std::vector<int32_t> idx;
+  for (size_t i = 0; i < s.rows.size(); ++i) {
+    if (s.rows[i] < plan_.query_begin) continue;
+    idx.push_back(static_cast<int32_t>(i));
+    pos->push_back(s.rows[i]);
+  }
+  hidden->resize(idx.size() * dim_);
+  GatherRows(s.hidden.data(), dim_, idx, hidden->data());
+}
+
 absl::Status BlendRun::QueryAttention(int l, const KvPlane& pk, RecomputeState* s,
                                       std::vector<float>* att) {
-  std::vector<int32_t> qidx, qpos;
-  for (size_t i = 0; i < s->rows.size(); ++i) {
-    if (s->rows[i] >= plan_.query_begin) {
-      qidx.push_back(static_cast<int32_t>(i));
-      qpos.push_back(s->rows[i]);
-    }
-  }
+  std::vector<int32_t> qpos;
+  std::vector<float> qh;
+  QueryInputs(*s, &qpos, &qh);
   att->clear();
-  const int64_t nq = static_cast<int64_t>(qidx.size());
+  const int64_t nq = static_cast<int64_t>(qpos.size());
   if (nq == 0) return absl::OkStatus();
   const int64_t qd = cfg_.q_dim();
-  std::vector<float> qh(nq * dim_), q(nq * qd);
+  std::vector<float> q(nq * qd);
   att->resize(s->cand_idx.size());
-  GatherRows(s->hidden.data(), dim_, qidx, qh.data());
   RETURN_IF_ERROR(m_.ProjectQ(l, TensorView::Contiguous(qh.data(), DType::kF32, {nq, dim_}),
                               qpos.data(), TensorView::Contiguous(q.data(), DType::kF32, {nq, qd}),
                               s->ws));
   return internal::QueryAttentionScores(
       q.data(), nq, cfg_.n_heads, {pk.data, pk.head_stride, pk.head_dim, pk.kv_heads},
       plan_.query_begin, s->cand_pos, att->data());
+}
+
+absl::Status BlendRun::LookaheadScores(int l, const std::vector<float>& att, RecomputeState* s) {
+  if (!lookahead_.ran()) {
+    std::vector<int32_t> qpos;
+    std::vector<float> qh;
+    QueryInputs(*s, &qpos, &qh);
+    RETURN_IF_ERROR(lookahead_.Run(m_, l, std::move(qh), qpos, kv_, N_, plan_.query_begin,
+                                   s->cand_pos, options_.causal,
+                                   [this](int layer) { return WaitLayer(layer); }, s->ws));
+  }
+  lookahead_.Weigh(l, att, s->cand_pos, s->dev.data());
+  return absl::OkStatus();
 }
 
 void BlendRun::CompactRows(RecomputeState* s) {

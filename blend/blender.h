@@ -98,6 +98,9 @@ enum class Selector {
   kAttendedDeviation = 4,   // deviation x the query's attention mass on the row: the
                             // first-order change of the query's attention output
                             // (default; without query rows: deviation alone)
+  kLookaheadDeviation = 5,  // deviation x the query's attention on the row in the
+                            // layers after the check (the query rows run ahead once
+                            // over the fused cache; internal/lookahead.h)
 };
 const char* SelectorName(Selector s);
 // ParseSelector: a SelectorName back to the enum; false for an unknown name.
@@ -146,7 +149,7 @@ struct BlendOptions {
   int gradual_steps = 4;
   double gradual_first_factor = 2.0;  // r1 = min(1, factor * r), geometric down to r
   Deviation deviation = Deviation::kBoth;
-  Selector selector = Selector::kAttendedDeviation;
+  Selector selector = Selector::kLookaheadDeviation;
   // Adaptive ratio (adaptive_mass > 0; kCacheBlend, any selector): at the
   // first check layer the final ratio becomes the smallest share of the
   // selectable rows that, taken in the selector's order, cover

@@ -39,7 +39,7 @@ struct GateTargets {
 };
 
 struct GateCandidate {
-  Selector selector = Selector::kAttendedDeviation;
+  Selector selector = Selector::kLookaheadDeviation;
   double ratio = 0;
   double kl = 0, top1 = 0;
   bool meets = false;
@@ -52,15 +52,15 @@ struct GateRecord {
   int prompts = 0;
   std::vector<GateCandidate> candidates;  // in the order tried (cheapest first)
   bool blending = false;                  // false: serve full prefill
-  Selector selector = Selector::kAttendedDeviation;
+  Selector selector = Selector::kLookaheadDeviation;
   double ratio = 0;
 };
 
 struct CalibrateOptions {
   GateTargets targets;
   std::vector<double> ratios = {0.05, 0.10, 0.15, 0.20, 0.30, 0.50};
-  std::vector<Selector> selectors = {Selector::kAttendedDeviation, Selector::kDeviationAttention,
-                                     Selector::kDeviation};
+  std::vector<Selector> selectors = {Selector::kLookaheadDeviation, Selector::kAttendedDeviation,
+                                     Selector::kDeviationAttention, Selector::kDeviation};
 };
 
 // QueryAgreement: mean KL(ref || x) and top-1 agreement over `rows` rows of
@@ -96,7 +96,7 @@ struct GateDecision {
   enum class Source { kCalibrated, kUncalibrated, kUnreadable };
   Source source = Source::kUncalibrated;
   bool blending = true;
-  Selector selector = Selector::kAttendedDeviation;
+  Selector selector = Selector::kLookaheadDeviation;
   double ratio = 0.15;  // the documented default when uncalibrated
   std::string reason;   // one line, for the Blend response, `ragkv query` and logs
 };

@@ -251,12 +251,13 @@ void ParseCommon(Parser* p, bool chat, GenerationRequest* r) {
       q.Fail("'ragkv.mode' must be one of full, cacheblend, reuse, prefix, auto, local", "mode");
     }
     // The names of blend::SelectorName (server_api links no blend code).
-    static const char* kSelectors[] = {"", "attended-deviation", "deviation",
-                                       "deviation+attention", "query-attention", "chunk-head"};
+    static const char* kSelectors[] = {"",          "lookahead-deviation", "attended-deviation",
+                                       "deviation", "deviation+attention", "query-attention",
+                                       "chunk-head"};
     known = false;
     for (const char* s : kSelectors) known = known || r->ragkv.selector == s;
     if (q.ok() && !known) {
-      q.Fail("'ragkv.selector' must be one of attended-deviation, deviation, "
+      q.Fail("'ragkv.selector' must be one of lookahead-deviation, attended-deviation, deviation, "
              "deviation+attention, query-attention, chunk-head",
              "selector");
     }

@@ -23,7 +23,8 @@ namespace {
 
 const std::set<std::string> kRankers = {"blender",         "replay", "future-dev",
                                         "future-attended", "effect", "greedy",
-                                        "attended-deviation", "attended-linear"};
+                                        "attended-deviation", "attended-linear",
+                                        "future-dev-x-att", "dev-x-future-att", "dev-x-ahead-att"};
 
 // IsStopRule: "mass@M", "abs@T" or "res@E" (oracle_selectors.h StopRule).
 bool IsStopRule(const std::string& name) {
@@ -47,6 +48,7 @@ struct Oracle {
   std::unique_ptr<SwapModel> swap;
   std::map<int, std::vector<float>> effect;  // check layer -> per position
   std::vector<int32_t> greedy;               // positions, in the greedy order
+  const model::Model* model = nullptr;
 };
 
 absl::StatusOr<BlendResult> BlendPrompt(const Blender& b, const PromptData& p, BlendOptions o) {
@@ -124,6 +126,36 @@ Ranker MakeRanker(const std::string& name, const Oracle& o, int n_layers,
       return absl::OkStatus();
     };
   }
+  if (name == "dev-x-ahead-att") {
+    const model::Model* m = o.model;
+    return [&o, m, n_layers](const CheckState& st, float* score) -> absl::Status {
+      ASSIGN_OR_RETURN(RowErrors e, Errors(*m, o.lay.query_begin, st));
+      const auto& ahead = o.swap->AheadMass();
+      for (size_t i = 0; i < st.cand_pos.size(); ++i) {
+        double f = 0;
+        for (int l = st.layer + 1; l < n_layers; ++l) f += ahead[l][st.cand_pos[i]];
+        score[i] = static_cast<float>(f * e.dev[i]);
+      }
+      return absl::OkStatus();
+    };
+  }
+  if (name == "future-dev-x-att" || name == "dev-x-future-att") {
+    // Hybrids: which half of future-attended a server misses. One factor
+    // is the truth's (summed over the layers after the check), the other
+    // what the check layer measures (oracle_selectors.h Errors).
+    const bool future_dev = name == "future-dev-x-att";
+    const model::Model* m = o.model;
+    return [&o, m, future_dev, n_layers](const CheckState& st, float* score) -> absl::Status {
+      ASSIGN_OR_RETURN(RowErrors e, Errors(*m, o.lay.query_begin, st));
+      const auto& truth = future_dev ? o.swap->Deviation() : o.swap->QueryMass();
+      for (size_t i = 0; i < st.cand_pos.size(); ++i) {
+        double f = 0;
+        for (int l = st.layer + 1; l < n_layers; ++l) f += truth[l][st.cand_pos[i]];
+        score[i] = static_cast<float>(f * (future_dev ? e.att[i] : e.dev[i]));
+      }
+      return absl::OkStatus();
+    };
+  }
   const bool attended = name == "future-attended";
   return [&o, attended, n_layers](const CheckState& st, float* score) {
     const auto& dev = o.swap->Deviation();
@@ -149,6 +181,7 @@ absl::StatusOr<Oracle> MakeOracle(const Blender& b, const PromptData& p, const Q
   const model::Model& m = b.model();
   const int L = m.config().n_layers;
   Oracle o;
+  o.model = &m;
   o.lay.tokens = p.prefix;
   for (const auto& c : p.chunks) o.lay.tokens.insert(o.lay.tokens.end(), c.begin(), c.end());
   o.lay.first_selectable = static_cast<int64_t>(p.prefix.size());

@@ -231,6 +231,20 @@ absl::Status SwapModel::Init() {
                                     qpos_.data(), t.Layer(l, N), model::LayerOptions{}, &ws_));
   }
   if (exact_layers_ >= cfg.n_layers) hq_ = h;
+  // Look-ahead: the same query rows over the work cache (exact below
+  // exact_layers, the cached rows above), what a server can compute.
+  ahead_.assign(cfg.n_layers, std::vector<double>(qb, 0.0));
+  RETURN_IF_ERROR(m_.Embed(qtok, TensorView::Contiguous(h.data(), DType::kF32, {nq, dim})));
+  ASSIGN_OR_RETURN(model::KVCache w, CopyCache(cfg, work_, N));
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    RETURN_IF_ERROR(m_.ProjectQ(l, TensorView::Contiguous(h.data(), DType::kF32, {nq, dim}),
+                                qpos_.data(),
+                                TensorView::Contiguous(q.data(), DType::kF32, {nq, cfg.q_dim()}),
+                                &ws_));
+    AddAttentionMass(cfg, q.data(), nq, w, l, qb, &ahead_[l]);
+    RETURN_IF_ERROR(m_.ForwardLayer(l, TensorView::Contiguous(h.data(), DType::kF32, {nq, dim}),
+                                    qpos_.data(), w.Layer(l, N), model::LayerOptions{}, &ws_));
+  }
   return absl::OkStatus();
 }
 

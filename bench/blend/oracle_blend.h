@@ -107,6 +107,9 @@ class SwapModel {
   // Deviation: [layer][position]: ||K_t - K_c||^2 / its mean over the
   // selectable rows + the same of V (0 outside the selectable rows).
   const std::vector<std::vector<double>>& Deviation() const { return dev_; }
+  // AheadMass: as QueryMass, but the query rows run over the cached rows
+  // (exact below exact_layers): a look-ahead a server could compute.
+  const std::vector<std::vector<double>>& AheadMass() const { return ahead_; }
 
  private:
   SwapModel(const model::Model& m, const OracleLayout& lay, const model::KVCache& truth,
@@ -123,7 +126,7 @@ class SwapModel {
   std::vector<float> ref_;
   std::vector<int32_t> qpos_;
   std::vector<float> hq_;  // the query rows' hidden at exact_layers' input
-  std::vector<std::vector<double>> mass_, dev_;
+  std::vector<std::vector<double>> mass_, dev_, ahead_;
   model::Workspace ws_;
 };
 

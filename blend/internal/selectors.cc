@@ -86,6 +86,19 @@ absl::Status RelativeDeviation(kernels::TensorView fk, kernels::TensorView ck,
   return absl::OkStatus();
 }
 
+int64_t MassCount(const std::vector<float>& score, const std::vector<float>& err, double mass) {
+  const int64_t n = static_cast<int64_t>(score.size());
+  std::vector<int32_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = static_cast<int32_t>(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return score[a] > score[b]; });
+  double total = 0, cum = 0;
+  for (float x : err) total += std::max(0.0f, x);
+  int64_t k = 0;
+  while (k < n && cum < mass * total) cum += std::max(0.0f, err[order[k++]]);
+  return k;
+}
+
 int64_t ThresholdCount(const float* err, int64_t n, double threshold) {
   double total = 0;
   for (int64_t i = 0; i < n; ++i) total += std::max(0.0f, err[i]);

@@ -7,6 +7,7 @@
 #define RAGKV_BLEND_INTERNAL_SELECTORS_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -53,6 +54,11 @@ void MultiplyBy(const float* x, int64_t n, float* acc);
 // last stride, all of one shape; out: [n]. Errors of the kernels pass through.
 absl::Status RelativeDeviation(kernels::TensorView fk, kernels::TensorView ck,
                                kernels::TensorView fv, kernels::TensorView cv, float* out);
+
+// MassCount: the fewest rows, taken in descending `score` order (ties: the
+// lower index first, as TopK), whose positive `err` covers `mass` of the
+// total (the adaptive ratio's mass rule, BlendOptions::adaptive_mass).
+int64_t MassCount(const std::vector<float>& score, const std::vector<float>& err, double mass);
 
 // ThresholdCount: how many of err[0..n) are >= threshold x sqrt(sum of the
 // positive err) (the adaptive ratio's threshold rule, BlendOptions::

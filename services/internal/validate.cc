@@ -243,8 +243,8 @@ absl::Status ValidateBlendOptions(const v1::BlendOptions& opts) {
   blend::Selector s;
   if (!opts.selector().empty() && !blend::ParseSelector(opts.selector(), &s)) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "selector '%s' unknown (attended-deviation, deviation, deviation+attention, "
-        "query-attention, chunk-head)",
+        "selector '%s' unknown (lookahead-deviation, attended-deviation, deviation, "
+        "deviation+attention, query-attention, chunk-head)",
         opts.selector()));
   }
   return absl::OkStatus();

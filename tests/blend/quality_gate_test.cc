@@ -36,14 +36,14 @@ TEST_F(QualityGateTest, TheCheapestCandidateThatMeetsTheTargetsIsChosen) {
   o.targets = {1e9, 0.0};      // everything meets
   auto r = Calibrate(*blender_, Canaries(*model_, 3), o);
   ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_EQ(r->candidates.size(), 9u);  // 3 ratios x 3 selectors
+  ASSERT_EQ(r->candidates.size(), 12u);  // 3 ratios x 4 selectors
   EXPECT_DOUBLE_EQ(r->candidates[0].ratio, 0.1);
   EXPECT_TRUE(r->blending);
   EXPECT_DOUBLE_EQ(r->ratio, 0.1);
-  EXPECT_EQ(r->selector, Selector::kAttendedDeviation);
+  EXPECT_EQ(r->selector, Selector::kLookaheadDeviation);
   EXPECT_EQ(r->fingerprint, model_->fingerprint_hex());
   // r = 1 is full prefill: KL ~0, top-1 1; a target only it meets picks it.
-  const GateCandidate& full = r->candidates[6];
+  const GateCandidate& full = r->candidates[8];
   EXPECT_DOUBLE_EQ(full.ratio, 1.0);
   EXPECT_LT(full.kl, 1e-6);
   EXPECT_DOUBLE_EQ(full.top1, 1.0);

@@ -19,7 +19,7 @@ using testing::RandomPrompt;
 
 constexpr Selector kAll[] = {Selector::kDeviation, Selector::kChunkHead,
                              Selector::kQueryAttention, Selector::kDeviationAttention,
-                             Selector::kAttendedDeviation};
+                             Selector::kAttendedDeviation, Selector::kLookaheadDeviation};
 
 class SelectorTest : public testing::ModelBlenderTest {
  protected:

@@ -123,7 +123,7 @@ TEST_F(QualityGateTest, ALaxTargetKeepsTheCheapestRatio) {
   EXPECT_TRUE(absl::StrContains(out, "chosen: CacheBlend r=0.05")) << out;
   // Chosen on the dev seed's canaries, reported on the test seed's.
   EXPECT_TRUE(absl::StrContains(out, "test (12 prompts; chosen on dev; xchunk seeds: dev 101, "
-                                     "test 102): selector=attended-deviation r=0.05 "))
+                                     "test 102): selector=lookahead-deviation r=0.05 "))
       << out;
   EXPECT_TRUE(absl::StrContains(out, "meets the targets")) << out;
   std::string metrics;

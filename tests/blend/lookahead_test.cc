@@ -1,0 +1,116 @@
+// The query look-ahead of the `lookahead-deviation` selector (blend/
+// internal/lookahead.h) against a naive reference. Over full prefill's own
+// cache the look-ahead's query rows are full prefill's, so its mass at each
+// layer must be the attention full prefill's query rows put on each context
+// row: here every row is carried through the layers (ForwardLayer over all
+// rows, what Prefill composes) and the mass is a plain softmax loop.
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "blend/internal/lookahead.h"
+#include "blend_test_util.h"
+
+namespace ragkv::blend {
+namespace {
+
+using kernels::DType;
+using kernels::TensorView;
+
+struct Truth {
+  model::KVCache cache;
+  std::vector<std::vector<double>> mass;  // [layer][context row]
+};
+
+// NaiveTruth: full prefill's cache, and per layer the query rows' (>= qb)
+// attention mass on the context rows (< qb): softmax over those keys,
+// summed over rows and heads.
+Truth NaiveTruth(const model::Model& m, const std::vector<int32_t>& tokens, int64_t qb) {
+  const model::ModelConfig& cfg = m.config();
+  const int64_t n = static_cast<int64_t>(tokens.size()), dim = cfg.dim, hd = cfg.head_dim;
+  const int64_t nq = n - qb;
+  auto cache = m.NewCache(n);
+  EXPECT_TRUE(cache.ok());
+  EXPECT_TRUE(cache->set_num_tokens(n).ok());
+  std::vector<float> h(n * dim), q(nq * cfg.q_dim());
+  std::vector<int32_t> pos(n);
+  for (int64_t i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(i);
+  model::Workspace ws;
+  EXPECT_TRUE(m.Embed(tokens, TensorView::Contiguous(h.data(), DType::kF32, {n, dim})).ok());
+  Truth t{std::move(*cache), std::vector<std::vector<double>>(cfg.n_layers, std::vector<double>(qb))};
+  const int group = cfg.n_heads / cfg.n_kv_heads;
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    EXPECT_TRUE(m.ProjectQ(l, TensorView::Contiguous(h.data() + qb * dim, DType::kF32, {nq, dim}),
+                           pos.data() + qb,
+                           TensorView::Contiguous(q.data(), DType::kF32, {nq, cfg.q_dim()}), &ws)
+                    .ok());
+    EXPECT_TRUE(m.ForwardLayer(l, TensorView::Contiguous(h.data(), DType::kF32, {n, dim}),
+                               pos.data(), t.cache.Layer(l, n), {}, &ws)
+                    .ok());
+    const float* k = t.cache.k_data(l);
+    for (int64_t r = 0; r < nq; ++r) {
+      for (int hh = 0; hh < cfg.n_heads; ++hh) {
+        const float* qv = q.data() + (r * cfg.n_heads + hh) * hd;
+        const float* kh = k + (hh / group) * t.cache.capacity_tokens() * hd;
+        std::vector<double> logit(qb);
+        double mx = -1e300, z = 0;
+        for (int64_t j = 0; j < qb; ++j) {
+          double d = 0;
+          for (int64_t x = 0; x < hd; ++x) d += double(qv[x]) * kh[j * hd + x];
+          logit[j] = d / std::sqrt(double(hd));
+          mx = std::max(mx, logit[j]);
+        }
+        for (int64_t j = 0; j < qb; ++j) z += std::exp(logit[j] - mx);
+        for (int64_t j = 0; j < qb; ++j) t.mass[l][j] += std::exp(logit[j] - mx) / z;
+      }
+    }
+  }
+  return t;
+}
+
+TEST(QueryLookahead, OverFullPrefillsCacheItIsFullPrefillsQueryAttention) {
+  const auto m = testing::SmallModel();
+  std::mt19937 rng(11);
+  const std::vector<int32_t> tokens = testing::RandomTokens(&rng, 40, m->config().vocab_size);
+  const int64_t n = 40, qb = 34, L = m->config().n_layers;
+  Truth t = NaiveTruth(*m, tokens, qb);
+  const std::vector<float> before(t.cache.k_data(0), t.cache.k_data(0) + t.cache.capacity_tokens());
+  std::vector<int32_t> qpos, cand;
+  for (int64_t i = 0; i < n; ++i) (i < qb ? cand : qpos).push_back(static_cast<int32_t>(i));
+  std::vector<float> qh((n - qb) * m->config().dim);
+  std::vector<int32_t> qtok(tokens.begin() + qb, tokens.end());
+  ASSERT_TRUE(m->Embed(qtok, TensorView::Contiguous(qh.data(), DType::kF32,
+                                                    {n - qb, m->config().dim}))
+                  .ok());
+  internal::QueryLookahead la;
+  model::Workspace ws;
+  ASSERT_TRUE(la.Run(*m, 0, qh, qpos, t.cache, n, qb, cand, kernels::CausalMode::kExact,
+                     [](int) { return absl::OkStatus(); }, &ws)
+                  .ok());
+  ASSERT_TRUE(la.ran());
+  std::vector<float> after_prev(qb), after(qb);
+  for (int l = 0; l + 1 < L; ++l) {
+    la.After(l, cand, after.data());
+    if (l > 0) {
+      for (int64_t j = 0; j < qb; ++j) {
+        // The mass at layer l = the sum after l-1 less the sum after l.
+        EXPECT_NEAR(after_prev[j] - after[j], t.mass[l][j], 2e-4 * (1 + t.mass[l][j]))
+            << "layer " << l << " row " << j;
+      }
+    }
+    after_prev = after;
+  }
+  for (int64_t j = 0; j < qb; ++j) EXPECT_NEAR(after_prev[j], t.mass[L - 1][j], 2e-4);
+  // Only the query rows' K/V were written: the context rows are untouched.
+  for (size_t i = 0; i < before.size(); ++i) {
+    if (static_cast<int64_t>(i) / m->config().head_dim < qb) ASSERT_EQ(before[i], t.cache.k_data(0)[i]);
+  }
+  // After the last layer there is nothing to look at.
+  la.After(static_cast<int>(L - 1), cand, after.data());
+  for (int64_t j = 0; j < qb; ++j) EXPECT_EQ(after[j], 0.0f);
+}
+
+}  // namespace
+}  // namespace ragkv::blend
