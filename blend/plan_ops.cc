@@ -350,6 +350,33 @@ std::vector<BlendLayerRows> BlendRowsByLayer(const ModelArch& a, int64_t context
   return out;
 }
 
+// AddLookahead: the query look-ahead of the default selector
+// (lookahead-deviation, blend/internal/lookahead.h): at the first check
+// layer f the Q query rows run once through layers f..L-2 (a forward of Q
+// rows over the C + Q keys) and, at each layer after f, project their
+// queries and score the C context keys (a Q x heads by C logits GEMM and
+// its softmax; act elements read + written: the K plane and the logits).
+void AddLookahead(const ModelArch& a, const HardwareSpec& hw, int first, double C, double Q,
+                  std::vector<OpCost>* ops) {
+  if (Q <= 0) return;
+  const double q_dim = static_cast<double>(a.heads) * a.head_dim, ab = a.act_bytes;
+  const double kv = static_cast<double>(a.kv_heads) * a.head_dim;
+  for (int l = first; l + 1 < a.layers; ++l) {
+    LayerLoad x;
+    x.rows = x.moe_tokens = Q;
+    x.kv_read_tokens = C + Q;
+    x.visible_keys = RangeVisible(C, C + Q);
+    std::vector<OpCost> layer = LayerOps(a, l, x);
+    for (OpCost& c : layer) c.op = "blend.lookahead." + c.op;
+    Accumulate(a, hw, std::move(layer), ops);
+    Accumulate(a, hw,
+               {Gemm("blend.lookahead.q", Q, a.dim, q_dim, a.weight_bytes, ab),
+                Cost("blend.lookahead.scores", 2 * Q * q_dim * C,
+                     (C * kv + 2 * Q * a.heads * C) * ab)},
+               ops);
+  }
+}
+
 absl::StatusOr<Phase> BlendPhase(const ModelArch& a, const HardwareSpec& hw,
                                  int64_t context_tokens, int64_t query_tokens, double ratio,
                                  Tier tier, int64_t exact_prefix_tokens) {
@@ -400,6 +427,10 @@ absl::StatusOr<Phase> BlendPhase(const ModelArch& a, const HardwareSpec& hw,
     const double kept = sliding ? std::min(C, rows[l].rows * W) : C;
     load_bytes += KvElemsPerToken(a, l) * kept * a.kv_bytes;
   }
+  // Only where the first check drops rows (r < 1), as in the Blender.
+  const std::vector<CheckLayer> checks =
+      ratio > 0 && ratio < 1 ? BlendScheduleOf(a, ratio) : std::vector<CheckLayer>{};
+  if (!checks.empty()) AddLookahead(a, hw, checks.front().layer, C, Q, &p.ops);
   AddHead(a, hw, 1, &p);
   OpCost load;
   load.op = absl::StrFormat("kv_load.%s", TierName(tier));

@@ -165,6 +165,19 @@ TEST(PlanRates, BlendOperatorsByHand) {
   const double query = 32.0 * 1536 + 32.0 * 33 / 2;
   EXPECT_NEAR(ops["attn.score"].flops, 2.0 * 4096 * (l0 + later * (1793.0 / 2) + 31 * query), 1);
   EXPECT_NEAR(ops["blend.probe"].compute_s, probe_s, 1e-12);
+  // The query look-ahead (lookahead-deviation): from the first check
+  // (layer 1) the 32 query rows forward through layers 1..30 over the 1536
+  // context keys and their own, and at layers 2..31 score the context.
+  const double ahead = 30;
+  EXPECT_NEAR(ops["blend.lookahead.attn.qkv"].flops, ahead * 2.0 * 32 * d * (d + 2 * kv), 1);
+  EXPECT_NEAR(ops["blend.lookahead.ffn"].flops, ahead * 2.0 * 32 * 3 * d * ffn, 1);
+  EXPECT_NEAR(ops["blend.lookahead.attn.score"].flops, ahead * 2.0 * 4096 * query, 1);
+  EXPECT_DOUBLE_EQ(ops["blend.lookahead.q"].flops, ahead * 2.0 * 32 * d * d);
+  EXPECT_DOUBLE_EQ(ops["blend.lookahead.scores"].flops, ahead * 2.0 * 32 * d * 1536);
+  // r = 1 drops no row: no check, no look-ahead.
+  absl::StatusOr<Phase> all = BlendPhase(a, TableHw(), 1536, 32, 1.0, Tier::kRam, 256);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(ByName(all->ops).count("blend.lookahead.q"), 0u);
 }
 
 TEST(PlanRates, SlidingWindowModelChecksAtTheFirstGlobalLayer) {
