@@ -35,7 +35,7 @@ class ExecArgs {
 
   // Exec: in the child; returns only when execve failed (errno says why).
   void Exec() const { ::execve(argv_[0], argv_.data(), envp_.data()); }
-  const char* path() const { return argv_[0]; }
+  const char* path() const { return argv_[0] != nullptr ? argv_[0] : ""; }
 
  private:
   bool Replaced(const char* entry) const {

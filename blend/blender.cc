@@ -213,6 +213,10 @@ class BlendRun {
   bool adaptive_pending_ = false;  // the first check layer chooses the ratio
   internal::QueryLookahead lookahead_;  // lookahead-deviation: run at the first check
   int sync_loaded_ = 0;                 // not threaded: layers [0, sync_loaded_) loaded
+  // A look-ahead may run: the loader ignores the prefetch window.
+  const bool lookahead_loads_all_ =
+      options_.selector == Selector::kLookaheadDeviation && !plan_.schedule.empty() &&
+      plan_.query_tokens > 0;
 
   // Written by whichever thread loads; read after the loader is joined.
   double load_s_ = 0, rerotate_s_ = 0;
@@ -281,9 +285,7 @@ void BlendRun::LoaderLoop() {
     {
       MutexLock lock(&mu_);
       auto can_go = [this, l]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        // The look-ahead reads every layer at the first check.
-        return stop_ || l < consumed_ + options_.prefetch_layers ||
-               options_.selector == Selector::kLookaheadDeviation;
+        return stop_ || l < consumed_ + options_.prefetch_layers || lookahead_loads_all_;
       };
       mu_.Await(can_go);
       if (stop_) return;
@@ -302,7 +304,6 @@ void BlendRun::LoaderLoop() {
 absl::Status BlendRun::WaitLayer(int l) {
   if (!need_load_) return absl::OkStatus();
   if (!threaded_) {
-    // In order, each once (the look-ahead asks for later layers early).
     for (; sync_loaded_ <= l; ++sync_loaded_) RETURN_IF_ERROR(LoadLayer(sync_loaded_));
     return absl::OkStatus();
   }

@@ -427,10 +427,12 @@ absl::StatusOr<Phase> BlendPhase(const ModelArch& a, const HardwareSpec& hw,
     const double kept = sliding ? std::min(C, rows[l].rows * W) : C;
     load_bytes += KvElemsPerToken(a, l) * kept * a.kv_bytes;
   }
-  // Only where the first check drops rows (r < 1), as in the Blender.
-  const std::vector<CheckLayer> checks =
-      ratio > 0 && ratio < 1 ? BlendScheduleOf(a, ratio) : std::vector<CheckLayer>{};
-  if (!checks.empty()) AddLookahead(a, hw, checks.front().layer, C, Q, &p.ops);
+  // From the first check that drops rows (probes), as in the Blender.
+  for (int l = 0; l < a.layers; ++l) {
+    if (rows[l].probed <= 0) continue;
+    AddLookahead(a, hw, l, C, Q, &p.ops);
+    break;
+  }
   AddHead(a, hw, 1, &p);
   OpCost load;
   load.op = absl::StrFormat("kv_load.%s", TierName(tier));

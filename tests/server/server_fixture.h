@@ -53,8 +53,22 @@ inline std::string RunCapture(const std::vector<std::string>& args, const std::s
   // argv is built before fork: the child of a threaded process may only
   // make async-signal-safe calls (a malloc could wait on a lock another
   // thread held at the fork, forever).
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  // The program is looked up in PATH here too (execvp is not on POSIX's
+  // async-signal-safe list).
+  std::string program = args.empty() ? "" : args[0];
+  if (program.find('/') == std::string::npos) {
+    const std::string path = Env("PATH", "/usr/bin:/bin");
+    for (size_t b = 0, e; b <= path.size(); b = e + 1) {
+      e = std::min(path.find(':', b), path.size());
+      const std::string cand = path.substr(b, e - b) + "/" + program;
+      if (::access(cand.c_str(), X_OK) == 0) {
+        program = cand;
+        break;
+      }
+    }
+  }
+  std::vector<char*> argv = {program.data()};
+  for (size_t i = 1; i < args.size(); ++i) argv.push_back(const_cast<char*>(args[i].c_str()));
   argv.push_back(nullptr);
   int fds[2];
   if (::pipe(fds) != 0) return "";
@@ -64,7 +78,7 @@ inline std::string RunCapture(const std::vector<std::string>& args, const std::s
     ::close(fds[0]);
     ::close(fds[1]);
     if (::chdir(cwd.c_str()) != 0) ::_exit(126);
-    ::execvp(argv[0], argv.data());
+    ::execv(argv[0], argv.data());
     ::_exit(127);
   }
   ::close(fds[1]);
