@@ -126,28 +126,20 @@ Ranker MakeRanker(const std::string& name, const Oracle& o, int n_layers,
       return absl::OkStatus();
     };
   }
-  if (name == "dev-x-ahead-att") {
-    const model::Model* m = o.model;
-    return [&o, m, n_layers](const CheckState& st, float* score) -> absl::Status {
-      ASSIGN_OR_RETURN(RowErrors e, Errors(*m, o.lay.query_begin, st));
-      const auto& ahead = o.swap->AheadMass();
-      for (size_t i = 0; i < st.cand_pos.size(); ++i) {
-        double f = 0;
-        for (int l = st.layer + 1; l < n_layers; ++l) f += ahead[l][st.cand_pos[i]];
-        score[i] = static_cast<float>(f * e.dev[i]);
-      }
-      return absl::OkStatus();
-    };
-  }
-  if (name == "future-dev-x-att" || name == "dev-x-future-att") {
+  if (name == "future-dev-x-att" || name == "dev-x-future-att" || name == "dev-x-ahead-att") {
     // Hybrids: which half of future-attended a server misses. One factor
-    // is the truth's (summed over the layers after the check), the other
-    // what the check layer measures (oracle_selectors.h Errors).
+    // is summed over the layers after the check (the truth's deviation or
+    // query attention, or the look-ahead's attention), the other is what
+    // the check layer measures (oracle_selectors.h Errors).
     const bool future_dev = name == "future-dev-x-att";
     const model::Model* m = o.model;
-    return [&o, m, future_dev, n_layers](const CheckState& st, float* score) -> absl::Status {
+    const auto& later = future_dev                    ? o.swap->Deviation()
+                        : name == "dev-x-future-att" ? o.swap->QueryMass()
+                                                     : o.swap->AheadMass();
+    return [&o, &later, m, future_dev, n_layers](const CheckState& st,
+                                                  float* score) -> absl::Status {
       ASSIGN_OR_RETURN(RowErrors e, Errors(*m, o.lay.query_begin, st));
-      const auto& truth = future_dev ? o.swap->Deviation() : o.swap->QueryMass();
+      const auto& truth = later;
       for (size_t i = 0; i < st.cand_pos.size(); ++i) {
         double f = 0;
         for (int l = st.layer + 1; l < n_layers; ++l) f += truth[l][st.cand_pos[i]];

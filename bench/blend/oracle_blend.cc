@@ -196,26 +196,13 @@ void SwapModel::CopyRow(const model::KVCache& from, int l, int32_t pos) {
 
 absl::Status SwapModel::Init() {
   const model::ModelConfig& cfg = m_.config();
-  const int64_t N = lay_.total(), qb = lay_.query_begin, dim = cfg.dim, nq = N - qb;
+  const int64_t N = lay_.total(), qb = lay_.query_begin;
   for (int l = 0; l < std::min(exact_layers_, cfg.n_layers); ++l) {
     for (int64_t t = 0; t < qb; ++t) CopyRow(truth_, l, static_cast<int32_t>(t));
   }
   for (int64_t t = qb; t < N; ++t) qpos_.push_back(static_cast<int32_t>(t));
-  std::vector<int32_t> qtok(lay_.tokens.begin() + qb, lay_.tokens.end());
-  std::vector<float> h(nq * dim);
-  RETURN_IF_ERROR(m_.Embed(qtok, TensorView::Contiguous(h.data(), DType::kF32, {nq, dim})));
-  ASSIGN_OR_RETURN(model::KVCache t, CopyCache(cfg, truth_, N));
-  mass_.assign(cfg.n_layers, std::vector<double>(qb, 0.0));
   dev_.assign(cfg.n_layers, std::vector<double>(qb, 0.0));
-  std::vector<float> q(nq * cfg.q_dim());
   for (int l = 0; l < cfg.n_layers; ++l) {
-    if (l == exact_layers_) hq_ = h;
-    // Full prefill's query attention on the context rows at layer l.
-    RETURN_IF_ERROR(m_.ProjectQ(l, TensorView::Contiguous(h.data(), DType::kF32, {nq, dim}),
-                                qpos_.data(),
-                                TensorView::Contiguous(q.data(), DType::kF32, {nq, cfg.q_dim()}),
-                                &ws_));
-    AddAttentionMass(cfg, q.data(), nq, truth_, l, qb, &mass_[l]);
     // The cached rows' deviation from the truth, K and V each mean-normalized.
     double mk = 0, mv = 0;
     std::vector<double> dk(qb, 0.0), dv(qb, 0.0);
@@ -227,24 +214,37 @@ absl::Status SwapModel::Init() {
     for (int64_t j = lay_.first_selectable; j < qb; ++j) {
       dev_[l][j] = (mk > 0 ? dk[j] * ns / mk : 0) + (mv > 0 ? dv[j] * ns / mv : 0);
     }
-    RETURN_IF_ERROR(m_.ForwardLayer(l, TensorView::Contiguous(h.data(), DType::kF32, {nq, dim}),
-                                    qpos_.data(), t.Layer(l, N), model::LayerOptions{}, &ws_));
   }
-  if (exact_layers_ >= cfg.n_layers) hq_ = h;
-  // Look-ahead: the same query rows over the work cache (exact below
-  // exact_layers, the cached rows above), what a server can compute.
-  ahead_.assign(cfg.n_layers, std::vector<double>(qb, 0.0));
-  RETURN_IF_ERROR(m_.Embed(qtok, TensorView::Contiguous(h.data(), DType::kF32, {nq, dim})));
-  ASSIGN_OR_RETURN(model::KVCache w, CopyCache(cfg, work_, N));
+  // Full prefill's query attention (and the query's layer input at
+  // exact_layers); then the look-ahead's: the same query rows over the
+  // work cache (exact below exact_layers, the cached rows above), what a
+  // server can compute.
+  RETURN_IF_ERROR(QueryPass(truth_, &mass_, &hq_));
+  return QueryPass(work_, &ahead_, nullptr);
+}
+
+absl::Status SwapModel::QueryPass(const model::KVCache& over,
+                                  std::vector<std::vector<double>>* mass,
+                                  std::vector<float>* hidden_at_exact) {
+  const model::ModelConfig& cfg = m_.config();
+  const int64_t N = lay_.total(), qb = lay_.query_begin, dim = cfg.dim, nq = N - qb;
+  std::vector<int32_t> qtok(lay_.tokens.begin() + qb, lay_.tokens.end());
+  std::vector<float> h(nq * dim), q(nq * cfg.q_dim());
+  const TensorView hv = TensorView::Contiguous(h.data(), DType::kF32, {nq, dim});
+  RETURN_IF_ERROR(m_.Embed(qtok, hv));
+  // The query rows' K/V land in a copy; the context rows' are `over`'s.
+  ASSIGN_OR_RETURN(model::KVCache c, CopyCache(cfg, over, N));
+  mass->assign(cfg.n_layers, std::vector<double>(qb, 0.0));
   for (int l = 0; l < cfg.n_layers; ++l) {
-    RETURN_IF_ERROR(m_.ProjectQ(l, TensorView::Contiguous(h.data(), DType::kF32, {nq, dim}),
-                                qpos_.data(),
+    if (hidden_at_exact != nullptr && l == exact_layers_) *hidden_at_exact = h;
+    RETURN_IF_ERROR(m_.ProjectQ(l, hv, qpos_.data(),
                                 TensorView::Contiguous(q.data(), DType::kF32, {nq, cfg.q_dim()}),
                                 &ws_));
-    AddAttentionMass(cfg, q.data(), nq, w, l, qb, &ahead_[l]);
-    RETURN_IF_ERROR(m_.ForwardLayer(l, TensorView::Contiguous(h.data(), DType::kF32, {nq, dim}),
-                                    qpos_.data(), w.Layer(l, N), model::LayerOptions{}, &ws_));
+    AddAttentionMass(cfg, q.data(), nq, c, l, qb, &(*mass)[l]);
+    RETURN_IF_ERROR(
+        m_.ForwardLayer(l, hv, qpos_.data(), c.Layer(l, N), model::LayerOptions{}, &ws_));
   }
+  if (hidden_at_exact != nullptr && exact_layers_ >= cfg.n_layers) *hidden_at_exact = h;
   return absl::OkStatus();
 }
 

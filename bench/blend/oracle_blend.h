@@ -115,6 +115,11 @@ class SwapModel {
   SwapModel(const model::Model& m, const OracleLayout& lay, const model::KVCache& truth,
             model::KVCache work, int exact_layers, std::vector<float> ref);
   absl::Status Init();
+  // QueryPass: the query rows from their embeddings through every layer
+  // over `over`'s context rows: their attention mass per layer, and their
+  // layer input at exact_layers (when hidden_at_exact is given).
+  absl::Status QueryPass(const model::KVCache& over, std::vector<std::vector<double>>* mass,
+                         std::vector<float>* hidden_at_exact);
   void CopyRow(const model::KVCache& from, int l, int32_t pos);
 
   const model::Model& m_;
