@@ -8,6 +8,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -32,6 +34,21 @@ class ExecArgs {
   }
   ExecArgs(const ExecArgs&) = delete;
   ExecArgs& operator=(const ExecArgs&) = delete;
+
+  // InPath: `program` found in $PATH when it names no directory (execvp's
+  // lookup, done in the parent: execvp is not async-signal-safe); else,
+  // or when not found, `program` itself.
+  static std::string InPath(const std::string& program) {
+    if (program.find('/') != std::string::npos) return program;
+    const char* env = std::getenv("PATH");
+    const std::string path = env != nullptr ? env : "/usr/bin:/bin";
+    for (size_t b = 0, e = 0; b <= path.size(); b = e + 1) {
+      e = std::min(path.find(':', b), path.size());
+      const std::string cand = path.substr(b, e - b) + "/" + program;
+      if (::access(cand.c_str(), X_OK) == 0) return cand;
+    }
+    return program;
+  }
 
   // Exec: in the child; returns only when execve failed (errno says why).
   void Exec() const { ::execve(argv_[0], argv_.data(), envp_.data()); }

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/exec_args.h"
 #include "gtest/gtest.h"
 #include "model/loader.h"
 #include "retrieval/retriever.h"
@@ -25,11 +26,9 @@ namespace {
 // `kill_after` (if > 0). Returns the exit status (or -9) and stdout.
 int RunPrecompute(const std::vector<std::string>& args, absl::Duration kill_after,
                   std::string* out) {
-  // argv before fork: the child of a threaded process may not allocate.
-  std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(RAGKV_BINARY));
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
+  std::vector<std::string> argv = {RAGKV_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const ExecArgs exec(std::move(argv));  // before fork (base/exec_args.h)
   int pipefd[2];
   if (pipe(pipefd) != 0) return -1;
   pid_t pid = fork();
@@ -37,7 +36,7 @@ int RunPrecompute(const std::vector<std::string>& args, absl::Duration kill_afte
     dup2(pipefd[1], STDOUT_FILENO);
     close(pipefd[0]);
     close(pipefd[1]);
-    execv(RAGKV_BINARY, argv.data());
+    exec.Exec();
     _exit(127);
   }
   close(pipefd[1]);

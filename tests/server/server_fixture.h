@@ -27,6 +27,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "base/exec_args.h"
 #include "engine/llamacpp/runtime.h"
 #include "llama.h"
 #include "model/sampler.h"
@@ -50,26 +51,11 @@ inline std::string OpenAiDir() {
 
 // Run: argv to its exit, stdout captured (stderr passes through).
 inline std::string RunCapture(const std::vector<std::string>& args, const std::string& cwd, int* rc) {
-  // argv is built before fork: the child of a threaded process may only
-  // make async-signal-safe calls (a malloc could wait on a lock another
-  // thread held at the fork, forever).
-  // The program is looked up in PATH here too (execvp is not on POSIX's
-  // async-signal-safe list).
-  std::string program = args.empty() ? "" : args[0];
-  if (program.find('/') == std::string::npos) {
-    const std::string path = Env("PATH", "/usr/bin:/bin");
-    for (size_t b = 0, e; b <= path.size(); b = e + 1) {
-      e = std::min(path.find(':', b), path.size());
-      const std::string cand = path.substr(b, e - b) + "/" + program;
-      if (::access(cand.c_str(), X_OK) == 0) {
-        program = cand;
-        break;
-      }
-    }
-  }
-  std::vector<char*> argv = {program.data()};
-  for (size_t i = 1; i < args.size(); ++i) argv.push_back(const_cast<char*>(args[i].c_str()));
-  argv.push_back(nullptr);
+  // Built before fork (base/exec_args.h): the child makes only
+  // async-signal-safe calls.
+  std::vector<std::string> argv = args;
+  if (!argv.empty()) argv[0] = ExecArgs::InPath(argv[0]);
+  const ExecArgs exec(std::move(argv));
   int fds[2];
   if (::pipe(fds) != 0) return "";
   const pid_t pid = ::fork();
@@ -78,7 +64,7 @@ inline std::string RunCapture(const std::vector<std::string>& args, const std::s
     ::close(fds[0]);
     ::close(fds[1]);
     if (::chdir(cwd.c_str()) != 0) ::_exit(126);
-    ::execv(argv[0], argv.data());
+    exec.Exec();
     ::_exit(127);
   }
   ::close(fds[1]);
@@ -118,9 +104,7 @@ class OpenAiServerTest : public ::testing::Test {
   // SpawnUntil: `args` as a child process (killed with the test), its
   // stdout read until it prints LISTENING (or 180 s); what it printed.
   static std::string SpawnUntil(const std::vector<std::string>& args, pid_t* pid) {
-    std::vector<char*> argv;  // before fork (RunCapture)
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
+    const ExecArgs exec(args);  // before fork (RunCapture)
     int fds[2];
     if (::pipe(fds) != 0) return "";
     *pid = ::fork();
@@ -129,7 +113,7 @@ class OpenAiServerTest : public ::testing::Test {
       ::dup2(fds[1], 1);
       ::close(fds[0]);
       ::close(fds[1]);
-      ::execv(argv[0], argv.data());
+      exec.Exec();
       ::_exit(127);
     }
     ::close(fds[1]);
