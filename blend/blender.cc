@@ -29,10 +29,7 @@ using internal::GatherKv;
 using internal::GatherRows;
 using internal::KvPlane;
 using internal::ScatterKv;
-using internal::kExactRow;
-using internal::kForced;
 using internal::kSelectable;
-using internal::MakePlan;
 using internal::Plan;
 
 namespace {
@@ -96,7 +93,8 @@ class BlendRun {
         kvh_(cfg_.n_kv_heads),
         need_load_(!plan.load_segments.empty()),
         threaded_(need_load_ && options.overlap_loading && L_ > 1),
-        adaptive_pending_((options.adaptive_mass > 0 || options.adaptive_threshold > 0) &&
+        adaptive_pending_((options.adaptive_mass > 0 || options.adaptive_threshold > 0 ||
+                           options.recompute_budget != nullptr) &&
                           !plan.schedule.empty()) {
     result.applied_ratio = options.strategy == Strategy::kCacheBlend ? options.ratio : 0;
   }
@@ -172,8 +170,8 @@ class BlendRun {
   // check at the last layer keeps l's own attention product).
   absl::Status LookaheadScores(int l, const std::vector<float>& att, RecomputeState* s);
   // AdaptiveErrorBase: the adaptive ratio's error before the attention
-  // factor: the selector's deviation (adaptive_mass), or with
-  // adaptive_threshold the relative deviation / (query rows x heads).
+  // factor: the selector's deviation (adaptive_mass), or (threshold and
+  // budget rules) the relative deviation / (query rows x heads).
   absl::Status AdaptiveErrorBase(RecomputeState* s, std::vector<float>* err);
   // WantRows: rows a check layer of `ratio` keeps (scaled by the adaptive
   // choice), at most nc.
@@ -342,7 +340,7 @@ absl::Status BlendRun::Compute() {
   // Initial row set S (sorted positions).
   for (int64_t t = 0; t < N_; ++t) {
     const uint8_t c = plan_.row_class[t];
-    if (c == kForced || (c == kSelectable && plan_.blend_from_layer0)) {
+    if (c == internal::kForced || (c == kSelectable && plan_.blend_from_layer0)) {
       s.rows.push_back(static_cast<int32_t>(t));
     }
   }
@@ -394,8 +392,8 @@ absl::Status BlendRun::SelectRows(int l, const CheckLayer& check, RecomputeState
     const KvPlane pk = Plane(l, true), pv = Plane(l, false);
     const Selector sel = options_.selector;
     const bool probe = adaptive_pending_ || sel == Selector::kDeviation ||
-                       sel == Selector::kDeviationAttention || sel == Selector::kAttendedDeviation ||
-                       sel == Selector::kLookaheadDeviation;
+                       sel == Selector::kDeviationAttention ||
+                       sel == Selector::kAttendedDeviation || sel == Selector::kLookaheadDeviation;
     if (probe) {
       RETURN_IF_ERROR(ProbeCandidates(l, pk, pv, s));
       RETURN_IF_ERROR(ScoreCandidates(s));
@@ -465,7 +463,7 @@ absl::Status BlendRun::ScoreCandidates(RecomputeState* s) {
 }
 
 absl::Status BlendRun::AdaptiveErrorBase(RecomputeState* s, std::vector<float>* err) {
-  if (options_.adaptive_threshold <= 0) {
+  if (options_.adaptive_threshold <= 0 && options_.recompute_budget == nullptr) {
     *err = s->dev;
     return absl::OkStatus();
   }
@@ -491,13 +489,15 @@ int64_t BlendRun::WantRows(double ratio, int64_t nc) const {
 void BlendRun::ChooseAdaptiveRatio(const std::vector<float>& score,
                                    const std::vector<float>& err) {
   adaptive_pending_ = false;
-  const int64_t k =
-      options_.adaptive_threshold > 0
-          ? internal::ThresholdCount(err.data(), static_cast<int64_t>(err.size()),
-                                     options_.adaptive_threshold)
-          : internal::MassCount(score, err, options_.adaptive_mass);
+  const auto n = static_cast<int64_t>(err.size());
+  const BlendOptions& o = options_;
+  RecomputeBudget* b = o.recompute_budget;
+  const int64_t k = b ? b->Count(err.data(), n, plan_.selectable, o.adaptive_min, o.ratio)
+                    : o.adaptive_threshold > 0
+                        ? internal::ThresholdCount(err.data(), n, o.adaptive_threshold)
+                        : internal::MassCount(score, err, o.adaptive_mass);
   const double sel = std::max<double>(1, static_cast<double>(plan_.selectable));
-  const double r = std::clamp(static_cast<double>(k) / sel, options_.adaptive_min, options_.ratio);
+  const double r = std::clamp(static_cast<double>(k) / sel, o.adaptive_min, o.ratio);
   ratio_scale_ = options_.ratio > 0 ? r / options_.ratio : 0;
   result_.applied_ratio = r;
 }
@@ -677,7 +677,7 @@ absl::StatusOr<BlendResult> Blender::Blend(absl::Span<const BlendSegment> segmen
   const Clock::time_point t_start = Clock::now();
   const model::Model& m = *model_;
   // Plan: validated segment layout, row classes and check layers.
-  ASSIGN_OR_RETURN(Plan plan, MakePlan(segments, options, m));
+  ASSIGN_OR_RETURN(Plan plan, internal::MakePlan(segments, options, m));
   ASSIGN_OR_RETURN(BlendResult result, NewResult(m.config(), plan, options));
   absl::Status status;
   std::unique_ptr<model::Workspace> ws = AcquireWorkspace();

@@ -46,6 +46,7 @@
 #include "absl/types/span.h"
 #include "base/free_list.h"
 #include "blend/kv_source.h"
+#include "blend/recompute_budget.h"
 #include "kernels/attention.h"
 #include "model/kv_cache.h"
 #include "model/kv_cache_pool.h"
@@ -171,6 +172,11 @@ struct BlendOptions {
   // RelativeDeviation). A request whose rows deviate more gets more rows
   // (docs/blend.md "Adaptive ratio": the threshold rule, 2026-12-07).
   double adaptive_threshold = 0;
+  // Adaptive ratio by budget (recompute_budget set; overrides both above):
+  // the threshold rule's errors, with the threshold that `recompute_budget`
+  // sets over its recent requests so that their mean ratio is its budget
+  // (blend/recompute_budget.h). Not owned; outlives the blend.
+  RecomputeBudget* recompute_budget = nullptr;
   double adaptive_min = 0.02;
   // kExact is correct; kBottomRight reproduces the public implementations'
   // mask so its error can be measured. Non-default on purpose.

@@ -111,6 +111,7 @@ absl::Status LlamaFrontEnd::Bind(const EngineServeFlags& flags, services::Sideca
   o.request_timeout = flags.request_timeout_s > 0 ? absl::Seconds(flags.request_timeout_s)
                                                   : absl::InfiniteDuration();
   o.retrieval_k = flags.retrieval_k;
+  o.adaptive_budget = flags.adaptive_budget;
   // The reorder pass looks up prefix blocks as this process's sidecar
   // stores them (an --engine-upstream with other block settings: no hits).
   o.reorder_documents = flags.reorder_documents;

@@ -224,6 +224,12 @@ void ServeCommand::AddEngineOptions(CLI::App* cmd) {
                   "last user message go in as documents (0 = off; a request's ragkv.k wins)")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
+  cmd->add_option("--adaptive-budget", engine_.adaptive_budget,
+                  "--engine: requests that set no ratio spend this mean recompute ratio, each "
+                  "request's share set by its estimated error (docs/blend.md \"Adaptive ratio\", "
+                  "the budget rule; 0 = the fixed default ratio)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   cmd->add_option("--reorder-documents", engine_.reorder_documents,
                   "--engine: a chat's documents are an unordered set: place them so that the "
                   "longest stored exact prefix comes first (a request's ragkv.reorder wins; "

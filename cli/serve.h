@@ -33,6 +33,7 @@ struct EngineServeFlags {
   bool learn = true;                   // --learn-from-traffic: store pasted passages
   double request_timeout_s = 600;      // --request-timeout: a request's deadline (0 = none)
   int retrieval_k = 0;                 // --retrieval-k: server-side retrieval (0 = off)
+  double adaptive_budget = 0;          // --adaptive-budget: the budget rule's mean ratio (0 = off)
   int batch_size = 2048;               // --batch-size: tokens per llama_decode (llama-server's -b)
   bool reorder_documents = false;      // --reorder-documents: the exact-prefix reorder pass
 };

@@ -15,6 +15,7 @@
 #include "blend/store_source.h"
 #include "model/kv_cache_pool.h"
 #include "model/model.h"
+#include "pipeline/internal/budgets.h"
 #include "pipeline/internal/pieces.h"
 #include "pipeline/internal/prefix_cache.h"
 #include "pipeline/internal/steps.h"
@@ -137,6 +138,9 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(Options options) {
   return p;
 }
 
+Pipeline::Pipeline(Options options)
+    : options_(std::move(options)), budgets_(std::make_unique<internal::Budgets>()) {}
+
 Pipeline::~Pipeline() { StopStoreBack(); }
 
 void Pipeline::DrainStoreBack() const {
@@ -221,6 +225,10 @@ absl::Status Pipeline::Prepare(const Prompt& prompt, RunState* run) const {
       run->ro->mode == Mode::kAuto && o.controller != nullptr && !run->served.empty();
   run->gate_reason = internal::ApplyQualityGate(o, *run->ro, &run->bo, &run->controlled);
   run->bo.adaptive_min = std::min(run->bo.adaptive_min, run->bo.ratio);  // the floor under the cap
+  if (run->ro->adaptive_budget > 0 && run->ro->mode == Mode::kCacheBlend &&
+      run->bo.strategy == blend::Strategy::kCacheBlend) {
+    ASSIGN_OR_RETURN(run->bo.recompute_budget, budgets_->For(run->ro->adaptive_budget));
+  }
   // The spans keep cache_hit: the record was found (what the wire has
   // always reported), though this strategy does not read it.
   if (internal::ReleaseUnused(run->bo.strategy, run->layout, &run->pieces)) {

@@ -48,6 +48,9 @@ struct GateDecision;
 }  // namespace ragkv::blend
 
 namespace ragkv::pipeline {
+namespace internal {
+class Budgets;
+}
 
 // PrefixCacheOptions: the exact-prefix cache (needs a store and store-back).
 struct PrefixCacheOptions {
@@ -123,7 +126,7 @@ class Pipeline {
 
  private:
   struct RunState;  // pipeline.cc
-  explicit Pipeline(Options options) : options_(std::move(options)) {}
+  explicit Pipeline(Options options);
   // The stages of Run, in order.
   absl::Status Prepare(const Prompt& prompt, RunState* run) const;
   absl::Status StartStream(RunState* run) const;
@@ -138,6 +141,7 @@ class Pipeline {
 
   Options options_;
   std::unique_ptr<StoreBack> store_back_;  // null: off
+  std::unique_ptr<internal::Budgets> budgets_;  // RequestOptions::adaptive_budget's
 };
 
 }  // namespace ragkv::pipeline

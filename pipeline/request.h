@@ -79,6 +79,11 @@ struct RequestOptions {
   // adaptive_threshold: the threshold rule instead (blend::BlendOptions::
   // adaptive_threshold; overrides adaptive_mass); 0: off.
   double adaptive_threshold = 0;
+  // adaptive_budget: the budget rule instead (overrides both above): the
+  // threshold is set over the recent requests of the same budget so that
+  // their mean ratio is `adaptive_budget` (blend::RecomputeBudget); the
+  // ratio above is the cap, min(1, 3 x budget) when 0. 0: off.
+  double adaptive_budget = 0;
   bool add_bos = false;  // put the tokenizer's BOS in front
   // pinned: the quality gate leaves mode, ratio and selector as asked
   // (benchmarks measuring a strategy); the gate's reason is still reported.

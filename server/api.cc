@@ -234,6 +234,7 @@ void ParseCommon(Parser* p, bool chat, GenerationRequest* r) {
     q.Number("ratio", 0, 1, &r->ragkv.ratio);
     q.Number("adaptive_mass", 0, 1, &r->ragkv.adaptive_mass);
     q.Number("adaptive_threshold", 0, 1, &r->ragkv.adaptive_threshold);
+    q.Number("adaptive_budget", 0, 1, &r->ragkv.adaptive_budget);
     q.String("selector", &r->ragkv.selector);
     q.Bool("return_tokens", &r->ragkv.return_tokens);
     if (q.Has("reorder")) {

@@ -85,6 +85,11 @@ struct RagkvOptions {
   // adaptive_threshold, 1.6e-4 chosen on dev; overrides adaptive_mass); 0 =
   // off.
   double adaptive_threshold = 0;
+  // adaptive_budget: the budget rule instead (BlendOptions.adaptive_budget:
+  // the mean ratio spent over recent requests; overrides both above); 0 =
+  // the server's --adaptive-budget when the request sets no ratio and no
+  // adaptive field, else off.
+  double adaptive_budget = 0;
   // k: server-side retrieval: the top-k chunks of the sidecar's catalogue
   // for the last user message go in as documents, after the request's own.
   // -1 = the server's --retrieval-k; 0 = none.

@@ -118,6 +118,10 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
                      "invalid_request_error", "model_not_found", "model"));
     return;
   }
+  RagkvOptions& ro = r.ragkv;
+  if (ro.ratio == 0 && ro.adaptive_mass == 0 && ro.adaptive_threshold == 0 && ro.adaptive_budget == 0) {
+    ro.adaptive_budget = o.adaptive_budget;
+  }
   Timing retrieval;
   if (chat && !(ResolveDocuments(&r, &err) && Retrieve(&r, &err, &retrieval))) {
     Reply(res, err);

@@ -46,6 +46,10 @@ class HttpServer {
     // the top-k catalogue chunks for the last user message go in as
     // documents (0: off).
     int retrieval_k = 0;
+    // adaptive_budget: the budget rule's mean ratio for requests that set
+    // no ratio and no adaptive field (--adaptive-budget; 0: off, the
+    // sidecar's fixed ratio).
+    double adaptive_budget = 0;
     // reorder_documents: the exact-prefix reorder pass (server/reorder.h)
     // for chat requests with documents that do not set `ragkv.reorder`
     // (--reorder-documents; off: the retriever's order is kept). It looks

@@ -253,6 +253,7 @@ v1::BlendRequest BlendRequestOf(const Job& j, v1::DType dtype, bool learn) {
   o->set_selector(j.ragkv.selector);
   o->set_adaptive_mass(static_cast<float>(j.ragkv.adaptive_mass));
   o->set_adaptive_threshold(static_cast<float>(j.ragkv.adaptive_threshold));
+  o->set_adaptive_budget(static_cast<float>(j.ragkv.adaptive_budget));
   o->set_output_dtype(dtype);
   o->set_accept_restart(true);
   o->set_cache_salt(j.cache_salt);

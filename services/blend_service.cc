@@ -68,6 +68,7 @@ pipeline::RequestOptions ToOptions(const v1::BlendOptions& o, double retrieve_ms
   ro.chunk_head_tokens = static_cast<int>(o.chunk_head_tokens());
   ro.adaptive_mass = o.adaptive_mass();
   ro.adaptive_threshold = o.adaptive_threshold();
+  ro.adaptive_budget = o.adaptive_budget();
   ro.add_bos = o.add_bos();
   ro.accept_restart = o.accept_restart();
   ro.cache_salt = o.cache_salt();

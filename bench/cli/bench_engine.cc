@@ -57,6 +57,10 @@ class BenchEngineCommand : public Command {
     cmd->add_option("--adaptive-thresholds", o_.adaptive_thresholds,
                     "adaptive CacheBlend strategies by the threshold rule (1.6e-4 chosen on dev)")
         ->delimiter(',');
+    cmd->add_option("--adaptive-budgets", o_.adaptive_budgets,
+                    "adaptive CacheBlend strategies by the budget rule: the mean ratio each "
+                    "spends over its prompts")
+        ->delimiter(',');
     cmd->add_option("--adaptive-max", o_.adaptive_max, "the adaptive strategies' ratio cap")
         ->capture_default_str();
     cmd->add_option("--sidecar-query", o_.sidecar_query,

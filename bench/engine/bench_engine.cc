@@ -44,6 +44,7 @@ struct Strategy {
   int chunk_head_tokens = 0;
   double adaptive_mass = 0;  // > 0: the ratio is the cap of an adaptive choice
   double adaptive_threshold = 0;  // > 0: the same, by the threshold rule
+  double adaptive_budget = 0;     // > 0: the same, by the budget rule
 };
 
 // Compare: mean KL(ref || got) and top-1 agreement over the rows of two
@@ -82,6 +83,7 @@ v1::BlendRequest Request(const EnginePrompt& p, const Strategy& s, bool whole) {
     o->set_chunk_head_tokens(static_cast<uint32_t>(s.chunk_head_tokens));
     o->set_adaptive_mass(static_cast<float>(s.adaptive_mass));
     o->set_adaptive_threshold(static_cast<float>(s.adaptive_threshold));
+    o->set_adaptive_budget(static_cast<float>(s.adaptive_budget));
   }
   return br;
 }
@@ -224,6 +226,10 @@ std::vector<Strategy> Strategies(const EngineBenchOptions& o) {
     s.push_back({absl::StrFormat("cacheblend-adaptive/t=%.3g%s", t, head), o.adaptive_max, sel,
                  o.chunk_head_tokens, 0, t});
   }
+  for (double b : o.adaptive_budgets) {
+    s.push_back({absl::StrFormat("cacheblend-adaptive/b=%.3g%s", b, head), o.adaptive_max, sel,
+                 o.chunk_head_tokens, 0, 0, b});
+  }
   return s;
 }
 
@@ -287,10 +293,12 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o,
   }
   std::vector<double> adaptive = o.adaptive_masses;
   adaptive.insert(adaptive.end(), o.adaptive_thresholds.begin(), o.adaptive_thresholds.end());
+  adaptive.insert(adaptive.end(), o.adaptive_budgets.begin(), o.adaptive_budgets.end());
   for (double m : adaptive) {
     if (!(m > 0 && m <= 1) || !(o.adaptive_max > 0 && o.adaptive_max <= 1)) {
       return absl::InvalidArgumentError(
-          "bench engine: --adaptive-masses, --adaptive-thresholds entries and --adaptive-max "
+          "bench engine: --adaptive-masses, --adaptive-thresholds, --adaptive-budgets entries and "
+          "--adaptive-max "
           "must be in (0, 1]");
     }
   }

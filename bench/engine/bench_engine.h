@@ -80,6 +80,11 @@ struct EngineBenchOptions {
   // adaptive_thresholds: one "cacheblend-adaptive/t=T" strategy per
   // threshold (BlendOptions.adaptive_threshold), capped the same way.
   std::vector<double> adaptive_thresholds;
+  // adaptive_budgets: one "cacheblend-adaptive/b=B" strategy per budget
+  // (BlendOptions.adaptive_budget: the sidecar's threshold is set over this
+  // strategy's earlier prompts so that their mean ratio is B), capped the
+  // same way.
+  std::vector<double> adaptive_budgets;
   double adaptive_max = 0.30;
   // sidecar_query: what of the query the sidecar blends.
   //   "first": its first token; llama.cpp prefills the whole query itself,

@@ -51,7 +51,9 @@ absl::Status ValidateOptions(const BlendOptions& options) {
   }
   const bool mass_ok = options.adaptive_mass >= 0 && options.adaptive_mass <= 1 &&
                        options.adaptive_threshold >= 0;
-  const bool min_ok = (options.adaptive_mass == 0 && options.adaptive_threshold == 0) ||
+  const bool adaptive = options.adaptive_mass != 0 || options.adaptive_threshold != 0 ||
+                        options.recompute_budget != nullptr;
+  const bool min_ok = !adaptive ||
                       (options.adaptive_min >= 0 && options.adaptive_min <= options.ratio);
   if (!mass_ok || !min_ok) {
     return absl::InvalidArgumentError(absl::StrCat(

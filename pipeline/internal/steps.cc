@@ -92,6 +92,7 @@ blend::BlendOptions StrategyOptions(const Pipeline::Options& o, const RequestOpt
     case Mode::kCacheBlend:
       bo.strategy = blend::Strategy::kCacheBlend;
       bo.ratio = ro.ratio > 0 ? ro.ratio : o.default_ratio;
+      if (ro.adaptive_budget > 0 && ro.ratio <= 0) bo.ratio = std::min(1.0, 3 * ro.adaptive_budget);
       break;
   }
   if (ro.selector) bo.selector = *ro.selector;

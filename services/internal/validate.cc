@@ -240,6 +240,10 @@ absl::Status ValidateBlendOptions(const v1::BlendOptions& opts) {
     return absl::InvalidArgumentError(
         absl::StrFormat("adaptive_threshold %g outside [0, 1]", t));
   }
+  const float b = opts.adaptive_budget();
+  if (!std::isfinite(b) || b < 0 || b > 1) {
+    return absl::InvalidArgumentError(absl::StrFormat("adaptive_budget %g outside [0, 1]", b));
+  }
   blend::Selector s;
   if (!opts.selector().empty() && !blend::ParseSelector(opts.selector(), &s)) {
     return absl::InvalidArgumentError(absl::StrFormat(

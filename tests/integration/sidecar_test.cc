@@ -486,6 +486,24 @@ TEST_F(SidecarTest, BlendAutoModeAppliesTheControllersRatio) {
     if (t == 0.5f) EXPECT_NEAR(th.stats.ratio, blend::BlendOptions().adaptive_min, 0.01);
   }
   EXPECT_NEAR(last, 0.3f, 0.01);
+  // adaptive_budget (overrides both): the first request of a budget gets the
+  // budget; the server keeps 16 distinct budgets and refuses a 17th by name.
+  req.mutable_options()->set_adaptive_budget(0.1f);
+  CollectingKVSink budget;
+  ASSERT_TRUE(client_->Blend(req, &budget).ok());
+  EXPECT_LE(budget.stats.ratio, 0.1f + 1e-6f);
+  EXPECT_GE(budget.stats.ratio, 0.08f);
+  for (int i = 1; i <= 16; ++i) {  // 0.1 and 15 more, then one too many
+    req.mutable_options()->set_adaptive_budget(0.2f + 0.01f * static_cast<float>(i));
+    CollectingKVSink more;
+    const absl::Status st = client_->Blend(req, &more);
+    if (i < 16) {
+      EXPECT_TRUE(st.ok()) << i << " " << st;
+    } else {
+      EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
+      EXPECT_THAT(st.message(), HasSubstr("16 distinct budgets"));
+    }
+  }
 }
 
 TEST_F(SidecarTest, BlendBadInput) {
@@ -523,6 +541,12 @@ TEST_F(SidecarTest, BlendBadInput) {
   const absl::Status bad_threshold = client_->Blend(threshold, &sink);
   EXPECT_EQ(bad_threshold.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bad_threshold.message(), HasSubstr("adaptive_threshold -1 outside"));
+  v1::BlendRequest budget = threshold;
+  budget.mutable_options()->set_adaptive_threshold(0);
+  budget.mutable_options()->set_adaptive_budget(2);
+  const absl::Status bad_budget = client_->Blend(budget, &sink);
+  EXPECT_EQ(bad_budget.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad_budget.message(), HasSubstr("adaptive_budget 2 outside"));
   v1::RetrieveAndBlendRequest rk;
   rk.set_query("Lily");
   rk.set_k(0);

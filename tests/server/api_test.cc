@@ -61,6 +61,8 @@ TEST(ApiTest, RefusalsNameTheField) {
   EXPECT_EQ(ChatError(Chat({{"ragkv", {{"adaptive_mass", "high"}}}})).param, "ragkv.adaptive_mass");
   EXPECT_EQ(ChatError(Chat({{"ragkv", {{"adaptive_threshold", -1e-4}}}})).param,
             "ragkv.adaptive_threshold");
+  EXPECT_EQ(ChatError(Chat({{"ragkv", {{"adaptive_budget", 1.5}}}})).param,
+            "ragkv.adaptive_budget");
   EXPECT_EQ(ChatError(Chat({{"ragkv", {{"k", kMaxDocuments + 1}}}})).param, "ragkv.k");
   EXPECT_EQ(ChatError(Chat({{"ragkv", {{"k", -2}}}})).param, "ragkv.k");
   EXPECT_EQ(ChatError(Chat({{"logit_bias", {{"abc", 1}}}})).param, "logit_bias");
@@ -167,7 +169,8 @@ TEST(ApiTest, DefaultsClientsSendAreAccepted) {
             {"seed", 7}, {"stop", "\n\n"}, {"max_completion_tokens", 12},
             {"documents", {{{"title", "T"}, {"text", "body"}}}},
             {"ragkv", {{"mode", "full"}, {"ratio", 0.5}, {"k", 3}, {"selector", "deviation"},
-                       {"adaptive_mass", 0.95}, {"adaptive_threshold", 1.6e-4}}},
+                       {"adaptive_mass", 0.95}, {"adaptive_threshold", 1.6e-4},
+                       {"adaptive_budget", 0.1}}},
             {"logit_bias", {{"5", -100}}}}),
       &r, &e))
       << e.message;
@@ -185,6 +188,7 @@ TEST(ApiTest, DefaultsClientsSendAreAccepted) {
   EXPECT_EQ(r.ragkv.selector, "deviation");
   EXPECT_DOUBLE_EQ(r.ragkv.adaptive_mass, 0.95);
   EXPECT_DOUBLE_EQ(r.ragkv.adaptive_threshold, 1.6e-4);
+  EXPECT_DOUBLE_EQ(r.ragkv.adaptive_budget, 0.1);
   ASSERT_EQ(r.sampling.logit_bias.size(), 1u);
   EXPECT_EQ(r.sampling.logit_bias[0].first, 5);
 }

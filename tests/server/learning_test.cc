@@ -97,6 +97,31 @@ TEST_F(LearningTest, LearningCanBeTurnedOff) {
   Stop(pid);
 }
 
+// --adaptive-budget: a request that sets no ratio spends the budget rule's
+// share (at most 3 x 0.02 here), one that sets a ratio keeps it.
+TEST_F(LearningTest, TheAdaptiveBudgetFlagSetsTheRatioOfRequestsThatSetNone) {
+  pid_t pid = -1;
+  std::string url;
+  ASSERT_NO_FATAL_FAILURE(Spawn({"--parallel", "2", "--ctx-size", "2048", "--adaptive-budget",
+                                 "0.02"},
+                                "budget-data", &pid, &url));
+  const int n = Tokens(kT1) + Tokens(kT2);
+  json budget = Paste("Now read.", {kT1, kT2}, "Who was it about?");
+  budget["ragkv"] = {{"mode", "cacheblend"}};
+  json fixed = Paste("Read again.", {kT1, kT2}, "Who was it about?");
+  fixed["ragkv"] = {{"mode", "cacheblend"}, {"ratio", 0.15}};
+  const json r = Node("sequence", {{"requests", {Paste("Read these.", {kT1, kT2}, "What happened?"),
+                                                 Retry({kT1, kT2}, 0.9 * n), budget, fixed}}},
+                      url);
+  ASSERT_EQ(r.size(), 4u) << r;
+  EXPECT_GE(Cached(r[2]), 0.9 * n) << r[2];
+  EXPECT_EQ(Cached(r[3]), Cached(r[2])) << r[3];
+  EXPECT_LT(r[2]["ragkv"]["recomputed_tokens"].get<int>(),
+            r[3]["ragkv"]["recomputed_tokens"].get<int>())
+      << r[2] << r[3];
+  Stop(pid);
+}
+
 // Messages with the documents pasted in ragkv's layout (each title line and
 // text, blank lines between, at the start of the last user message).
 std::vector<std::pair<std::string, std::string>> PastedDocs(const std::string& question) {
