@@ -13,7 +13,7 @@
 #include "kvstore/redis/redis_tier.h"
 #include "kvstore/ssd/ssd_tier.h"
 #include "model/loader.h"
-#include "services/internal/tokenizer_adapter.h"
+#include "services/tokenizer_adapter.h"
 
 namespace ragkv::services {
 
@@ -49,7 +49,7 @@ absl::Status OpenRetriever(const BackendOptions& o, Backends* b) {
   retrieval::RetrieverOptions ro;
   ro.dir = o.data_dir + "/retrieval";
   if (b->tokenizer) {
-    ro.tokenizer = std::make_shared<internal::ModelTokenizerAdapter>(b->tokenizer.get());
+    ro.tokenizer = std::make_shared<ModelTokenizerAdapter>(b->tokenizer.get());
   }
   ro.chunker.target_tokens = o.chunk_tokens;
   ro.sync_writes = o.sync_writes;

@@ -7,9 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "retrieval/chunker.h"
 #include "retrieval/corpus_reader.h"
 #include "retrieval/embedder.h"
 #include "retrieval/qa_split.h"
+#include "services/tokenizer_adapter.h"
 
 namespace ragkv::blend {
 namespace {
@@ -22,13 +24,47 @@ struct Pool {
   int dim = 0;
 };
 
+// PassageTokens: a passage's tokens as `passages` takes them (empty: none).
+class PassageTokens {
+ public:
+  static absl::StatusOr<PassageTokens> Make(const model::Tokenizer& tk, const std::string& passages,
+                                            int chunk_tokens) {
+    PassageTokens p(tk, chunk_tokens);
+    if (passages == "chunker") {
+      retrieval::ChunkerOptions co;
+      co.target_tokens = chunk_tokens;
+      auto adapter = std::make_shared<services::ModelTokenizerAdapter>(&tk);
+      ASSIGN_OR_RETURN(p.chunker_, retrieval::Chunker::Create(co, adapter));
+    } else if (passages != "cut") {
+      return absl::InvalidArgumentError("--passages must be cut or chunker, got " + passages);
+    }
+    return p;
+  }
+  absl::StatusOr<std::vector<int32_t>> Of(const std::string& text) const {
+    if (chunker_ != nullptr) {
+      auto chunks = chunker_->Chunk(text);
+      if (!chunks.ok() || chunks->empty()) return std::vector<int32_t>();  // no words
+      return (*chunks)[0].token_ids;
+    }
+    ASSIGN_OR_RETURN(std::vector<int32_t> ids, tk_->Encode(text, false, false));
+    if (static_cast<int>(ids.size()) > chunk_tokens_) ids.resize(chunk_tokens_);
+    return ids;
+  }
+
+ private:
+  PassageTokens(const model::Tokenizer& tk, int chunk_tokens) : tk_(&tk), chunk_tokens_(chunk_tokens) {}
+  const model::Tokenizer* tk_;
+  int chunk_tokens_;
+  std::shared_ptr<retrieval::Chunker> chunker_;
+};
+
 absl::StatusOr<Pool> MakePool(const model::Tokenizer& tk, const retrieval::Corpus& corpus,
-                              int chunk_tokens) {
+                              const CorpusPromptOptions& o) {
+  ASSIGN_OR_RETURN(const PassageTokens cut, PassageTokens::Make(tk, o.passages, o.chunk_tokens));
   Pool pool;
   std::vector<std::string> texts;
   for (const auto& d : corpus.documents) {
-    ASSIGN_OR_RETURN(std::vector<int32_t> ids, tk.Encode(d.text, false, false));
-    if (static_cast<int>(ids.size()) > chunk_tokens) ids.resize(chunk_tokens);
+    ASSIGN_OR_RETURN(std::vector<int32_t> ids, cut.Of(d.text));
     if (ids.empty()) continue;
     pool.index[d.id] = static_cast<int>(pool.tokens.size());
     texts.push_back(tk.Decode(ids));
@@ -70,7 +106,7 @@ absl::StatusOr<CorpusPrompts> LoadCorpusPrompts(const model::Tokenizer& tk,
   ASSIGN_OR_RETURN(const retrieval::QaSplit split, retrieval::ParseQaSplit(o.split, "--split"));
   ASSIGN_OR_RETURN(retrieval::Corpus corpus,
                    retrieval::ReadCorpusFile(o.path, retrieval::CorpusFormat::kMusique));
-  ASSIGN_OR_RETURN(Pool pool, MakePool(tk, corpus, o.chunk_tokens));
+  ASSIGN_OR_RETURN(Pool pool, MakePool(tk, corpus, o));
   const std::vector<retrieval::QaExample> questions =
       retrieval::FilterQaSplit(corpus.questions, split);
   CorpusPrompts out;
@@ -99,10 +135,11 @@ absl::StatusOr<CorpusPrompts> LoadCorpusPrompts(const model::Tokenizer& tk,
                                             o.path, " has ", o.chunks, " passages"));
   }
   out.description = absl::StrFormat(
-      "corpus %s, split %s (%d of its %d questions): %d questions, %d passages each cut to %d "
+      "corpus %s, split %s (%d of its %d questions): %d questions, %d passages each %s %d "
       "tokens, neighbours from all %d passages",
       o.path, retrieval::QaSplitName(split), questions.size(), corpus.questions.size(),
-      out.prompts.size(), o.chunks, o.chunk_tokens, pool.tokens.size());
+      out.prompts.size(), o.chunks, o.passages == "chunker" ? "the chunker's first chunk of <=" : "cut to",
+      o.chunk_tokens, pool.tokens.size());
   return out;
 }
 

@@ -5,8 +5,11 @@
 //
 // Prompt i: the i-th question of the split (retrieval/qa_split.h, file
 // order) with at least `chunks` passages; its first `chunks` passages, each
-// tokenized (no BOS) and cut to `chunk_tokens`; the question, cut to
-// `query_tokens`, as the query.
+// tokenized (no BOS) and cut to `chunk_tokens` (passages "cut"), or each
+// the first chunk that the sidecar's chunker makes of its text with
+// target_tokens = `chunk_tokens` (passages "chunker": word and sentence
+// ends, as `ragkv serve` and `bench engine --passages chunker` have them);
+// the question, cut to `query_tokens`, as the query.
 // Neighbours: every passage of the file (both splits: the index a server
 // would hold), cut the same way, embedded by the retriever's default dense
 // embedder (HashedEmbedder, default options) over the text of its kept
@@ -49,10 +52,11 @@ struct CorpusPromptOptions {
   int chunk_tokens = 64;
   int query_tokens = 32;
   int max_neighbours = 0;    // neighbours listed per chunk
+  std::string passages = "cut";  // cut | chunker (see the file comment)
 };
 
-// LoadCorpusPrompts: as the file comment says. Errors: the corpus or split
-// name (InvalidArgument), no usable question (NotFound), the embedder's.
+// LoadCorpusPrompts: as the file comment says. Errors: the corpus, split or
+// passages name (InvalidArgument), no usable question (NotFound), the embedder's.
 absl::StatusOr<CorpusPrompts> LoadCorpusPrompts(const model::Tokenizer& tokenizer,
                                                 const CorpusPromptOptions& options);
 

@@ -57,6 +57,10 @@ struct QualityBenchOptions {
   // musique: the corpus file and the question split (dev | test | all).
   std::string corpus;
   std::string corpus_split = "dev";
+  // musique: "cut" (each passage's tokens cut to chunk_tokens_max) or
+  // "chunker" (the sidecar chunker's first chunk of its text; the prompts
+  // of `bench engine --passages chunker`).
+  std::string passages = "cut";
   // Neighbour-aware records compared with plain ones (musique only): one set
   // of lines per k (>= 1). Empty: none.
   std::vector<int> neighbours;

@@ -178,6 +178,7 @@ absl::StatusOr<std::unique_ptr<CorpusPrompts>> LoadQualityCorpus(const QualityBe
   co.chunks = o.chunks;
   co.chunk_tokens = o.chunk_tokens_max;
   co.query_tokens = o.query_tokens;
+  co.passages = o.passages;
   for (int k : o.neighbours) co.max_neighbours = std::max(co.max_neighbours, k);
   ASSIGN_OR_RETURN(CorpusPrompts cp, LoadCorpusPrompts(*tk, co));
   return std::make_unique<CorpusPrompts>(std::move(cp));

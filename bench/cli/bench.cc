@@ -189,6 +189,12 @@ class BenchQualityCommand : public Command {
         ->check(CLI::IsMember({"raw", "int8", "fp8", "int4"}));
     cmd->add_option("--corpus", o_.corpus,
                     "musique: MuSiQue-style JSON; --split picks its questions");
+    cmd->add_option("--passages", o_.passages,
+                    "musique: cut (each passage's tokens cut to --chunk-tokens-max) | chunker "
+                    "(the sidecar chunker's first chunk of each passage, target "
+                    "--chunk-tokens-max: bench engine's default prompts)")
+        ->check(CLI::IsMember({"cut", "chunker"}))
+        ->capture_default_str();
     cmd->add_option("--neighbours", o_.neighbours,
                     "musique: also neighbour-aware records after each chunk's k nearest "
                     "passages, per k (e.g. 1,2; docs/kv_format.md)")

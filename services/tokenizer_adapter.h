@@ -1,8 +1,8 @@
 // tokenizer_adapter.h: the model's tokenizer seen through retrieval's
 // Tokenizer interface (retrieval/ may not depend on model/), so that chunk
 // token ids in the catalogue are exactly what the model is fed.
-#ifndef RAGKV_SERVICES_INTERNAL_TOKENIZER_ADAPTER_H_
-#define RAGKV_SERVICES_INTERNAL_TOKENIZER_ADAPTER_H_
+#ifndef RAGKV_SERVICES_TOKENIZER_ADAPTER_H_
+#define RAGKV_SERVICES_TOKENIZER_ADAPTER_H_
 
 #include <string>
 #include <vector>
@@ -11,7 +11,7 @@
 #include "model/tokenizer.h"
 #include "retrieval/tokenizer.h"
 
-namespace ragkv::services::internal {
+namespace ragkv::services {
 
 class ModelTokenizerAdapter final : public retrieval::Tokenizer {
  public:
@@ -37,6 +37,6 @@ class ModelTokenizerAdapter final : public retrieval::Tokenizer {
   const model::Tokenizer* tok_;
 };
 
-}  // namespace ragkv::services::internal
+}  // namespace ragkv::services
 
-#endif  // RAGKV_SERVICES_INTERNAL_TOKENIZER_ADAPTER_H_
+#endif  // RAGKV_SERVICES_TOKENIZER_ADAPTER_H_
