@@ -4,7 +4,8 @@
 // each passage text (word / sentence boundaries, at most --chunk-tokens).
 // Issue 40: the two benches disagreed because they measured these two
 // different prompt sets (docs/benchmarks.md, "Runtime and llama.cpp figures
-// on the same prompts"). No timing is asserted.
+// on the same prompts"). `bench quality --passages chunker` must build the
+// chunker prompts bench engine gets from the sidecar. No timing is asserted.
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -12,7 +13,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/blend/bench_quality_corpus.h"
 #include "gtest/gtest.h"
+#include "model/loader.h"
 #include "tests/support/require.h"
 #include "tests/support/source_dir.h"
 #include "tests/support/run_command.h"
@@ -78,6 +81,35 @@ TEST(BenchEnginePassagesTest, CutSendsEveryPassageAtChunkTokensChunkerAtMost) {
   EXPECT_EQ(fallbacks, 0) << out2;
 
   EXPECT_NE(ragkv::testing::RunCommand(Command("sideways", dir + "/bad"), &out3), 0) << out3;
+
+  // `bench quality --passages chunker` (the runtime's prompts, chunked in
+  // process) has the prompts bench engine got from the sidecar's catalogue
+  // over gRPC: the same lengths, prompt by prompt; "cut" has 24 each.
+  auto tk = ragkv::model::LoadTokenizer(model);
+  ASSERT_TRUE(tk.ok()) << tk.status();
+  for (const std::string passages : {"chunker", "cut"}) {
+    ragkv::blend::CorpusPromptOptions co;
+    co.path = corpus;
+    co.prompts = 3;
+    co.chunks = 2;
+    co.chunk_tokens = 24;
+    co.query_tokens = 8;
+    co.passages = passages;
+    auto cp = ragkv::blend::LoadCorpusPrompts(**tk, co);
+    ASSERT_TRUE(cp.ok()) << cp.status();
+    ASSERT_EQ(cp->prompts.size(), 3u);
+    const std::vector<int>& engine = passages == "cut" ? cut : chunker;
+    for (size_t i = 0; i < 3; ++i) {
+      int ctx = 1;
+      for (const auto& c : cp->prompts[i].chunks) ctx += static_cast<int>(c.size());
+      EXPECT_EQ(ctx, engine[i * 4]) << passages << " prompt " << i;  // the first strategy's row
+    }
+  }
+  ragkv::blend::CorpusPromptOptions bad;
+  bad.path = corpus;
+  bad.passages = "sideways";
+  EXPECT_EQ(ragkv::blend::LoadCorpusPrompts(**tk, bad).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
