@@ -555,8 +555,8 @@ absl::Status BlendRun::QueryAttention(int l, const KvPlane& pk, RecomputeState* 
                               qpos.data(), TensorView::Contiguous(q.data(), DType::kF32, {nq, qd}),
                               s->ws));
   return internal::QueryAttentionScores(
-      q.data(), nq, cfg_.n_heads, {pk.data, pk.head_stride, pk.head_dim, pk.kv_heads},
-      plan_.query_begin, s->cand_pos, att->data());
+      q.data(), qpos, cfg_.n_heads, {pk.data, pk.head_stride, pk.head_dim, pk.kv_heads},
+      {cfg_.attn_scale, cfg_.Window(l)}, plan_.query_begin, s->cand_pos, att->data());
 }
 
 absl::Status BlendRun::LookaheadScores(int l, const std::vector<float>& att, RecomputeState* s) {

@@ -30,8 +30,9 @@ absl::Status QueryLookahead::Run(const model::Model& m, int from, std::vector<fl
                                  ws));
       const KeyPlane keys{cache.k_data(l), cache.capacity_tokens() * cfg.head_dim, cfg.head_dim,
                           cfg.n_kv_heads};
-      RETURN_IF_ERROR(
-          QueryAttentionScores(q.data(), nq, cfg.n_heads, keys, n_context, cand_pos, att.data()));
+      const LayerAttention rule{cfg.attn_scale, cfg.Window(l)};
+      RETURN_IF_ERROR(QueryAttentionScores(q.data(), positions, cfg.n_heads, keys, rule, n_context,
+                                           cand_pos, att.data()));
       mass_[l].assign(n_context, 0.0f);
       for (size_t i = 0; i < cand_pos.size(); ++i) mass_[l][cand_pos[i]] = att[i];
     }

@@ -22,12 +22,36 @@ void ChunkHeadScores(absl::Span<const int32_t> cand_pos, absl::Span<const int64_
   }
 }
 
-absl::Status QueryAttentionScores(const float* q, int64_t nq, int n_heads, const KeyPlane& keys,
-                                  int64_t n_context, absl::Span<const int32_t> cand_pos,
-                                  float* score) {
+namespace {
+
+// WindowedSoftmax: each of the m rows of `logits` ([m, n], row i from query
+// row i / group at position q_pos[..]) as a softmax over the keys its
+// window shows, zero elsewhere (a row with none visible: all zero).
+absl::Status WindowedSoftmax(float* logits, int64_t m, int64_t n, int group,
+                             absl::Span<const int32_t> q_pos, int window) {
   using kernels::DType;
   using kernels::TensorView;
+  if (window <= 0) return kernels::Softmax(TensorView::Contiguous(logits, DType::kF32, {m, n}));
+  for (int64_t i = 0; i < m; ++i) {
+    float* row = logits + i * n;
+    const int64_t lo = std::clamp<int64_t>(q_pos[i / group] - window + 1, 0, n);
+    std::fill(row, row + lo, 0.0f);
+    if (lo == n) continue;
+    RETURN_IF_ERROR(kernels::Softmax(TensorView::Contiguous(row + lo, DType::kF32, {1, n - lo})));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status QueryAttentionScores(const float* q, absl::Span<const int32_t> q_pos, int n_heads,
+                                  const KeyPlane& keys, LayerAttention rule, int64_t n_context,
+                                  absl::Span<const int32_t> cand_pos, float* score) {
+  using kernels::DType;
+  using kernels::TensorView;
+  const auto nq = static_cast<int64_t>(q_pos.size());
   const int64_t hd = keys.head_dim;
+  const float scale = rule.scale > 0 ? rule.scale : 1.0f / std::sqrt(static_cast<float>(hd));
   const int group = std::max(1, n_heads / keys.kv_heads);
   const int64_t m = nq * group;  // query rows x heads sharing one kv head
   std::vector<float> qg(m * hd), logits(m * n_context);
@@ -37,13 +61,12 @@ absl::Status QueryAttentionScores(const float* q, int64_t nq, int n_heads, const
       std::memcpy(qg.data() + r * group * hd, q + (r * n_heads + g * group) * hd,
                   group * hd * sizeof(float));
     }
-    const TensorView kv = TensorView::Contiguous(const_cast<float*>(keys.data + g * keys.head_stride),
-                                                 DType::kF32, {n_context, hd});
+    float* kg = const_cast<float*>(keys.data + g * keys.head_stride);
+    const TensorView kv = TensorView::Contiguous(kg, DType::kF32, {n_context, hd});
     const TensorView lv = TensorView::Contiguous(logits.data(), DType::kF32, {m, n_context});
     RETURN_IF_ERROR(kernels::Gemm(TensorView::Contiguous(qg.data(), DType::kF32, {m, hd}), kv,
-                                  /*trans_b=*/true, lv,
-                                  1.0f / std::sqrt(static_cast<float>(hd))));
-    RETURN_IF_ERROR(kernels::Softmax(lv));
+                                  /*trans_b=*/true, lv, scale));
+    RETURN_IF_ERROR(WindowedSoftmax(logits.data(), m, n_context, group, q_pos, rule.window));
     for (int64_t i = 0; i < m; ++i) {
       const float* row = logits.data() + i * n_context;
       for (int64_t j = 0; j < n_context; ++j) mass[j] += row[j];

@@ -29,15 +29,25 @@ struct KeyPlane {
   int kv_heads;
 };
 
+// LayerAttention: how the keys' layer attends: the logit scale (0:
+// 1/sqrt(head_dim); ModelConfig::attn_scale) and the sliding window (0:
+// none; a query at p sees keys p - window + 1 .. p; ModelConfig::Window).
+struct LayerAttention {
+  float scale = 0;
+  int window = 0;
+};
+
 // QueryAttentionScores: attention mass that the query rows put on each
 // candidate: for every query row r (queries q: f32 [nq, n_heads*head_dim],
-// post-RoPE) and head, softmax over the context keys 0..n_context-1 of
-// `keys` (head h reads kv head h / (n_heads / kv_heads)); score[i] = the
-// mass on cand_pos[i] summed over rows and heads. One GEMM per kv head
-// (kernels::Gemm, kernels::Softmax). Errors of the kernels pass through.
-absl::Status QueryAttentionScores(const float* q, int64_t nq, int n_heads, const KeyPlane& keys,
-                                  int64_t n_context, absl::Span<const int32_t> cand_pos,
-                                  float* score);
+// post-RoPE, at positions q_pos[r], nq = q_pos.size()) and head, softmax
+// over the context keys 0..n_context-1 of `keys` that the layer's rule lets
+// it see (head h reads kv head h / (n_heads / kv_heads)); a row that sees
+// none of them adds nothing. score[i] = the mass on cand_pos[i] summed over
+// rows and heads. One GEMM per kv head (kernels::Gemm, kernels::Softmax).
+// Errors of the kernels pass through.
+absl::Status QueryAttentionScores(const float* q, absl::Span<const int32_t> q_pos, int n_heads,
+                                  const KeyPlane& keys, LayerAttention rule, int64_t n_context,
+                                  absl::Span<const int32_t> cand_pos, float* score);
 
 // AddMeanNormalized: acc[i] = acc[i] / mean(acc) + x[i] / mean(x) (a mean of
 // 0 counts as 1), so two scores of different scales weigh alike.

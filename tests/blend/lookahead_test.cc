@@ -12,6 +12,7 @@
 
 #include "blend/internal/lookahead.h"
 #include "blend_test_util.h"
+#include "model/synthetic.h"
 
 namespace ragkv::blend {
 namespace {
@@ -25,8 +26,9 @@ struct Truth {
 };
 
 // NaiveTruth: full prefill's cache, and per layer the query rows' (>= qb)
-// attention mass on the context rows (< qb): softmax over those keys,
-// summed over rows and heads.
+// attention mass on the context rows (< qb): softmax over those keys that
+// the layer lets the row see (its sliding window), at the model's logit
+// scale, summed over rows and heads.
 Truth NaiveTruth(const model::Model& m, const std::vector<int32_t>& tokens, int64_t qb) {
   const model::ModelConfig& cfg = m.config();
   const int64_t n = static_cast<int64_t>(tokens.size()), dim = cfg.dim, hd = cfg.head_dim;
@@ -54,24 +56,48 @@ Truth NaiveTruth(const model::Model& m, const std::vector<int32_t>& tokens, int6
       for (int hh = 0; hh < cfg.n_heads; ++hh) {
         const float* qv = q.data() + (r * cfg.n_heads + hh) * hd;
         const float* kh = k + (hh / group) * t.cache.capacity_tokens() * hd;
+        const double scale = cfg.attn_scale > 0 ? cfg.attn_scale : 1 / std::sqrt(double(hd));
+        const int w = cfg.Window(l);
+        const auto seen = [&](int64_t j) { return w == 0 || qb + r - j < w; };
         std::vector<double> logit(qb);
         double mx = -1e300, z = 0;
         for (int64_t j = 0; j < qb; ++j) {
           double d = 0;
           for (int64_t x = 0; x < hd; ++x) d += double(qv[x]) * kh[j * hd + x];
-          logit[j] = d / std::sqrt(double(hd));
-          mx = std::max(mx, logit[j]);
+          logit[j] = d * scale;
+          if (seen(j)) mx = std::max(mx, logit[j]);
         }
-        for (int64_t j = 0; j < qb; ++j) z += std::exp(logit[j] - mx);
-        for (int64_t j = 0; j < qb; ++j) t.mass[l][j] += std::exp(logit[j] - mx) / z;
+        for (int64_t j = 0; j < qb; ++j) z += seen(j) ? std::exp(logit[j] - mx) : 0;
+        for (int64_t j = 0; j < qb; ++j) {
+          if (seen(j)) t.mass[l][j] += std::exp(logit[j] - mx) / z;
+        }
       }
     }
   }
   return t;
 }
 
-TEST(QueryLookahead, OverFullPrefillsCacheItIsFullPrefillsQueryAttention) {
-  const auto m = testing::SmallModel();
+// SlidingModel: SmallModel's shape with Gemma 3's attention: every other
+// layer sees the last 5 keys only, and a logit scale that is not
+// 1/sqrt(head_dim).
+std::unique_ptr<model::Model> SlidingModel() {
+  auto spec = model::ParseSyntheticSpec("layers=4,dim=64,heads=4,kv_heads=2,ffn=128,vocab=300,ctx=512,seed=7");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  spec->config.kv_dtype = DType::kF32;
+  spec->config.sliding_window = 5;
+  spec->config.swa_pattern = 2;
+  spec->config.rope_theta_swa = 10000.0f;
+  spec->config.attn_scale = 0.2f;
+  auto m = model::MakeSyntheticModel(*spec);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return std::move(m).value();
+}
+
+class QueryLookahead : public ::testing::TestWithParam<bool> {};
+
+TEST_P(QueryLookahead, OverFullPrefillsCacheItIsFullPrefillsQueryAttention) {
+  const auto m = GetParam() ? SlidingModel() : testing::SmallModel();
+  ASSERT_EQ(m->config().Window(0), GetParam() ? 5 : 0);
   std::mt19937 rng(11);
   const std::vector<int32_t> tokens = testing::RandomTokens(&rng, 40, m->config().vocab_size);
   const int64_t n = 40, qb = 34, L = m->config().n_layers;
@@ -111,6 +137,9 @@ TEST(QueryLookahead, OverFullPrefillsCacheItIsFullPrefillsQueryAttention) {
   la.After(static_cast<int>(L - 1), cand, after.data());
   for (int64_t j = 0; j < qb; ++j) EXPECT_EQ(after[j], 0.0f);
 }
+
+INSTANTIATE_TEST_SUITE_P(Attention, QueryLookahead, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "SlidingWindowAndScale" : "Plain"; });
 
 }  // namespace
 }  // namespace ragkv::blend

@@ -102,13 +102,37 @@ TEST(QueryAttentionScores, MassFollowsTheSoftmaxOfTheQuery) {
   internal::KeyPlane plane{keys, 6, 2, 1};
   const std::vector<int32_t> cand = {0, 1, 2};
   float score[3];
-  ASSERT_TRUE(internal::QueryAttentionScores(q, 1, 2, plane, 3, cand, score).ok());
+  const std::vector<int32_t> qpos = {3};
+  ASSERT_TRUE(internal::QueryAttentionScores(q, qpos, 2, plane, {}, 3, cand, score).ok());
   // Head 0: logits {4, 0, 0} / sqrt(2); head 1: {0, 4, 0} / sqrt(2).
   const double e = std::exp(4 / std::sqrt(2.0)), z = e + 2;
   EXPECT_NEAR(score[0], e / z + 1 / z, 1e-5);
   EXPECT_NEAR(score[1], 1 / z + e / z, 1e-5);
   EXPECT_NEAR(score[2], 2 / z, 1e-5);
   EXPECT_NEAR(score[0] + score[1] + score[2], 2.0, 1e-5);  // one unit per head
+}
+
+TEST(QueryAttentionScores, TheLayersScaleAndSlidingWindowApply) {
+  // As above with the logit scale 0.5 and a window of 2: the query at
+  // position 3 sees keys 2..3, so of the context (0..2) only key 2; a query
+  // at 5 sees none of it; at 2 (window 4) all three.
+  const float keys[] = {1, 0, 0, 1, 0.5f, 0.5f};
+  const float q[] = {4, 0, 0, 4, 4, 0, 0, 4};
+  internal::KeyPlane plane{keys, 6, 2, 1};
+  const std::vector<int32_t> cand = {0, 1, 2};
+  const std::vector<int32_t> qpos = {3, 5};
+  float score[3];
+  ASSERT_TRUE(internal::QueryAttentionScores(q, qpos, 2, plane, {0.5f, 2}, 3, cand, score).ok());
+  EXPECT_NEAR(score[0], 0, 1e-6);
+  EXPECT_NEAR(score[1], 0, 1e-6);
+  EXPECT_NEAR(score[2], 2.0, 1e-5);  // the row at 3: all of both heads; the row at 5: nothing
+  const std::vector<int32_t> one = {2};
+  ASSERT_TRUE(internal::QueryAttentionScores(q, one, 2, plane, {0.5f, 4}, 3, cand, score).ok());
+  // Naive: head 0 logits 0.5 x {4, 0, 2}, head 1 0.5 x {0, 4, 2}.
+  const double a = std::exp(2.0), b = 1.0, c = std::exp(1.0), z = a + b + c;
+  EXPECT_NEAR(score[0], (a + b) / z, 1e-5);
+  EXPECT_NEAR(score[1], (b + a) / z, 1e-5);
+  EXPECT_NEAR(score[2], 2 * c / z, 1e-5);
 }
 
 TEST(SelectorScores, AttendedDeviationWeighsEachRowsDeviationByItsAttention) {
