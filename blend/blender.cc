@@ -489,15 +489,9 @@ int64_t BlendRun::WantRows(double ratio, int64_t nc) const {
 void BlendRun::ChooseAdaptiveRatio(const std::vector<float>& score,
                                    const std::vector<float>& err) {
   adaptive_pending_ = false;
-  const auto n = static_cast<int64_t>(err.size());
-  const BlendOptions& o = options_;
-  RecomputeBudget* b = o.recompute_budget;
-  const int64_t k = b ? b->Count(err.data(), n, plan_.selectable, o.adaptive_min, o.ratio)
-                    : o.adaptive_threshold > 0
-                        ? internal::ThresholdCount(err.data(), n, o.adaptive_threshold)
-                        : internal::MassCount(score, err, o.adaptive_mass);
+  const int64_t k = internal::AdaptiveCount(options_, score, err, plan_.selectable);
   const double sel = std::max<double>(1, static_cast<double>(plan_.selectable));
-  const double r = std::clamp(static_cast<double>(k) / sel, o.adaptive_min, o.ratio);
+  const double r = std::clamp(static_cast<double>(k) / sel, options_.adaptive_min, options_.ratio);
   ratio_scale_ = options_.ratio > 0 ? r / options_.ratio : 0;
   result_.applied_ratio = r;
 }
@@ -511,6 +505,11 @@ absl::Status BlendRun::ScoreBySelector(int l, const KvPlane& pk, RecomputeState*
   }
   const bool wants_attention = sel != Selector::kDeviation && sel != Selector::kChunkHead;
   if (!wants_attention && err == nullptr) return absl::OkStatus();
+  // After the look-ahead has run, a check below the last layer weighs by
+  // its mass alone: the check layer's own attention is not needed.
+  if (sel == Selector::kLookaheadDeviation && err == nullptr && lookahead_.ran() && l + 1 < L_) {
+    return LookaheadScores(l, {}, s);
+  }
   std::vector<float> att;
   RETURN_IF_ERROR(QueryAttention(l, pk, s, &att));
   if (att.empty()) return absl::OkStatus();  // no query in the blend: deviation alone

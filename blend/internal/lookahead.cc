@@ -16,8 +16,9 @@ absl::Status QueryLookahead::Run(const model::Model& m, int from, std::vector<fl
                                  model::Workspace* ws) {
   const model::ModelConfig& cfg = m.config();
   const int64_t nq = static_cast<int64_t>(positions.size()), dim = cfg.dim;
+  mass_.clear();
+  if (nq == 0) return absl::OkStatus();  // nothing to look with: not ran()
   mass_.assign(cfg.n_layers, {});
-  if (nq == 0) return absl::OkStatus();
   std::vector<float> q(nq * cfg.q_dim()), att(cand_pos.size());
   const TensorView h = TensorView::Contiguous(hidden.data(), DType::kF32, {nq, dim});
   model::LayerOptions lo;

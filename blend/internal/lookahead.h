@@ -38,6 +38,7 @@ class QueryLookahead {
                    kernels::CausalMode causal, const std::function<absl::Status(int)>& wait_layer,
                    model::Workspace* ws);
 
+  // ran: Run has recorded the mass (it had query rows).
   bool ran() const { return !mass_.empty(); }
 
   // Weigh: dev[i] *= the mass on cand_pos[i] summed over the layers after

@@ -131,4 +131,14 @@ int64_t ThresholdCount(const float* err, int64_t n, double threshold) {
   return k;
 }
 
+int64_t AdaptiveCount(const BlendOptions& o, const std::vector<float>& score,
+                      const std::vector<float>& err, int64_t selectable) {
+  const auto n = static_cast<int64_t>(err.size());
+  if (o.recompute_budget != nullptr) {
+    return o.recompute_budget->Count(err.data(), n, selectable, o.adaptive_min, o.ratio);
+  }
+  if (o.adaptive_threshold > 0) return ThresholdCount(err.data(), n, o.adaptive_threshold);
+  return MassCount(score, err, o.adaptive_mass);
+}
+
 }  // namespace ragkv::blend::internal

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "blend/blender.h"
 #include "kernels/tensor.h"
 
 namespace ragkv::blend::internal {
@@ -74,6 +75,13 @@ int64_t MassCount(const std::vector<float>& score, const std::vector<float>& err
 // positive err) (the adaptive ratio's threshold rule, BlendOptions::
 // adaptive_threshold; docs/blend.md "Adaptive ratio").
 int64_t ThresholdCount(const float* err, int64_t n, double threshold);
+
+// AdaptiveCount: the rows the adaptive ratio keeps of err.size()
+// candidates, by the first rule `o` sets: the budget rule
+// (o.recompute_budget, which records the request), the threshold rule, the
+// mass rule over `score`'s order.
+int64_t AdaptiveCount(const BlendOptions& o, const std::vector<float>& score,
+                      const std::vector<float>& err, int64_t selectable);
 
 }  // namespace ragkv::blend::internal
 
