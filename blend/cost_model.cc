@@ -352,6 +352,24 @@ void Overlap(const std::vector<double>& compute, double load_per_layer, RequestP
   p->total_s = p->open_s + p->alloc_s + t + p->logits_s;
 }
 
+// OverlapToBarrier: the loader reads every layer back to back (layer l is
+// in at (l + 1) x load); layer l's compute starts once it is in and the
+// previous layer is done, and layer `barrier`'s once all L are in (the
+// query look-ahead). Fills total_s and exposed_load_s.
+void OverlapToBarrier(const std::vector<double>& compute, double load_per_layer, int barrier,
+                      RequestPrediction* p) {
+  const size_t L = compute.size();
+  double t = 0, busy = 0;
+  for (size_t l = 0; l < L; ++l) {
+    const size_t in = static_cast<int>(l) == barrier ? L : l + 1;
+    t = std::max(t, static_cast<double>(in) * load_per_layer) + compute[l];
+    busy += compute[l];
+  }
+  p->load_s = load_per_layer * static_cast<double>(L);
+  p->exposed_load_s = t - busy;
+  p->total_s = p->open_s + p->alloc_s + t + p->logits_s;
+}
+
 }  // namespace
 
 RequestPrediction CostModel::PredictFullPrefill(const RequestShape& r) const {
@@ -437,7 +455,28 @@ RequestPrediction CostModel::PredictBlend(const RequestShape& r, double ratio, T
     p.selection_s += selection;
     compute[l] = fwd + selection;
   }
-  Overlap(compute, load, &p);
+  if (!r.query_lookahead || ratio <= 0 || schedule.empty() || Q <= 0) {
+    Overlap(compute, load, &p);
+    return p;
+  }
+  // The look-ahead: the query rows forwarded through the layers from the
+  // first check to the last but one, and their scores against the context
+  // at each layer after it (a query projection and Q x C logits).
+  const int c = schedule[0].layer;
+  const double ahead = std::max(0, s.layers - 1 - c);
+  const double q_dim = static_cast<double>(s.heads) * s.head_dim;
+  StageCost scores;
+  scores.flops = 2.0 * Q * s.dim * q_dim + 2.0 * Q * q_dim * C;
+  scores.attn_flops = 2.0 * Q * q_dim * C;
+  scores.bytes = s.dim * q_dim * s.weight_bytes_per_elem + C * kv * 4;  // wq, the f32 keys
+  scores.rows = Q;
+  const double la =
+      ahead * (ComputeSeconds(SelectiveLayer(r.query_tokens, r.context_tokens + r.query_tokens,
+                                             RangeVisible(C, N))) +
+               ComputeTime(*this, hw_, scores));
+  p.selection_s += la;
+  compute[c] += la;
+  OverlapToBarrier(compute, load, c, &p);
   return p;
 }
 

@@ -140,6 +140,12 @@ struct RequestShape {
   // cached_chunks: chunk streams opened before blending (prefix caching
   // opens only the first).
   int64_t cached_chunks = 0;
+  // query_lookahead: the Blender's lookahead-deviation selector (its
+  // default): at the first check layer the query rows run once through the
+  // layers after it, which needs every layer loaded there (the loader reads
+  // ahead without a prefetch window). Counted in selection_s; the load
+  // before that check is exposed where it outlasts the compute.
+  bool query_lookahead = false;
 };
 
 // RequestPrediction: seconds to first token of one request, by stage (the

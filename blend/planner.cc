@@ -159,6 +159,7 @@ Plan MakePlan(const ModelShape& shape, const HardwareSpec& hw, const PlanWorkloa
   rs.query_tokens = q;
   rs.exact_prefix_tokens = std::min<int64_t>(w.chunk_tokens, ctx);
   rs.cached_chunks = w.chunks;
+  rs.query_lookahead = true;  // the Blender's default selector
   const double full = m.PredictFullPrefill(rs).total_s;
   const StageCost full_stage = m.PrefillLayer(ctx + q, 0);
   plan.rows.push_back({"full-prefill", "-", full, 1.0,

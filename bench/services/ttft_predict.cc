@@ -218,6 +218,7 @@ FullPrefillP50 AggregateRows(const std::vector<Config>& configs, const Calibrati
   rs.query_tokens = cal.query_tokens;
   rs.exact_prefix_tokens = static_cast<int64_t>(prompts[0].chunks[0].size());
   rs.cached_chunks = static_cast<int64_t>(prompts[0].chunks.size());
+  rs.query_lookahead = true;  // the measured blends use the default selector
   // The prefix rows' exact prefix: what each prompt shares with the
   // previous one in whole blocks (ttft_prefix.cc), averaged.
   blend::RequestShape rs_prefix = rs;

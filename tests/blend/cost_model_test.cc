@@ -149,6 +149,41 @@ TEST(CostModel, PredictBlendFollowsTheGradualSchedule) {
   EXPECT_DOUBLE_EQ(reuse.layer0_s, m4.ComputeSeconds(m4.SelectiveLayer(4, 104, q)));
 }
 
+// The query look-ahead (lookahead-deviation): its compute is counted in
+// selection_s; with loading free it adds exactly that; load-bound, the
+// first check waits for every layer, so nothing after it hides a load.
+TEST(CostModel, PredictBlendCountsTheQueryLookaheadAndItsWaitForEveryLayer) {
+  ModelShape s = Tiny();
+  s.layers = 6;
+  HardwareSpec fast = UnitHw();
+  fast.ram_tier_bw = 1e12;
+  RequestShape r;
+  r.context_tokens = 100;
+  r.query_tokens = 4;
+  RequestShape la = r;
+  la.query_lookahead = true;
+  const CostModel free_load(s, fast);
+  const RequestPrediction a = free_load.PredictBlend(r, 0.2, Tier::kRam);
+  const RequestPrediction b = free_load.PredictBlend(la, 0.2, Tier::kRam);
+  EXPECT_GT(b.selection_s, a.selection_s);
+  EXPECT_NEAR(b.total_s - a.total_s, b.selection_s - a.selection_s, 1e-6 * b.total_s);
+  // Full reuse selects nothing: no look-ahead.
+  EXPECT_DOUBLE_EQ(free_load.PredictBlend(la, 0, Tier::kRam).total_s,
+                   free_load.PredictBlend(r, 0, Tier::kRam).total_s);
+  // Load-bound (1e4 s a layer from SSD): the first check (layer 1) waits for
+  // all 6 layers, then every compute from it on is exposed.
+  HardwareSpec slow = UnitHw();
+  slow.ssd_tier_bw = free_load.KvBytesPerLayer(100) / 1e4;
+  const CostModel bound(s, slow);
+  const RequestPrediction c = bound.PredictBlend(la, 0.2, Tier::kSsd);
+  const RequestPrediction d = bound.PredictBlend(r, 0.2, Tier::kSsd);
+  EXPECT_NEAR(c.load_s, 6e4, 1e-6);
+  ASSERT_LT(c.layer0_s, 6e4);
+  EXPECT_NEAR(c.total_s - c.logits_s, 6e4 + c.recompute_s + c.selection_s, 1e-6);
+  // Without it only the last layer's compute follows the last load.
+  EXPECT_LT(d.total_s, c.total_s);
+}
+
 TEST(CostModel, PredictCountsAllocationAndExposedLoad) {
   HardwareSpec hw = UnitHw();
   hw.alloc_bytes_per_s = 1000;
