@@ -21,7 +21,8 @@ int64_t Above(const std::vector<float>& s, double t) {
 
 absl::StatusOr<std::unique_ptr<RecomputeBudget>> RecomputeBudget::Create(Options o) {
   if (!(o.budget > 0 && o.budget <= 1)) {
-    return absl::InvalidArgumentError(absl::StrFormat("recompute budget %g outside (0, 1]", o.budget));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("recompute budget %g outside (0, 1]", o.budget));
   }
   if (o.window < 1) {
     return absl::InvalidArgumentError(absl::StrFormat("recompute budget window %d < 1", o.window));

@@ -82,7 +82,8 @@ struct RequestOptions {
   // adaptive_budget: the budget rule instead (overrides both above): the
   // threshold is set over the recent requests of the same budget so that
   // their mean ratio is `adaptive_budget` (blend::RecomputeBudget); the
-  // ratio above is the cap, min(1, 3 x budget) when 0. 0: off.
+  // ratio above is the cap, min(1, 3 x budget) when 0 (the quality gate's
+  // ratio does not replace it). 0: off.
   double adaptive_budget = 0;
   bool add_bos = false;  // put the tokenizer's BOS in front
   // pinned: the quality gate leaves mode, ratio and selector as asked

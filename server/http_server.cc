@@ -118,8 +118,9 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
                      "invalid_request_error", "model_not_found", "model"));
     return;
   }
-  RagkvOptions& ro = r.ragkv;
-  if (ro.ratio == 0 && ro.adaptive_mass == 0 && ro.adaptive_threshold == 0 && ro.adaptive_budget == 0) {
+  RagkvOptions& ro = r.ragkv;  // --adaptive-budget for a request that sets no ratio rule
+  if (ro.ratio == 0 && ro.adaptive_mass == 0 && ro.adaptive_threshold == 0 &&
+      ro.adaptive_budget == 0) {
     ro.adaptive_budget = o.adaptive_budget;
   }
   Timing retrieval;

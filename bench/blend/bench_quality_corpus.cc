@@ -52,7 +52,8 @@ class PassageTokens {
   }
 
  private:
-  PassageTokens(const model::Tokenizer& tk, int chunk_tokens) : tk_(&tk), chunk_tokens_(chunk_tokens) {}
+  PassageTokens(const model::Tokenizer& tk, int chunk_tokens)
+      : tk_(&tk), chunk_tokens_(chunk_tokens) {}
   const model::Tokenizer* tk_;
   int chunk_tokens_;
   std::shared_ptr<retrieval::Chunker> chunker_;
@@ -138,8 +139,9 @@ absl::StatusOr<CorpusPrompts> LoadCorpusPrompts(const model::Tokenizer& tk,
       "corpus %s, split %s (%d of its %d questions): %d questions, %d passages each %s %d "
       "tokens, neighbours from all %d passages",
       o.path, retrieval::QaSplitName(split), questions.size(), corpus.questions.size(),
-      out.prompts.size(), o.chunks, o.passages == "chunker" ? "the chunker's first chunk of <=" : "cut to",
-      o.chunk_tokens, pool.tokens.size());
+      out.prompts.size(), o.chunks,
+      o.passages == "chunker" ? "the chunker's first chunk of <=" : "cut to", o.chunk_tokens,
+      pool.tokens.size());
   return out;
 }
 

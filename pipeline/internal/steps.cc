@@ -120,7 +120,8 @@ std::string ApplyQualityGate(const Pipeline::Options& o, const RequestOptions& r
   }
   if (bo->strategy == blend::Strategy::kCacheBlend) {
     if (!ro.selector) bo->selector = g->selector;
-    if (ro.mode != Mode::kAuto && ro.ratio <= 0) bo->ratio = g->ratio;
+    // A budget request keeps its cap (the budget rule spends the ratio).
+    if (ro.mode != Mode::kAuto && ro.ratio <= 0 && ro.adaptive_budget <= 0) bo->ratio = g->ratio;
   }
   return g->reason;
 }

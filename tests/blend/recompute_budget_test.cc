@@ -138,8 +138,8 @@ TEST(RecomputeBudget, SpendsTheBudgetOnAverageAndMoreWhereTheErrorIsLarger) {
     } else {
       for (float& e : err) e = 1.0f + static_cast<float>(rng() % 100) / 100.0f;
     }
-    const double r =
-        std::clamp(static_cast<double>((*b)->Count(err.data(), 300, 300, 0.02, 0.3)) / 300, 0.02, 0.3);
+    const int64_t k = (*b)->Count(err.data(), 300, 300, 0.02, 0.3);
+    const double r = std::clamp(static_cast<double>(k) / 300, 0.02, 0.3);
     (i % 2 == 0 ? peaked : flat) += r / (n / 2);
   }
   EXPECT_NEAR((*b)->MeanSpent(), 0.1, 0.002);

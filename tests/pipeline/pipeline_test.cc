@@ -126,6 +126,29 @@ TEST_F(PipelineTest, TheGateDecidesUnlessPinned) {
   EXPECT_GT(pinned->mean_recomputed, 0);
 }
 
+// A budget request (no ratio) keeps the budget rule's cap, min(1, 3 x
+// budget), under a calibrated gate's smaller ratio: the first request of a
+// budget gets the budget itself; without the budget the gate's ratio.
+TEST_F(PipelineTest, ABudgetRequestSpendsItsBudgetUnderTheGate) {
+  StoreDocs(3);
+  blend::GateDecision gate;
+  gate.ratio = 0.05;
+  gate.reason = "test gate: r = 0.05";
+  auto pipe = Make(&gate);
+  RequestOptions ro;
+  ro.adaptive_budget = 0.2;
+  CaptureSink a, b;
+  auto budget = pipe->Run(DocsPrompt({0, 1, 2}), ro, &a);
+  ASSERT_TRUE(budget.ok()) << budget.status();
+  EXPECT_EQ(budget->strategy, blend::Strategy::kCacheBlend);
+  EXPECT_LE(budget->ratio, 0.2 + 1e-9);
+  EXPECT_GE(budget->ratio, 0.18);
+  ro.adaptive_budget = 0;
+  auto fixed = pipe->Run(DocsPrompt({0, 1, 2}), ro, &b);
+  ASSERT_TRUE(fixed.ok()) << fixed.status();
+  EXPECT_DOUBLE_EQ(fixed->ratio, 0.05);
+}
+
 // A repeated prompt whose context is whole blocks (20 + 28 + 32 = 80 rows =
 // 5 blocks of 16) is served from the stored exact prefix up to its last
 // block, which is computed again (the Blender needs a chunk segment), and

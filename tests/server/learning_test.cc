@@ -52,7 +52,14 @@ json Retry(const std::vector<std::string>& passages, int min, const std::string&
 
 int Cached(const json& r) { return r["usage"]["prompt_tokens_details"]["cached_tokens"]; }
 
-class LearningTest : public OpenAiServerTest {};
+class LearningTest : public OpenAiServerTest {
+ protected:
+  // SpawnWith: a server of its own (2 slots) with `flag` set to `value`.
+  static void SpawnWith(const std::string& flag, const std::string& value, const std::string& data,
+                        pid_t* pid, std::string* url) {
+    Spawn({"--parallel", "2", "--ctx-size", "2048", flag, value}, data, pid, url);
+  }
+};
 
 // Pasted paragraphs nobody ingested are learned: the same passages pasted
 // again, in the other order and at other offsets, come from the store.
@@ -85,9 +92,7 @@ TEST_F(LearningTest, CacheSaltKeepsATenantsKvToItself) {
 TEST_F(LearningTest, LearningCanBeTurnedOff) {
   pid_t pid = -1;
   std::string url;
-  ASSERT_NO_FATAL_FAILURE(Spawn({"--parallel", "2", "--ctx-size", "2048", "--learn-from-traffic",
-                                 "false"},
-                                "nolearn-data", &pid, &url));
+  ASSERT_NO_FATAL_FAILURE(SpawnWith("--learn-from-traffic", "false", "nolearn-data", &pid, &url));
   const json r = Node("sequence",
                       {{"requests", {Paste("Read these.", {kT1, kT2}, "What happened?"),
                                      Retry({kT2, kT1}, 1, "", 5)}}},
@@ -102,9 +107,7 @@ TEST_F(LearningTest, LearningCanBeTurnedOff) {
 TEST_F(LearningTest, TheAdaptiveBudgetFlagSetsTheRatioOfRequestsThatSetNone) {
   pid_t pid = -1;
   std::string url;
-  ASSERT_NO_FATAL_FAILURE(Spawn({"--parallel", "2", "--ctx-size", "2048", "--adaptive-budget",
-                                 "0.02"},
-                                "budget-data", &pid, &url));
+  ASSERT_NO_FATAL_FAILURE(SpawnWith("--adaptive-budget", "0.02", "budget-data", &pid, &url));
   const int n = Tokens(kT1) + Tokens(kT2);
   json budget = Paste("Now read.", {kT1, kT2}, "Who was it about?");
   budget["ragkv"] = {{"mode", "cacheblend"}};
