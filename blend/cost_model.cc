@@ -547,4 +547,16 @@ Decision ChooseRatioAndTier(const CostModel& model, int64_t context_tokens, int6
   return d;
 }
 
+double LookaheadWait(const CostModel& model, int64_t context_tokens, int64_t query_tokens,
+                     double ratio, Tier tier) {
+  RequestShape r;
+  r.context_tokens = context_tokens;
+  r.query_tokens = query_tokens;
+  const RequestPrediction plain = model.PredictBlend(r, ratio, tier);
+  r.query_lookahead = true;
+  const RequestPrediction ahead = model.PredictBlend(r, ratio, tier);
+  const double wait = (ahead.total_s - plain.total_s) - (ahead.selection_s - plain.selection_s);
+  return std::max(0.0, wait);
+}
+
 }  // namespace ragkv::blend

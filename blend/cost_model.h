@@ -244,6 +244,10 @@ struct Decision {
   double recompute_s_per_layer = 0;
   double load_s_per_layer = 0;
   double predicted_ttft_s = 0;
+  // lookahead: the default selector's query look-ahead may run (its wait for
+  // every layer hides under the compute before the first check); false:
+  // the blend uses attended-deviation instead (LookaheadWait).
+  bool lookahead = true;
   std::string why;
 };
 
@@ -254,6 +258,13 @@ struct Decision {
 // lowest predicted TTFT at r_min.
 Decision ChooseRatioAndTier(const CostModel& model, int64_t context_tokens, int64_t query_tokens,
                             double r_min, double r_max, const std::vector<Tier>& available);
+
+// LookaheadWait: seconds the query look-ahead adds to a blend of `ratio`
+// from `tier` beyond its own compute: its wait for every layer's load
+// (PredictBlend with and without RequestShape::query_lookahead). 0 when the
+// load hides under the compute before the first check.
+double LookaheadWait(const CostModel& model, int64_t context_tokens, int64_t query_tokens,
+                     double ratio, Tier tier);
 
 }  // namespace ragkv::blend
 

@@ -136,6 +136,17 @@ Decision LoadingController::Decide(int64_t context_tokens, int64_t query_tokens,
   }
   Decision d = ChooseRatioAndTier(cm, context_tokens, query_tokens, options_.r_min,
                                   options_.r_max, known);
+  // The look-ahead waits for every layer at the first check: where that
+  // wait would show (a load-bound tier), attended-deviation, which streams.
+  if (options_.blend.selector == Selector::kLookaheadDeviation) {
+    const double wait = LookaheadWait(cm, context_tokens, query_tokens, d.ratio, d.tier);
+    if (wait > 0.05 * d.predicted_ttft_s) {
+      d.lookahead = false;
+      d.why = absl::StrFormat("%s; attended-deviation: the look-ahead would wait %.3f ms for "
+                              "every layer from %s",
+                              d.why, wait * 1e3, TierName(d.tier));
+    }
+  }
   d.why = absl::StrFormat("%s [calibration: recompute %.2f GFLOP/s]", d.why,
                           cm.hardware().peak_flops / 1e9);
   return d;
@@ -154,6 +165,7 @@ absl::StatusOr<ControlledBlend> LoadingController::Blend(
   BlendOptions o = options_.blend;
   o.strategy = Strategy::kCacheBlend;
   o.ratio = d.ratio;
+  if (!d.lookahead) o.selector = Selector::kAttendedDeviation;
   o.schedule.clear();
   o.overlap_loading = true;
   o.prefetch_layers = options_.prefetch_layers;

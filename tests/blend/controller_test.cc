@@ -89,6 +89,35 @@ TEST_F(ControllerTest, PicksCheapestTierThatHidesAndRaisesRatioWhenLoadBound) {
   EXPECT_NE(d.why.find("no loading bandwidth"), std::string::npos);
 }
 
+// The default selector's look-ahead waits for every layer at the first
+// check: from a tier whose loads hide it keeps it; from one whose loads
+// would show there the controller blends with attended-deviation and says
+// why; a template naming another selector is left alone.
+TEST_F(ControllerTest, DropsTheLookaheadWhereItsWaitForEveryLayerWouldShow) {
+  auto probe = LoadingController::Create(Injected(1e9, 1, 1, 1));
+  ASSERT_TRUE(probe.ok());
+  const double rec = (*probe)->CostModelSnapshot().RecomputeSecondsPerLayer(400, 16, 0.15);
+  const double bytes = 102400;
+  auto fast = LoadingController::Create(Injected(1e9, bytes / rec * 1000, 0, 0));
+  ASSERT_TRUE(fast.ok());
+  Decision d = (*fast)->Decide(400, 16, {Tier::kRam});
+  EXPECT_TRUE(d.lookahead) << d.why;
+  EXPECT_EQ(d.why.find("attended-deviation"), std::string::npos) << d.why;
+  auto slow = LoadingController::Create(Injected(1e9, 0, bytes / rec / 10, 0));
+  ASSERT_TRUE(slow.ok());
+  d = (*slow)->Decide(400, 16, {Tier::kSsd});
+  EXPECT_FALSE(d.lookahead);
+  EXPECT_NE(d.why.find("the look-ahead would wait"), std::string::npos) << d.why;
+  const CostModel cm = (*slow)->CostModelSnapshot();
+  EXPECT_GT(LookaheadWait(cm, 400, 16, d.ratio, Tier::kSsd), 0.05 * d.predicted_ttft_s);
+  EXPECT_DOUBLE_EQ(LookaheadWait(cm, 400, 16, 0, Tier::kSsd), 0);  // full reuse: none
+  ControllerOptions named = Injected(1e9, 0, bytes / rec / 10, 0);
+  named.blend.selector = Selector::kAttendedDeviation;
+  auto other = LoadingController::Create(named);
+  ASSERT_TRUE(other.ok());
+  EXPECT_TRUE((*other)->Decide(400, 16, {Tier::kSsd}).lookahead);
+}
+
 TEST_F(ControllerTest, RejectsBadOptions) {
   ControllerOptions o = Injected(1e9, 1, 1, 1);
   o.r_min = 0.6;
