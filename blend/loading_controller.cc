@@ -14,6 +14,11 @@
 namespace ragkv::blend {
 namespace {
 
+// kLookaheadWaitShare: the share of the predicted TTFT that the look-ahead's
+// wait for every layer may add before the controller drops it (a
+// judgement, not measured; docs/blend.md "Not done / limits").
+constexpr double kLookaheadWaitShare = 0.05;
+
 bool InUnit(double r) { return std::isfinite(r) && r >= 0 && r <= 1; }
 
 HardwareSpec CpuSpec(double flops, const double bw[3], double overhead) {
@@ -140,7 +145,7 @@ Decision LoadingController::Decide(int64_t context_tokens, int64_t query_tokens,
   // wait would show (a load-bound tier), attended-deviation, which streams.
   if (options_.blend.selector == Selector::kLookaheadDeviation) {
     const double wait = LookaheadWait(cm, context_tokens, query_tokens, d.ratio, d.tier);
-    if (wait > 0.05 * d.predicted_ttft_s) {
+    if (wait > kLookaheadWaitShare * d.predicted_ttft_s) {
       d.lookahead = false;
       d.why = absl::StrFormat("%s; attended-deviation: the look-ahead would wait %.3f ms for "
                               "every layer from %s",

@@ -12,9 +12,7 @@ namespace {
 
 // Above: how many of the descending `s` are >= t.
 int64_t Above(const std::vector<float>& s, double t) {
-  return std::upper_bound(s.begin(), s.end(), t,
-                          [](double v, float x) { return v > static_cast<double>(x); }) -
-         s.begin();
+  return std::partition_point(s.begin(), s.end(), [t](float x) { return x >= t; }) - s.begin();
 }
 
 }  // namespace

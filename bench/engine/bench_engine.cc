@@ -298,8 +298,7 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o,
     if (!(m > 0 && m <= 1) || !(o.adaptive_max > 0 && o.adaptive_max <= 1)) {
       return absl::InvalidArgumentError(
           "bench engine: --adaptive-masses, --adaptive-thresholds, --adaptive-budgets entries and "
-          "--adaptive-max "
-          "must be in (0, 1]");
+          "--adaptive-max must be in (0, 1]");
     }
   }
   for (const std::string& sel : o.selectors) {
