@@ -1,10 +1,8 @@
 #include "blend/blender.h"
 
 #include <algorithm>
-#include <functional>
 #include <cmath>
 #include <cstring>
-#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
@@ -489,7 +487,10 @@ int64_t BlendRun::WantRows(double ratio, int64_t nc) const {
 void BlendRun::ChooseAdaptiveRatio(const std::vector<float>& score,
                                    const std::vector<float>& err) {
   adaptive_pending_ = false;
-  const int64_t k = internal::AdaptiveCount(options_, score, err, plan_.selectable);
+  const BlendOptions& o = options_;
+  const int64_t k = internal::AdaptiveCount(
+      {o.recompute_budget, o.adaptive_threshold, o.adaptive_mass, o.adaptive_min, o.ratio}, score,
+      err, plan_.selectable);
   const double sel = std::max<double>(1, static_cast<double>(plan_.selectable));
   const double r = std::clamp(static_cast<double>(k) / sel, options_.adaptive_min, options_.ratio);
   ratio_scale_ = options_.ratio > 0 ? r / options_.ratio : 0;

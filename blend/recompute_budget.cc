@@ -17,6 +17,12 @@ int64_t Above(const std::vector<float>& s, double t) {
 
 }  // namespace
 
+double ErrorUnit(const float* err, int64_t n) {
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) total += std::max(0.0f, err[i]);
+  return std::sqrt(total);
+}
+
 absl::StatusOr<std::unique_ptr<RecomputeBudget>> RecomputeBudget::Create(Options o) {
   if (!(o.budget > 0 && o.budget <= 1)) {
     return absl::InvalidArgumentError(
@@ -37,31 +43,49 @@ double RecomputeBudget::MeanRatio(double t) const {
 }
 
 double RecomputeBudget::Solve(double target) const {
-  // The candidate thresholds are the stored values; MeanRatio is
-  // non-increasing in t. Find the lowest stored value whose mean fits.
-  std::vector<float> all;
-  for (const Seen& q : window_) all.insert(all.end(), q.s.begin(), q.s.end());
-  std::sort(all.begin(), all.end());
+  // The candidate thresholds are the stored values (sorted_, ascending);
+  // MeanRatio is non-increasing in t. Find the lowest one whose mean fits.
   const double inf = std::numeric_limits<double>::infinity();
-  if (all.empty() || MeanRatio(inf) > target) return inf;
-  // all[i] ascending: a higher index spends less. Smallest i that fits.
-  size_t lo = 0, hi = all.size();  // invariant: fits at `hi` (hi = size: t = inf)
+  if (sorted_.empty() || MeanRatio(inf) > target) return inf;
+  // A higher index spends less. Smallest i that fits.
+  size_t lo = 0, hi = sorted_.size();  // invariant: fits at `hi` (hi = size: t = inf)
   while (lo < hi) {
     const size_t mid = lo + (hi - lo) / 2;
-    if (MeanRatio(all[mid]) <= target) {
+    if (MeanRatio(sorted_[mid]) <= target) {
       hi = mid;
     } else {
       lo = mid + 1;
     }
   }
-  return hi == all.size() ? inf : all[hi];
+  return hi == sorted_.size() ? inf : sorted_[hi];
 }
 
-int64_t RecomputeBudget::Count(const float* err, int64_t n, int64_t selectable, double r_min,
+void RecomputeBudget::Push(Seen q) {
+  // sorted_ holds every stored value ascending: merge the new request's
+  // (descending) values in and take the evicted request's out, O(stored).
+  std::vector<float> merged(sorted_.size() + q.s.size());
+  std::merge(sorted_.begin(), sorted_.end(), q.s.rbegin(), q.s.rend(), merged.begin());
+  sorted_ = std::move(merged);
+  window_.push_back(std::move(q));
+  if (window_.size() <= static_cast<size_t>(options_.window)) return;
+  const std::vector<float>& gone = window_.front().s;  // descending
+  auto out = sorted_.begin();
+  auto g = gone.rbegin();
+  for (auto it = sorted_.begin(); it != sorted_.end(); ++it) {
+    if (g != gone.rend() && *it == *g) {
+      ++g;  // one stored copy of each evicted value leaves
+    } else {
+      *out++ = *it;
+    }
+  }
+  sorted_.erase(out, sorted_.end());
+  window_.pop_front();
+}
+
+RecomputeBudget::Seen RecomputeBudget::Normalize(const float* err, int64_t n, int64_t selectable, double r_min,
                                double r_max) {
-  double total = 0;
-  for (int64_t i = 0; i < n; ++i) total += std::max(0.0f, err[i]);
-  const double norm = total > 0 ? 1.0 / std::sqrt(total) : 0.0;
+  const double unit = ErrorUnit(err, n);
+  const double norm = unit > 0 ? 1.0 / unit : 0.0;
   Seen q;
   q.selectable = static_cast<double>(std::max<int64_t>(1, selectable));
   q.r_min = r_min;
@@ -73,14 +97,24 @@ int64_t RecomputeBudget::Count(const float* err, int64_t n, int64_t selectable, 
   std::sort(q.s.begin(), q.s.end(), std::greater<float>());
   const auto keep = static_cast<size_t>(std::ceil(q.r_max * q.selectable)) + 1;
   if (q.s.size() > keep) q.s.resize(keep);
+  return q;
+}
+
+int64_t RecomputeBudget::Count(const float* err, int64_t n, int64_t selectable, double r_min,
+                               double r_max) {
+  Seen q = Normalize(err, n, selectable, r_min, r_max);
   std::lock_guard<std::mutex> lock(mu_);
-  window_.push_back(std::move(q));
-  if (window_.size() > static_cast<size_t>(options_.window)) window_.pop_front();
-  const double debt = options_.budget * static_cast<double>(requests_) - spent_;
+  Push(std::move(q));
+  // credit: what the requests so far spent under the budget (>= 0 while
+  // r_min <= budget: the ceiling below keeps it so).
+  const double credit = options_.budget * static_cast<double>(requests_) - spent_;
   const double w = static_cast<double>(window_.size());
-  threshold_ = Solve(std::clamp(options_.budget + debt / w, 0.0, 1.0));
+  threshold_ = Solve(std::clamp(options_.budget + credit / w, 0.0, 1.0));
   const Seen& cur = window_.back();
-  const int64_t k = Above(cur.s, threshold_);
+  // The ceiling: this request may spend at most the budget plus the credit,
+  // so the running mean never exceeds the budget.
+  const auto cap = static_cast<int64_t>(std::floor((options_.budget + credit) * cur.selectable + 1e-9));
+  const int64_t k = std::min(Above(cur.s, threshold_), std::max<int64_t>(0, cap));
   spent_ += std::clamp(static_cast<double>(k) / cur.selectable, cur.r_min, cur.r_max);
   ++requests_;
   return k;

@@ -10,9 +10,12 @@
 // budget: rows are recomputed where the first-order error is largest among
 // recent requests, and the mean spend is what the operator asked for on any
 // workload. The first request gets exactly the budget; the threshold
-// adapts as the window fills. What the requests so far spent above or below
-// the budget is carried into the next threshold (spread over the window),
-// so that the running mean ratio converges to the budget.
+// adapts as the window fills. What the requests so far left unspent (the
+// credit) is carried into the next threshold, spread over the window.
+//
+// The budget is a ceiling: a request may spend at most the budget plus the
+// credit, so the mean ratio of the requests so far never exceeds the budget
+// (while each request's r_min is <= the budget; a larger floor wins).
 //
 // Thread safety: Count is thread-safe (one mutex; parallel slots share one
 // budget).
@@ -29,6 +32,10 @@
 
 namespace ragkv::blend {
 
+// ErrorUnit: sqrt of the sum of err[0..n)'s positive values (0 for none),
+// the unit the threshold rule and the budget rule compare each e_i in.
+double ErrorUnit(const float* err, int64_t n);
+
 class RecomputeBudget {
  public:
   struct Options {
@@ -44,7 +51,7 @@ class RecomputeBudget {
   // clamped to [r_min, r_max] (its adaptive_min and ratio cap). Records the
   // request in the window, then returns the count of its rows whose e_i /
   // sqrt(sum of e) clears the window's threshold (counted up to just past
-  // r_max's share: the blend clamps it).
+  // r_max's share: the blend clamps it), cut to what the ceiling allows.
   int64_t Count(const float* err, int64_t n, int64_t selectable, double r_min, double r_max);
 
   // Threshold: the last threshold set (in units of e / sqrt(sum e)); 0
@@ -61,14 +68,20 @@ class RecomputeBudget {
     double selectable = 1, r_min = 0, r_max = 1;
   };
   explicit RecomputeBudget(Options o) : options_(o) {}
+  static Seen Normalize(const float* err, int64_t n, int64_t selectable, double r_min,
+                        double r_max);
+  // Push: adds q to the window (and its values to sorted_), evicting the
+  // oldest request past the window.
+  void Push(Seen q);
   // MeanRatio: the window's mean clamped ratio at threshold t.
   double MeanRatio(double t) const;
-  // Solve: the lowest stored error whose window mean fits `target`.
+  // Solve: the lowest stored value whose window mean fits `target`.
   double Solve(double target) const;
 
   const Options options_;
   mutable std::mutex mu_;
   std::deque<Seen> window_;
+  std::vector<float> sorted_;  // every value in window_, ascending
   double threshold_ = 0;
   int64_t requests_ = 0;
   double spent_ = 0;  // the ratios given so far, summed

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "base/clock.h"
 #include "base/status_macros.h"
+#include "bench/blend/bootstrap.h"
 #include "bench/engine/internal/engine_workload.h"
 #include "bench/model/synthetic_gguf.h"
 #include "bench/services/bench_ttft_grpc.h"
@@ -60,6 +61,18 @@ void Compare(const std::vector<float>& ref, const std::vector<float>& got, int v
 // Request: the chunks and the query's first token (`whole`: every query
 // token but the last, as the OpenAI server sends it); llama.cpp prefills
 // the rest itself (local_tail).
+bool IsAdaptive(const Strategy& s) {
+  return s.adaptive_mass > 0 || s.adaptive_threshold > 0 || s.adaptive_budget > 0;
+}
+
+// Replay: the options fixed at the ratio an adaptive pass applied.
+void Replay(double applied_ratio, v1::BlendOptions* o) {
+  o->set_recompute_ratio(static_cast<float>(applied_ratio));
+  o->set_adaptive_mass(0);
+  o->set_adaptive_threshold(0);
+  o->set_adaptive_budget(0);
+}
+
 v1::BlendRequest Request(const EnginePrompt& p, const Strategy& s, bool whole) {
   v1::BlendRequest br;
   for (uint64_t id : p.chunk_ids) br.add_segments()->set_chunk_id(id);
@@ -143,9 +156,18 @@ class Runner {
       out->ttft_ms = MsSince(t0);
     }
     // Quality: the same request, llama.cpp computing every query row itself.
+    // After a served pass, an adaptive request replays the ratio it applied
+    // (a budget would otherwise count it twice and choose anew).
+    v1::BlendRequest again = req;
+    if (whole_query_ && IsAdaptive(s)) Replay(r.applied_ratio, again.mutable_options());
     ASSIGN_OR_RETURN(lc::LlamaCppEngine * e, EngineFor(p.query));
     const auto t0 = Clock::now();
-    ASSIGN_OR_RETURN(lc::LlamaCppEngine::Result q, e->Prefill(req, p.tokens, 0));
+    ASSIGN_OR_RETURN(lc::LlamaCppEngine::Result q, e->Prefill(again, p.tokens, 0));
+    if (whole_query_ && q.recomputed_tokens != r.recomputed_tokens) {
+      return absl::InternalError(absl::StrFormat(
+          "bench engine: the quality pass of %s recomputed %d rows, the served pass %d", s.name,
+          q.recomputed_tokens, r.recomputed_tokens));
+    }
     const double quality_ms = MsSince(t0);
     *logits = std::move(q.logits);
     if (!whole_query_) {
@@ -233,6 +255,28 @@ std::vector<Strategy> Strategies(const EngineBenchOptions& o) {
   return s;
 }
 
+// VsReuse: the row's KL over full reuse's, paired by prompt and round, with
+// its 95% bootstrap interval (rows that do not blend: left at 0).
+void VsReuse(const std::vector<EngineSample>& samples, const Strategy& s, EngineRow* row) {
+  if (s.name == "full-prefill" || s.name == "prefix-cache" || s.name == "full-reuse") return;
+  std::map<std::pair<int, int>, double> reuse;
+  for (const EngineSample& x : samples) {
+    if (x.strategy == "full-reuse") reuse[{x.round, x.prompt}] = x.kl;
+  }
+  std::vector<double> num, den;
+  for (const EngineSample& x : samples) {
+    if (x.strategy != s.name || x.ratio != s.ratio) continue;
+    const auto it = reuse.find({x.round, x.prompt});
+    if (it == reuse.end()) continue;
+    num.push_back(x.kl), den.push_back(it->second);
+  }
+  double total = 0;
+  for (double d : den) total += d;
+  if (num.empty() || total <= 0) return;
+  const blend::RatioInterval v = blend::BootstrapRatio(num, den);
+  row->kl_vs_reuse = v.ratio, row->kl_vs_reuse_lo = v.lo, row->kl_vs_reuse_hi = v.hi;
+}
+
 std::vector<EngineRow> Aggregate(const std::vector<EngineSample>& samples,
                                  const std::vector<Strategy>& strategies) {
   std::vector<EngineRow> rows;
@@ -259,6 +303,7 @@ std::vector<EngineRow> Aggregate(const std::vector<EngineSample>& samples,
     row.decode_p50 = services::Percentile(decode, 0.5);
     if (s.name == "full-prefill") full_p50 = row.ttft.p50;
     row.vs_full = full_p50 > 0 ? row.ttft.p50 / full_p50 : 0;
+    VsReuse(samples, s, &row);
     rows.push_back(row);
   }
   return rows;

@@ -124,6 +124,9 @@ struct EngineRow {
   double kl = 0, top1 = 0;        // means over prompts
   double acc = -1;                // xchunk: the share of prompts answered right
   double mean_r = 0;              // mean applied ratio (adaptive: the sidecar's choices)
+  // Blending rows: sum of KL / full reuse's over the same prompts, and its
+  // 95% paired bootstrap interval (others: 0).
+  double kl_vs_reuse = 0, kl_vs_reuse_lo = 0, kl_vs_reuse_hi = 0;
   double blend_p50 = 0, handover_p50 = 0, decode_p50 = 0;
   int fallbacks = 0;
 };

@@ -63,9 +63,11 @@ absl::Status WriteJson(const EngineBenchReport& r, const std::string& path) {
         "    {\"strategy\": \"%s\", \"ratio\": %.2f, \"n\": %d, \"ttft_p50_ms\": %.3f, "
         "\"ttft_p95_ms\": %.3f, \"vs_full\": %.4f, \"kl\": %.6f, \"top1\": %.4f, "
         "\"blend_p50_ms\": %.3f, \"handover_p50_ms\": %.3f, \"decode_p50_ms\": %.3f, "
-        "\"mean_r\": %.4f, \"fallbacks\": %d}%s\n",
+        "\"mean_r\": %.4f, \"kl_vs_reuse\": %.4f, \"kl_vs_reuse_ci95\": [%.4f, %.4f], "
+        "\"fallbacks\": %d}%s\n",
         w.strategy, w.ratio, w.ttft.count, w.ttft.p50, w.ttft.p95, w.vs_full, w.kl, w.top1,
-        w.blend_p50, w.handover_p50, w.decode_p50, w.mean_r, w.fallbacks,
+        w.blend_p50, w.handover_p50, w.decode_p50, w.mean_r, w.kl_vs_reuse, w.kl_vs_reuse_lo,
+        w.kl_vs_reuse_hi, w.fallbacks,
         i + 1 < r.rows.size() ? "," : "");
   }
   f << "  ]\n}\n";
@@ -122,8 +124,11 @@ void PrintEngineBench(const EngineBenchReport& r, std::ostream& out) {
   for (const EngineRow& w : r.rows) {
     out << absl::StrFormat(
         "engine=llama.cpp strategy=%s r=%.2f ttft_p50_ms=%.1f ttft_p95_ms=%.1f vs_full=%.3f "
-        "kl=%.5f top1=%.3f%s%s%s\n",
+        "kl=%.5f top1=%.3f%s%s%s%s\n",
         w.strategy, w.ratio, w.ttft.p50, w.ttft.p95, w.vs_full, w.kl, w.top1,
+        w.kl_vs_reuse > 0 ? absl::StrFormat(" kl_vs_reuse=%.3f[%.3f,%.3f]", w.kl_vs_reuse,
+                                            w.kl_vs_reuse_lo, w.kl_vs_reuse_hi)
+                          : "",
         w.acc >= 0 ? absl::StrFormat(" acc=%.3f", w.acc) : "",
         absl::StrContains(w.strategy, "adaptive") ? absl::StrFormat(" mean_r=%.4f", w.mean_r) : "",
         split);

@@ -123,22 +123,18 @@ int64_t MassCount(const std::vector<float>& score, const std::vector<float>& err
 }
 
 int64_t ThresholdCount(const float* err, int64_t n, double threshold) {
-  double total = 0;
-  for (int64_t i = 0; i < n; ++i) total += std::max(0.0f, err[i]);
-  const double t = threshold * std::sqrt(total);
+  const double t = threshold * ErrorUnit(err, n);
   int64_t k = 0;
   for (int64_t i = 0; i < n; ++i) k += err[i] >= t;
   return k;
 }
 
-int64_t AdaptiveCount(const BlendOptions& o, const std::vector<float>& score,
+int64_t AdaptiveCount(const AdaptiveRule& o, const std::vector<float>& score,
                       const std::vector<float>& err, int64_t selectable) {
   const auto n = static_cast<int64_t>(err.size());
-  if (o.recompute_budget != nullptr) {
-    return o.recompute_budget->Count(err.data(), n, selectable, o.adaptive_min, o.ratio);
-  }
-  if (o.adaptive_threshold > 0) return ThresholdCount(err.data(), n, o.adaptive_threshold);
-  return MassCount(score, err, o.adaptive_mass);
+  if (o.budget != nullptr) return o.budget->Count(err.data(), n, selectable, o.r_min, o.r_max);
+  if (o.threshold > 0) return ThresholdCount(err.data(), n, o.threshold);
+  return MassCount(score, err, o.mass);
 }
 
 }  // namespace ragkv::blend::internal

@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "blend/blender.h"
+#include "blend/recompute_budget.h"
 #include "kernels/tensor.h"
 
 namespace ragkv::blend::internal {
@@ -71,16 +71,22 @@ absl::Status RelativeDeviation(kernels::TensorView fk, kernels::TensorView ck,
 // total (the adaptive ratio's mass rule, BlendOptions::adaptive_mass).
 int64_t MassCount(const std::vector<float>& score, const std::vector<float>& err, double mass);
 
-// ThresholdCount: how many of err[0..n) are >= threshold x sqrt(sum of the
-// positive err) (the adaptive ratio's threshold rule, BlendOptions::
+// ThresholdCount: how many of err[0..n) are >= threshold x ErrorUnit(err) (the adaptive ratio's threshold rule, BlendOptions::
 // adaptive_threshold; docs/blend.md "Adaptive ratio").
 int64_t ThresholdCount(const float* err, int64_t n, double threshold);
 
+// AdaptiveRule: the adaptive ratio's parameters (BlendOptions'
+// recompute_budget, adaptive_threshold, adaptive_mass, adaptive_min, ratio).
+struct AdaptiveRule {
+  RecomputeBudget* budget = nullptr;
+  double threshold = 0, mass = 0, r_min = 0, r_max = 1;
+};
+
 // AdaptiveCount: the rows the adaptive ratio keeps of err.size()
-// candidates, by the first rule `o` sets: the budget rule
-// (o.recompute_budget, which records the request), the threshold rule, the
-// mass rule over `score`'s order.
-int64_t AdaptiveCount(const BlendOptions& o, const std::vector<float>& score,
+// candidates, by the first rule `o` sets: the budget rule (o.budget, which
+// records the request), the threshold rule, the mass rule over `score`'s
+// order.
+int64_t AdaptiveCount(const AdaptiveRule& o, const std::vector<float>& score,
                       const std::vector<float>& err, int64_t selectable);
 
 }  // namespace ragkv::blend::internal

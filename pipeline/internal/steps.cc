@@ -74,6 +74,12 @@ std::vector<Miss> Misses(const std::vector<Piece>& pieces) {
   return out;
 }
 
+std::optional<double> RequestCap(const RequestOptions& ro) {
+  if (ro.ratio > 0) return ro.ratio;
+  if (ro.adaptive_budget > 0) return std::min(1.0, 3 * ro.adaptive_budget);
+  return std::nullopt;
+}
+
 blend::BlendOptions StrategyOptions(const Pipeline::Options& o, const RequestOptions& ro) {
   blend::BlendOptions bo;
   bo.logits = blend::QueryLogits::kNone;
@@ -91,8 +97,7 @@ blend::BlendOptions StrategyOptions(const Pipeline::Options& o, const RequestOpt
       break;
     case Mode::kCacheBlend:
       bo.strategy = blend::Strategy::kCacheBlend;
-      bo.ratio = ro.ratio > 0 ? ro.ratio : o.default_ratio;
-      if (ro.adaptive_budget > 0 && ro.ratio <= 0) bo.ratio = std::min(1.0, 3 * ro.adaptive_budget);
+      bo.ratio = RequestCap(ro).value_or(o.default_ratio);
       break;
   }
   if (ro.selector) bo.selector = *ro.selector;
@@ -120,8 +125,7 @@ std::string ApplyQualityGate(const Pipeline::Options& o, const RequestOptions& r
   }
   if (bo->strategy == blend::Strategy::kCacheBlend) {
     if (!ro.selector) bo->selector = g->selector;
-    // A budget request keeps its cap (the budget rule spends the ratio).
-    if (ro.mode != Mode::kAuto && ro.ratio <= 0 && ro.adaptive_budget <= 0) bo->ratio = g->ratio;
+    if (ro.mode != Mode::kAuto && !RequestCap(ro)) bo->ratio = g->ratio;
   }
   return g->reason;
 }

@@ -3,6 +3,7 @@
 #ifndef RAGKV_PIPELINE_INTERNAL_STEPS_H_
 #define RAGKV_PIPELINE_INTERNAL_STEPS_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,14 +36,19 @@ struct Miss {
 };
 std::vector<Miss> Misses(const std::vector<Piece>& pieces);
 
+// RequestCap: the ratio cap the request chose: its ratio, or for a budget
+// request (adaptive_budget, no ratio) min(1, 3 x budget); none when it
+// leaves the cap to the server (default ratio, quality gate).
+std::optional<double> RequestCap(const RequestOptions& ro);
+
 // StrategyOptions: the Blender options of the request's mode (kAuto: the
 // default ratio, which the controller's may replace later).
 blend::BlendOptions StrategyOptions(const Pipeline::Options& o, const RequestOptions& ro);
 
 // ApplyQualityGate: the served model's gate on the request's options (not
 // when pinned): blending off -> CacheBlend / full reuse become full prefill
-// (counted); on -> its selector, and its ratio when the request leaves the
-// ratio to the server (kAuto keeps the controller's). Returns the gate's
+// (counted); on -> its selector, and its ratio when the request sets no
+// RequestCap (kAuto keeps the controller's). Returns the gate's
 // reason ("" without one).
 std::string ApplyQualityGate(const Pipeline::Options& o, const RequestOptions& ro,
                              blend::BlendOptions* bo, bool* controlled);

@@ -31,7 +31,8 @@ Req RandomReq(std::mt19937* rng, int64_t n, double scale) {
 }
 
 // Naive: the same rule by loops: normalize, keep the window, try every
-// stored value from the lowest up, carry what was spent.
+// stored value from the lowest up, carry what was left unspent, cut to
+// the ceiling.
 class Naive {
  public:
   Naive(double budget, int window) : b_(budget), w_(window) {}
@@ -58,6 +59,8 @@ class Naive {
     }
     int64_t k = 0;
     for (double v : win_.back().s) k += v >= t;
+    const double allowed = b_ * (n_ + 1) - spent_;  // the ceiling, in ratio
+    while (k > 0 && static_cast<double>(k) > allowed * q.selectable + 1e-9) --k;
     spent_ += std::clamp(static_cast<double>(k) / q.selectable, lo, hi);
     ++n_;
     return k;
@@ -145,6 +148,32 @@ TEST(RecomputeBudget, SpendsTheBudgetOnAverageAndMoreWhereTheErrorIsLarger) {
   EXPECT_NEAR((*b)->MeanSpent(), 0.1, 0.002);
   EXPECT_EQ((*b)->Requests(), n);
   EXPECT_GT(peaked, 2 * flat);  // the rows go where the error stands out
+}
+
+TEST(RecomputeBudget, TheRunningMeanNeverExceedsTheBudget) {
+  // Bursts of requests whose errors all stand out (each alone would take
+  // the cap) between flat ones: at every prefix the mean spent is within
+  // the budget, and the peaked requests still get more than the flat ones.
+  for (int window : {1, 8, 64}) {
+    auto b = RecomputeBudget::Create({0.1, window});
+    ASSERT_TRUE(b.ok());
+    std::mt19937 rng(5 + window);
+    double sum = 0, peaked = 0, flat = 0;
+    for (int i = 0; i < 300; ++i) {
+      const bool burst = (i / 10) % 3 == 0;
+      const int64_t n = 100 + static_cast<int64_t>(rng() % 150);
+      std::vector<float> err(n, 1.0f);
+      for (auto& e : err) e = burst ? static_cast<float>(1 + rng() % 1000) : 1.0f;
+      const int64_t k = (*b)->Count(err.data(), n, n, 0.02, 0.3);
+      const double r = std::clamp(static_cast<double>(k) / n, 0.02, 0.3);
+      sum += r;
+      (burst ? peaked : flat) += r;
+      ASSERT_LE(sum / (i + 1), 0.1 + 1e-12) << "window " << window << " request " << i;
+      ASSERT_NEAR((*b)->MeanSpent(), sum / (i + 1), 1e-12);
+    }
+    EXPECT_GT(sum / 300, 0.09) << window;  // and it is spent, not hoarded
+    EXPECT_GT(peaked / 100, flat / 200) << window;
+  }
 }
 
 TEST(RecomputeBudget, ConcurrentRequestsAreAllCounted) {
