@@ -174,10 +174,8 @@ class BlendRun {
   // WantRows: rows a check layer of `ratio` keeps (scaled by the adaptive
   // choice), at most nc.
   int64_t WantRows(double ratio, int64_t nc) const;
-  // ChooseAdaptiveRatio: sets ratio_scale_ and result_.applied_ratio from
-  // the first check layer: the fewest rows, taken in the selector's order
-  // (`score`), whose estimated error `err` covers adaptive_mass of the
-  // candidates' total (BlendOptions::adaptive_mass).
+  // ChooseAdaptiveRatio: ratio_scale_ and result_.applied_ratio at the first
+  // check, by internal::AdaptiveCount's rule over `err` (`score`: the order).
   void ChooseAdaptiveRatio(const std::vector<float>& score, const std::vector<float>& err);
   // CompactRows: drops the candidates not in s->top from s->rows and
   // s->hidden, in place, keeping the order.
@@ -566,8 +564,10 @@ absl::Status BlendRun::LookaheadScores(int l, const std::vector<float>& att, Rec
     QueryInputs(*s, &qpos, &qh);
     RETURN_IF_ERROR(lookahead_.Run(m_, l, std::move(qh), qpos, kv_, N_, plan_.query_begin,
                                    s->cand_pos, options_.causal,
-                                   [this](int layer) { return WaitLayer(layer); }, s->ws));
+                                   [this](int layer) { return WaitLayer(layer); }, s->ws,
+                                   options_.lookahead_layers));
   }
+  RETURN_IF_ERROR(lookahead_.LookFrom(l, s->ws));
   lookahead_.Weigh(l, att, s->cand_pos, s->dev.data());
   return absl::OkStatus();
 }

@@ -151,6 +151,11 @@ struct BlendOptions {
   double gradual_first_factor = 2.0;  // r1 = min(1, factor * r), geometric down to r
   Deviation deviation = Deviation::kBoth;
   Selector selector = Selector::kLookaheadDeviation;
+  // lookahead-deviation: how many layers past each check the query's
+  // look-ahead runs before the check ranks (0: every layer to the last).
+  // A check waits only for the layers it looks at (docs/blend.md "The
+  // look-ahead's horizon"); the loading controller sets it per tier.
+  int lookahead_layers = 0;
   // Adaptive ratio (adaptive_mass > 0; kCacheBlend, any selector): at the
   // first check layer the final ratio becomes the smallest share of the
   // selectable rows that, taken in the selector's order, cover

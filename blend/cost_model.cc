@@ -352,17 +352,16 @@ void Overlap(const std::vector<double>& compute, double load_per_layer, RequestP
   p->total_s = p->open_s + p->alloc_s + t + p->logits_s;
 }
 
-// OverlapToBarrier: the loader reads every layer back to back (layer l is
-// in at (l + 1) x load); layer l's compute starts once it is in and the
-// previous layer is done, and layer `barrier`'s once all L are in (the
-// query look-ahead). Fills total_s and exposed_load_s.
-void OverlapToBarrier(const std::vector<double>& compute, double load_per_layer, int barrier,
-                      RequestPrediction* p) {
+// OverlapToNeeds: the loader reads every layer back to back (layer l is
+// in at (l + 1) x load); layer l's compute starts once the previous layer
+// is done and its first need[l] layers are in (l + 1, or more where a
+// check's look-ahead reads further). Fills total_s and exposed_load_s.
+void OverlapToNeeds(const std::vector<double>& compute, double load_per_layer,
+                    const std::vector<int>& need, RequestPrediction* p) {
   const size_t L = compute.size();
   double t = 0, busy = 0;
   for (size_t l = 0; l < L; ++l) {
-    const size_t in = static_cast<int>(l) == barrier ? L : l + 1;
-    t = std::max(t, static_cast<double>(in) * load_per_layer) + compute[l];
+    t = std::max(t, static_cast<double>(need[l]) * load_per_layer) + compute[l];
     busy += compute[l];
   }
   p->load_s = load_per_layer * static_cast<double>(L);
@@ -459,24 +458,34 @@ RequestPrediction CostModel::PredictBlend(const RequestShape& r, double ratio, T
     Overlap(compute, load, &p);
     return p;
   }
-  // The look-ahead: the query rows forwarded through the layers from the
-  // first check to the last but one, and their scores against the context
-  // at each layer after it (a query projection and Q x C logits).
-  const int c = schedule[0].layer;
-  const double ahead = std::max(0, s.layers - 1 - c);
+  // The look-ahead: the query rows forwarded on from the first check, and
+  // their scores against the context at each layer they reach (a query
+  // projection and Q x C logits). Each check first reaches check +
+  // horizon (every layer without one), and waits for those layers' loads.
   const double q_dim = static_cast<double>(s.heads) * s.head_dim;
   StageCost scores;
   scores.flops = 2.0 * Q * s.dim * q_dim + 2.0 * Q * q_dim * C;
   scores.attn_flops = 2.0 * Q * q_dim * C;
   scores.bytes = s.dim * q_dim * s.weight_bytes_per_elem + C * kv * 4;  // wq, the f32 keys
   scores.rows = Q;
-  const double la =
-      ahead * (ComputeSeconds(SelectiveLayer(r.query_tokens, r.context_tokens + r.query_tokens,
-                                             RangeVisible(C, N))) +
-               ComputeTime(*this, hw_, scores));
-  p.selection_s += la;
-  compute[c] += la;
-  OverlapToBarrier(compute, load, c, &p);
+  const double per_layer =
+      ComputeSeconds(SelectiveLayer(r.query_tokens, r.context_tokens + r.query_tokens,
+                                    RangeVisible(C, N))) +
+      ComputeTime(*this, hw_, scores);
+  std::vector<int> need(s.layers);
+  for (int l = 0; l < s.layers; ++l) need[l] = l + 1;
+  int reached = schedule[0].layer;
+  for (const CheckLayer& c : schedule) {
+    const int to = r.lookahead_layers > 0 ? std::min(s.layers - 1, c.layer + r.lookahead_layers)
+                                          : s.layers - 1;
+    if (to <= reached) continue;
+    const double la = (to - reached) * per_layer;
+    p.selection_s += la;
+    compute[c.layer] += la;
+    need[c.layer] = to + 1;
+    reached = to;
+  }
+  OverlapToNeeds(compute, load, need, &p);
   return p;
 }
 
@@ -548,15 +557,46 @@ Decision ChooseRatioAndTier(const CostModel& model, int64_t context_tokens, int6
 }
 
 double LookaheadWait(const CostModel& model, int64_t context_tokens, int64_t query_tokens,
-                     double ratio, Tier tier) {
+                     double ratio, Tier tier, int lookahead_layers) {
   RequestShape r;
   r.context_tokens = context_tokens;
   r.query_tokens = query_tokens;
   const RequestPrediction plain = model.PredictBlend(r, ratio, tier);
   r.query_lookahead = true;
+  r.lookahead_layers = lookahead_layers;
   const RequestPrediction ahead = model.PredictBlend(r, ratio, tier);
   const double wait = (ahead.total_s - plain.total_s) - (ahead.selection_s - plain.selection_s);
   return std::max(0.0, wait);
+}
+
+// kHorizons: the look-ahead horizons ChooseLookahead tries, widest first,
+// after the configured one. Powers of two: a judgement.
+constexpr int kHorizons[] = {8, 4, 2, 1};
+
+void ChooseLookahead(const CostModel& cm, int64_t context_tokens, int64_t query_tokens,
+                     int configured, Decision* d) {
+  const double limit = kLookaheadWaitShare * d->predicted_ttft_s;
+  std::vector<int> tries = {configured};
+  for (int h : kHorizons) {
+    if (configured == 0 || h < configured) tries.push_back(h);
+  }
+  double wait = 0;
+  for (int h : tries) {
+    wait = LookaheadWait(cm, context_tokens, query_tokens, d->ratio, d->tier, h);
+    if (wait <= limit) {
+      d->lookahead_layers = h;
+      if (h != configured) {
+        d->why = absl::StrFormat("%s; look-ahead horizon %d layers: its wait for the layers it "
+                                 "reads from %s stays within %.0f%% of the TTFT",
+                                 d->why, h, TierName(d->tier), kLookaheadWaitShare * 100);
+      }
+      return;
+    }
+  }
+  d->lookahead = false;
+  d->why = absl::StrFormat("%s; attended-deviation: even a 1-layer look-ahead would wait %.3f ms "
+                           "for its layers from %s",
+                           d->why, wait * 1e3, TierName(d->tier));
 }
 
 }  // namespace ragkv::blend

@@ -146,6 +146,10 @@ struct RequestShape {
   // ahead without a prefetch window). Counted in selection_s; the load
   // before that check is exposed where it outlasts the compute.
   bool query_lookahead = false;
+  // lookahead_layers: BlendOptions::lookahead_layers: each check's look-
+  // ahead reaches only that many layers past it, and waits only for those
+  // (0: every layer, at the first check).
+  int lookahead_layers = 0;
 };
 
 // RequestPrediction: seconds to first token of one request, by stage (the
@@ -244,10 +248,12 @@ struct Decision {
   double recompute_s_per_layer = 0;
   double load_s_per_layer = 0;
   double predicted_ttft_s = 0;
-  // lookahead: the default selector's query look-ahead may run (its wait for
-  // every layer hides under the compute before the first check); false:
-  // the blend uses attended-deviation instead (LookaheadWait).
+  // lookahead: the default selector's query look-ahead may run, reaching
+  // lookahead_layers past each check (0: every layer; BlendOptions::
+  // lookahead_layers), the widest horizon whose wait for its layers stays
+  // small; false: the blend uses attended-deviation instead (LookaheadWait).
   bool lookahead = true;
+  int lookahead_layers = 0;
   std::string why;
 };
 
@@ -260,11 +266,26 @@ Decision ChooseRatioAndTier(const CostModel& model, int64_t context_tokens, int6
                             double r_min, double r_max, const std::vector<Tier>& available);
 
 // LookaheadWait: seconds the query look-ahead adds to a blend of `ratio`
-// from `tier` beyond its own compute: its wait for every layer's load
+// from `tier` beyond its own compute: its wait for the loads of the layers
+// it reads, every layer or `lookahead_layers` past each check
 // (PredictBlend with and without RequestShape::query_lookahead). 0 when the
-// load hides under the compute before the first check.
+// loads hide under the compute before the checks.
 double LookaheadWait(const CostModel& model, int64_t context_tokens, int64_t query_tokens,
-                     double ratio, Tier tier);
+                     double ratio, Tier tier, int lookahead_layers = 0);
+
+// kLookaheadWaitShare: the share of the predicted TTFT that the look-ahead's
+// wait for the layers it reads may add (a judgement, not measured;
+// docs/blend.md "The look-ahead's horizon").
+inline constexpr double kLookaheadWaitShare = 0.05;
+
+// ChooseLookahead: for the default selector's look-ahead on decision d (its
+// ratio, tier and predicted TTFT), the widest horizon, from `configured`
+// (BlendOptions::lookahead_layers; 0: every layer) down through 8, 4, 2, 1,
+// whose LookaheadWait stays within kLookaheadWaitShare of the TTFT: sets
+// d->lookahead_layers and says so in d->why; none: d->lookahead = false
+// (the blend uses attended-deviation, which streams), with why.
+void ChooseLookahead(const CostModel& model, int64_t context_tokens, int64_t query_tokens,
+                     int configured, Decision* d);
 
 }  // namespace ragkv::blend
 

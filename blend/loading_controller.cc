@@ -14,11 +14,6 @@
 namespace ragkv::blend {
 namespace {
 
-// kLookaheadWaitShare: the share of the predicted TTFT that the look-ahead's
-// wait for every layer may add before the controller drops it (a
-// judgement, not measured; docs/blend.md "Not done / limits").
-constexpr double kLookaheadWaitShare = 0.05;
-
 bool InUnit(double r) { return std::isfinite(r) && r >= 0 && r <= 1; }
 
 HardwareSpec CpuSpec(double flops, const double bw[3], double overhead) {
@@ -141,16 +136,8 @@ Decision LoadingController::Decide(int64_t context_tokens, int64_t query_tokens,
   }
   Decision d = ChooseRatioAndTier(cm, context_tokens, query_tokens, options_.r_min,
                                   options_.r_max, known);
-  // The look-ahead waits for every layer at the first check: where that
-  // wait would show (a load-bound tier), attended-deviation, which streams.
   if (options_.blend.selector == Selector::kLookaheadDeviation) {
-    const double wait = LookaheadWait(cm, context_tokens, query_tokens, d.ratio, d.tier);
-    if (wait > kLookaheadWaitShare * d.predicted_ttft_s) {
-      d.lookahead = false;
-      d.why = absl::StrFormat("%s; attended-deviation: the look-ahead would wait %.3f ms for "
-                              "every layer from %s",
-                              d.why, wait * 1e3, TierName(d.tier));
-    }
+    ChooseLookahead(cm, context_tokens, query_tokens, options_.blend.lookahead_layers, &d);
   }
   d.why = absl::StrFormat("%s [calibration: recompute %.2f GFLOP/s]", d.why,
                           cm.hardware().peak_flops / 1e9);
@@ -171,6 +158,7 @@ absl::StatusOr<ControlledBlend> LoadingController::Blend(
   o.strategy = Strategy::kCacheBlend;
   o.ratio = d.ratio;
   if (!d.lookahead) o.selector = Selector::kAttendedDeviation;
+  o.lookahead_layers = d.lookahead_layers;
   o.schedule.clear();
   o.overlap_loading = true;
   o.prefetch_layers = options_.prefetch_layers;

@@ -186,6 +186,14 @@ Plan MakePlan(const ModelShape& shape, const HardwareSpec& hw, const PlanWorkloa
   }
   plan.controller = ChooseRatioAndTier(m, ctx, q, w.r_min, w.r_max,
                                        {Tier::kRam, Tier::kSsd, Tier::kRemote});
+  // The default selector's look-ahead, as the loading controller runs it:
+  // the widest horizon whose wait hides, or attended-deviation.
+  ChooseLookahead(m, ctx, q, 0, &plan.controller);
+  RequestShape chosen = rs;
+  chosen.query_lookahead = plan.controller.lookahead;
+  chosen.lookahead_layers = plan.controller.lookahead_layers;
+  plan.controller.predicted_ttft_s =
+      m.PredictBlend(chosen, plan.controller.ratio, plan.controller.tier).total_s;
   plan.rows.push_back({absl::StrFormat("controller r=%.2f", plan.controller.ratio),
                        TierName(plan.controller.tier), plan.controller.predicted_ttft_s,
                        full / plan.controller.predicted_ttft_s,
@@ -215,8 +223,10 @@ void PrintPlanTable(const Plan& p, std::ostream& out) {
     out << absl::StrFormat("| %s | %s | %.2f | %.2fx | %s |\n", r.strategy, r.tier,
                            r.ttft_s * 1e3, r.speedup, r.bound);
   }
-  out << absl::StrFormat("\ncontroller: r=%.2f tier=%s (%s)\n", p.controller.ratio,
-                         TierName(p.controller.tier), p.controller.why);
+  out << absl::StrFormat("\ncontroller: r=%.2f tier=%s selector=%s lookahead_layers=%d (%s)\n",
+                         p.controller.ratio, TierName(p.controller.tier),
+                         p.controller.lookahead ? "lookahead-deviation" : "attended-deviation",
+                         p.controller.lookahead_layers, p.controller.why);
   out << absl::StrFormat(
       "KV storage: %.1f KiB/token, %.2f GB per million tokens; capacity $ per million tokens: "
       "ram %.2f, ssd %.2f, redis %.2f\n",
@@ -237,9 +247,12 @@ void PrintPlanJson(const Plan& p, std::ostream& out) {
                            i ? "," : "", r.strategy, r.tier, r.ttft_s * 1e3, r.speedup, r.bound);
   }
   out << absl::StrFormat(
-      R"(],"controller":{"ratio":%.4g,"tier":"%s","why":"%s"},"kv_bytes_per_token":%.6g,)"
+      R"(],"controller":{"ratio":%.4g,"tier":"%s","selector":"%s","lookahead_layers":%d,)"
+      R"("why":"%s"},"kv_bytes_per_token":%.6g,)"
       R"("usd_per_million_tokens":{"ram":%.6g,"ssd":%.6g,"redis":%.6g})",
-      p.controller.ratio, TierName(p.controller.tier), JsonEscape(p.controller.why),
+      p.controller.ratio, TierName(p.controller.tier),
+      p.controller.lookahead ? "lookahead-deviation" : "attended-deviation",
+      p.controller.lookahead_layers, JsonEscape(p.controller.why),
       p.kv_bytes_per_token, p.usd_per_million_tokens[0], p.usd_per_million_tokens[1],
       p.usd_per_million_tokens[2]);
   PrintPhasesJson(p, out);

@@ -174,6 +174,9 @@ class BenchQualityCommand : public Command {
     cmd->add_option("--gradual-steps", o_.blend.gradual_steps,
                     "CacheBlend's check layers of gradual filtering (docs/blend.md)")
         ->capture_default_str();
+    cmd->add_option("--lookahead-layers", o_.blend.lookahead_layers,
+                    "lookahead-deviation: layers past each check the look-ahead runs (0: all)")
+        ->capture_default_str();
     cmd->add_flag("--adaptive", o_.adaptive, "add adaptive-ratio lines (and fixed r at their mean r)");
     cmd->add_option("--adaptive-masses", o_.adaptive_masses, "share of the estimated error each adaptive line removes")
         ->delimiter(',')->capture_default_str();

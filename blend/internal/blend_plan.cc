@@ -61,6 +61,10 @@ absl::Status ValidateOptions(const BlendOptions& options) {
         "<= ratio (got mass ",
         options.adaptive_mass, ", min ", options.adaptive_min, ", ratio ", options.ratio, ")"));
   }
+  if (options.lookahead_layers < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lookahead_layers must be >= 0, got ", options.lookahead_layers));
+  }
   if (options.overlap_loading && options.prefetch_layers < 1) {
     return absl::InvalidArgumentError("prefetch_layers must be >= 1");
   }

@@ -1,5 +1,7 @@
 #include "blend/internal/lookahead.h"
 
+#include <algorithm>
+
 #include "base/status_macros.h"
 #include "blend/internal/selectors.h"
 
@@ -12,34 +14,61 @@ absl::Status QueryLookahead::Run(const model::Model& m, int from, std::vector<fl
                                  absl::Span<const int32_t> positions, model::KVCache& cache,
                                  int64_t n_total, int64_t n_context,
                                  absl::Span<const int32_t> cand_pos, kernels::CausalMode causal,
-                                 const std::function<absl::Status(int)>& wait_layer,
-                                 model::Workspace* ws) {
-  const model::ModelConfig& cfg = m.config();
-  const int64_t nq = static_cast<int64_t>(positions.size()), dim = cfg.dim;
+                                 std::function<absl::Status(int)> wait_layer,
+                                 model::Workspace* ws, int horizon) {
   mass_.clear();
-  if (nq == 0) return absl::OkStatus();  // nothing to look with: not ran()
-  mass_.assign(cfg.n_layers, {});
-  std::vector<float> q(nq * cfg.q_dim()), att(cand_pos.size());
-  const TensorView h = TensorView::Contiguous(hidden.data(), DType::kF32, {nq, dim});
-  model::LayerOptions lo;
-  lo.causal = causal;
-  for (int l = from; l < cfg.n_layers; ++l) {
-    RETURN_IF_ERROR(wait_layer(l));
-    if (l > from) {
-      RETURN_IF_ERROR(m.ProjectQ(l, h, positions.data(),
+  reached_ = -1;
+  if (positions.empty()) return absl::OkStatus();  // nothing to look with: not ran()
+  m_ = &m, cache_ = &cache, from_ = from;
+  hidden_ = std::move(hidden);
+  positions_.assign(positions.begin(), positions.end());
+  cand_pos_.assign(cand_pos.begin(), cand_pos.end());
+  n_total_ = n_total, n_context_ = n_context, causal_ = causal;
+  wait_layer_ = std::move(wait_layer);
+  horizon_ = horizon;
+  mass_.assign(m.config().n_layers, {});
+  reached_ = from - 1;
+  return LookFrom(from, ws);
+}
+
+absl::Status QueryLookahead::LookFrom(int layer, model::Workspace* ws) {
+  if (!ran()) return absl::OkStatus();
+  const int last = m_->config().n_layers - 1;
+  return Advance(horizon_ > 0 ? std::min(last, layer + horizon_) : last, ws);
+}
+
+absl::Status QueryLookahead::Advance(int to, model::Workspace* ws) {
+  if (!ran()) return absl::OkStatus();
+  to = std::min(to, m_->config().n_layers - 1);
+  while (reached_ < to) {
+    RETURN_IF_ERROR(Step(reached_ + 1, ws));
+    ++reached_;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status QueryLookahead::Step(int l, model::Workspace* ws) {
+  const model::ModelConfig& cfg = m_->config();
+  const int64_t nq = static_cast<int64_t>(positions_.size());
+  const TensorView h = TensorView::Contiguous(hidden_.data(), DType::kF32, {nq, cfg.dim});
+  RETURN_IF_ERROR(wait_layer_(l));
+  if (l > from_) {
+    std::vector<float> q(nq * cfg.q_dim()), att(cand_pos_.size());
+    RETURN_IF_ERROR(m_->ProjectQ(l, h, positions_.data(),
                                  TensorView::Contiguous(q.data(), DType::kF32, {nq, cfg.q_dim()}),
                                  ws));
-      const KeyPlane keys{cache.k_data(l), cache.capacity_tokens() * cfg.head_dim, cfg.head_dim,
-                          cfg.n_kv_heads};
-      const LayerAttention rule{cfg.attn_scale, cfg.Window(l)};
-      RETURN_IF_ERROR(QueryAttentionScores(q.data(), positions, cfg.n_heads, keys, rule, n_context,
-                                           cand_pos, att.data()));
-      mass_[l].assign(n_context, 0.0f);
-      for (size_t i = 0; i < cand_pos.size(); ++i) mass_[l][cand_pos[i]] = att[i];
-    }
-    if (l + 1 < cfg.n_layers) {
-      RETURN_IF_ERROR(m.ForwardLayer(l, h, positions.data(), cache.Layer(l, n_total), lo, ws));
-    }
+    const KeyPlane keys{cache_->k_data(l), cache_->capacity_tokens() * cfg.head_dim, cfg.head_dim,
+                        cfg.n_kv_heads};
+    const LayerAttention rule{cfg.attn_scale, cfg.Window(l)};
+    RETURN_IF_ERROR(QueryAttentionScores(q.data(), positions_, cfg.n_heads, keys, rule,
+                                         n_context_, cand_pos_, att.data()));
+    mass_[l].assign(n_context_, 0.0f);
+    for (size_t i = 0; i < cand_pos_.size(); ++i) mass_[l][cand_pos_[i]] = att[i];
+  }
+  if (l + 1 < cfg.n_layers) {
+    model::LayerOptions lo;
+    lo.causal = causal_;
+    RETURN_IF_ERROR(m_->ForwardLayer(l, h, positions_.data(), cache_->Layer(l, n_total_), lo, ws));
   }
   return absl::OkStatus();
 }
@@ -47,7 +76,7 @@ absl::Status QueryLookahead::Run(const model::Model& m, int from, std::vector<fl
 void QueryLookahead::Weigh(int layer, const std::vector<float>& att,
                            absl::Span<const int32_t> cand_pos, float* dev) const {
   std::vector<float> w = att;
-  if (static_cast<size_t>(layer) + 1 < mass_.size()) {
+  if (layer < reached_) {
     w.resize(cand_pos.size());
     After(layer, cand_pos, w.data());
   }

@@ -22,28 +22,41 @@ namespace ragkv::blend::internal {
 
 // QueryLookahead: mass[l][p], the attention mass the query rows put on
 // context position p at layer l, summed over the rows and heads, for the
-// layers after the one it ran from (earlier layers stay zero).
+// layers after the one it ran from that it has reached (others stay zero).
+// With a horizon it goes only so far at the first check and Advance takes
+// it further at later ones, so a check waits only for the layers it looks
+// at (docs/blend.md "The look-ahead's horizon").
 class QueryLookahead {
  public:
   // Run: the query rows (`hidden`, f32 [rows, dim], their input to layer
   // `from`; `positions` ascending, all >= n_context) through layers
-  // from..L-1 over `cache` (its first `n_total` rows), recording the mass
-  // on `cand_pos` (< n_context) at every layer after `from`. The rows'
-  // fresh K/V are written into the cache at their positions (the blend
-  // recomputes those rows at every layer, so they are overwritten).
-  // `wait_layer(l)` returns once layer l's rows are in the cache.
+  // from..min(L-1, from + horizon) (horizon <= 0: every layer) over `cache`
+  // (its first `n_total` rows), recording the mass on `cand_pos` (<
+  // n_context) at every layer after `from` that it reaches. The rows' fresh
+  // K/V are written into the cache at their positions (the blend recomputes
+  // those rows at every layer, so they are overwritten). `wait_layer(l)`
+  // returns once layer l's rows are in the cache. The model, cache and
+  // wait_layer must outlive later Advance calls.
   absl::Status Run(const model::Model& m, int from, std::vector<float> hidden,
                    absl::Span<const int32_t> positions, model::KVCache& cache, int64_t n_total,
                    int64_t n_context, absl::Span<const int32_t> cand_pos,
-                   kernels::CausalMode causal, const std::function<absl::Status(int)>& wait_layer,
-                   model::Workspace* ws);
+                   kernels::CausalMode causal, std::function<absl::Status(int)> wait_layer,
+                   model::Workspace* ws, int horizon = 0);
 
-  // ran: Run has recorded the mass (it had query rows).
+  // Advance: on through layer min(L-1, to) over the cache as it stands now
+  // (nothing when already there or not ran()). LookFrom: Advance to what a
+  // check at `layer` looks at: layer + horizon (every layer without one).
+  absl::Status Advance(int to, model::Workspace* ws);
+  absl::Status LookFrom(int layer, model::Workspace* ws);
+
+  // ran: Run has recorded the mass (it had query rows). Reached: the last
+  // layer whose mass is recorded.
   bool ran() const { return !mass_.empty(); }
+  int reached() const { return reached_; }
 
   // Weigh: dev[i] *= the mass on cand_pos[i] summed over the layers after
-  // `layer`; at the last layer (none after) dev[i] *= att[i], the check
-  // layer's own attention.
+  // `layer` reached so far; at the last layer, or when none after it is
+  // reached, dev[i] *= att[i], the check layer's own attention.
   void Weigh(int layer, const std::vector<float>& att, absl::Span<const int32_t> cand_pos,
              float* dev) const;
 
@@ -52,7 +65,19 @@ class QueryLookahead {
   void After(int layer, absl::Span<const int32_t> cand_pos, float* score) const;
 
  private:
+  // Step: layer l's scores (l > from) and, below the last layer, its
+  // forward of the query rows.
+  absl::Status Step(int l, model::Workspace* ws);
+
   std::vector<std::vector<float>> mass_;  // [layer][position < n_context]
+  int from_ = 0, reached_ = -1, horizon_ = 0;
+  const model::Model* m_ = nullptr;
+  model::KVCache* cache_ = nullptr;
+  std::vector<float> hidden_;
+  std::vector<int32_t> positions_, cand_pos_;
+  int64_t n_total_ = 0, n_context_ = 0;
+  kernels::CausalMode causal_ = kernels::CausalMode::kExact;
+  std::function<absl::Status(int)> wait_layer_;
 };
 
 }  // namespace ragkv::blend::internal

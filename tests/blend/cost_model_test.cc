@@ -184,6 +184,42 @@ TEST(CostModel, PredictBlendCountsTheQueryLookaheadAndItsWaitForEveryLayer) {
   EXPECT_LT(d.total_s, c.total_s);
 }
 
+// A horizon: each check's look-ahead reads only so far, and waits only for
+// those layers. Covering every layer it is the full look-ahead; load-bound,
+// a one-layer horizon exposes less; with loading free, the same compute in
+// total (the forwards are spread over the checks, not fewer).
+TEST(CostModel, PredictBlendWithALookaheadHorizonWaitsOnlyForItsLayers) {
+  ModelShape s = Tiny();
+  s.layers = 8;
+  HardwareSpec hw = UnitHw();
+  hw.ram_tier_bw = 1e12;
+  RequestShape la;
+  la.context_tokens = 100;
+  la.query_tokens = 4;
+  la.query_lookahead = true;
+  const CostModel free_load(s, hw);
+  const RequestPrediction all = free_load.PredictBlend(la, 0.2, Tier::kRam);
+  RequestShape wide = la, one = la;
+  wide.lookahead_layers = 8;
+  one.lookahead_layers = 1;
+  EXPECT_DOUBLE_EQ(free_load.PredictBlend(wide, 0.2, Tier::kRam).total_s, all.total_s);
+  // Checks at layers 1-4, one layer ahead each: layers 2..5 reached, 4 of
+  // the 6 the full look-ahead reaches.
+  const RequestPrediction near = free_load.PredictBlend(one, 0.2, Tier::kRam);
+  RequestShape none = la;
+  none.query_lookahead = false;
+  const double base = free_load.PredictBlend(none, 0.2, Tier::kRam).selection_s;
+  EXPECT_NEAR((near.selection_s - base) / (all.selection_s - base), 4.0 / 6.0, 1e-9);
+  HardwareSpec slow = UnitHw();
+  slow.ssd_tier_bw = free_load.KvBytesPerLayer(100) / 1e4;
+  const CostModel bound(s, slow);
+  const double t_all = bound.PredictBlend(la, 0.2, Tier::kSsd).total_s;
+  const double t_one = bound.PredictBlend(one, 0.2, Tier::kSsd).total_s;
+  EXPECT_LT(t_one, t_all);
+  EXPECT_LT(LookaheadWait(bound, 100, 4, 0.2, Tier::kSsd, 1),
+            LookaheadWait(bound, 100, 4, 0.2, Tier::kSsd, 0));
+}
+
 TEST(CostModel, PredictCountsAllocationAndExposedLoad) {
   HardwareSpec hw = UnitHw();
   hw.alloc_bytes_per_s = 1000;

@@ -4,6 +4,7 @@
 // layer must be the attention full prefill's query rows put on each context
 // row: here every row is carried through the layers (ForwardLayer over all
 // rows, what Prefill composes) and the mass is a plain softmax loop.
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -136,6 +137,60 @@ TEST_P(QueryLookahead, OverFullPrefillsCacheItIsFullPrefillsQueryAttention) {
   // After the last layer there is nothing to look at.
   la.After(static_cast<int>(L - 1), cand, after.data());
   for (int64_t j = 0; j < qb; ++j) EXPECT_EQ(after[j], 0.0f);
+}
+
+TEST_P(QueryLookahead, AHorizonWaitsOnlyForItsLayersAndAdvanceCompletesTheRun) {
+  const auto m = GetParam() ? SlidingModel() : testing::SmallModel();
+  std::mt19937 rng(12);
+  const std::vector<int32_t> tokens = testing::RandomTokens(&rng, 40, m->config().vocab_size);
+  const int64_t n = 40, qb = 34;
+  const int L = m->config().n_layers;
+  ASSERT_GE(L, 4);
+  Truth t = NaiveTruth(*m, tokens, qb);
+  std::vector<int32_t> qpos, cand;
+  for (int64_t i = 0; i < n; ++i) (i < qb ? cand : qpos).push_back(static_cast<int32_t>(i));
+  std::vector<float> qh((n - qb) * m->config().dim);
+  std::vector<int32_t> qtok(tokens.begin() + qb, tokens.end());
+  ASSERT_TRUE(m->Embed(qtok, TensorView::Contiguous(qh.data(), DType::kF32,
+                                                    {n - qb, m->config().dim}))
+                  .ok());
+  model::Workspace ws;
+  internal::QueryLookahead full, near;
+  int waited = -1;
+  const auto wait = [&waited](int l) {
+    waited = std::max(waited, l);
+    return absl::OkStatus();
+  };
+  ASSERT_TRUE(full.Run(*m, 0, qh, qpos, t.cache, n, qb, cand, kernels::CausalMode::kExact, wait, &ws)
+                  .ok());
+  EXPECT_EQ(waited, L - 1);
+  waited = -1;
+  // Horizon 1 from layer 0: layer 1's mass only, and no wait past layer 1.
+  ASSERT_TRUE(near.Run(*m, 0, qh, qpos, t.cache, n, qb, cand, kernels::CausalMode::kExact, wait,
+                       &ws, /*horizon=*/1)
+                  .ok());
+  EXPECT_EQ(waited, 1);
+  EXPECT_EQ(near.reached(), 1);
+  std::vector<float> a(qb), b(qb);
+  near.After(0, cand, a.data());
+  for (int64_t j = 0; j < qb; ++j) EXPECT_NEAR(a[j], t.mass[1][j], 2e-4 * (1 + t.mass[1][j])) << j;
+  // A check at layer 1 looks one layer further; its own attention is what
+  // weighs where nothing after it is reached yet.
+  near.After(1, cand, a.data());
+  for (int64_t j = 0; j < qb; ++j) EXPECT_EQ(a[j], 0.0f);
+  std::vector<float> dev(qb, 2.0f), att(qb, 0.5f);
+  near.Weigh(1, att, cand, dev.data());
+  for (int64_t j = 0; j < qb; ++j) EXPECT_EQ(dev[j], 1.0f);
+  ASSERT_TRUE(near.LookFrom(1, &ws).ok());
+  EXPECT_EQ(near.reached(), 2);
+  EXPECT_EQ(waited, 2);
+  // Advanced to the end over the same cache, it is the full run.
+  ASSERT_TRUE(near.Advance(L - 1, &ws).ok());
+  for (int l = 0; l < L; ++l) {
+    full.After(l, cand, a.data());
+    near.After(l, cand, b.data());
+    for (int64_t j = 0; j < qb; ++j) EXPECT_NEAR(a[j], b[j], 1e-5 * (1 + a[j])) << l << " " << j;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Attention, QueryLookahead, ::testing::Bool(),

@@ -95,6 +95,32 @@ TEST_F(SelectorTest, ChunkHeadTakesTheFirstRowsOfEveryChunk) {
   EXPECT_EQ(cached, (std::vector<int32_t>{8, 9, 28, 29, 48, 49}));
 }
 
+TEST_F(SelectorTest, ALookaheadHorizonKeepsTheBudgetAndCoveringEveryLayerIsTheFullLookahead) {
+  Prompt p = RandomPrompt(*model_, 9, 4, 20);
+  const int L = model_->config().n_layers;
+  ASSERT_GE(L, 3);
+  BlendOptions o;
+  o.selector = Selector::kLookaheadDeviation;
+  o.ratio = 0.15;
+  o.logits = QueryLogits::kAll;
+  auto full = Run(p, o);
+  ASSERT_TRUE(full.ok()) << full.status();
+  o.lookahead_layers = L;  // from the first check (layer 1) past the last layer
+  auto same = Run(p, o);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(same->recomputed, full->recomputed);
+  EXPECT_EQ(same->logits, full->logits);
+  for (int h = 1; h + 1 < L; ++h) {
+    o.lookahead_layers = h;
+    auto a = Run(p, o), b = Run(p, o);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+    EXPECT_EQ(a->recomputed.back().size(), full->recomputed.back().size()) << h;
+    EXPECT_EQ(a->recomputed, b->recomputed) << h;
+  }
+  o.lookahead_layers = -1;
+  EXPECT_EQ(Run(p, o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(QueryAttentionScores, MassFollowsTheSoftmaxOfTheQuery) {
   // One query row, 2 heads over 1 kv head, head_dim 2, 3 context keys.
   const float keys[] = {1, 0, 0, 1, 0, 0};  // k0 = e0, k1 = e1, k2 = 0

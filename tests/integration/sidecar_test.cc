@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <cstdlib>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -87,7 +88,8 @@ class SidecarTest : public ::testing::Test {
   static void ExpectStreamEqualsInProcess(const std::vector<v1::ChunkInfo>& chunks,
                                           const std::vector<int32_t>& query, double ratio,
                                           const CollectingKVSink& sink,
-                                          std::optional<blend::Selector> selector = {}) {
+                                          std::optional<blend::Selector> selector = {},
+                                          int lookahead_layers = 0) {
     std::vector<blend::ChunkKV> kvs;
     std::vector<std::vector<int32_t>> toks;
     for (const auto& c : chunks) toks.emplace_back(c.token_ids().begin(), c.token_ids().end());
@@ -108,6 +110,7 @@ class SidecarTest : public ::testing::Test {
     blend::BlendOptions bo;
     bo.ratio = ratio;
     if (selector) bo.selector = *selector;
+    bo.lookahead_layers = lookahead_layers;
     bo.logits = blend::QueryLogits::kNone;
     auto r = (*blender)->Blend(segs, bo);
     ASSERT_TRUE(r.ok()) << r.status();
@@ -452,13 +455,15 @@ TEST_F(SidecarTest, BlendAutoModeAppliesTheControllersRatio) {
     EXPECT_GE(sink.stats.ratio, defaults.controller_r_min - 1e-6);
     EXPECT_LE(sink.stats.ratio, defaults.controller_r_max + 1e-6);
     EXPECT_THAT(sink.stats.controller_reason, HasSubstr("tier"));
-    // Where the look-ahead's wait for every layer would show, the controller
-    // blends with attended-deviation and says so.
+    // Where the look-ahead's wait for its layers would show, the controller
+    // narrows its horizon or blends with attended-deviation, and says so.
+    const std::string& why = sink.stats.controller_reason;
     std::optional<blend::Selector> used;
-    if (absl::StrContains(sink.stats.controller_reason, "attended-deviation: the look-ahead")) {
-      used = blend::Selector::kAttendedDeviation;
-    }
-    ExpectStreamEqualsInProcess(chunks, query, sink.stats.ratio, sink, used);
+    if (absl::StrContains(why, "attended-deviation: even")) used = blend::Selector::kAttendedDeviation;
+    int horizon = 0;
+    const size_t at = why.find("look-ahead horizon ");
+    if (at != std::string::npos) horizon = std::atoi(why.c_str() + at + 19);
+    ExpectStreamEqualsInProcess(chunks, query, sink.stats.ratio, sink, used, horizon);
   }
   // The explicit modes report their ratio and no reason.
   v1::BlendRequest req;
