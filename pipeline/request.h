@@ -73,6 +73,10 @@ struct RequestOptions {
   // chunk_head_tokens: kCacheBlend also recomputes each cached chunk's first
   // rows (blend::BlendOptions::chunk_head_tokens); 0: none.
   int chunk_head_tokens = 0;
+  // lookahead_layers: the look-ahead's horizon under lookahead-deviation
+  // (blend::BlendOptions::lookahead_layers; 0: every layer). kAuto: the
+  // loading controller's instead.
+  int lookahead_layers = 0;
   // adaptive_mass: kCacheBlend chooses the request's ratio, at most the
   // ratio above (blend::BlendOptions::adaptive_mass); 0: a fixed ratio.
   double adaptive_mass = 0;

@@ -66,6 +66,7 @@ pipeline::RequestOptions ToOptions(const v1::BlendOptions& o, double retrieve_ms
     if (blend::ParseSelector(o.selector(), &s)) ro.selector = s;  // validated before
   }
   ro.chunk_head_tokens = static_cast<int>(o.chunk_head_tokens());
+  ro.lookahead_layers = static_cast<int>(o.lookahead_layers());
   ro.adaptive_mass = o.adaptive_mass();
   ro.adaptive_threshold = o.adaptive_threshold();
   ro.adaptive_budget = o.adaptive_budget();

@@ -51,6 +51,9 @@ class BenchEngineCommand : public Command {
     cmd->add_option("--chunk-head-tokens", o_.chunk_head_tokens,
                     "CacheBlend also recomputes each chunk's first N rows (EPIC)")
         ->capture_default_str();
+    cmd->add_option("--lookahead-layers", o_.lookahead_layers,
+                    "extra CacheBlend strategies, one per look-ahead horizon (layers past each "
+                    "check; the lookahead-deviation selector)");
     cmd->add_option("--adaptive-masses", o_.adaptive_masses,
                     "adaptive CacheBlend strategies: the share of the estimated error to remove")
         ->delimiter(',');

@@ -46,6 +46,7 @@ struct Strategy {
   double adaptive_mass = 0;  // > 0: the ratio is the cap of an adaptive choice
   double adaptive_threshold = 0;  // > 0: the same, by the threshold rule
   double adaptive_budget = 0;     // > 0: the same, by the budget rule
+  int lookahead_layers = 0;       // the look-ahead's horizon (0: every layer)
 };
 
 // Compare: mean KL(ref || got) and top-1 agreement over the rows of two
@@ -94,6 +95,7 @@ v1::BlendRequest Request(const EnginePrompt& p, const Strategy& s, bool whole) {
     o->set_recompute_ratio(static_cast<float>(s.ratio));
     o->set_selector(s.selector);
     o->set_chunk_head_tokens(static_cast<uint32_t>(s.chunk_head_tokens));
+    o->set_lookahead_layers(static_cast<uint32_t>(s.lookahead_layers));
     o->set_adaptive_mass(static_cast<float>(s.adaptive_mass));
     o->set_adaptive_threshold(static_cast<float>(s.adaptive_threshold));
     o->set_adaptive_budget(static_cast<float>(s.adaptive_budget));
@@ -251,6 +253,12 @@ std::vector<Strategy> Strategies(const EngineBenchOptions& o) {
   for (double b : o.adaptive_budgets) {
     s.push_back({absl::StrFormat("cacheblend-adaptive/b=%.3g%s", b, head), o.adaptive_max, sel,
                  o.chunk_head_tokens, 0, 0, b});
+  }
+  for (int h : o.lookahead_layers) {
+    for (double r : o.ratios) {
+      s.push_back(
+          {absl::StrCat("cacheblend+ahead", h, head), r, sel, o.chunk_head_tokens, 0, 0, 0, h});
+    }
   }
   return s;
 }

@@ -102,6 +102,7 @@ blend::BlendOptions StrategyOptions(const Pipeline::Options& o, const RequestOpt
   }
   if (ro.selector) bo.selector = *ro.selector;
   bo.chunk_head_tokens = ro.chunk_head_tokens;
+  bo.lookahead_layers = ro.lookahead_layers;
   if (ro.mode == Mode::kCacheBlend) {
     bo.adaptive_mass = ro.adaptive_mass;
     bo.adaptive_threshold = ro.adaptive_threshold;

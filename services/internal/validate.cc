@@ -227,6 +227,10 @@ absl::Status ValidateBlendOptions(const v1::BlendOptions& opts) {
   if (opts.output_dtype() != v1::DTYPE_UNSPECIFIED) {
     RETURN_IF_ERROR(wire::KernelDTypeFromProto(opts.output_dtype()).status());
   }
+  if (opts.lookahead_layers() > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("lookahead_layers %d above 1024", opts.lookahead_layers()));
+  }
   if (opts.chunk_head_tokens() > 64) {
     return absl::InvalidArgumentError(
         absl::StrFormat("chunk_head_tokens %d above 64", opts.chunk_head_tokens()));

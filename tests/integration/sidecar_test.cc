@@ -435,6 +435,34 @@ TEST_F(SidecarTest, ANamedSelectorIsHonoured) {
   EXPECT_NE(masks[1], masks[2]);
 }
 
+// BlendOptions.lookahead_layers: the stream is the in-process Blender's with
+// that look-ahead horizon; above 1024 it is refused by name.
+TEST_F(SidecarTest, ALookaheadHorizonIsHonouredAndBoundedByName) {
+  auto chunks = SomeChunks(3);
+  ASSERT_EQ(chunks.size(), 3u);
+  std::vector<int32_t> query = {1, 365, 301, 285, 311, 261};
+  v1::BlendRequest req;
+  for (const auto& c : chunks) req.add_segments()->set_chunk_id(c.chunk_id());
+  req.add_segments()->mutable_tokens()->mutable_ids()->Assign(query.begin(), query.end());
+  req.mutable_options()->set_mode(v1::BLEND_MODE_CACHEBLEND);
+  req.mutable_options()->set_recompute_ratio(0.3f);
+  std::vector<std::vector<std::string>> masks;  // every layer's recomputed rows
+  for (int h : {0, 1, 2}) {
+    req.mutable_options()->set_lookahead_layers(h);
+    CollectingKVSink sink;
+    absl::Status s = client_->Blend(req, &sink);
+    ASSERT_TRUE(s.ok()) << h << ": " << s;
+    ExpectStreamEqualsInProcess(chunks, query, 0.3, sink, blend::Selector::kLookaheadDeviation, h);
+    masks.push_back(sink.mask);
+  }
+  EXPECT_NE(masks[0], masks[1]);  // a one-layer horizon ranks other rows here
+  req.mutable_options()->set_lookahead_layers(1025);
+  CollectingKVSink refused;
+  absl::Status s = client_->Blend(req, &refused);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("lookahead_layers"));
+}
+
 // BLEND_MODE_AUTO: the sidecar's loading controller picks r (>= its floor,
 // <= its ceiling), says why, and the stream is the Blender's at that r.
 TEST_F(SidecarTest, BlendAutoModeAppliesTheControllersRatio) {
