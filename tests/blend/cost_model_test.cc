@@ -149,6 +149,16 @@ TEST(CostModel, PredictBlendFollowsTheGradualSchedule) {
   EXPECT_DOUBLE_EQ(reuse.layer0_s, m4.ComputeSeconds(m4.SelectiveLayer(4, 104, q)));
 }
 
+// Query100: 100 context tokens and a 4-token query, with or without the
+// query look-ahead.
+RequestShape Query100(bool lookahead) {
+  RequestShape r;
+  r.context_tokens = 100;
+  r.query_tokens = 4;
+  r.query_lookahead = lookahead;
+  return r;
+}
+
 // The query look-ahead (lookahead-deviation): its compute is counted in
 // selection_s; with loading free it adds exactly that; load-bound, the
 // first check waits for every layer, so nothing after it hides a load.
@@ -157,11 +167,7 @@ TEST(CostModel, PredictBlendCountsTheQueryLookaheadAndItsWaitForEveryLayer) {
   s.layers = 6;
   HardwareSpec fast = UnitHw();
   fast.ram_tier_bw = 1e12;
-  RequestShape r;
-  r.context_tokens = 100;
-  r.query_tokens = 4;
-  RequestShape la = r;
-  la.query_lookahead = true;
+  const RequestShape r = Query100(false), la = Query100(true);
   const CostModel free_load(s, fast);
   const RequestPrediction a = free_load.PredictBlend(r, 0.2, Tier::kRam);
   const RequestPrediction b = free_load.PredictBlend(la, 0.2, Tier::kRam);
@@ -185,18 +191,15 @@ TEST(CostModel, PredictBlendCountsTheQueryLookaheadAndItsWaitForEveryLayer) {
 }
 
 // A horizon: each check's look-ahead reads only so far, and waits only for
-// those layers. Covering every layer it is the full look-ahead; load-bound,
-// a one-layer horizon exposes less; with loading free, the same compute in
-// total (the forwards are spread over the checks, not fewer).
+// those layers. Covering every layer it is the full look-ahead; with
+// loading free its compute is the layers it reaches; load-bound, a
+// one-layer horizon exposes less.
 TEST(CostModel, PredictBlendWithALookaheadHorizonWaitsOnlyForItsLayers) {
   ModelShape s = Tiny();
   s.layers = 8;
   HardwareSpec hw = UnitHw();
   hw.ram_tier_bw = 1e12;
-  RequestShape la;
-  la.context_tokens = 100;
-  la.query_tokens = 4;
-  la.query_lookahead = true;
+  const RequestShape la = Query100(true);
   const CostModel free_load(s, hw);
   const RequestPrediction all = free_load.PredictBlend(la, 0.2, Tier::kRam);
   RequestShape wide = la, one = la;
@@ -206,9 +209,7 @@ TEST(CostModel, PredictBlendWithALookaheadHorizonWaitsOnlyForItsLayers) {
   // Checks at layers 1-4, one layer ahead each: layers 2..5 reached, 4 of
   // the 6 the full look-ahead reaches.
   const RequestPrediction near = free_load.PredictBlend(one, 0.2, Tier::kRam);
-  RequestShape none = la;
-  none.query_lookahead = false;
-  const double base = free_load.PredictBlend(none, 0.2, Tier::kRam).selection_s;
+  const double base = free_load.PredictBlend(Query100(false), 0.2, Tier::kRam).selection_s;
   EXPECT_NEAR((near.selection_s - base) / (all.selection_s - base), 4.0 / 6.0, 1e-9);
   HardwareSpec slow = UnitHw();
   slow.ssd_tier_bw = free_load.KvBytesPerLayer(100) / 1e4;

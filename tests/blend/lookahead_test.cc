@@ -94,6 +94,24 @@ std::unique_ptr<model::Model> SlidingModel() {
   return std::move(m).value();
 }
 
+// QueryRows: the prompt's rows < qb are the candidates, the rest the query
+// rows, with their embeddings (their input to layer 0).
+struct QueryRows {
+  std::vector<int32_t> qpos, cand;
+  std::vector<float> hidden;
+};
+QueryRows SplitAt(const model::Model& m, const std::vector<int32_t>& tokens, int64_t qb) {
+  QueryRows q;
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  for (int64_t i = 0; i < n; ++i) (i < qb ? q.cand : q.qpos).push_back(static_cast<int32_t>(i));
+  q.hidden.resize((n - qb) * m.config().dim);
+  std::vector<int32_t> qtok(tokens.begin() + qb, tokens.end());
+  EXPECT_TRUE(m.Embed(qtok, TensorView::Contiguous(q.hidden.data(), DType::kF32,
+                                                   {n - qb, m.config().dim}))
+                  .ok());
+  return q;
+}
+
 class QueryLookahead : public ::testing::TestWithParam<bool> {};
 
 TEST_P(QueryLookahead, OverFullPrefillsCacheItIsFullPrefillsQueryAttention) {
@@ -104,13 +122,9 @@ TEST_P(QueryLookahead, OverFullPrefillsCacheItIsFullPrefillsQueryAttention) {
   const int64_t n = 40, qb = 34, L = m->config().n_layers;
   Truth t = NaiveTruth(*m, tokens, qb);
   const std::vector<float> before(t.cache.k_data(0), t.cache.k_data(0) + t.cache.capacity_tokens());
-  std::vector<int32_t> qpos, cand;
-  for (int64_t i = 0; i < n; ++i) (i < qb ? cand : qpos).push_back(static_cast<int32_t>(i));
-  std::vector<float> qh((n - qb) * m->config().dim);
-  std::vector<int32_t> qtok(tokens.begin() + qb, tokens.end());
-  ASSERT_TRUE(m->Embed(qtok, TensorView::Contiguous(qh.data(), DType::kF32,
-                                                    {n - qb, m->config().dim}))
-                  .ok());
+  const QueryRows rows = SplitAt(*m, tokens, qb);
+  const std::vector<int32_t>&qpos = rows.qpos, &cand = rows.cand;
+  const std::vector<float>& qh = rows.hidden;
   internal::QueryLookahead la;
   model::Workspace ws;
   ASSERT_TRUE(la.Run(*m, 0, qh, qpos, t.cache, n, qb, cand, kernels::CausalMode::kExact,
@@ -147,13 +161,9 @@ TEST_P(QueryLookahead, AHorizonWaitsOnlyForItsLayersAndAdvanceCompletesTheRun) {
   const int L = m->config().n_layers;
   ASSERT_GE(L, 4);
   Truth t = NaiveTruth(*m, tokens, qb);
-  std::vector<int32_t> qpos, cand;
-  for (int64_t i = 0; i < n; ++i) (i < qb ? cand : qpos).push_back(static_cast<int32_t>(i));
-  std::vector<float> qh((n - qb) * m->config().dim);
-  std::vector<int32_t> qtok(tokens.begin() + qb, tokens.end());
-  ASSERT_TRUE(m->Embed(qtok, TensorView::Contiguous(qh.data(), DType::kF32,
-                                                    {n - qb, m->config().dim}))
-                  .ok());
+  const QueryRows rows = SplitAt(*m, tokens, qb);
+  const std::vector<int32_t>&qpos = rows.qpos, &cand = rows.cand;
+  const std::vector<float>& qh = rows.hidden;
   model::Workspace ws;
   internal::QueryLookahead full, near;
   int waited = -1;
