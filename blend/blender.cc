@@ -6,10 +6,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "base/sync.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "base/sync.h"
 #include "blend/internal/blend_plan.h"
 #include "blend/internal/failed_load.h"
 #include "blend/internal/kv_rows.h"
@@ -164,8 +164,8 @@ class BlendRun {
   void QueryInputs(const RecomputeState& s, std::vector<int32_t>* pos,
                    std::vector<float>* hidden) const;
   // LookaheadScores: s->dev *= the query's attention on each candidate in
-  // the layers after l (the look-ahead runs at the first check layer; a
-  // check at the last layer keeps l's own attention product).
+  // the layers after l it reaches (run at the first check, advanced by its
+  // horizon at each later one; at the last layer, l's own attention).
   absl::Status LookaheadScores(int l, const std::vector<float>& att, RecomputeState* s);
   // AdaptiveErrorBase: the adaptive ratio's error before the attention
   // factor: the selector's deviation (adaptive_mass), or (threshold and
@@ -205,7 +205,7 @@ class BlendRun {
   const bool threaded_;
   double ratio_scale_ = 1.0;     // adaptive ratio / options ratio
   bool adaptive_pending_ = false;  // the first check layer chooses the ratio
-  internal::QueryLookahead lookahead_;  // lookahead-deviation: run at the first check
+  internal::QueryLookahead lookahead_;  // lookahead-deviation: from the first check on
   int sync_loaded_ = 0;                 // not threaded: layers [0, sync_loaded_) loaded
   // A look-ahead may run: the loader ignores the prefetch window.
   const bool lookahead_loads_all_ =
@@ -558,14 +558,13 @@ absl::Status BlendRun::QueryAttention(int l, const KvPlane& pk, RecomputeState* 
 }
 
 absl::Status BlendRun::LookaheadScores(int l, const std::vector<float>& att, RecomputeState* s) {
-  if (!lookahead_.ran()) {
+  if (!lookahead_.ran() || lookahead_.reached() < l) {  // past its reach: anew from l
     std::vector<int32_t> qpos;
     std::vector<float> qh;
     QueryInputs(*s, &qpos, &qh);
-    RETURN_IF_ERROR(lookahead_.Run(m_, l, std::move(qh), qpos, kv_, N_, plan_.query_begin,
-                                   s->cand_pos, options_.causal,
-                                   [this](int layer) { return WaitLayer(layer); }, s->ws,
-                                   options_.lookahead_layers));
+    RETURN_IF_ERROR(lookahead_.Run(
+        m_, l, std::move(qh), qpos, kv_, N_, plan_.query_begin, s->cand_pos, options_.causal,
+        [this](int layer) { return WaitLayer(layer); }, s->ws, options_.lookahead_layers));
   }
   RETURN_IF_ERROR(lookahead_.LookFrom(l, s->ws));
   lookahead_.Weigh(l, att, s->cand_pos, s->dev.data());

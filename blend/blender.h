@@ -179,8 +179,9 @@ struct BlendOptions {
   double adaptive_threshold = 0;
   // Adaptive ratio by budget (recompute_budget set; overrides both above):
   // the threshold rule's errors, with the threshold that `recompute_budget`
-  // sets over its recent requests so that their mean ratio is its budget
-  // (blend/recompute_budget.h). Not owned; outlives the blend.
+  // sets over its recent requests so that their mean ratio stays within its
+  // budget, a ceiling (blend/recompute_budget.h). Not owned; outlives the
+  // blend.
   RecomputeBudget* recompute_budget = nullptr;
   double adaptive_min = 0.02;
   // kExact is correct; kBottomRight reproduces the public implementations'

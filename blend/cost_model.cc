@@ -369,6 +369,30 @@ void OverlapToNeeds(const std::vector<double>& compute, double load_per_layer,
   p->total_s = p->open_s + p->alloc_s + t + p->logits_s;
 }
 
+// LookaheadNeeds: the look-ahead from the first check of `schedule`, each
+// check reaching `horizon` layers past it (0: every layer, at the first),
+// at `per_layer` seconds a layer reached: adds each check's advance to its
+// compute and to p->selection_s, and returns how many layers each layer's
+// compute needs loaded (l + 1, or what its check reads).
+std::vector<int> LookaheadNeeds(const std::vector<CheckLayer>& schedule, int layers, int horizon,
+                                double per_layer, std::vector<double>* compute,
+                                RequestPrediction* p) {
+  std::vector<int> need(layers);
+  for (int l = 0; l < layers; ++l) need[l] = l + 1;
+  int reached = schedule[0].layer;
+  for (const CheckLayer& c : schedule) {
+    const bool all = horizon <= 0 || horizon >= layers - 1 - c.layer;
+    const int to = all ? layers - 1 : c.layer + horizon;
+    if (to <= reached) continue;
+    const double la = (to - reached) * per_layer;
+    p->selection_s += la;
+    (*compute)[c.layer] += la;
+    need[c.layer] = to + 1;
+    reached = to;
+  }
+  return need;
+}
+
 }  // namespace
 
 RequestPrediction CostModel::PredictFullPrefill(const RequestShape& r) const {
@@ -469,22 +493,11 @@ RequestPrediction CostModel::PredictBlend(const RequestShape& r, double ratio, T
   scores.bytes = s.dim * q_dim * s.weight_bytes_per_elem + C * kv * 4;  // wq, the f32 keys
   scores.rows = Q;
   const double per_layer =
-      ComputeSeconds(SelectiveLayer(r.query_tokens, r.context_tokens + r.query_tokens,
-                                    RangeVisible(C, N))) +
+      ComputeSeconds(
+          SelectiveLayer(r.query_tokens, r.context_tokens + r.query_tokens, RangeVisible(C, N))) +
       ComputeTime(*this, hw_, scores);
-  std::vector<int> need(s.layers);
-  for (int l = 0; l < s.layers; ++l) need[l] = l + 1;
-  int reached = schedule[0].layer;
-  for (const CheckLayer& c : schedule) {
-    const int to = r.lookahead_layers > 0 ? std::min(s.layers - 1, c.layer + r.lookahead_layers)
-                                          : s.layers - 1;
-    if (to <= reached) continue;
-    const double la = (to - reached) * per_layer;
-    p.selection_s += la;
-    compute[c.layer] += la;
-    need[c.layer] = to + 1;
-    reached = to;
-  }
+  const std::vector<int> need =
+      LookaheadNeeds(schedule, s.layers, r.lookahead_layers, per_layer, &compute, &p);
   OverlapToNeeds(compute, load, need, &p);
   return p;
 }
@@ -586,17 +599,19 @@ void ChooseLookahead(const CostModel& cm, int64_t context_tokens, int64_t query_
     if (wait <= limit) {
       d->lookahead_layers = h;
       if (h != configured) {
-        d->why = absl::StrFormat("%s; look-ahead horizon %d layers: its wait for the layers it "
-                                 "reads from %s stays within %.0f%% of the TTFT",
-                                 d->why, h, TierName(d->tier), kLookaheadWaitShare * 100);
+        d->why = absl::StrFormat(
+            "%s; look-ahead horizon %d layers: its wait for the layers it "
+            "reads from %s stays within %.0f%% of the TTFT",
+            d->why, h, TierName(d->tier), kLookaheadWaitShare * 100);
       }
       return;
     }
   }
   d->lookahead = false;
-  d->why = absl::StrFormat("%s; attended-deviation: even a 1-layer look-ahead would wait %.3f ms "
-                           "for its layers from %s",
-                           d->why, wait * 1e3, TierName(d->tier));
+  d->why = absl::StrFormat(
+      "%s; attended-deviation: even a 1-layer look-ahead would wait %.3f ms "
+      "for its layers from %s",
+      d->why, wait * 1e3, TierName(d->tier));
 }
 
 }  // namespace ragkv::blend

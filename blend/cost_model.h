@@ -141,14 +141,14 @@ struct RequestShape {
   // opens only the first).
   int64_t cached_chunks = 0;
   // query_lookahead: the Blender's lookahead-deviation selector (its
-  // default): at the first check layer the query rows run once through the
-  // layers after it, which needs every layer loaded there (the loader reads
+  // default): from the first check layer the query rows run on through the
+  // layers after it, which needs those layers loaded there (the loader reads
   // ahead without a prefetch window). Counted in selection_s; the load
-  // before that check is exposed where it outlasts the compute.
+  // before each check is exposed where it outlasts the compute.
   bool query_lookahead = false;
   // lookahead_layers: BlendOptions::lookahead_layers: each check's look-
   // ahead reaches only that many layers past it, and waits only for those
-  // (0: every layer, at the first check).
+  // (0: every layer, all at the first check).
   int lookahead_layers = 0;
 };
 
@@ -247,7 +247,7 @@ struct Decision {
   Tier tier = Tier::kRam;
   double recompute_s_per_layer = 0;
   double load_s_per_layer = 0;
-  double predicted_ttft_s = 0;
+  double predicted_ttft_s = 0;  // ChooseRatioAndTier's, without the look-ahead
   // lookahead: the default selector's query look-ahead may run, reaching
   // lookahead_layers past each check (0: every layer; BlendOptions::
   // lookahead_layers), the widest horizon whose wait for its layers stays

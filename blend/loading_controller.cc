@@ -134,8 +134,8 @@ Decision LoadingController::Decide(int64_t context_tokens, int64_t query_tokens,
                               : "no loading bandwidth known for the available tiers; r = r_min";
     return d;
   }
-  Decision d = ChooseRatioAndTier(cm, context_tokens, query_tokens, options_.r_min,
-                                  options_.r_max, known);
+  Decision d =
+      ChooseRatioAndTier(cm, context_tokens, query_tokens, options_.r_min, options_.r_max, known);
   if (options_.blend.selector == Selector::kLookaheadDeviation) {
     ChooseLookahead(cm, context_tokens, query_tokens, options_.blend.lookahead_layers, &d);
   }

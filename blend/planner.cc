@@ -252,9 +252,8 @@ void PrintPlanJson(const Plan& p, std::ostream& out) {
       R"("usd_per_million_tokens":{"ram":%.6g,"ssd":%.6g,"redis":%.6g})",
       p.controller.ratio, TierName(p.controller.tier),
       p.controller.lookahead ? "lookahead-deviation" : "attended-deviation",
-      p.controller.lookahead_layers, JsonEscape(p.controller.why),
-      p.kv_bytes_per_token, p.usd_per_million_tokens[0], p.usd_per_million_tokens[1],
-      p.usd_per_million_tokens[2]);
+      p.controller.lookahead_layers, JsonEscape(p.controller.why), p.kv_bytes_per_token,
+      p.usd_per_million_tokens[0], p.usd_per_million_tokens[1], p.usd_per_million_tokens[2]);
   PrintPhasesJson(p, out);
   out << "}\n";
 }

@@ -19,7 +19,9 @@ int64_t Above(const std::vector<float>& s, double t) {
 
 double ErrorUnit(const float* err, int64_t n) {
   double total = 0;
-  for (int64_t i = 0; i < n; ++i) total += std::max(0.0f, err[i]);
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isfinite(err[i]) && err[i] > 0) total += err[i];
+  }
   return std::sqrt(total);
 }
 
@@ -82,8 +84,8 @@ void RecomputeBudget::Push(Seen q) {
   window_.pop_front();
 }
 
-RecomputeBudget::Seen RecomputeBudget::Normalize(const float* err, int64_t n, int64_t selectable, double r_min,
-                               double r_max) {
+RecomputeBudget::Seen RecomputeBudget::Normalize(const float* err, int64_t n, int64_t selectable,
+                                                 double r_min, double r_max) {
   const double unit = ErrorUnit(err, n);
   const double norm = unit > 0 ? 1.0 / unit : 0.0;
   Seen q;
@@ -92,7 +94,7 @@ RecomputeBudget::Seen RecomputeBudget::Normalize(const float* err, int64_t n, in
   q.r_max = std::max(r_min, r_max);
   q.s.reserve(n);
   for (int64_t i = 0; i < n; ++i) {
-    if (err[i] > 0) q.s.push_back(static_cast<float>(err[i] * norm));
+    if (std::isfinite(err[i]) && err[i] > 0) q.s.push_back(static_cast<float>(err[i] * norm));
   }
   std::sort(q.s.begin(), q.s.end(), std::greater<float>());
   const auto keep = static_cast<size_t>(std::ceil(q.r_max * q.selectable)) + 1;
@@ -113,7 +115,8 @@ int64_t RecomputeBudget::Count(const float* err, int64_t n, int64_t selectable, 
   const Seen& cur = window_.back();
   // The ceiling: this request may spend at most the budget plus the credit,
   // so the running mean never exceeds the budget.
-  const auto cap = static_cast<int64_t>(std::floor((options_.budget + credit) * cur.selectable + 1e-9));
+  const auto cap =
+      static_cast<int64_t>(std::floor((options_.budget + credit) * cur.selectable + 1e-9));
   const int64_t k = std::min(Above(cur.s, threshold_), std::max<int64_t>(0, cap));
   spent_ += std::clamp(static_cast<double>(k) / cur.selectable, cur.r_min, cur.r_max);
   ++requests_;

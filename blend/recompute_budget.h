@@ -8,8 +8,8 @@
 // RecomputeBudget holds the recent requests' estimated errors and sets one
 // threshold for them all, the lowest whose mean ratio stays within the
 // budget: rows are recomputed where the first-order error is largest among
-// recent requests, and the mean spend is what the operator asked for on any
-// workload. The first request gets exactly the budget; the threshold
+// recent requests, and the mean spend is the operator's budget at most, on
+// any workload. The first request gets at most the budget; the threshold
 // adapts as the window fills. What the requests so far left unspent (the
 // credit) is carried into the next threshold, spread over the window.
 //
@@ -32,8 +32,9 @@
 
 namespace ragkv::blend {
 
-// ErrorUnit: sqrt of the sum of err[0..n)'s positive values (0 for none),
-// the unit the threshold rule and the budget rule compare each e_i in.
+// ErrorUnit: sqrt of the sum of err[0..n)'s positive finite values (0 for
+// none), the unit the threshold rule and the budget rule compare each e_i
+// in. The budget rule ignores non-finite errors.
 double ErrorUnit(const float* err, int64_t n);
 
 class RecomputeBudget {

@@ -229,7 +229,8 @@ absl::Status Pipeline::Prepare(const Prompt& prompt, RunState* run) const {
       run->bo.strategy == blend::Strategy::kCacheBlend) {
     ASSIGN_OR_RETURN(run->bo.recompute_budget, budgets_->For(run->ro->adaptive_budget));
     // A floor above the budget would break its ceiling (RecomputeBudget).
-    run->bo.adaptive_min = std::min(run->bo.adaptive_min, run->ro->adaptive_budget);
+    run->bo.adaptive_min =
+        std::min(run->bo.adaptive_min, run->bo.recompute_budget->options().budget);
   }
   // The spans keep cache_hit: the record was found (what the wire has
   // always reported), though this strategy does not read it.

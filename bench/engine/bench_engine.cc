@@ -59,9 +59,6 @@ void Compare(const std::vector<float>& ref, const std::vector<float>& got, int v
   *top1 = a.top1;
 }
 
-// Request: the chunks and the query's first token (`whole`: every query
-// token but the last, as the OpenAI server sends it); llama.cpp prefills
-// the rest itself (local_tail).
 bool IsAdaptive(const Strategy& s) {
   return s.adaptive_mass > 0 || s.adaptive_threshold > 0 || s.adaptive_budget > 0;
 }
@@ -74,6 +71,9 @@ void Replay(double applied_ratio, v1::BlendOptions* o) {
   o->set_adaptive_budget(0);
 }
 
+// Request: the chunks and the query's first token (`whole`: every query
+// token but the last, as the OpenAI server sends it); llama.cpp prefills
+// the rest itself (local_tail).
 v1::BlendRequest Request(const EnginePrompt& p, const Strategy& s, bool whole) {
   v1::BlendRequest br;
   for (uint64_t id : p.chunk_ids) br.add_segments()->set_chunk_id(id);
@@ -159,13 +159,16 @@ class Runner {
     }
     // Quality: the same request, llama.cpp computing every query row itself.
     // After a served pass, an adaptive request replays the ratio it applied
-    // (a budget would otherwise count it twice and choose anew).
+    // (a budget would otherwise count it twice and choose anew): the same
+    // count of the selector's top rows at every check (RunEngineBench keeps
+    // the cap <= 0.5 for it), checked by the rows recomputed.
+    const bool replay = whole_query_ && IsAdaptive(s) && r.fallback.empty();
     v1::BlendRequest again = req;
-    if (whole_query_ && IsAdaptive(s)) Replay(r.applied_ratio, again.mutable_options());
+    if (replay) Replay(r.applied_ratio, again.mutable_options());
     ASSIGN_OR_RETURN(lc::LlamaCppEngine * e, EngineFor(p.query));
     const auto t0 = Clock::now();
     ASSIGN_OR_RETURN(lc::LlamaCppEngine::Result q, e->Prefill(again, p.tokens, 0));
-    if (whole_query_ && q.recomputed_tokens != r.recomputed_tokens) {
+    if (replay && q.fallback.empty() && q.recomputed_tokens != r.recomputed_tokens) {
       return absl::InternalError(absl::StrFormat(
           "bench engine: the quality pass of %s recomputed %d rows, the served pass %d", s.name,
           q.recomputed_tokens, r.recomputed_tokens));
@@ -256,8 +259,8 @@ std::vector<Strategy> Strategies(const EngineBenchOptions& o) {
   }
   for (int h : o.lookahead_layers) {
     for (double r : o.ratios) {
-      s.push_back(
-          {absl::StrCat("cacheblend+ahead", h, head), r, sel, o.chunk_head_tokens, 0, 0, 0, h});
+      s.push_back({absl::StrCat("cacheblend+ahead", h, head), r, "lookahead-deviation",
+                   o.chunk_head_tokens, 0, 0, 0, h});
     }
   }
   return s;
@@ -338,6 +341,20 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o,
   }
   if (o.prompts < 1 || o.chunks < 1 || o.chunk_tokens < 1 || o.query_tokens < 1 || o.repeats < 1) {
     return absl::InvalidArgumentError("bench engine: prompts, chunks, tokens and repeats must be >= 1");
+  }
+  for (int h : o.lookahead_layers) {
+    if (h < 0 || h > 1024) {
+      return absl::InvalidArgumentError("bench engine: --lookahead-layers must be in [0, 1024]");
+    }
+  }
+  const bool any_adaptive =
+      !o.adaptive_masses.empty() || !o.adaptive_thresholds.empty() || !o.adaptive_budgets.empty();
+  if (any_adaptive && o.sidecar_query == "all" && o.adaptive_max > 0.5) {
+    // The quality pass replays the applied ratio r; the served pass's first
+    // check keeps min(1, 2 cap) r / cap of the rows, the replay's min(1, 2r).
+    return absl::InvalidArgumentError(
+        "bench engine: --adaptive-max above 0.5 with --sidecar-query all: the quality pass "
+        "could not replay the served pass's rows");
   }
   RETURN_IF_ERROR(retrieval::ParseQaSplit(o.split, "bench engine: --split").status());
   if (o.sidecar_query != "first" && o.sidecar_query != "all") {

@@ -73,8 +73,8 @@ struct EngineBenchOptions {
   // chunk_head_tokens: every CacheBlend strategy also recomputes each
   // chunk's first N rows (BlendOptions.chunk_head_tokens), named "+headN".
   int chunk_head_tokens = 0;
-  // lookahead_layers: one "cacheblend+aheadH" strategy per horizon H and
-  // ratio (BlendOptions.lookahead_layers; the look-ahead selector's).
+  // lookahead_layers: one "cacheblend+aheadH" strategy per horizon H in
+  // [0, 1024] and ratio (BlendOptions.lookahead_layers, lookahead-deviation).
   std::vector<int> lookahead_layers;
   // adaptive_masses: one "cacheblend-adaptive/m=M" strategy per mass
   // (BlendOptions.adaptive_mass), its ratio capped at adaptive_max; the rows

@@ -67,8 +67,7 @@ absl::Status WriteJson(const EngineBenchReport& r, const std::string& path) {
         "\"fallbacks\": %d}%s\n",
         w.strategy, w.ratio, w.ttft.count, w.ttft.p50, w.ttft.p95, w.vs_full, w.kl, w.top1,
         w.blend_p50, w.handover_p50, w.decode_p50, w.mean_r, w.kl_vs_reuse, w.kl_vs_reuse_lo,
-        w.kl_vs_reuse_hi, w.fallbacks,
-        i + 1 < r.rows.size() ? "," : "");
+        w.kl_vs_reuse_hi, w.fallbacks, i + 1 < r.rows.size() ? "," : "");
   }
   f << "  ]\n}\n";
   return f ? absl::OkStatus() : absl::InternalError("cannot write " + path);

@@ -14,8 +14,8 @@ absl::Status QueryLookahead::Run(const model::Model& m, int from, std::vector<fl
                                  absl::Span<const int32_t> positions, model::KVCache& cache,
                                  int64_t n_total, int64_t n_context,
                                  absl::Span<const int32_t> cand_pos, kernels::CausalMode causal,
-                                 std::function<absl::Status(int)> wait_layer,
-                                 model::Workspace* ws, int horizon) {
+                                 std::function<absl::Status(int)> wait_layer, model::Workspace* ws,
+                                 int horizon) {
   mass_.clear();
   reached_ = -1;
   if (positions.empty()) return absl::OkStatus();  // nothing to look with: not ran()
@@ -27,14 +27,16 @@ absl::Status QueryLookahead::Run(const model::Model& m, int from, std::vector<fl
   wait_layer_ = std::move(wait_layer);
   horizon_ = horizon;
   mass_.assign(m.config().n_layers, {});
-  reached_ = from - 1;
+  reached_ = from;
+  RETURN_IF_ERROR(wait_layer_(from));
   return LookFrom(from, ws);
 }
 
 absl::Status QueryLookahead::LookFrom(int layer, model::Workspace* ws) {
   if (!ran()) return absl::OkStatus();
   const int last = m_->config().n_layers - 1;
-  return Advance(horizon_ > 0 ? std::min(last, layer + horizon_) : last, ws);
+  const bool all = horizon_ <= 0 || horizon_ >= last - layer;  // no overflow past `last`
+  return Advance(all ? last : layer + horizon_, ws);
 }
 
 absl::Status QueryLookahead::Advance(int to, model::Workspace* ws) {
@@ -52,31 +54,28 @@ absl::Status QueryLookahead::Step(int l, model::Workspace* ws) {
   const int64_t nq = static_cast<int64_t>(positions_.size());
   const TensorView h = TensorView::Contiguous(hidden_.data(), DType::kF32, {nq, cfg.dim});
   RETURN_IF_ERROR(wait_layer_(l));
-  if (l > from_) {
-    std::vector<float> q(nq * cfg.q_dim()), att(cand_pos_.size());
-    RETURN_IF_ERROR(m_->ProjectQ(l, h, positions_.data(),
-                                 TensorView::Contiguous(q.data(), DType::kF32, {nq, cfg.q_dim()}),
-                                 ws));
-    const KeyPlane keys{cache_->k_data(l), cache_->capacity_tokens() * cfg.head_dim, cfg.head_dim,
-                        cfg.n_kv_heads};
-    const LayerAttention rule{cfg.attn_scale, cfg.Window(l)};
-    RETURN_IF_ERROR(QueryAttentionScores(q.data(), positions_, cfg.n_heads, keys, rule,
-                                         n_context_, cand_pos_, att.data()));
-    mass_[l].assign(n_context_, 0.0f);
-    for (size_t i = 0; i < cand_pos_.size(); ++i) mass_[l][cand_pos_[i]] = att[i];
-  }
-  if (l + 1 < cfg.n_layers) {
-    model::LayerOptions lo;
-    lo.causal = causal_;
-    RETURN_IF_ERROR(m_->ForwardLayer(l, h, positions_.data(), cache_->Layer(l, n_total_), lo, ws));
-  }
+  model::LayerOptions lo;
+  lo.causal = causal_;
+  RETURN_IF_ERROR(
+      m_->ForwardLayer(l - 1, h, positions_.data(), cache_->Layer(l - 1, n_total_), lo, ws));
+  std::vector<float> q(nq * cfg.q_dim()), att(cand_pos_.size());
+  RETURN_IF_ERROR(m_->ProjectQ(l, h, positions_.data(),
+                               TensorView::Contiguous(q.data(), DType::kF32, {nq, cfg.q_dim()}),
+                               ws));
+  const KeyPlane keys{cache_->k_data(l), cache_->capacity_tokens() * cfg.head_dim, cfg.head_dim,
+                      cfg.n_kv_heads};
+  const LayerAttention rule{cfg.attn_scale, cfg.Window(l)};
+  RETURN_IF_ERROR(QueryAttentionScores(q.data(), positions_, cfg.n_heads, keys, rule, n_context_,
+                                       cand_pos_, att.data()));
+  mass_[l].assign(n_context_, 0.0f);
+  for (size_t i = 0; i < cand_pos_.size(); ++i) mass_[l][cand_pos_[i]] = att[i];
   return absl::OkStatus();
 }
 
 void QueryLookahead::Weigh(int layer, const std::vector<float>& att,
                            absl::Span<const int32_t> cand_pos, float* dev) const {
   std::vector<float> w = att;
-  if (layer < reached_) {
+  if (layer < reached_ || att.size() != cand_pos.size()) {  // (no attention: the mass, or 0)
     w.resize(cand_pos.size());
     After(layer, cand_pos, w.data());
   }

@@ -1,11 +1,12 @@
 // lookahead.h: the query's look-ahead for the `lookahead-deviation`
 // selector (docs/blend.md "Recompute selectors"). At the first check layer
-// the query rows are run on through the remaining layers over the fused
-// cache as it stands (fresh rows below the check, the reused rows from it
-// on), and their attention on every candidate row is recorded per layer.
-// A check layer then weighs a row's deviation by the attention the query
-// will put on it in the layers after the check, where the single check
-// layer's own attention sees only the start of the network.
+// the query rows are run on through the later layers (all of them, or a
+// horizon of them: docs/blend.md "The look-ahead's horizon") over the
+// fused cache as it stands (fresh rows below the check, the reused rows
+// from it on), and their attention on every candidate row is recorded per
+// layer. A check layer then weighs a row's deviation by the attention the
+// query will put on it in the layers after the check, where the single
+// check layer's own attention sees only the start of the network.
 #ifndef RAGKV_BLEND_INTERNAL_LOOKAHEAD_H_
 #define RAGKV_BLEND_INTERNAL_LOOKAHEAD_H_
 
@@ -32,11 +33,13 @@ class QueryLookahead {
   // `from`; `positions` ascending, all >= n_context) through layers
   // from..min(L-1, from + horizon) (horizon <= 0: every layer) over `cache`
   // (its first `n_total` rows), recording the mass on `cand_pos` (<
-  // n_context) at every layer after `from` that it reaches. The rows' fresh
-  // K/V are written into the cache at their positions (the blend recomputes
-  // those rows at every layer, so they are overwritten). `wait_layer(l)`
-  // returns once layer l's rows are in the cache. The model, cache and
-  // wait_layer must outlive later Advance calls.
+  // n_context) at every layer after `from` that it reaches. Reaching layer
+  // l forwards the rows through layer l - 1, which writes their fresh K/V
+  // into the cache there: the caller must not have finished those layers
+  // (the blend recomputes the query rows at every layer and overwrites
+  // them; a check at a layer past reached() runs a new look-ahead from it).
+  // `wait_layer(l)` returns once layer l's rows are in the cache. The
+  // model, cache and wait_layer must outlive later Advance calls.
   absl::Status Run(const model::Model& m, int from, std::vector<float> hidden,
                    absl::Span<const int32_t> positions, model::KVCache& cache, int64_t n_total,
                    int64_t n_context, absl::Span<const int32_t> cand_pos,
@@ -56,7 +59,8 @@ class QueryLookahead {
 
   // Weigh: dev[i] *= the mass on cand_pos[i] summed over the layers after
   // `layer` reached so far; at the last layer, or when none after it is
-  // reached, dev[i] *= att[i], the check layer's own attention.
+  // reached, dev[i] *= att[i], the check layer's own attention (att empty:
+  // the mass, 0 where none is reached).
   void Weigh(int layer, const std::vector<float>& att, absl::Span<const int32_t> cand_pos,
              float* dev) const;
 
@@ -65,8 +69,8 @@ class QueryLookahead {
   void After(int layer, absl::Span<const int32_t> cand_pos, float* score) const;
 
  private:
-  // Step: layer l's scores (l > from) and, below the last layer, its
-  // forward of the query rows.
+  // Step: the query rows' forward through layer l - 1, then their scores at
+  // layer l (l > from).
   absl::Status Step(int l, model::Workspace* ws);
 
   std::vector<std::vector<float>> mass_;  // [layer][position < n_context]

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/status_macros.h"
+#include "blend/recompute_budget.h"
 #include "kernels/deviation.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm.h"

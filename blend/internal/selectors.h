@@ -11,8 +11,11 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "blend/recompute_budget.h"
 #include "kernels/tensor.h"
+
+namespace ragkv::blend {
+class RecomputeBudget;
+}  // namespace ragkv::blend
 
 namespace ragkv::blend::internal {
 
@@ -71,8 +74,8 @@ absl::Status RelativeDeviation(kernels::TensorView fk, kernels::TensorView ck,
 // total (the adaptive ratio's mass rule, BlendOptions::adaptive_mass).
 int64_t MassCount(const std::vector<float>& score, const std::vector<float>& err, double mass);
 
-// ThresholdCount: how many of err[0..n) are >= threshold x ErrorUnit(err) (the adaptive ratio's threshold rule, BlendOptions::
-// adaptive_threshold; docs/blend.md "Adaptive ratio").
+// ThresholdCount: how many of err[0..n) are >= threshold x ErrorUnit(err) (the adaptive ratio's
+// threshold rule, BlendOptions::adaptive_threshold; docs/blend.md "Adaptive ratio").
 int64_t ThresholdCount(const float* err, int64_t n, double threshold);
 
 // AdaptiveRule: the adaptive ratio's parameters (BlendOptions'

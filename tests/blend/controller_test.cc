@@ -114,7 +114,9 @@ TEST_F(ControllerTest, NarrowsTheLookaheadThenDropsItAsItsWaitWouldShow) {
     d = (*c)->Decide(400, 16, {Tier::kSsd});
     const CostModel cm = (*c)->CostModelSnapshot();
     const double limit = 0.05 * d.predicted_ttft_s;
-    const auto fits = [&](int h) { return LookaheadWait(cm, 400, 16, d.ratio, Tier::kSsd, h) <= limit; };
+    const auto fits = [&](int h) {
+      return LookaheadWait(cm, 400, 16, d.ratio, Tier::kSsd, h) <= limit;
+    };
     int want = -1;
     for (int h : {0, 8, 4, 2, 1}) {
       if (fits(h)) {

@@ -4,14 +4,15 @@
 // layer must be the attention full prefill's query rows put on each context
 // row: here every row is carried through the layers (ForwardLayer over all
 // rows, what Prefill composes) and the mass is a plain softmax loop.
+#include "blend/internal/lookahead.h"
+
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "blend/internal/lookahead.h"
 #include "blend_test_util.h"
 #include "model/synthetic.h"
 
@@ -106,9 +107,9 @@ QueryRows SplitAt(const model::Model& m, const std::vector<int32_t>& tokens, int
   for (int64_t i = 0; i < n; ++i) (i < qb ? q.cand : q.qpos).push_back(static_cast<int32_t>(i));
   q.hidden.resize((n - qb) * m.config().dim);
   std::vector<int32_t> qtok(tokens.begin() + qb, tokens.end());
-  EXPECT_TRUE(m.Embed(qtok, TensorView::Contiguous(q.hidden.data(), DType::kF32,
-                                                   {n - qb, m.config().dim}))
-                  .ok());
+  EXPECT_TRUE(
+      m.Embed(qtok, TensorView::Contiguous(q.hidden.data(), DType::kF32, {n - qb, m.config().dim}))
+          .ok());
   return q;
 }
 
@@ -171,8 +172,8 @@ TEST_P(QueryLookahead, AHorizonWaitsOnlyForItsLayersAndAdvanceCompletesTheRun) {
     waited = std::max(waited, l);
     return absl::OkStatus();
   };
-  ASSERT_TRUE(full.Run(*m, 0, qh, qpos, t.cache, n, qb, cand, kernels::CausalMode::kExact, wait, &ws)
-                  .ok());
+  ASSERT_TRUE(
+      full.Run(*m, 0, qh, qpos, t.cache, n, qb, cand, kernels::CausalMode::kExact, wait, &ws).ok());
   EXPECT_EQ(waited, L - 1);
   waited = -1;
   // Horizon 1 from layer 0: layer 1's mass only, and no wait past layer 1.

@@ -126,6 +126,27 @@ TEST(RecomputeBudget, MatchesTheNaiveRule) {
   }
 }
 
+TEST(RecomputeBudget, MatchesTheNaiveRuleWithRepeatedErrors) {
+  // Errors on a coarse grid: equal values within and across requests, so
+  // evicting a request takes out copies that other requests also hold.
+  std::mt19937 rng(9);
+  for (int window : {1, 2, 3, 5}) {
+    auto b = RecomputeBudget::Create({0.1, window});
+    ASSERT_TRUE(b.ok());
+    Naive naive(0.1, window);
+    for (int i = 0; i < 80; ++i) {
+      Req q;
+      q.selectable = 30 + static_cast<int64_t>(rng() % 40);
+      for (int64_t j = 0; j < q.selectable; ++j) q.err.push_back(static_cast<float>(rng() % 4));
+      const double lo = 0.0, hi = 0.3;
+      const auto ratio = [&](int64_t k) { return std::clamp(double(k) / q.selectable, lo, hi); };
+      const double want = ratio(naive.Count(q, lo, hi));
+      ASSERT_EQ(ratio((*b)->Count(q.err.data(), q.selectable, q.selectable, lo, hi)), want)
+          << "window " << window << " request " << i;
+    }
+  }
+}
+
 TEST(RecomputeBudget, SpendsTheBudgetOnAverageAndMoreWhereTheErrorIsLarger) {
   // Two kinds of request alternate: one whose errors stand out of the
   // request's total (a few rows carry it), one whose errors are flat.

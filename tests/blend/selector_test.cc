@@ -1,14 +1,15 @@
 // Recompute selectors and the adaptive ratio (BlendOptions::selector,
 // adaptive_mass): their contracts on a small synthetic model.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <set>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "blend/blender.h"
 #include "blend/internal/selectors.h"
 #include "blend_test_util.h"
+#include "model/synthetic.h"
 
 namespace ragkv::blend {
 namespace {
@@ -119,6 +120,53 @@ TEST_F(SelectorTest, ALookaheadHorizonKeepsTheBudgetAndCoveringEveryLayerIsTheFu
   }
   o.lookahead_layers = -1;
   EXPECT_EQ(Run(p, o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A check past the look-ahead's reach (the checks between ranked nothing:
+// their candidates were all kept) starts it anew there: nothing is written
+// into a layer the blend has finished. Every layer's K/V as on_layer_done
+// saw it is the final cache's.
+TEST(SelectorHorizon, ALaterCheckNeverWritesIntoAFinishedLayer) {
+  auto spec = model::ParseSyntheticSpec(
+      "layers=6,dim=64,heads=4,kv_heads=2,ffn=128,vocab=300,ctx=512,seed=7");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  spec->config.kv_dtype = kernels::DType::kF32;
+  auto m = model::MakeSyntheticModel(*spec);
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto blender = Blender::Create({m->get()});
+  ASSERT_TRUE(blender.ok());
+  // 8 selectable rows at r = 0.15: the checks at layers 1-4 keep 2, 2, 2
+  // and 1, so only layers 1 and 4 rank.
+  Prompt p = RandomPrompt(**m, 21, /*chunks=*/1, /*chunk_tokens=*/8);
+  for (int h : {0, 1}) {
+    BlendOptions o;
+    o.selector = Selector::kLookaheadDeviation;
+    o.ratio = 0.15;
+    o.lookahead_layers = h;
+    std::vector<std::vector<float>> seen(6);
+    o.on_layer_done = [&](int l, const model::KVCache& c, absl::Span<const int32_t>) {
+      model::KVCache& cache = const_cast<model::KVCache&>(c);
+      const int64_t n =
+          (*m)->config().n_kv_heads * cache.capacity_tokens() * (*m)->config().head_dim;
+      seen[l].assign(cache.k_data(l), cache.k_data(l) + n);
+      seen[l].insert(seen[l].end(), cache.v_data(l), cache.v_data(l) + n);
+      return absl::OkStatus();
+    };
+    auto segs = p.Segments();
+    auto r = (*blender)->Blend(segs, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->selectable_tokens, 8);
+    for (int l = 0; l < 6; ++l) {
+      const int64_t n = static_cast<int64_t>(seen[l].size()) / 2;
+      ASSERT_GT(n, 0);
+      EXPECT_EQ(std::vector<float>(r->cache.k_data(l), r->cache.k_data(l) + n),
+                std::vector<float>(seen[l].begin(), seen[l].begin() + n))
+          << "horizon " << h << " layer " << l;
+      EXPECT_EQ(std::vector<float>(r->cache.v_data(l), r->cache.v_data(l) + n),
+                std::vector<float>(seen[l].begin() + n, seen[l].end()))
+          << "horizon " << h << " layer " << l;
+    }
+  }
 }
 
 TEST(QueryAttentionScores, MassFollowsTheSoftmaxOfTheQuery) {

@@ -4,8 +4,8 @@
 #include <httplib.h>
 
 #include <atomic>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "blend/blender.h"
 #include "blend/kv_source.h"
+#include "engine/reference_engine.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/convert.h"
@@ -21,7 +22,6 @@
 #include "model/loader.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
-#include "engine/reference_engine.h"
 #include "tests/integration/sidecar_fixture.h"
 #include "tests/support/require.h"
 
@@ -487,7 +487,8 @@ TEST_F(SidecarTest, BlendAutoModeAppliesTheControllersRatio) {
     // narrows its horizon or blends with attended-deviation, and says so.
     const std::string& why = sink.stats.controller_reason;
     std::optional<blend::Selector> used;
-    if (absl::StrContains(why, "attended-deviation: even")) used = blend::Selector::kAttendedDeviation;
+    if (absl::StrContains(why, "attended-deviation: even"))
+      used = blend::Selector::kAttendedDeviation;
     int horizon = 0;
     const size_t at = why.find("look-ahead horizon ");
     if (at != std::string::npos) horizon = std::atoi(why.c_str() + at + 19);
