@@ -569,17 +569,32 @@ Decision ChooseRatioAndTier(const CostModel& model, int64_t context_tokens, int6
   return d;
 }
 
-double LookaheadWait(const CostModel& model, int64_t context_tokens, int64_t query_tokens,
-                     double ratio, Tier tier, int lookahead_layers) {
-  RequestShape r;
-  r.context_tokens = context_tokens;
-  r.query_tokens = query_tokens;
-  const RequestPrediction plain = model.PredictBlend(r, ratio, tier);
+namespace {
+
+// WaitBeyond: LookaheadWait against `plain`, the same blend's prediction
+// without the look-ahead.
+double WaitBeyond(const CostModel& model, const RequestPrediction& plain, RequestShape r,
+                  double ratio, Tier tier, int lookahead_layers) {
   r.query_lookahead = true;
   r.lookahead_layers = lookahead_layers;
   const RequestPrediction ahead = model.PredictBlend(r, ratio, tier);
   const double wait = (ahead.total_s - plain.total_s) - (ahead.selection_s - plain.selection_s);
   return std::max(0.0, wait);
+}
+
+RequestShape Shape(int64_t context_tokens, int64_t query_tokens) {
+  RequestShape r;
+  r.context_tokens = context_tokens;
+  r.query_tokens = query_tokens;
+  return r;
+}
+
+}  // namespace
+
+double LookaheadWait(const CostModel& model, int64_t context_tokens, int64_t query_tokens,
+                     double ratio, Tier tier, int lookahead_layers) {
+  const RequestShape r = Shape(context_tokens, query_tokens);
+  return WaitBeyond(model, model.PredictBlend(r, ratio, tier), r, ratio, tier, lookahead_layers);
 }
 
 // kHorizons: the look-ahead horizons ChooseLookahead tries, widest first,
@@ -593,9 +608,11 @@ void ChooseLookahead(const CostModel& cm, int64_t context_tokens, int64_t query_
   for (int h : kHorizons) {
     if (configured == 0 || h < configured) tries.push_back(h);
   }
+  const RequestShape r = Shape(context_tokens, query_tokens);
+  const RequestPrediction plain = cm.PredictBlend(r, d->ratio, d->tier);
   double wait = 0;
   for (int h : tries) {
-    wait = LookaheadWait(cm, context_tokens, query_tokens, d->ratio, d->tier, h);
+    wait = WaitBeyond(cm, plain, r, d->ratio, d->tier, h);
     if (wait <= limit) {
       d->lookahead_layers = h;
       if (h != configured) {

@@ -65,9 +65,9 @@ double RecomputeBudget::Solve(double target) const {
 void RecomputeBudget::Push(Seen q) {
   // sorted_ holds every stored value ascending: merge the new request's
   // (descending) values in and take the evicted request's out, O(stored).
-  std::vector<float> merged(sorted_.size() + q.s.size());
-  std::merge(sorted_.begin(), sorted_.end(), q.s.rbegin(), q.s.rend(), merged.begin());
-  sorted_ = std::move(merged);
+  const auto mid = static_cast<std::ptrdiff_t>(sorted_.size());
+  sorted_.insert(sorted_.end(), q.s.rbegin(), q.s.rend());
+  std::inplace_merge(sorted_.begin(), sorted_.begin() + mid, sorted_.end());
   window_.push_back(std::move(q));
   if (window_.size() <= static_cast<size_t>(options_.window)) return;
   const std::vector<float>& gone = window_.front().s;  // descending

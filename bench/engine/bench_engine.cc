@@ -266,14 +266,21 @@ std::vector<Strategy> Strategies(const EngineBenchOptions& o) {
   return s;
 }
 
-// VsReuse: the row's KL over full reuse's, paired by prompt and round, with
-// its 95% bootstrap interval (rows that do not blend: left at 0).
-void VsReuse(const std::vector<EngineSample>& samples, const Strategy& s, EngineRow* row) {
-  if (s.name == "full-prefill" || s.name == "prefix-cache" || s.name == "full-reuse") return;
-  std::map<std::pair<int, int>, double> reuse;
+// ReuseKl: full reuse's KL by (round, prompt).
+using ReuseKl = std::map<std::pair<int, int>, double>;
+ReuseKl ReuseKlOf(const std::vector<EngineSample>& samples) {
+  ReuseKl reuse;
   for (const EngineSample& x : samples) {
     if (x.strategy == "full-reuse") reuse[{x.round, x.prompt}] = x.kl;
   }
+  return reuse;
+}
+
+// VsReuse: the row's KL over full reuse's, paired by prompt and round, with
+// its 95% bootstrap interval (rows that do not blend: left at 0).
+void VsReuse(const std::vector<EngineSample>& samples, const ReuseKl& reuse, const Strategy& s,
+             EngineRow* row) {
+  if (s.name == "full-prefill" || s.name == "prefix-cache" || s.name == "full-reuse") return;
   std::vector<double> num, den;
   for (const EngineSample& x : samples) {
     if (x.strategy != s.name || x.ratio != s.ratio) continue;
@@ -291,6 +298,7 @@ void VsReuse(const std::vector<EngineSample>& samples, const Strategy& s, Engine
 std::vector<EngineRow> Aggregate(const std::vector<EngineSample>& samples,
                                  const std::vector<Strategy>& strategies) {
   std::vector<EngineRow> rows;
+  const ReuseKl reuse = ReuseKlOf(samples);
   double full_p50 = 0;
   for (const Strategy& s : strategies) {
     EngineRow row;
@@ -314,7 +322,7 @@ std::vector<EngineRow> Aggregate(const std::vector<EngineSample>& samples,
     row.decode_p50 = services::Percentile(decode, 0.5);
     if (s.name == "full-prefill") full_p50 = row.ttft.p50;
     row.vs_full = full_p50 > 0 ? row.ttft.p50 / full_p50 : 0;
-    VsReuse(samples, s, &row);
+    VsReuse(samples, reuse, s, &row);
     rows.push_back(row);
   }
   return rows;

@@ -19,10 +19,12 @@ absl::Status QueryLookahead::Run(const model::Model& m, int from, std::vector<fl
   mass_.clear();
   reached_ = -1;
   if (positions.empty()) return absl::OkStatus();  // nothing to look with: not ran()
-  m_ = &m, cache_ = &cache, from_ = from;
+  m_ = &m, cache_ = &cache;
   hidden_ = std::move(hidden);
   positions_.assign(positions.begin(), positions.end());
   cand_pos_.assign(cand_pos.begin(), cand_pos.end());
+  q_.resize(positions.size() * m.config().q_dim());
+  att_.resize(cand_pos.size());
   n_total_ = n_total, n_context_ = n_context, causal_ = causal;
   wait_layer_ = std::move(wait_layer);
   horizon_ = horizon;
@@ -58,17 +60,16 @@ absl::Status QueryLookahead::Step(int l, model::Workspace* ws) {
   lo.causal = causal_;
   RETURN_IF_ERROR(
       m_->ForwardLayer(l - 1, h, positions_.data(), cache_->Layer(l - 1, n_total_), lo, ws));
-  std::vector<float> q(nq * cfg.q_dim()), att(cand_pos_.size());
   RETURN_IF_ERROR(m_->ProjectQ(l, h, positions_.data(),
-                               TensorView::Contiguous(q.data(), DType::kF32, {nq, cfg.q_dim()}),
+                               TensorView::Contiguous(q_.data(), DType::kF32, {nq, cfg.q_dim()}),
                                ws));
   const KeyPlane keys{cache_->k_data(l), cache_->capacity_tokens() * cfg.head_dim, cfg.head_dim,
                       cfg.n_kv_heads};
   const LayerAttention rule{cfg.attn_scale, cfg.Window(l)};
-  RETURN_IF_ERROR(QueryAttentionScores(q.data(), positions_, cfg.n_heads, keys, rule, n_context_,
-                                       cand_pos_, att.data()));
+  RETURN_IF_ERROR(QueryAttentionScores(q_.data(), positions_, cfg.n_heads, keys, rule, n_context_,
+                                       cand_pos_, att_.data()));
   mass_[l].assign(n_context_, 0.0f);
-  for (size_t i = 0; i < cand_pos_.size(); ++i) mass_[l][cand_pos_[i]] = att[i];
+  for (size_t i = 0; i < cand_pos_.size(); ++i) mass_[l][cand_pos_[i]] = att_[i];
   return absl::OkStatus();
 }
 

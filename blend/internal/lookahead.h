@@ -74,11 +74,12 @@ class QueryLookahead {
   absl::Status Step(int l, model::Workspace* ws);
 
   std::vector<std::vector<float>> mass_;  // [layer][position < n_context]
-  int from_ = 0, reached_ = -1, horizon_ = 0;
+  int reached_ = -1, horizon_ = 0;
   const model::Model* m_ = nullptr;
   model::KVCache* cache_ = nullptr;
   std::vector<float> hidden_;
   std::vector<int32_t> positions_, cand_pos_;
+  std::vector<float> q_, att_;  // Step's query projection and scores
   int64_t n_total_ = 0, n_context_ = 0;
   kernels::CausalMode causal_ = kernels::CausalMode::kExact;
   std::function<absl::Status(int)> wait_layer_;

@@ -22,13 +22,13 @@
 
 namespace ragkv::blend::testing {
 
-// SmallModel: 4 layers, dim 64, GQA 4/2 heads, f32 KV (so cached and fresh
-// values are comparable bit for bit).
+// SmallModel: 4 layers (or `layers`), dim 64, GQA 4/2 heads, f32 KV (so
+// cached and fresh values are comparable bit for bit).
 inline std::unique_ptr<model::Model> SmallModel(kernels::DType kv_dtype = kernels::DType::kF32,
-                                                uint64_t seed = 7) {
+                                                uint64_t seed = 7, int layers = 4) {
   auto spec = model::ParseSyntheticSpec(
-      "layers=4,dim=64,heads=4,kv_heads=2,ffn=128,vocab=300,ctx=512,seed=" +
-      std::to_string(seed));
+      "layers=" + std::to_string(layers) +
+      ",dim=64,heads=4,kv_heads=2,ffn=128,vocab=300,ctx=512,seed=" + std::to_string(seed));
   EXPECT_TRUE(spec.ok()) << spec.status();
   spec->config.kv_dtype = kv_dtype;
   auto m = model::MakeSyntheticModel(*spec);

@@ -9,7 +9,6 @@
 #include "blend/blender.h"
 #include "blend/internal/selectors.h"
 #include "blend_test_util.h"
-#include "model/synthetic.h"
 
 namespace ragkv::blend {
 namespace {
@@ -127,17 +126,12 @@ TEST_F(SelectorTest, ALookaheadHorizonKeepsTheBudgetAndCoveringEveryLayerIsTheFu
 // into a layer the blend has finished. Every layer's K/V as on_layer_done
 // saw it is the final cache's.
 TEST(SelectorHorizon, ALaterCheckNeverWritesIntoAFinishedLayer) {
-  auto spec = model::ParseSyntheticSpec(
-      "layers=6,dim=64,heads=4,kv_heads=2,ffn=128,vocab=300,ctx=512,seed=7");
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  spec->config.kv_dtype = kernels::DType::kF32;
-  auto m = model::MakeSyntheticModel(*spec);
-  ASSERT_TRUE(m.ok()) << m.status();
-  auto blender = Blender::Create({m->get()});
+  const std::unique_ptr<model::Model> m = testing::SmallModel(kernels::DType::kF32, 7, 6);
+  auto blender = Blender::Create({m.get()});
   ASSERT_TRUE(blender.ok());
   // 8 selectable rows at r = 0.15: the checks at layers 1-4 keep 2, 2, 2
   // and 1, so only layers 1 and 4 rank.
-  Prompt p = RandomPrompt(**m, 21, /*chunks=*/1, /*chunk_tokens=*/8);
+  Prompt p = RandomPrompt(*m, 21, /*chunks=*/1, /*chunk_tokens=*/8);
   for (int h : {0, 1}) {
     BlendOptions o;
     o.selector = Selector::kLookaheadDeviation;
@@ -146,8 +140,7 @@ TEST(SelectorHorizon, ALaterCheckNeverWritesIntoAFinishedLayer) {
     std::vector<std::vector<float>> seen(6);
     o.on_layer_done = [&](int l, const model::KVCache& c, absl::Span<const int32_t>) {
       model::KVCache& cache = const_cast<model::KVCache&>(c);
-      const int64_t n =
-          (*m)->config().n_kv_heads * cache.capacity_tokens() * (*m)->config().head_dim;
+      const int64_t n = m->config().n_kv_heads * cache.capacity_tokens() * m->config().head_dim;
       seen[l].assign(cache.k_data(l), cache.k_data(l) + n);
       seen[l].insert(seen[l].end(), cache.v_data(l), cache.v_data(l) + n);
       return absl::OkStatus();
