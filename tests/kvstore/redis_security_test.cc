@@ -117,14 +117,20 @@ TEST_F(RedisTlsTest, VerifiedServerRoundTripsWithAndWithoutClientCert) {
 // over TLS, the nodes announce their TLS ports, and chunks routed to every
 // master round-trip verified.
 TEST_F(RedisTlsTest, ClusterOverTlsRoutesToEveryMaster) {
-  int tls_ports[3] = {ragkv::testing::PickFreeLoopbackPort(), ragkv::testing::PickFreeLoopbackPort(),
-                      ragkv::testing::PickFreeLoopbackPort()};
-  auto cluster = testing::RedisTestCluster::Start([&](int i) {
-    return std::vector<std::string>{"--tls-port", std::to_string(tls_ports[i]), "--tls-cluster", "yes",
-                                    "--tls-cert-file", certs_.server_cert, "--tls-key-file",
-                                    certs_.server_key, "--tls-ca-cert-file", certs_.ca,
-                                    "--tls-auth-clients", "optional"};
-  });
+  // The TLS ports are picked here, so a port taken by another process
+  // between the pick and the bind (parallel tests) is retried with new ones.
+  int tls_ports[3] = {0, 0, 0};
+  absl::StatusOr<std::unique_ptr<testing::RedisTestCluster>> cluster =
+      absl::UnavailableError("not started");
+  for (int attempt = 0; attempt < 4 && !cluster.ok(); ++attempt) {
+    for (int& port : tls_ports) port = ragkv::testing::PickFreeLoopbackPort();
+    cluster = testing::RedisTestCluster::Start([&](int i) {
+      return std::vector<std::string>{"--tls-port", std::to_string(tls_ports[i]), "--tls-cluster",
+                                      "yes", "--tls-cert-file", certs_.server_cert, "--tls-key-file",
+                                      certs_.server_key, "--tls-ca-cert-file", certs_.ca,
+                                      "--tls-auth-clients", "optional"};
+    });
+  }
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   RedisTierOptions o = Tls();
   o.endpoints = {absl::StrCat("127.0.0.1:", tls_ports[1])};  // one seed finds the others
