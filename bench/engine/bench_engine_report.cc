@@ -36,7 +36,7 @@ absl::Status WriteCsv(const EngineBenchReport& r, const std::string& path) {
   f << "round,prompt,strategy,ratio,ttft_ms,blend_ms,handover_ms,decode_ms,context_tokens,"
        "handed_over,reused,recomputed,prefilled,kl,top1,applied_ratio,fallback,query_tokens\n";
   for (const EngineSample& x : r.samples) {
-    f << absl::StrFormat("%d,%d,%s,%.2f,%.3f,%.3f,%.3f,%.3f,%d,%d,%d,%d,%d,%.6f,%.4f,%.4f,%s,%d\n",
+    f << absl::StrFormat("%d,%d,%s,%.2f,%.3f,%.3f,%.3f,%.3f,%d,%d,%d,%d,%d,%.9f,%.4f,%.4f,%s,%d\n",
                          x.round, x.prompt, x.strategy, x.ratio, x.ttft_ms, x.blend_ms,
                          x.handover_ms, x.decode_ms, x.context_tokens, x.handed_over, x.reused,
                          x.recomputed, x.prefilled, x.kl, x.top1, x.applied_ratio,
@@ -61,9 +61,9 @@ absl::Status WriteJson(const EngineBenchReport& r, const std::string& path) {
     const EngineRow& w = r.rows[i];
     f << absl::StrFormat(
         "    {\"strategy\": \"%s\", \"ratio\": %.2f, \"n\": %d, \"ttft_p50_ms\": %.3f, "
-        "\"ttft_p95_ms\": %.3f, \"vs_full\": %.4f, \"kl\": %.6f, \"top1\": %.4f, "
+        "\"ttft_p95_ms\": %.3f, \"vs_full\": %.4f, \"kl\": %.9f, \"top1\": %.4f, "
         "\"blend_p50_ms\": %.3f, \"handover_p50_ms\": %.3f, \"decode_p50_ms\": %.3f, "
-        "\"mean_r\": %.4f, \"kl_vs_reuse\": %.4f, \"kl_vs_reuse_ci95\": [%.4f, %.4f], "
+        "\"mean_r\": %.6f, \"kl_vs_reuse\": %.6f, \"kl_vs_reuse_ci95\": [%.4f, %.4f], "
         "\"fallbacks\": %d}%s\n",
         w.strategy, w.ratio, w.ttft.count, w.ttft.p50, w.ttft.p95, w.vs_full, w.kl, w.top1,
         w.blend_p50, w.handover_p50, w.decode_p50, w.mean_r, w.kl_vs_reuse, w.kl_vs_reuse_lo,
