@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "blend/blender.h"
+#include "blend/internal/lookahead.h"
 
 namespace ragkv::blend {
 namespace {
@@ -381,8 +382,7 @@ std::vector<int> LookaheadNeeds(const std::vector<CheckLayer>& schedule, int lay
   for (int l = 0; l < layers; ++l) need[l] = l + 1;
   int reached = schedule[0].layer;
   for (const CheckLayer& c : schedule) {
-    const bool all = horizon <= 0 || horizon >= layers - 1 - c.layer;
-    const int to = all ? layers - 1 : c.layer + horizon;
+    const int to = internal::LookaheadTarget(c.layer, horizon, layers);
     if (to <= reached) continue;
     const double la = (to - reached) * per_layer;
     p->selection_s += la;

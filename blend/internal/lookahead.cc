@@ -36,9 +36,7 @@ absl::Status QueryLookahead::Run(const model::Model& m, int from, std::vector<fl
 
 absl::Status QueryLookahead::LookFrom(int layer, model::Workspace* ws) {
   if (!ran()) return absl::OkStatus();
-  const int last = m_->config().n_layers - 1;
-  const bool all = horizon_ <= 0 || horizon_ >= last - layer;  // no overflow past `last`
-  return Advance(all ? last : layer + horizon_, ws);
+  return Advance(LookaheadTarget(layer, horizon_, m_->config().n_layers), ws);
 }
 
 absl::Status QueryLookahead::Advance(int to, model::Workspace* ws) {

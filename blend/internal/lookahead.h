@@ -21,6 +21,16 @@
 
 namespace ragkv::blend::internal {
 
+// LookaheadTarget: the last layer a check at `check_layer` reads ahead to
+// with a horizon of `horizon` layers (<= 0: every layer) in a model of
+// `layers` layers; never past the last layer, whatever the horizon. The
+// Blender's look-ahead and the cost model's prediction of it both use it.
+inline int LookaheadTarget(int check_layer, int horizon, int layers) {
+  const int last = layers - 1;
+  const bool all = horizon <= 0 || horizon >= last - check_layer;  // no overflow
+  return all ? last : check_layer + horizon;
+}
+
 // QueryLookahead: mass[l][p], the attention mass the query rows put on
 // context position p at layer l, summed over the rows and heads, for the
 // layers after the one it ran from that it has reached (others stay zero).
