@@ -183,6 +183,9 @@ struct BlendOptions {
   // budget, a ceiling (blend/recompute_budget.h). Not owned; outlives the
   // blend.
   RecomputeBudget* recompute_budget = nullptr;
+  // The adaptive ratio's floor: at most `ratio`, and at most the budget
+  // under recompute_budget (a higher floor would break its ceiling); both
+  // refused with InvalidArgument.
   double adaptive_min = 0.02;
   // kExact is correct; kBottomRight reproduces the public implementations'
   // mask so its error can be measured. Non-default on purpose.

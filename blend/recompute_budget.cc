@@ -104,11 +104,11 @@ RecomputeBudget::Seen RecomputeBudget::Normalize(const float* err, int64_t n, in
 
 int64_t RecomputeBudget::Count(const float* err, int64_t n, int64_t selectable, double r_min,
                                double r_max) {
-  Seen q = Normalize(err, n, selectable, r_min, r_max);
+  Seen q = Normalize(err, n, selectable, Floor(r_min), r_max);
   std::lock_guard<std::mutex> lock(mu_);
   Push(std::move(q));
-  // credit: what the requests so far spent under the budget (>= 0 while
-  // r_min <= budget: the ceiling below keeps it so).
+  // credit: what the requests so far spent under the budget (>= 0: the
+  // floor is at most the budget and the ceiling below keeps it so).
   const double credit = options_.budget * static_cast<double>(requests_) - spent_;
   const double w = static_cast<double>(window_.size());
   threshold_ = Solve(std::clamp(options_.budget + credit / w, 0.0, 1.0));

@@ -14,14 +14,17 @@
 // credit) is carried into the next threshold, spread over the window.
 //
 // The budget is a ceiling: a request may spend at most the budget plus the
-// credit, so the mean ratio of the requests so far never exceeds the budget
-// (while each request's r_min is <= the budget; a larger floor wins).
+// credit, so the mean ratio of the requests so far never exceeds the budget.
+// A floor above the budget would break that, so Count lowers each request's
+// r_min to the budget (Floor), and a caller that clamps the ratio clamps
+// with Floor(r_min) too.
 //
 // Thread safety: Count is thread-safe (one mutex; parallel slots share one
 // budget).
 #ifndef RAGKV_BLEND_RECOMPUTE_BUDGET_H_
 #define RAGKV_BLEND_RECOMPUTE_BUDGET_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -54,6 +57,9 @@ class RecomputeBudget {
   // sqrt(sum of e) clears the window's threshold (counted up to just past
   // r_max's share: the blend clamps it), cut to what the ceiling allows.
   int64_t Count(const float* err, int64_t n, int64_t selectable, double r_min, double r_max);
+
+  // Floor: the floor Count applies for a requested r_min: min(r_min, budget).
+  double Floor(double r_min) const { return std::min(r_min, options_.budget); }
 
   // Threshold: the last threshold set (in units of e / sqrt(sum e)); 0
   // before the first request. Requests: how many Count has seen.

@@ -228,7 +228,8 @@ absl::Status Pipeline::Prepare(const Prompt& prompt, RunState* run) const {
   if (run->ro->adaptive_budget > 0 && run->ro->mode == Mode::kCacheBlend &&
       run->bo.strategy == blend::Strategy::kCacheBlend) {
     ASSIGN_OR_RETURN(run->bo.recompute_budget, budgets_->For(run->ro->adaptive_budget));
-    // A floor above the budget would break its ceiling (RecomputeBudget).
+    // A floor above the budget would break its ceiling (the Blender refuses
+    // it): the server's default floor gives way to a small budget.
     run->bo.adaptive_min =
         std::min(run->bo.adaptive_min, run->bo.recompute_budget->options().budget);
   }

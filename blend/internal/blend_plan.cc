@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "blend/recompute_budget.h"
 
 namespace ragkv::blend::internal {
 namespace {
@@ -60,6 +61,12 @@ absl::Status ValidateOptions(const BlendOptions& options) {
         "adaptive ratio: need 0 <= adaptive_mass <= 1, adaptive_threshold >= 0 and 0 <= adaptive_min "
         "<= ratio (got mass ",
         options.adaptive_mass, ", min ", options.adaptive_min, ", ratio ", options.ratio, ")"));
+  }
+  if (options.recompute_budget != nullptr &&
+      options.adaptive_min > options.recompute_budget->options().budget) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "adaptive_min ", options.adaptive_min, " is above the recompute budget ",
+        options.recompute_budget->options().budget, ": it would break the budget's ceiling"));
   }
   if (options.lookahead_layers < 0) {
     return absl::InvalidArgumentError(

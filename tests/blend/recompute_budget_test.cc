@@ -197,6 +197,25 @@ TEST(RecomputeBudget, TheRunningMeanNeverExceedsTheBudget) {
   }
 }
 
+TEST(RecomputeBudget, AFloorAboveTheBudgetIsLoweredToIt) {
+  // r_min 0.5 against a budget of 0.1: Count lowers the floor to the
+  // budget (Floor), so flat requests that the floor alone would push to
+  // 0.5 still keep the running mean within the budget.
+  auto b = RecomputeBudget::Create({0.1, 16});
+  ASSERT_TRUE(b.ok());
+  EXPECT_DOUBLE_EQ((*b)->Floor(0.5), 0.1);
+  EXPECT_DOUBLE_EQ((*b)->Floor(0.02), 0.02);
+  std::mt19937 rng(11);
+  double sum = 0;
+  for (int i = 0; i < 100; ++i) {
+    const Req q = RandomReq(&rng, 120, 1e-4);
+    const int64_t k = (*b)->Count(q.err.data(), 120, 120, 0.5, 0.6);
+    sum += std::clamp(static_cast<double>(k) / 120, (*b)->Floor(0.5), 0.6);
+    ASSERT_LE(sum / (i + 1), 0.1 + 1e-12) << "request " << i;
+    ASSERT_NEAR((*b)->MeanSpent(), sum / (i + 1), 1e-12);
+  }
+}
+
 TEST(RecomputeBudget, ConcurrentRequestsAreAllCounted) {
   auto b = RecomputeBudget::Create({0.1, 32});
   ASSERT_TRUE(b.ok());

@@ -8,6 +8,7 @@
 
 #include "blend/blender.h"
 #include "blend/internal/selectors.h"
+#include "blend/recompute_budget.h"
 #include "blend_test_util.h"
 
 namespace ragkv::blend {
@@ -346,6 +347,16 @@ TEST_F(SelectorTest, BadAdaptiveOptionsAreRefused) {
   o.adaptive_min = 0.02;
   o.adaptive_mass = 1.5;
   EXPECT_EQ(Run(p, o).status().code(), absl::StatusCode::kInvalidArgument);
+  // Under a budget, a floor above it would break the budget's ceiling.
+  auto budget = RecomputeBudget::Create({0.05, 8});
+  ASSERT_TRUE(budget.ok());
+  o.adaptive_mass = 0;
+  o.recompute_budget = budget->get();
+  o.adaptive_min = 0.1;  // under ratio 0.15, above the budget
+  EXPECT_EQ(Run(p, o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.adaptive_min = 0.05;
+  EXPECT_TRUE(Run(p, o).ok());
+  o.recompute_budget = nullptr;
   Selector s;
   EXPECT_TRUE(ParseSelector("query-attention", &s));
   EXPECT_EQ(s, Selector::kQueryAttention);
