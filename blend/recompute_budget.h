@@ -17,7 +17,8 @@
 // credit, so the mean ratio of the requests so far never exceeds the budget.
 // A floor above the budget would break that, so Count lowers each request's
 // r_min to the budget (Floor), and a caller that clamps the ratio clamps
-// with Floor(r_min) too.
+// with Floor(r_min) too (the Blender clamps with adaptive_min, which it
+// refuses above the budget, so the two agree).
 //
 // Thread safety: Count is thread-safe (one mutex; parallel slots share one
 // budget).

@@ -63,7 +63,7 @@ absl::Status WriteJson(const EngineBenchReport& r, const std::string& path) {
         "    {\"strategy\": \"%s\", \"ratio\": %.2f, \"n\": %d, \"ttft_p50_ms\": %.3f, "
         "\"ttft_p95_ms\": %.3f, \"vs_full\": %.4f, \"kl\": %.9f, \"top1\": %.4f, "
         "\"blend_p50_ms\": %.3f, \"handover_p50_ms\": %.3f, \"decode_p50_ms\": %.3f, "
-        "\"mean_r\": %.6f, \"kl_vs_reuse\": %.6f, \"kl_vs_reuse_ci95\": [%.4f, %.4f], "
+        "\"mean_r\": %.6f, \"kl_vs_reuse\": %.6f, \"kl_vs_reuse_ci95\": [%.6f, %.6f], "
         "\"fallbacks\": %d}%s\n",
         w.strategy, w.ratio, w.ttft.count, w.ttft.p50, w.ttft.p95, w.vs_full, w.kl, w.top1,
         w.blend_p50, w.handover_p50, w.decode_p50, w.mean_r, w.kl_vs_reuse, w.kl_vs_reuse_lo,

@@ -199,8 +199,8 @@ TEST(RecomputeBudget, TheRunningMeanNeverExceedsTheBudget) {
 
 TEST(RecomputeBudget, AFloorAboveTheBudgetIsLoweredToIt) {
   // r_min 0.5 against a budget of 0.1: Count lowers the floor to the
-  // budget (Floor), so flat requests that the floor alone would push to
-  // 0.5 still keep the running mean within the budget.
+  // budget (Floor), so requests that the floor alone would push to 0.5
+  // still keep the running mean within the budget.
   auto b = RecomputeBudget::Create({0.1, 16});
   ASSERT_TRUE(b.ok());
   EXPECT_DOUBLE_EQ((*b)->Floor(0.5), 0.1);

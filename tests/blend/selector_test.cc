@@ -355,7 +355,8 @@ TEST_F(SelectorTest, BadAdaptiveOptionsAreRefused) {
   o.adaptive_min = 0.1;  // under ratio 0.15, above the budget
   EXPECT_EQ(Run(p, o).status().code(), absl::StatusCode::kInvalidArgument);
   o.adaptive_min = 0.05;
-  EXPECT_TRUE(Run(p, o).ok());
+  const auto at_budget = Run(p, o);
+  EXPECT_TRUE(at_budget.ok()) << at_budget.status();
   o.recompute_budget = nullptr;
   Selector s;
   EXPECT_TRUE(ParseSelector("query-attention", &s));

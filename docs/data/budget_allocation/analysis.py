@@ -12,7 +12,8 @@ Replays blend::RecomputeBudget (the ceiling, window 64, floor 0.02, cap 0.3)
 over the dumped per-row errors with other units and per-request weights,
 and reads each request's KL at the ratio it would get off the fixed-ratio
 grid (linear between grid points). Also the per-request bound: per prompt the
-grid ratio minimizing KL + lambda r, lambda the smallest with mean r <= 0.10.
+grid ratio >= 0.02 (the rule's floor) minimizing KL + lambda r, lambda the
+smallest with mean r <= 0.10.
 """
 import bisect, csv, math, sys
 from collections import defaultdict
@@ -89,10 +90,12 @@ def simulate(errs, budget=0.1, window=64, rmin=0.02, rmax=0.3, ceiling=True):
     return rs
 
 
-def per_request_bound(g, P, budget=0.1):
+def per_request_bound(g, P, budget=0.1, floor=0.02):
+    # The grid ratios the rule could give: at least its floor (0.02).
     for i in range(4000):
         lam = i * 0.0002
-        pick = [min(g[p].items(), key=lambda kv: kv[1] + lam * kv[0]) for p in P]
+        pick = [min(((r, k) for r, k in g[p].items() if r >= floor - 1e-9),
+                    key=lambda kv: kv[1] + lam * kv[0]) for p in P]
         if sum(c[0] for c in pick) / len(P) <= budget:
             return sum(c[1] for c in pick), sum(c[0] for c in pick) / len(P)
 
