@@ -134,6 +134,11 @@ inline constexpr double kDevAdaptiveMass = 0.95;
 // dev grid whose mean ratio stayed <= 0.10 on all three dev workloads.
 inline constexpr double kDevAdaptiveThreshold = 1.6e-4;
 
+// kMaxLookaheadLayers: the largest look-ahead horizon a request may ask for
+// (proto BlendOptions.lookahead_layers; past the model's last layer it is
+// every layer).
+inline constexpr int kMaxLookaheadLayers = 1024;
+
 struct BlendOptions {
   Strategy strategy = Strategy::kCacheBlend;
   // Final recompute ratio r in [0, 1] (kCacheBlend). r = 0 is full reuse.
@@ -154,7 +159,8 @@ struct BlendOptions {
   // lookahead-deviation: how many layers past each check the query's
   // look-ahead runs before the check ranks (0: every layer to the last).
   // A check waits only for the layers it looks at (docs/blend.md "The
-  // look-ahead's horizon"); the loading controller sets it per tier.
+  // look-ahead's horizon"); the loading controller sets it per tier. The
+  // wire accepts at most kMaxLookaheadLayers.
   int lookahead_layers = 0;
   // Adaptive ratio (adaptive_mass > 0; kCacheBlend, any selector): at the
   // first check layer the final ratio becomes the smallest share of the

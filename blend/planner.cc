@@ -4,12 +4,18 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "blend/blender.h"
 #include "blend/plan_parallel.h"
 
 namespace ragkv::blend {
 namespace {
 
 constexpr Tier kTiers[] = {Tier::kRam, Tier::kSsd, Tier::kRemote};
+
+// ControllerSelector: the selector the loading controller's decision runs.
+const char* ControllerSelector(const Decision& d) {
+  return SelectorName(d.lookahead ? Selector::kLookaheadDeviation : Selector::kAttendedDeviation);
+}
 
 // Bound of the steady-state layer of a strategy: which of recompute (compute
 // or memory roofline) and KV loading dominates, and by how much.
@@ -192,11 +198,9 @@ Plan MakePlan(const ModelShape& shape, const HardwareSpec& hw, const PlanWorkloa
   RequestShape chosen = rs;
   chosen.query_lookahead = plan.controller.lookahead;
   chosen.lookahead_layers = plan.controller.lookahead_layers;
-  plan.controller.predicted_ttft_s =
-      m.PredictBlend(chosen, plan.controller.ratio, plan.controller.tier).total_s;
+  const double ttft = m.PredictBlend(chosen, plan.controller.ratio, plan.controller.tier).total_s;
   plan.rows.push_back({absl::StrFormat("controller r=%.2f", plan.controller.ratio),
-                       TierName(plan.controller.tier), plan.controller.predicted_ttft_s,
-                       full / plan.controller.predicted_ttft_s,
+                       TierName(plan.controller.tier), ttft, full / ttft,
                        plan.controller.load_s_per_layer > plan.controller.recompute_s_per_layer
                            ? "load"
                            : "recompute"});
@@ -225,8 +229,8 @@ void PrintPlanTable(const Plan& p, std::ostream& out) {
   }
   out << absl::StrFormat("\ncontroller: r=%.2f tier=%s selector=%s lookahead_layers=%d (%s)\n",
                          p.controller.ratio, TierName(p.controller.tier),
-                         p.controller.lookahead ? "lookahead-deviation" : "attended-deviation",
-                         p.controller.lookahead_layers, p.controller.why);
+                         ControllerSelector(p.controller), p.controller.lookahead_layers,
+                         p.controller.why);
   out << absl::StrFormat(
       "KV storage: %.1f KiB/token, %.2f GB per million tokens; capacity $ per million tokens: "
       "ram %.2f, ssd %.2f, redis %.2f\n",
@@ -250,8 +254,7 @@ void PrintPlanJson(const Plan& p, std::ostream& out) {
       R"(],"controller":{"ratio":%.4g,"tier":"%s","selector":"%s","lookahead_layers":%d,)"
       R"("why":"%s"},"kv_bytes_per_token":%.6g,)"
       R"("usd_per_million_tokens":{"ram":%.6g,"ssd":%.6g,"redis":%.6g})",
-      p.controller.ratio, TierName(p.controller.tier),
-      p.controller.lookahead ? "lookahead-deviation" : "attended-deviation",
+      p.controller.ratio, TierName(p.controller.tier), ControllerSelector(p.controller),
       p.controller.lookahead_layers, JsonEscape(p.controller.why), p.kv_bytes_per_token,
       p.usd_per_million_tokens[0], p.usd_per_million_tokens[1], p.usd_per_million_tokens[2]);
   PrintPhasesJson(p, out);

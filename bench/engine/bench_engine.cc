@@ -351,8 +351,9 @@ absl::StatusOr<EngineBenchReport> RunEngineBench(const EngineBenchOptions& o,
     return absl::InvalidArgumentError("bench engine: prompts, chunks, tokens and repeats must be >= 1");
   }
   for (int h : o.lookahead_layers) {
-    if (h < 0 || h > 1024) {
-      return absl::InvalidArgumentError("bench engine: --lookahead-layers must be in [0, 1024]");
+    if (h < 0 || h > blend::kMaxLookaheadLayers) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "bench engine: --lookahead-layers must be in [0, %d]", blend::kMaxLookaheadLayers));
     }
   }
   const bool any_adaptive =

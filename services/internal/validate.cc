@@ -227,9 +227,9 @@ absl::Status ValidateBlendOptions(const v1::BlendOptions& opts) {
   if (opts.output_dtype() != v1::DTYPE_UNSPECIFIED) {
     RETURN_IF_ERROR(wire::KernelDTypeFromProto(opts.output_dtype()).status());
   }
-  if (opts.lookahead_layers() > 1024) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("lookahead_layers %d above 1024", opts.lookahead_layers()));
+  if (opts.lookahead_layers() > blend::kMaxLookaheadLayers) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "lookahead_layers %d above %d", opts.lookahead_layers(), blend::kMaxLookaheadLayers));
   }
   if (opts.chunk_head_tokens() > 64) {
     return absl::InvalidArgumentError(
