@@ -12,8 +12,8 @@ committed file; default the work tree.) ~11 minutes on 2 cores; prints the
 loss every 10 steps and a greedy sample at the end.
 
 Needs Debian's python3-torch (1.13, CPU; a dev-only dependency, as for
-tools/xchunk). The transformer is tools/xchunk/train.py's (adjacent-pair
-RoPE, GQA, SwiGLU, untied classifier) with another shape; the GGUF writer
+tools/xchunk). The transformer is tools/xchunk/archs.py's llama network
+(adjacent-pair RoPE, GQA, SwiGLU, untied classifier) with another shape; the GGUF writer
 is tools/xchunk/gguf.py. Seeded: the same arguments give the same file on
 the same machine (2 threads). The bar is words, not fluent or grounded
 answers: the model learns docs-like prose and, after the chat layout's
@@ -22,7 +22,6 @@ assistant header, to copy a sentence or two of a document.
 
 import argparse
 import hashlib
-import importlib.util
 import math
 import os
 import random
@@ -39,18 +38,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(1, os.path.join(ROOT, "tools", "xchunk"))
 import corpus  # noqa: E402
+import archs  # noqa: E402  (tools/xchunk/archs.py: the network)
 import gguf  # noqa: E402  (tools/xchunk/gguf.py)
-
-
-def _xchunk_train():
-    spec = importlib.util.spec_from_file_location(
-        "xchunk_train", os.path.join(ROOT, "tools", "xchunk", "train.py"))
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
-    return m
-
-
-xchunk = _xchunk_train()
 
 BOS, EOS = 1, 2
 CHATML_TEMPLATE = (
@@ -216,6 +205,9 @@ def main():
     ap.add_argument("--rev", default=None,
                     help="read the docs at this git commit (default: the work tree)")
     ap.add_argument("--time-limit", type=float, default=0, help="stop early after this many s")
+    ap.add_argument("--shape", default="",
+                    help="another shape, e.g. layers=16,dim=64,head_dim=16,hidden=192 "
+                         "(Config's fields; docs/demo_model.md \"A deep variant\")")
     a = ap.parse_args()
     torch.manual_seed(a.seed)
     torch.set_num_threads(a.threads)
@@ -227,9 +219,16 @@ def main():
     tok = corpus.Tokenizer(*vocab)
     print("corpus: %d sections, %d chars, %d tokens (sha256 %s); vocab %d" % (
         len(secs), len(text), len(tok.encode(text)), digest[:16], len(vocab[0])), flush=True)
-    c = Config()
+    c = archs.Config("llama")  # the network's switches; Config's shape over them
+    for k in ("dim", "layers", "heads", "kv_heads", "head_dim", "hidden", "context", "eps", "theta"):
+        setattr(c, k, getattr(Config, k))
+    for kv in filter(None, a.shape.split(",")):
+        k, v = kv.split("=")
+        if not hasattr(Config, k) or k in ("vocab", "context"):
+            sys.exit("train.py: --shape: unknown or fixed field %r" % k)
+        setattr(c, k, type(getattr(Config, k))(v))
     c.vocab = len(vocab[0])
-    model = xchunk.Model(c)
+    model = archs.Model(c)
     n_params = sum(p.numel() for p in model.parameters())
     print("model: %d params" % n_params, flush=True)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.01, betas=(0.9, 0.95))
@@ -260,8 +259,8 @@ def main():
             break
     model.eval()
     print("sample answer:", repr(sample_answer(model, tok, secs, 10_000 + a.seed)), flush=True)
-    meta = ("ragkv demo checkpoint: tools/demo_model/train.py --seed %d --steps %d; corpus sha256 %s; "
-            "final loss %.4f" % (a.seed, a.steps, digest, last))
+    meta = ("ragkv demo checkpoint: tools/demo_model/train.py --seed %d --steps %d%s; corpus sha256 %s; "
+            "final loss %.4f" % (a.seed, a.steps, " --shape " + a.shape if a.shape else "", digest, last))
     export(model, vocab, a.out, meta)
     print("wrote", a.out, os.path.getsize(a.out), "bytes, training %.0f s" % (time.time() - t0))
 
