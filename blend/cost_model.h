@@ -250,7 +250,7 @@ struct Decision {
   double predicted_ttft_s = 0;  // ChooseRatioAndTier's, without the look-ahead
   // lookahead: the default selector's query look-ahead may run, reaching
   // lookahead_layers past each check (0: every layer; BlendOptions::
-  // lookahead_layers), the widest horizon whose wait for its layers stays
+  // lookahead_layers, the configured one), its wait for its layers being
   // small; false: the blend uses attended-deviation instead (LookaheadWait).
   bool lookahead = true;
   int lookahead_layers = 0;
@@ -279,11 +279,11 @@ double LookaheadWait(const CostModel& model, int64_t context_tokens, int64_t que
 inline constexpr double kLookaheadWaitShare = 0.05;
 
 // ChooseLookahead: for the default selector's look-ahead on decision d (its
-// ratio, tier and predicted TTFT), the widest horizon, from `configured`
-// (BlendOptions::lookahead_layers; 0: every layer) down through 8, 4, 2, 1,
-// whose LookaheadWait stays within kLookaheadWaitShare of the TTFT: sets
-// d->lookahead_layers and says so in d->why; none: d->lookahead = false
-// (the blend uses attended-deviation, which streams), with why.
+// ratio, tier and predicted TTFT): the `configured` horizon
+// (BlendOptions::lookahead_layers; 0: every layer) when its LookaheadWait
+// stays within kLookaheadWaitShare of the TTFT (sets d->lookahead_layers);
+// otherwise d->lookahead = false (the blend uses attended-deviation, which
+// streams), with why. It never narrows the horizon (cost_model.cc says why).
 void ChooseLookahead(const CostModel& model, int64_t context_tokens, int64_t query_tokens,
                      int configured, Decision* d);
 

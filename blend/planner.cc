@@ -193,7 +193,7 @@ Plan MakePlan(const ModelShape& shape, const HardwareSpec& hw, const PlanWorkloa
   plan.controller = ChooseRatioAndTier(m, ctx, q, w.r_min, w.r_max,
                                        {Tier::kRam, Tier::kSsd, Tier::kRemote});
   // The default selector's look-ahead, as the loading controller runs it:
-  // the widest horizon whose wait hides, or attended-deviation.
+  // every layer when its wait hides, or attended-deviation.
   ChooseLookahead(m, ctx, q, 0, &plan.controller);
   RequestShape chosen = rs;
   chosen.query_lookahead = plan.controller.lookahead;

@@ -484,15 +484,12 @@ TEST_F(SidecarTest, BlendAutoModeAppliesTheControllersRatio) {
     EXPECT_LE(sink.stats.ratio, defaults.controller_r_max + 1e-6);
     EXPECT_THAT(sink.stats.controller_reason, HasSubstr("tier"));
     // Where the look-ahead's wait for its layers would show, the controller
-    // narrows its horizon or blends with attended-deviation, and says so.
+    // blends with attended-deviation, and says so.
     const std::string& why = sink.stats.controller_reason;
     std::optional<blend::Selector> used;
-    if (absl::StrContains(why, "attended-deviation: even"))
+    if (absl::StrContains(why, "attended-deviation: the look-ahead would wait"))
       used = blend::Selector::kAttendedDeviation;
-    int horizon = 0;
-    const size_t at = why.find("look-ahead horizon ");
-    if (at != std::string::npos) horizon = std::atoi(why.c_str() + at + 19);
-    ExpectStreamEqualsInProcess(chunks, query, sink.stats.ratio, sink, used, horizon);
+    ExpectStreamEqualsInProcess(chunks, query, sink.stats.ratio, sink, used);
   }
   // The explicit modes report their ratio and no reason.
   v1::BlendRequest req;
