@@ -13,6 +13,10 @@
 //  * the generated text is words: >= 80% of its whitespace-separated tokens
 //    (edge punctuation stripped, case folded) occur in the docs it was
 //    trained on.
+// Its deep variant (models/deep16.gguf, docs/demo_model.md "A deep
+// variant": 16 layers, head_dim 16), the horizon bench's instrument: ragkv
+// and llama.cpp load it with the same shape and their teacher-forced
+// logits agree within 1% of the range (F16 weights, as above).
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -179,6 +183,30 @@ TEST_F(DemoModelTest, GreedyAgreesWithLlamaCppAndIsWords) {
   std::printf("%d of %d generated words occur in the docs\n", in_docs, generated);
   EXPECT_GE(generated, 15);
   EXPECT_GE(in_docs, 0.8 * generated);
+}
+
+TEST(DeepDemoModelTest, LogitsAgreeWithLlamaCpp) {
+  const std::string path = RAGKV_SOURCE_DIR + "/models/deep16.gguf";
+  ASSERT_TRUE(fs::exists(path)) << path << " is part of the tree";
+  auto ours = LoadModel(path, {});
+  ASSERT_TRUE(ours.ok()) << ours.status();
+  EXPECT_EQ((*ours)->config().n_layers, 16);
+  EXPECT_EQ((*ours)->config().head_dim, 16);
+  auto theirs = LlamaCppModel::Load(path, {.n_ctx = 1024});
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  for (const std::string& text : {Paragraph("README.md", 1), Paragraph("docs/xchunk.md", 1)}) {
+    auto prompt = (*theirs)->Tokenize(text, true, false);
+    ASSERT_TRUE(prompt.ok()) << prompt.status();
+    auto want = (*theirs)->Logits(*prompt, /*all=*/true);
+    ASSERT_TRUE(want.ok()) << want.status();
+    const testing::Agreement g = testing::CompareLogits(testing::RagkvLogits(**ours, *prompt),
+                                                        *want, (*ours)->config().vocab_size);
+    std::printf("deep16, prompt of %zu tokens: max |logit diff| %.4f of range %.2f, top-1 %.3f\n",
+                prompt->size(), g.max_abs, g.range, g.top1);
+    EXPECT_GT(prompt->size(), 20u);
+    EXPECT_LT(g.max_abs, 0.01 * g.range);
+    EXPECT_GE(g.top1, 0.97);
+  }
 }
 
 }  // namespace
