@@ -159,7 +159,8 @@ struct BlendOptions {
   // lookahead-deviation: how many layers past each check the query's
   // look-ahead runs before the check ranks (0: every layer to the last).
   // A check waits only for the layers it looks at (docs/blend.md "The
-  // look-ahead's horizon"); the loading controller sets it per tier. The
+  // look-ahead's horizon"); the loading controller keeps its own value or,
+  // where the wait would show, blends with attended-deviation instead. The
   // wire accepts at most kMaxLookaheadLayers.
   int lookahead_layers = 0;
   // Adaptive ratio (adaptive_mass > 0; kCacheBlend, any selector): at the

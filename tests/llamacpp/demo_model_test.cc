@@ -15,8 +15,8 @@
 //    trained on.
 // Its deep variant (models/deep16.gguf, docs/demo_model.md "A deep
 // variant": 16 layers, head_dim 16), the horizon bench's instrument: ragkv
-// and llama.cpp load it with the same shape and their teacher-forced
-// logits agree within 1% of the range (F16 weights, as above).
+// loads it with that shape and its teacher-forced logits agree with
+// llama.cpp's within 1% of the range (F16 weights, as above).
 #include <algorithm>
 #include <cctype>
 #include <cstdio>

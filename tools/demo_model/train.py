@@ -222,11 +222,15 @@ def main():
     c = archs.Config("llama")  # the network's switches; Config's shape over them
     for k in ("dim", "layers", "heads", "kv_heads", "head_dim", "hidden", "context", "eps", "theta"):
         setattr(c, k, getattr(Config, k))
+    shape_fields = ("dim", "layers", "heads", "kv_heads", "head_dim", "hidden", "eps", "theta")
     for kv in filter(None, a.shape.split(",")):
-        k, v = kv.split("=")
-        if not hasattr(Config, k) or k in ("vocab", "context"):
-            sys.exit("train.py: --shape: unknown or fixed field %r" % k)
+        k, _, v = kv.partition("=")
+        if k not in shape_fields or not v:
+            sys.exit("train.py: --shape: %r is not FIELD=VALUE with FIELD one of %s"
+                     % (kv, ", ".join(shape_fields)))
         setattr(c, k, type(getattr(Config, k))(v))
+    if c.heads % c.kv_heads:
+        sys.exit("train.py: --shape: heads %d is not a multiple of kv_heads %d" % (c.heads, c.kv_heads))
     c.vocab = len(vocab[0])
     model = archs.Model(c)
     n_params = sum(p.numel() for p in model.parameters())
