@@ -569,32 +569,17 @@ Decision ChooseRatioAndTier(const CostModel& model, int64_t context_tokens, int6
   return d;
 }
 
-namespace {
-
-// WaitBeyond: LookaheadWait against `plain`, the same blend's prediction
-// without the look-ahead.
-double WaitBeyond(const CostModel& model, const RequestPrediction& plain, RequestShape r,
-                  double ratio, Tier tier, int lookahead_layers) {
+double LookaheadWait(const CostModel& model, int64_t context_tokens, int64_t query_tokens,
+                     double ratio, Tier tier, int lookahead_layers) {
+  RequestShape r;
+  r.context_tokens = context_tokens;
+  r.query_tokens = query_tokens;
+  const RequestPrediction plain = model.PredictBlend(r, ratio, tier);
   r.query_lookahead = true;
   r.lookahead_layers = lookahead_layers;
   const RequestPrediction ahead = model.PredictBlend(r, ratio, tier);
   const double wait = (ahead.total_s - plain.total_s) - (ahead.selection_s - plain.selection_s);
   return std::max(0.0, wait);
-}
-
-RequestShape Shape(int64_t context_tokens, int64_t query_tokens) {
-  RequestShape r;
-  r.context_tokens = context_tokens;
-  r.query_tokens = query_tokens;
-  return r;
-}
-
-}  // namespace
-
-double LookaheadWait(const CostModel& model, int64_t context_tokens, int64_t query_tokens,
-                     double ratio, Tier tier, int lookahead_layers) {
-  const RequestShape r = Shape(context_tokens, query_tokens);
-  return WaitBeyond(model, model.PredictBlend(r, ratio, tier), r, ratio, tier, lookahead_layers);
 }
 
 // ChooseLookahead keeps the configured horizon or drops the look-ahead: it
@@ -604,9 +589,8 @@ double LookaheadWait(const CostModel& model, int64_t context_tokens, int64_t que
 // less than a slightly higher ratio buys for their compute.
 void ChooseLookahead(const CostModel& cm, int64_t context_tokens, int64_t query_tokens,
                      int configured, Decision* d) {
-  const RequestShape r = Shape(context_tokens, query_tokens);
-  const RequestPrediction plain = cm.PredictBlend(r, d->ratio, d->tier);
-  const double wait = WaitBeyond(cm, plain, r, d->ratio, d->tier, configured);
+  const double wait =
+      LookaheadWait(cm, context_tokens, query_tokens, d->ratio, d->tier, configured);
   if (wait <= kLookaheadWaitShare * d->predicted_ttft_s) {
     d->lookahead_layers = configured;
     return;

@@ -230,8 +230,7 @@ absl::Status Pipeline::Prepare(const Prompt& prompt, RunState* run) const {
     ASSIGN_OR_RETURN(run->bo.recompute_budget, budgets_->For(run->ro->adaptive_budget));
     // A floor above the budget would break its ceiling (the Blender refuses
     // it): the server's default floor gives way to a small budget.
-    run->bo.adaptive_min =
-        std::min(run->bo.adaptive_min, run->bo.recompute_budget->options().budget);
+    run->bo.adaptive_min = run->bo.recompute_budget->Floor(run->bo.adaptive_min);
   }
   // The spans keep cache_hit: the record was found (what the wire has
   // always reported), though this strategy does not read it.

@@ -219,10 +219,10 @@ def main():
     tok = corpus.Tokenizer(*vocab)
     print("corpus: %d sections, %d chars, %d tokens (sha256 %s); vocab %d" % (
         len(secs), len(text), len(tok.encode(text)), digest[:16], len(vocab[0])), flush=True)
-    c = archs.Config("llama")  # the network's switches; Config's shape over them
-    for k in ("dim", "layers", "heads", "kv_heads", "head_dim", "hidden", "context", "eps", "theta"):
-        setattr(c, k, getattr(Config, k))
     shape_fields = ("dim", "layers", "heads", "kv_heads", "head_dim", "hidden", "eps", "theta")
+    c = archs.Config("llama")  # the network's switches; Config's shape over them
+    for k in shape_fields + ("context",):
+        setattr(c, k, getattr(Config, k))
     for kv in filter(None, a.shape.split(",")):
         k, _, v = kv.partition("=")
         if k not in shape_fields or not v:
