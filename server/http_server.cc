@@ -333,6 +333,9 @@ void HttpServer::WaitForStreams(absl::Duration max) {
 void HttpServer::Stop() {
   if (impl_ == nullptr) return;
   impl_->http.stop();
+  // Idle kept-alive clients (an SDK's connection pool) would otherwise hold
+  // the stop for the 30 s keep-alive timeout (internal/peer.h).
+  if (thread_.joinable()) internal::ShutdownConnections(port_);
   if (thread_.joinable()) thread_.join();
 }
 

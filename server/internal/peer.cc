@@ -35,23 +35,53 @@ bool Matches(int fd, const std::string& remote_addr, int remote_port, int local_
   return PortAndHost(a, len, &host) == remote_port && host == remote_addr;
 }
 
+// ForEachFd: fn(fd) for each open descriptor of this process but the
+// directory's own; stops when fn returns true.
+template <typename Fn>
+void ForEachFd(Fn fn) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const int fd = std::atoi(e->d_name);
+    if (fd != dirfd(dir) && fn(fd)) break;
+  }
+  closedir(dir);
+}
+
+bool ConnectedOnPort(int fd, int local_port) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof(a);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return false;
+  if (PortAndHost(a, len, nullptr) != local_port) return false;
+  int type = 0;
+  socklen_t tl = sizeof(type);
+  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM) return false;
+  len = sizeof(a);
+  return getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+}
+
 }  // namespace
 
 int ConnectionFd(const std::string& remote_addr, int remote_port, int local_port) {
   if (remote_port <= 0 || local_port <= 0) return -1;
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
   int found = -1;
-  while (dirent* e = readdir(dir)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    const int fd = std::atoi(e->d_name);
-    if (fd != dirfd(dir) && Matches(fd, remote_addr, remote_port, local_port)) {
-      found = fd;
-      break;
-    }
-  }
-  closedir(dir);
+  ForEachFd([&](int fd) {
+    if (!Matches(fd, remote_addr, remote_port, local_port)) return false;
+    found = fd;
+    return true;
+  });
   return found;
+}
+
+int ShutdownConnections(int local_port) {
+  if (local_port <= 0) return 0;
+  int n = 0;
+  ForEachFd([&](int fd) {
+    if (ConnectedOnPort(fd, local_port) && shutdown(fd, SHUT_RDWR) == 0) ++n;
+    return false;
+  });
+  return n;
 }
 
 bool PeerClosed(int fd) {
