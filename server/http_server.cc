@@ -7,14 +7,15 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "server/api.h"
+#include "server/internal/http_impl.h"
+#include "server/internal/peer.h"
+#include "server/internal/thread_pool.h"
 #include "server/metrics.h"
 #include "server/prompt.h"
 #include "server/scheduler.h"
-#include "server/internal/http_impl.h"
-#include "server/internal/peer.h"
 
 namespace ragkv::server {
 
@@ -295,8 +296,13 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(Options o) {
         impl->o.tls_key_file));
   }
   impl->Routes();
+  // A connection holds its worker until it closes, idle keep-alive time
+  // included: more start on demand (internal/thread_pool.h).
   const int threads = std::max(4, impl->o.threads);
-  impl->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  const int max_threads = std::max(threads, impl->o.max_threads);
+  impl->http.new_task_queue = [threads, max_threads] {
+    return new internal::DynamicThreadPool(threads, max_threads, std::chrono::seconds(1));
+  };
   impl->http.set_keep_alive_timeout(30);
   if (impl->o.port == 0) {
     s->port_ = impl->http.bind_to_any_port(impl->o.host);

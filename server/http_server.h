@@ -38,7 +38,11 @@ class HttpServer {
     int port = 8080;           // 0: any free port (read it back with port())
     std::string model_id;      // the served model's id (--alias, default the file's name)
     std::string auth_token;    // when set: "Authorization: Bearer <token>" on /v1/*
-    int threads = 16;          // HTTP worker threads (connections served at once)
+    // HTTP workers: `threads` always, more on demand up to `max_threads`
+    // (a connection holds one from accept to close, idle keep-alive time
+    // included; past max_threads new connections wait for one to close).
+    int threads = 16;
+    int max_threads = 1024;
     // request_timeout: arrival to the last token; past it the request ends
     // with an error (504, or an error event in a stream) and frees its slot.
     absl::Duration request_timeout = absl::InfiniteDuration();

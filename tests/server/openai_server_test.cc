@@ -305,6 +305,53 @@ TEST_F(OpenAiServerTest, SigtermClosesIdleKeptAliveConnections) {
   ::close(fd);
 }
 
+// Idle pooled clients do not lock out new ones: a kept-alive connection
+// holds an HTTP worker between its requests, so with a fixed pool a client
+// past the pool's size got no answer (not even a 429) until an idle one's
+// 30 s keep-alive ran out. Here 6 workers are kept (--parallel 1, queue 1)
+// and 16 connections stay idle; a new one must be answered. 10 s is a hang
+// bound, not a speed figure.
+TEST_F(OpenAiServerTest, IdleKeptAliveClientsDoNotLockOutNewOnes) {
+  pid_t pid = -1;
+  std::string url;
+  ASSERT_NO_FATAL_FAILURE(
+      Spawn({"--parallel", "1", "--ctx-size", "256", "--max-queue-requests", "1"}, "pool-data",
+            &pid, &url));
+  const int port = std::stoi(url.substr(url.rfind(':') + 1));
+  const auto get = [port](const std::string& path, int timeout_ms, std::string* answer) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return fd;
+    const std::string req =
+        "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n";
+    if (::write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) return fd;
+    char buf[4096];
+    pollfd p{fd, POLLIN, 0};
+    while (answer->find("\r\n\r\n") == std::string::npos && ::poll(&p, 1, timeout_ms) > 0) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n <= 0) break;
+      answer->append(buf, n);
+    }
+    return fd;  // left open: kept alive
+  };
+  std::vector<int> idle;
+  for (int i = 0; i < 16; ++i) {
+    std::string answer;
+    idle.push_back(get("/v1/models", 10000, &answer));
+    ASSERT_NE(answer.find("200 OK"), std::string::npos) << "connection " << i << ": " << answer;
+  }
+  std::string answer;
+  const int fd = get("/health", 10000, &answer);
+  EXPECT_NE(answer.find("HTTP/1.1 200"), std::string::npos)
+      << "no answer within 10 s with 16 idle connections open: " << answer;
+  ::close(fd);
+  for (int i : idle) ::close(i);
+  Stop(pid);
+}
+
 TEST(ServeEngineTest, WithoutLlamaCppExitsTwoNamingTheSetup) {
   int rc = 0;
   const std::string out = RunCapture(
