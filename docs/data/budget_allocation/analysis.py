@@ -62,6 +62,14 @@ def parse_dump(path):
     return reqs
 
 
+def load_set(grid_dir, dump_dir, name):
+    """One dev set: its grid, full reuse's KL per prompt, the prompts, their
+    summed full-reuse KL, and the dumped requests (the warm-up first)."""
+    g, reuse = load_grid(f'{grid_dir}/grid_{name}/samples.csv')
+    P = sorted(g)
+    return g, reuse, P, sum(reuse[p] for p in P), parse_dump(f'{dump_dir}/dump_{name}.txt')
+
+
 def simulate(errs, budget=0.1, window=64, rmin=0.02, rmax=0.3, ceiling=True):
     """RecomputeBudget::Count over (selectable, values) per request."""
     win, spent, rs = [], 0.0, []
@@ -112,10 +120,7 @@ UNITS = {
 
 def main(grid_dir, dump_dir):
     for name in SETS:
-        g, reuse = load_grid(f'{grid_dir}/grid_{name}/samples.csv')
-        reqs = parse_dump(f'{dump_dir}/dump_{name}.txt')
-        P = sorted(g)
-        R = sum(reuse[p] for p in P)
+        g, reuse, P, R, reqs = load_set(grid_dir, dump_dir, name)
         assert len(reqs) == len(P) + 1, 'the warm-up request, then one per prompt'
         kl, r = per_request_bound(g, P)
         print(f'{name} per-request bound: {kl / R:.4f} at mean r {r:.4f}')

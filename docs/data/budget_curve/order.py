@@ -13,7 +13,7 @@ with the ceiling and with debt carried; KL x full reuse read off the grids.
 """
 import math, os, random, sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'budget_allocation'))
-from analysis import load_grid, kl_at, parse_dump, simulate, SETS  # noqa: E402
+from analysis import kl_at, load_set, simulate, SETS  # noqa: E402
 
 
 def summary(v):
@@ -26,10 +26,7 @@ def summary(v):
 
 def main(grid_dir, dump_dir):
     for name in SETS:
-        g, reuse = load_grid(f'{grid_dir}/grid_{name}/samples.csv')
-        reqs = parse_dump(f'{dump_dir}/dump_{name}.txt')
-        P = sorted(g)
-        R = sum(reuse[p] for p in P)
+        g, _, P, R, reqs = load_set(grid_dir, dump_dir, name)
         errs = [(q['sel'], [x / math.sqrt(sum(q['E'])) for x in q['E']]) for q in reqs]
         rs = simulate(errs)[1:]
         print(f'{name} the run\'s order, ceiling: {sum(kl_at(g[p], x) for p, x in zip(P, rs)) / R:.3f}x')
