@@ -103,6 +103,7 @@ absl::Status LlamaFrontEnd::Bind(const EngineServeFlags& flags, services::Sideca
     o.model_id = slash == std::string::npos ? model_path : model_path.substr(slash + 1);
   }
   o.threads = flags.parallel + flags.max_queue + 4;
+  o.keep_alive_s = flags.keep_alive_s;
   // The sidecar's own metrics follow the server's on GET /metrics.
   o.more_metrics = [this] {
     const services::Sidecar* s = sidecar_.load();

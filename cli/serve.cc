@@ -235,6 +235,11 @@ void ServeCommand::AddEngineOptions(CLI::App* cmd) {
                   "longest stored exact prefix comes first (a request's ragkv.reorder wins; "
                   "docs/services.md)")
       ->capture_default_str();
+  cmd->add_option("--http-keep-alive", engine_.keep_alive_s,
+                  "--engine: seconds an idle kept-alive HTTP connection stays open (it holds "
+                  "a worker meanwhile; llama-server's 5)")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
   cmd->add_option("--request-timeout", engine_.request_timeout_s,
                   "--engine: seconds a request may take from arrival to its last token; past "
                   "it, it ends with an error (0 = no deadline)")

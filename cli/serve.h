@@ -36,6 +36,7 @@ struct EngineServeFlags {
   double adaptive_budget = 0;          // --adaptive-budget: the budget rule's mean ratio (0 = off)
   int batch_size = 2048;               // --batch-size: tokens per llama_decode (llama-server's -b)
   bool reorder_documents = false;      // --reorder-documents: the exact-prefix reorder pass
+  int keep_alive_s = 5;                // --http-keep-alive: an idle connection's life (s)
 };
 
 // EngineFrontEnd: what ragkv-llama adds around the sidecar. Bind runs before

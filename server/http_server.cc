@@ -28,8 +28,19 @@ bool HttpServer::Impl::Authorized(const httplib::Request& req, httplib::Response
   return false;
 }
 
+namespace {
+// A worker serves one request at a time: counted from routing to the
+// logger, which runs once the response is written (also when the write
+// fails; a request refused before routing is never counted).
+thread_local bool t_handling = false;
+}  // namespace
+
 void HttpServer::Impl::Routes() {
   http.set_payload_max_length(kMaxBodyBytes);
+  http.set_pre_routing_handler([this](const httplib::Request&, httplib::Response&) {
+    if (!t_handling) t_handling = true, handling.fetch_add(1);
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
   http.set_error_handler(httplib::Server::HandlerWithResponse(
       [](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
@@ -65,6 +76,7 @@ void HttpServer::Impl::Routes() {
                     "application/json");
   });
   http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    if (t_handling) t_handling = false, handling.fetch_sub(1);
     const std::string& p = req.path;
     metrics.Request(p == "/v1/chat/completions" ? "chat"
                     : p == "/v1/completions"    ? "completions"
@@ -303,7 +315,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(Options o) {
   impl->http.new_task_queue = [threads, max_threads] {
     return new internal::DynamicThreadPool(threads, max_threads, std::chrono::seconds(1));
   };
-  impl->http.set_keep_alive_timeout(30);
+  // Default 5 s, llama-server's (cpp-httplib's): an idle pooled connection
+  // holds a worker that polls every ~10 ms, so idle ones do not linger.
+  impl->http.set_keep_alive_timeout(std::max(1, impl->o.keep_alive_s));
   if (impl->o.port == 0) {
     s->port_ = impl->http.bind_to_any_port(impl->o.host);
   } else if (impl->http.bind_to_port(impl->o.host, impl->o.port)) {
@@ -339,10 +353,15 @@ void HttpServer::WaitForStreams(absl::Duration max) {
 void HttpServer::Stop() {
   if (impl_ == nullptr) return;
   impl_->http.stop();
-  // Idle kept-alive clients (an SDK's connection pool) would otherwise hold
-  // the stop for the 30 s keep-alive timeout (internal/peer.h).
-  if (thread_.joinable()) internal::ShutdownConnections(port_);
-  if (thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return;
+  // Responses being written finish (up to 10 s); then idle kept-alive
+  // clients (an SDK's connection pool), which would hold the stop for the
+  // keep-alive timeout, are disconnected (internal/peer.h).
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (impl_->handling.load() > 0 && absl::Now() < deadline)
+    absl::SleepFor(absl::Milliseconds(5));
+  internal::ShutdownConnections(port_);
+  thread_.join();
 }
 
 }  // namespace ragkv::server

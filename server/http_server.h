@@ -43,6 +43,8 @@ class HttpServer {
     // included; past max_threads new connections wait for one to close).
     int threads = 16;
     int max_threads = 1024;
+    // keep_alive_s: how long an idle kept-alive connection stays open.
+    int keep_alive_s = 5;
     // request_timeout: arrival to the last token; past it the request ends
     // with an error (504, or an error event in a stream) and frees its slot.
     absl::Duration request_timeout = absl::InfiniteDuration();

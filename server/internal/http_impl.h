@@ -34,6 +34,10 @@ struct HttpServer::Impl {
   std::atomic<bool> draining{false};
   // streams: streamed responses not yet fully written (WaitForStreams).
   std::atomic<int> streams{0};
+  // handling: requests from routing until their response is written (the
+  // logger runs after the write); Stop waits for them before it ends the
+  // connections.
+  std::atomic<int> handling{0};
   int64_t created = std::time(nullptr);
   std::atomic<uint64_t> seq{0};
   uint64_t nonce = std::random_device{}();

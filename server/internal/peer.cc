@@ -3,9 +3,11 @@
 #include "server/internal/peer.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdlib>
 
@@ -78,7 +80,12 @@ int ShutdownConnections(int local_port) {
   if (local_port <= 0) return 0;
   int n = 0;
   ForEachFd([&](int fd) {
-    if (ConnectedOnPort(fd, local_port) && shutdown(fd, SHUT_RDWR) == 0) ++n;
+    // On a duplicate: if the worker closes `fd` and the number is reused
+    // meanwhile, the check and the shutdown still see the same socket.
+    const int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (d < 0) return false;
+    if (ConnectedOnPort(d, local_port) && shutdown(d, SHUT_RDWR) == 0) ++n;
+    close(d);
     return false;
   });
   return n;

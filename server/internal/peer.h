@@ -26,7 +26,8 @@ int ConnectionFd(const std::string& remote_addr, int remote_port, int local_port
 bool PeerClosed(int fd);
 
 // ShutdownConnections: shutdown(SHUT_RDWR) on every connected TCP socket of
-// this process whose local port is `local_port`; returns how many. Called
+// this process whose local port is `local_port` (responses being written
+// are cut: the caller waits for them first); returns how many. Called
 // once a server's listener is closed, these are its accepted connections:
 // cpp-httplib 0.11.4 notices a stop only between requests, so a worker
 // waiting on an idle kept-alive connection would hold the stop for up to

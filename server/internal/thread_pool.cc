@@ -3,6 +3,8 @@
 #include "server/internal/thread_pool.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <system_error>
 #include <utility>
 
 namespace ragkv::server::internal {
@@ -18,7 +20,12 @@ DynamicThreadPool::~DynamicThreadPool() { shutdown(); }
 
 void DynamicThreadPool::enqueue(std::function<void()> fn) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (shutdown_) {  // not after shutdown (httplib does not): run it here
+      lock.unlock();
+      fn();
+      return;
+    }
     Reap();
     jobs_.push_back(std::move(fn));
     // A waiting worker takes each queued job; start one when none is left.
@@ -50,10 +57,18 @@ int DynamicThreadPool::peak() const {
 }
 
 void DynamicThreadPool::Start(bool extra) {
+  try {
+    threads_.emplace_back([this, extra] { Work(extra); });
+  } catch (const std::system_error& e) {  // EAGAIN: a thread or memory limit
+    // The job waits for a worker to come free, as with a fixed pool.
+    if (!start_failed_) std::fprintf(stderr, "ragkv: cannot start an HTTP worker: %s\n", e.what());
+    start_failed_ = true;
+    return;
+  }
+  // The new worker takes mu_ before it looks at these.
   ++live_;
   ++idle_;
   peak_ = std::max(peak_, live_);
-  threads_.emplace_back([this, extra] { Work(extra); });
 }
 
 void DynamicThreadPool::Reap() {

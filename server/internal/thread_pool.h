@@ -8,7 +8,8 @@
 // DynamicThreadPool keeps `min_threads` and starts another worker whenever
 // a connection arrives and none is free, up to `max_threads` (as
 // llama-server does since its "dynamic threads"); the extra ones end after
-// `idle` without work. Past `max_threads` connections queue. Linux/POSIX.
+// `idle` without work. Past `max_threads` connections queue, as they do
+// when the system refuses a thread (said once on stderr). Linux/POSIX.
 //
 // Thread safety: enqueue and the accessors may be called from any thread;
 // shutdown once, after the last enqueue.
@@ -35,7 +36,8 @@ class DynamicThreadPool final : public httplib::TaskQueue {
   ~DynamicThreadPool() override;
 
   void enqueue(std::function<void()> fn) override;
-  // shutdown: runs the queued tasks, then joins every worker.
+  // shutdown: runs the queued tasks, then joins every worker. A task
+  // enqueued after it runs on the caller's thread.
   void shutdown() override;
 
   int threads() const;  // workers alive now
@@ -55,6 +57,7 @@ class DynamicThreadPool final : public httplib::TaskQueue {
   std::vector<std::thread::id> ended_;
   int live_ = 0, idle_ = 0, peak_ = 0;
   bool shutdown_ = false;
+  bool start_failed_ = false;  // said once on stderr
 };
 
 }  // namespace ragkv::server::internal

@@ -258,38 +258,82 @@ TEST_F(OpenAiServerTest, SigtermLetsInFlightStreamsFinish) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
-// SIGTERM does not wait for idle clients: an SDK's pooled connection stays
-// open between requests, and cpp-httplib 0.11 noticed a stop only after its
-// 30 s keep-alive ran out. The server closes the idle connection and exits
-// 0 while the client still holds it; 20 s is a hang bound (the drain takes
-// milliseconds), not a speed figure.
-TEST_F(OpenAiServerTest, SigtermClosesIdleKeptAliveConnections) {
+// SIGTERM drains a non-streamed request too: its answer is written whole
+// before the stop ends the connections.
+TEST_F(OpenAiServerTest, SigtermLetsAnInFlightRequestWriteItsAnswer) {
   pid_t pid = -1;
   std::string url;
-  ASSERT_NO_FATAL_FAILURE(Spawn({"--parallel", "1", "--ctx-size", "256"}, "idle-data", &pid, &url));
-  const int port = std::stoi(url.substr(url.rfind(':') + 1));
+  ASSERT_NO_FATAL_FAILURE(Spawn({"--parallel", "1", "--ctx-size", "1024"}, "drain-plain", &pid, &url));
+  json body = ChatBody("local", 900);
+  body["logit_bias"] = {{"2", -100}};  // no end of story: it runs to max_tokens
+  json r;
+  std::thread client([&] { r = Node("chat", body, url); });
+  for (int i = 0; i < 200; ++i) {  // once the slot is busy
+    int rc = 0;
+    const std::string h = RunCapture(
+        {"node", "-e", "fetch(process.argv[1]).then((r) => r.text()).then(console.log)",
+         url + "/health"},
+        ".", &rc);
+    if (h.find("\"active\":1") != std::string::npos) break;
+    ::usleep(20000);
+  }
+  ::kill(pid, SIGTERM);
+  client.join();
+  EXPECT_EQ(r["finish_reason"], "length") << r;
+  EXPECT_EQ(r["usage"]["completion_tokens"], 900) << r;
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// KeepAliveGet: GET `path` on a new kept-alive connection to 127.0.0.1:port;
+// the whole response (headers and Content-Length bytes, up to 10 s) into
+// *answer; the connection is left open (the caller closes the fd).
+int KeepAliveGet(int port, const std::string& path, std::string* answer) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  const std::string get = "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n";
-  ASSERT_EQ(::write(fd, get.data(), get.size()), static_cast<ssize_t>(get.size()));
-  // The answer, then the connection stays open (kept alive).
-  std::string answer;
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return fd;
+  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n";
+  if (::write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) return fd;
   char buf[4096];
   pollfd p{fd, POLLIN, 0};
-  while (answer.find(kModelId) == std::string::npos && ::poll(&p, 1, 10000) > 0) {
+  size_t want = std::string::npos;  // header bytes + Content-Length, once known
+  while (answer->size() < want && ::poll(&p, 1, 10000) > 0) {
     const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n <= 0) break;
-    answer.append(buf, n);
+    answer->append(buf, n);
+    const size_t end = answer->find("\r\n\r\n");
+    const size_t cl = answer->find("Content-Length: ");
+    if (want == std::string::npos && end != std::string::npos && cl != std::string::npos) {
+      want = end + 4 + std::stoul(answer->substr(cl + 16));
+    }
   }
+  return fd;
+}
+
+// SIGTERM does not wait for idle clients: an SDK's pooled connection stays
+// open between requests, and cpp-httplib 0.11 notices a stop only after the
+// keep-alive (here 600 s) runs out. The server closes the idle connection
+// and exits 0 while the client still holds it; 20 s is a hang bound (the
+// drain takes milliseconds), not a speed figure.
+TEST_F(OpenAiServerTest, SigtermClosesIdleKeptAliveConnections) {
+  pid_t pid = -1;
+  std::string url;
+  ASSERT_NO_FATAL_FAILURE(
+      Spawn({"--parallel", "1", "--ctx-size", "256", "--http-keep-alive", "600"}, "idle-data", &pid,
+            &url));
+  std::string answer;
+  const int fd = KeepAliveGet(std::stoi(url.substr(url.rfind(':') + 1)), "/v1/models", &answer);
   ASSERT_NE(answer.find("200 OK"), std::string::npos) << answer;
-  ASSERT_EQ(::poll(&p, 1, 200), 0) << "the server closed the connection before the stop";
+  ASSERT_NE(answer.find(kModelId), std::string::npos) << answer;
+  pollfd p{fd, POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 200), 0) << "the connection is not idle before the stop";
   ::kill(pid, SIGTERM);
   // The server ends the connection (EOF) and exits, the client still holding it.
+  char buf[64];
   ssize_t n = -1;
   if (::poll(&p, 1, 20000) > 0) n = ::read(fd, buf, sizeof buf);
   EXPECT_EQ(n, 0) << "the idle connection was not closed within 20 s of SIGTERM";
@@ -308,43 +352,24 @@ TEST_F(OpenAiServerTest, SigtermClosesIdleKeptAliveConnections) {
 // Idle pooled clients do not lock out new ones: a kept-alive connection
 // holds an HTTP worker between its requests, so with a fixed pool a client
 // past the pool's size got no answer (not even a 429) until an idle one's
-// 30 s keep-alive ran out. Here 6 workers are kept (--parallel 1, queue 1)
-// and 16 connections stay idle; a new one must be answered. 10 s is a hang
-// bound, not a speed figure.
+// keep-alive (here 600 s) ran out. 6 workers are kept (--parallel 1, queue
+// 1) and 16 connections stay idle; a new one must be answered. 10 s is a
+// hang bound, not a speed figure.
 TEST_F(OpenAiServerTest, IdleKeptAliveClientsDoNotLockOutNewOnes) {
   pid_t pid = -1;
   std::string url;
-  ASSERT_NO_FATAL_FAILURE(
-      Spawn({"--parallel", "1", "--ctx-size", "256", "--max-queue-requests", "1"}, "pool-data",
-            &pid, &url));
+  ASSERT_NO_FATAL_FAILURE(Spawn({"--parallel", "1", "--ctx-size", "256", "--max-queue-requests",
+                                 "1", "--http-keep-alive", "600"},
+                                "pool-data", &pid, &url));
   const int port = std::stoi(url.substr(url.rfind(':') + 1));
-  const auto get = [port](const std::string& path, int timeout_ms, std::string* answer) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return fd;
-    const std::string req =
-        "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n";
-    if (::write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) return fd;
-    char buf[4096];
-    pollfd p{fd, POLLIN, 0};
-    while (answer->find("\r\n\r\n") == std::string::npos && ::poll(&p, 1, timeout_ms) > 0) {
-      const ssize_t n = ::read(fd, buf, sizeof buf);
-      if (n <= 0) break;
-      answer->append(buf, n);
-    }
-    return fd;  // left open: kept alive
-  };
   std::vector<int> idle;
   for (int i = 0; i < 16; ++i) {
     std::string answer;
-    idle.push_back(get("/v1/models", 10000, &answer));
-    ASSERT_NE(answer.find("200 OK"), std::string::npos) << "connection " << i << ": " << answer;
+    idle.push_back(KeepAliveGet(port, "/v1/models", &answer));
+    EXPECT_NE(answer.find("200 OK"), std::string::npos) << "connection " << i << ": " << answer;
   }
   std::string answer;
-  const int fd = get("/health", 10000, &answer);
+  const int fd = KeepAliveGet(port, "/health", &answer);
   EXPECT_NE(answer.find("HTTP/1.1 200"), std::string::npos)
       << "no answer within 10 s with 16 idle connections open: " << answer;
   ::close(fd);
