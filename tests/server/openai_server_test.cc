@@ -232,58 +232,17 @@ TEST_F(OpenAiServerTest, MetricsCountRequestsTokensAndLatency) {
 
 // SIGTERM drains: a stream in flight runs to its end, then the server exits 0.
 TEST_F(OpenAiServerTest, SigtermLetsInFlightStreamsFinish) {
-  pid_t pid = -1;
-  std::string url;
-  ASSERT_NO_FATAL_FAILURE(Spawn({"--parallel", "1", "--ctx-size", "1024"}, "drain-data", &pid, &url));
-  json body = ChatBody("local", 900);
-  body["logit_bias"] = {{"2", -100}};  // no end of story: it runs to max_tokens
-  json r;
-  std::thread client([&] { r = Node("chat_stream", body, url); });
-  // Once the stream is under way (the slot is busy), ask the server to stop.
-  for (int i = 0; i < 200; ++i) {
-    int rc = 0;
-    const std::string h = RunCapture(
-        {"node", "-e", "fetch(process.argv[1]).then((r) => r.text()).then(console.log)",
-         url + "/health"},
-        ".", &rc);
-    if (h.find("\"active\":1") != std::string::npos) break;
-    ::usleep(20000);
-  }
-  ::kill(pid, SIGTERM);
-  client.join();
+  const json r = SigtermMidRequest("chat_stream", "drain-data");
   EXPECT_EQ(r["finish_reason"], "length") << r;
   EXPECT_EQ(r["usage"].is_null() ? 0 : 1, 0);  // include_usage was not asked
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 // SIGTERM drains a non-streamed request too: its answer is written whole
 // before the stop ends the connections.
 TEST_F(OpenAiServerTest, SigtermLetsAnInFlightRequestWriteItsAnswer) {
-  pid_t pid = -1;
-  std::string url;
-  ASSERT_NO_FATAL_FAILURE(Spawn({"--parallel", "1", "--ctx-size", "1024"}, "drain-plain", &pid, &url));
-  json body = ChatBody("local", 900);
-  body["logit_bias"] = {{"2", -100}};  // no end of story: it runs to max_tokens
-  json r;
-  std::thread client([&] { r = Node("chat", body, url); });
-  for (int i = 0; i < 200; ++i) {  // once the slot is busy
-    int rc = 0;
-    const std::string h = RunCapture(
-        {"node", "-e", "fetch(process.argv[1]).then((r) => r.text()).then(console.log)",
-         url + "/health"},
-        ".", &rc);
-    if (h.find("\"active\":1") != std::string::npos) break;
-    ::usleep(20000);
-  }
-  ::kill(pid, SIGTERM);
-  client.join();
+  const json r = SigtermMidRequest("chat", "drain-plain");
   EXPECT_EQ(r["finish_reason"], "length") << r;
   EXPECT_EQ(r["usage"]["completion_tokens"], 900) << r;
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 // KeepAliveGet: GET `path` on a new kept-alive connection to 127.0.0.1:port;

@@ -151,6 +151,11 @@ class OpenAiServerTest : public ::testing::Test {
     }
   }
 
+  // SigtermMidRequest: a fresh server (data dir `data`, one slot) given a
+  // 900-token chat (`which`: "chat" or "chat_stream") and SIGTERM once its
+  // slot is busy; the client's result. The server must exit 0.
+  json SigtermMidRequest(const std::string& which, const std::string& data);
+
   static void Stop(pid_t pid) {
     ::kill(pid, SIGTERM);
     int status = 0;
@@ -266,6 +271,32 @@ inline json ChatBody(const std::string& mode, int max_tokens) {
             {"ragkv", {{"return_tokens", true}}}};
   if (!mode.empty()) b["ragkv"]["mode"] = mode;
   return b;
+}
+
+inline json OpenAiServerTest::SigtermMidRequest(const std::string& which, const std::string& data) {
+  pid_t pid = -1;
+  std::string url;
+  Spawn({"--parallel", "1", "--ctx-size", "1024"}, data, &pid, &url);
+  if (pid <= 0 || url.empty()) return json();  // Spawn has failed the test
+  json body = ChatBody("local", 900);
+  body["logit_bias"] = {{"2", -100}};  // no end of story: it runs to max_tokens
+  json r;
+  std::thread client([&] { r = Node(which, body, url); });
+  for (int i = 0; i < 200; ++i) {  // once the request is under way (the slot is busy)
+    int rc = 0;
+    const std::string h = RunCapture(
+        {"node", "-e", "fetch(process.argv[1]).then((r) => r.text()).then(console.log)",
+         url + "/health"},
+        ".", &rc);
+    if (h.find("\"active\":1") != std::string::npos) break;
+    ::usleep(20000);
+  }
+  ::kill(pid, SIGTERM);
+  client.join();
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  return r;
 }
 
 }  // namespace ragkv::server
