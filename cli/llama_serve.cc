@@ -194,7 +194,7 @@ void LlamaFrontEnd::Drain() {
   if (http_ != nullptr) http_->SetDraining();
   if (scheduler_ != nullptr) scheduler_->Drain(absl::Seconds(30));
   if (http_ != nullptr) {
-    http_->WaitForStreams(absl::Seconds(10));  // the finished jobs' last events
+    http_->WaitForResponses(absl::Seconds(10));  // the finished jobs' last writes
     http_->Stop();
   }
 }

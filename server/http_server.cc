@@ -227,7 +227,6 @@ void HttpServer::Impl::Stream(httplib::Response& res, std::shared_ptr<Job> job, 
                               bool include_usage) {
   res.set_header("Cache-Control", "no-cache");
   auto started = std::make_shared<bool>(false);
-  streams.fetch_add(1);
   res.set_chunked_content_provider(
       "text/event-stream",
       [this, job, chat, include_usage, started](size_t, httplib::DataSink& sink) {
@@ -278,9 +277,8 @@ void HttpServer::Impl::Stream(httplib::Response& res, std::shared_ptr<Job> job, 
         sink.done();
         return true;
       },
-      [this, job](bool success) {
+      [job](bool success) {
         if (!success) job->Cancel();
-        streams.fetch_sub(1);
       });
 }
 
@@ -345,21 +343,19 @@ void HttpServer::SetReady(Scheduler* scheduler, const PromptBuilder* prompts, in
 
 void HttpServer::SetDraining() { impl_->draining.store(true); }
 
-void HttpServer::WaitForStreams(absl::Duration max) {
+void HttpServer::WaitForResponses(absl::Duration max) {
   const absl::Time deadline = absl::Now() + max;
-  while (impl_->streams.load() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  while (impl_->handling.load() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
 }
 
 void HttpServer::Stop() {
   if (impl_ == nullptr) return;
   impl_->http.stop();
   if (!thread_.joinable()) return;
-  // Responses being written finish (up to 10 s); then idle kept-alive
-  // clients (an SDK's connection pool), which would hold the stop for the
-  // keep-alive timeout, are disconnected (internal/peer.h).
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (impl_->handling.load() > 0 && absl::Now() < deadline)
-    absl::SleepFor(absl::Milliseconds(5));
+  // Then idle kept-alive clients (an SDK's connection pool), which would
+  // hold the stop for the keep-alive timeout, are disconnected
+  // (internal/peer.h).
+  WaitForResponses(absl::Seconds(10));
   internal::ShutdownConnections(port_);
   thread_.join();
 }

@@ -85,11 +85,13 @@ class HttpServer {
                 DocumentBackend* documents = nullptr);
   // SetDraining: /health and new requests answer 503 (in-flight ones finish).
   void SetDraining();
-  // WaitForStreams: waits up to `max` until every streamed response has
-  // written its end ([DONE]) or lost its client: Stop ends the streams
-  // still writing, so a drain calls this first, once the scheduler's jobs
-  // have finished.
-  void WaitForStreams(absl::Duration max);
+  // WaitForResponses: waits up to `max` until every request being served
+  // has written its response (a stream its end, [DONE]) or lost its
+  // client: Stop ends the streams still writing, so a drain calls this
+  // first, once the scheduler's jobs have finished.
+  void WaitForResponses(absl::Duration max);
+  // Stop: stops accepting, lets the responses being written finish (up to
+  // 10 s), then ends the connections left (idle kept-alive ones).
   void Stop();
   int port() const { return port_; }
 

@@ -32,11 +32,9 @@ struct HttpServer::Impl {
   std::atomic<const PromptBuilder*> prompts{nullptr};
   std::atomic<int> n_vocab{0};
   std::atomic<bool> draining{false};
-  // streams: streamed responses not yet fully written (WaitForStreams).
-  std::atomic<int> streams{0};
-  // handling: requests from routing until their response is written (the
-  // logger runs after the write); Stop waits for them before it ends the
-  // connections.
+  // handling: requests from routing until their response is written, a
+  // stream's last event included (the logger runs after the write):
+  // WaitForResponses.
   std::atomic<int> handling{0};
   int64_t created = std::time(nullptr);
   std::atomic<uint64_t> seq{0};

@@ -11,9 +11,9 @@ namespace ragkv::server::internal {
 
 DynamicThreadPool::DynamicThreadPool(int min_threads, int max_threads,
                                      std::chrono::milliseconds idle)
-    : min_(std::max(1, min_threads)), max_(std::max(min_, max_threads)), idle_time_(idle) {
+    : max_(std::max({1, min_threads, max_threads})), idle_time_(idle) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (int i = 0; i < min_; ++i) Start(false);
+  for (int i = 0; i < std::max(1, min_threads); ++i) Start(false);
 }
 
 DynamicThreadPool::~DynamicThreadPool() { shutdown(); }

@@ -48,7 +48,7 @@ class DynamicThreadPool final : public httplib::TaskQueue {
   void Work(bool extra);
   void Reap();  // joins the extra workers that ended; mu_ held
 
-  const int min_, max_;
+  const int max_;
   const std::chrono::milliseconds idle_time_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
