@@ -1,14 +1,15 @@
 #include "retrieval/catalogue.h"
 
-#include <atomic>
-#include <cstring>
-#include <mutex>
-#include <shared_mutex>
-
 #include <rocksdb/db.h>
 #include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/write_batch.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <shared_mutex>
 
 #include "absl/strings/str_cat.h"
 #include "base/rocksdb_glue.h"
@@ -143,6 +144,13 @@ struct Catalogue::Impl {
   rocksdb::ColumnFamilyHandle* cf(Family f) const { return handles[1 + f]; }
 
   absl::Status OpenLocked() {
+    if (options.create_if_missing) {
+      // RocksDB creates a missing directory itself, but first logs its
+      // absence at ERROR level: a first start would print an error. An
+      // error here is left to Open to report.
+      std::error_code ec;
+      std::filesystem::create_directories(options.path, ec);
+    }
     rocksdb::DB* raw = nullptr;
     rocksdb::Status s = rocksdb::DB::Open(DbOptions(options), options.path, Families(), &handles, &raw);
     if (!s.ok()) {

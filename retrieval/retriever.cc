@@ -1,10 +1,10 @@
 #include "retrieval/retriever.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-
-#include <xxhash.h>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
@@ -14,6 +14,7 @@
 #include "base/status_macros.h"
 #include "retrieval/internal/check_finite.h"
 #include "retrieval/internal/meta_keys.h"
+#include "retrieval/internal/shingle_cache.h"
 #include "retrieval/internal/text.h"
 
 namespace ragkv::retrieval {
@@ -38,7 +39,13 @@ std::string ChunkIndexText(std::string_view title, std::string_view chunk_text) 
   return out;
 }
 
-Retriever::Retriever(RetrieverOptions options) : options_(std::move(options)), bm25_(options_.bm25) {}
+Retriever::Retriever(RetrieverOptions options)
+    : options_(std::move(options)), bm25_(options_.bm25) {
+  if (options_.near_duplicate_containment > 0 && options_.shingle_cache_bytes > 0) {
+    shingles_ = std::make_unique<internal::ShingleCache>(options_.shingle_cache_bytes,
+                                                         kNearDuplicateShingleWords);
+  }
+}
 
 Retriever::~Retriever() {
   bool dirty;
@@ -376,16 +383,19 @@ absl::StatusOr<std::vector<SearchResult>> Retriever::SearchLocked(const std::vec
   }
 
   std::vector<SearchResult> results, set_aside;
-  std::vector<std::vector<uint64_t>> kept_shingles;
+  std::vector<internal::Shingles> kept_shingles;
   for (const SearchHit& h : fused) {
     if (static_cast<int>(results.size()) >= k) break;
     ASSIGN_OR_RETURN(std::optional<ChunkRecord> c, catalogue_->GetChunk(h.id));
     if (!c) continue;  // not (or no longer) in the catalogue: never returned
     bool duplicate = false;
     if (near_dup > 0) {
-      std::vector<uint64_t> shingles = internal::WordShingles(c->text, kNearDuplicateShingleWords);
+      internal::Shingles shingles =
+          shingles_ ? shingles_->Get(h.id, c->text)
+                    : std::make_shared<const std::vector<uint64_t>>(
+                          internal::WordShingles(c->text, kNearDuplicateShingleWords));
       for (const auto& kept : kept_shingles) {
-        if (internal::ShingleContainment(shingles, kept) > near_dup) {
+        if (internal::ShingleContainment(*shingles, *kept) > near_dup) {
           duplicate = true;
           break;
         }

@@ -48,6 +48,10 @@
 
 namespace ragkv::retrieval {
 
+namespace internal {
+class ShingleCache;
+}  // namespace internal
+
 enum class SearchMode {
   kDefault,  // RetrieverOptions::hybrid ? kHybrid : kDense
   kDense,    // vector index only
@@ -100,6 +104,12 @@ struct RetrieverOptions {
   // best-first among the distinct ones; a set-aside chunk may follow one
   // with a lower score. 0 = off; must be in [0, 1]. Default 0.7.
   double near_duplicate_containment = 0.7;
+  // Memory kept for the demotion's shingle sets between searches (least
+  // recently used first out; a chunk's set is recomputed if its text
+  // changed). 0 = none: every search shingles its candidates anew. Results
+  // are the same either way. Default 32 MiB (about 1,300 chunks of 4,096
+  // tokens, or 10,000 of 512).
+  size_t shingle_cache_bytes = size_t{32} << 20;
   // Reopening a directory with another embedder or vector index than it
   // was built with (each is fingerprinted in the catalogue):
   //  kUpgrade (default): re-embed every chunk from its stored text when only
@@ -330,6 +340,8 @@ class Retriever {
   std::string IndexPath() const;
 
   RetrieverOptions options_;
+  // shingles_: the near-duplicate demotion's cache (null when it is off).
+  std::unique_ptr<internal::ShingleCache> shingles_;
   std::unique_ptr<Chunker> chunker_;
   std::unique_ptr<Catalogue> catalogue_;
   Bm25Index bm25_;

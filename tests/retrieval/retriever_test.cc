@@ -99,6 +99,21 @@ std::vector<Document> TwoHopCorpus() {
 }
 constexpr char kTwoHopQuestion[] = "Who wrote Hannibal and Scipio, and where was he educated?";
 
+// A first start in a new directory is a normal path: it must not print
+// an error (RocksDB logs one at ERROR level when the database's directory
+// does not exist yet, even with create_if_missing).
+TEST(Retriever, AFirstOpenLogsNoError) {
+  TempDir dir;
+  const std::string fresh = dir.path() + "/not/yet/there";
+  ::testing::internal::CaptureStderr();
+  auto r = Retriever::Create(Options(fresh));
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE((*r)->Ingest(SmallCorpus()).ok());
+  EXPECT_EQ(err.find("rocksdb"), std::string::npos) << err;
+  EXPECT_EQ(err.find("E "), std::string::npos) << err;
+}
+
 TEST(Retriever, DefaultIsHybridWithFeedbackAndSurvivesRestart) {
   std::vector<Document> docs = TwoHopCorpus();
   const std::string q = kTwoHopQuestion;
@@ -309,6 +324,62 @@ TEST(Retriever, NearDuplicatesAreSetAsideNotDropped) {
     TempDir d;
     EXPECT_EQ(open(d.path(), bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
+}
+
+// The shingle cache only saves work: with it (warm or cold) and without it
+// every search returns the same chunks, also after a document's text is
+// replaced.
+TEST(Retriever, TheShingleCacheChangesNoResult) {
+  const std::string base_text =
+      "Thomas Nabbes was an English dramatist of the Caroline era who wrote the play Hannibal and "
+      "Scipio and several masques; he studied at Exeter College in Oxford before moving to London.";
+  std::vector<Document> docs = {
+      {"base", "", base_text},
+      {"window", "",
+       base_text.substr(30) + " He died in 1641 and was buried in the Temple church."},
+      {"other", "", "Hannibal crossed the Alps with elephants; Scipio later defeated him at Zama."},
+  };
+  for (const Document& d : SmallCorpus()) docs.push_back(d);
+  auto open = [&](const std::string& dir, size_t cache_bytes) {
+    RetrieverOptions o = Options(dir);
+    o.shingle_cache_bytes = cache_bytes;
+    return Retriever::Create(o).value();
+  };
+  EXPECT_EQ(RetrieverOptions{}.shingle_cache_bytes, size_t{32} << 20);
+  TempDir d0, d1, d2;
+  auto none = open(d0.path(), 0);
+  auto cached = open(d1.path(), RetrieverOptions{}.shingle_cache_bytes);
+  auto tiny = open(d2.path(), 300);  // keeps about one set at a time
+  for (auto* r : {none.get(), cached.get(), tiny.get()}) ASSERT_TRUE(r->Ingest(docs).ok());
+  const std::vector<std::string> queries = {
+      "Who wrote the play Hannibal and Scipio and where did he study?", "Which college of Oxford?",
+      "Scipio defeated Hannibal at Zama", "Exeter College"};
+  auto same = [&](const std::string& when) {
+    for (int pass = 0; pass < 2; ++pass) {  // cold, then warm
+      for (SearchMode mode :
+           {SearchMode::kBm25, SearchMode::kDense, SearchMode::kHybrid, SearchMode::kLexical}) {
+        for (int k : {1, 2, 4, 8}) {
+          for (const std::string& q : queries) {
+            SearchOptions so;
+            so.mode = mode;
+            so.k = k;
+            const auto want = ChunkIds(none->Search(q, so).value());
+            EXPECT_EQ(ChunkIds(cached->Search(q, so).value()), want)
+                << when << " " << q << " k=" << k;
+            EXPECT_EQ(ChunkIds(tiny->Search(q, so).value()), want)
+                << when << " " << q << " k=" << k;
+          }
+        }
+      }
+    }
+  };
+  same("first");
+  // "window" no longer overlaps "base": it must not be demoted any more.
+  const Document changed{"window", "",
+                         "Menteng is an administrative village in Jakarta where "
+                         "Hannibal and Scipio never set foot."};
+  for (auto* r : {none.get(), cached.get(), tiny.get()}) ASSERT_TRUE(r->Update(changed).ok());
+  same("after the update");
 }
 
 TEST(Retriever, FailedIngestLeavesNothing) {
