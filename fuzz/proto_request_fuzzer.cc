@@ -20,22 +20,23 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <memory>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "connector/wire.h"
 #include "fuzz/fuzz_util.h"
+#include "google/protobuf/stubs/logging.h"
 #include "kvstore/chunk_key.h"
 #include "kvstore/kv_chunk.h"
-#include "google/protobuf/stubs/logging.h"
 #include "ragkv/v1/blend.pb.h"
 #include "ragkv/v1/engine.pb.h"
 #include "ragkv/v1/kvstore.pb.h"
+#include "ragkv/v1/precompute.pb.h"
 #include "ragkv/v1/retrieval.pb.h"
 #include "services/internal/kv_wire.h"
 #include "services/internal/validate.h"
-#include "connector/wire.h"
 
 namespace proto_request_fuzz {
 
@@ -57,6 +58,7 @@ enum Type : uint8_t {
   kGetChunks,
   kGenerate,
   kChunkDocuments,
+  kStartJob,  // appended: the stored regressions' selectors keep their types
   kNumTypes
 };
 
@@ -99,6 +101,8 @@ absl::Status Validate(Type type, const google::protobuf::Message& m, int vocab) 
       return vi::ValidateGenerateRequest(static_cast<const v1::GenerateRequest&>(m), vocab);
     case kChunkDocuments:
       return vi::ValidateChunkDocumentsRequest(static_cast<const v1::ChunkDocumentsRequest&>(m));
+    case kStartJob:
+      return vi::ValidateStartJobRequest(static_cast<const v1::StartJobRequest&>(m));
     default:
       return absl::OkStatus();
   }
@@ -118,6 +122,8 @@ std::unique_ptr<google::protobuf::Message> NewMessage(Type type) {
     case kGetChunks: return std::make_unique<v1::GetChunksRequest>();
     case kGenerate: return std::make_unique<v1::GenerateRequest>();
     case kChunkDocuments: return std::make_unique<v1::ChunkDocumentsRequest>();
+    case kStartJob:
+      return std::make_unique<v1::StartJobRequest>();
     default: return nullptr;
   }
 }
@@ -309,6 +315,13 @@ void WriteProtoSeeds(const std::string& dir) {
   ge.set_max_new_tokens(8);
   ge.mutable_blend()->set_mode(v1::BLEND_MODE_FULL_REUSE);
   write(kGenerate, 1, ge.SerializeAsString());
+  v1::StartJobRequest sj;
+  sj.mutable_corpus()->add_paths("docs");
+  sj.mutable_corpus()->set_shard_index(1);
+  sj.mutable_corpus()->set_shard_count(2);
+  sj.mutable_corpus()->set_neighbours(2);
+  sj.set_workers(2);
+  write(kStartJob, 0, sj.SerializeAsString());
 }
 
 }  // namespace proto_request_fuzz

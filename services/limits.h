@@ -25,6 +25,7 @@ inline constexpr size_t kMaxIngestTextBytes = size_t{1} << 30;  // per IngestDoc
 inline constexpr int kMaxJobPaths = 1024;            // StartJob corpus paths
 inline constexpr size_t kMaxPathBytes = 4096;        // one StartJob corpus path
 inline constexpr uint32_t kMaxJobWorkers = 64;       // StartJob.workers
+inline constexpr uint32_t kMaxJobNeighbours = 16;    // StartJob.corpus.neighbours
 
 }  // namespace ragkv::services
 

@@ -36,6 +36,7 @@
 #include "base/clock.h"
 #include "kvstore/kv_chunk.h"
 #include "ragkv/v1/precompute.pb.h"
+#include "services/limits.h"
 
 namespace ragkv::kvstore {
 class TieredStore;
@@ -96,7 +97,7 @@ class JobManager {
   // Wait: blocks until the job is in a terminal state.
   absl::StatusOr<v1::Job> Wait(const std::string& job_id) const;
 
-  static constexpr uint32_t kMaxNeighbours = 16;
+  static constexpr uint32_t kMaxNeighbours = kMaxJobNeighbours;
 
   static bool Terminal(v1::JobState s) {
     return s == v1::JOB_STATE_SUCCEEDED || s == v1::JOB_STATE_FAILED ||

@@ -382,6 +382,10 @@ absl::Status ValidateStartJobRequest(const v1::StartJobRequest& req) {
     return absl::InvalidArgumentError(absl::StrFormat("StartJob: shard %d of %d",
                                                       c.shard_index(), c.shard_count()));
   }
+  if (c.neighbours() > kMaxJobNeighbours) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("StartJob: neighbours %d (max %d)", c.neighbours(), kMaxJobNeighbours));
+  }
   return absl::OkStatus();
 }
 

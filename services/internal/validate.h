@@ -168,8 +168,9 @@ absl::Status ValidateSearchRequest(const v1::SearchRequest& req);
 
 // ValidateStartJobRequest: 1..kMaxJobPaths corpus paths, each non-empty and
 // at most kMaxPathBytes; workers <= kMaxJobWorkers; shard_index < shard_count
-// when shard_count > 1. (The paths' confinement to --corpus-root is checked
-// by the job manager.)
+// when shard_count > 1; neighbours <= kMaxJobNeighbours. Every check that
+// needs no state (the proto fuzzer runs it); the paths' existence and
+// confinement to --corpus-root are checked by the job manager.
 absl::Status ValidateStartJobRequest(const v1::StartJobRequest& req);
 
 // ValidateGetChunksRequest: at most kMaxChunkIdsPerCall ids.

@@ -172,7 +172,7 @@ TEST(FuzzReplay, ProtoRequestSeedsValidate) {
     }
     ++n;
   }
-  EXPECT_EQ(n, 15);
+  EXPECT_EQ(n, 16);
   fs::remove_all(dir);
 
   // Negative controls: invalid requests are rejected with INVALID_ARGUMENT.
@@ -195,6 +195,14 @@ TEST(FuzzReplay, ProtoRequestSeedsValidate) {
   sr.set_k(3);
   sr.mutable_vector()->add_values(std::numeric_limits<float>::infinity());
   EXPECT_EQ(prf::Validate(prf::kSearch, sr, 0).code(), absl::StatusCode::kInvalidArgument);
+  ragkv::v1::StartJobRequest sj;
+  sj.mutable_corpus()->add_paths("docs");
+  EXPECT_TRUE(prf::Validate(prf::kStartJob, sj, 0).ok());
+  sj.mutable_corpus()->set_neighbours(ragkv::services::kMaxJobNeighbours + 1);
+  EXPECT_EQ(prf::Validate(prf::kStartJob, sj, 0).code(), absl::StatusCode::kInvalidArgument);
+  sj.mutable_corpus()->set_neighbours(0);
+  sj.mutable_corpus()->add_paths("");
+  EXPECT_EQ(prf::Validate(prf::kStartJob, sj, 0).code(), absl::StatusCode::kInvalidArgument);
   ragkv::v1::LookupRequest lk;
   for (int i = 0; i <= ragkv::services::kMaxKeysPerCall; ++i) lk.add_keys(std::string(16, 'k'));
   EXPECT_EQ(prf::Validate(prf::kLookup, lk, 0).code(), absl::StatusCode::kInvalidArgument);
