@@ -21,7 +21,7 @@ ShingleCache::ShingleCache(size_t capacity_bytes, int shingle_words)
 Shingles ShingleCache::Get(int64_t id, std::string_view text) {
   const uint64_t h = XXH3_64bits(text.data(), text.size());
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = map_.find(id);
     if (it != map_.end() && it->second.text_hash == h) {
       ++hits_;
@@ -31,7 +31,7 @@ Shingles ShingleCache::Get(int64_t id, std::string_view text) {
     ++misses_;
   }
   auto s = std::make_shared<const std::vector<uint64_t>>(WordShingles(text, words_));
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Keep(id, h, s);
   return s;
 }
@@ -55,7 +55,7 @@ void ShingleCache::Erase(int64_t id) {
 }
 
 ShingleCache::Stats ShingleCache::stats() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return Stats{hits_, misses_, static_cast<int64_t>(map_.size()), bytes_};
 }
 

@@ -13,7 +13,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "base/sync.h"
 
 namespace ragkv::retrieval::internal {
 
@@ -56,7 +56,7 @@ class ShingleCache {
 
   const size_t capacity_;
   const int words_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;  // base/sync.h: ThreadSanitizer sees it (.ci/run tsan)
   absl::flat_hash_map<int64_t, Entry> map_ ABSL_GUARDED_BY(mu_);
   std::list<int64_t> lru_ ABSL_GUARDED_BY(mu_);
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
