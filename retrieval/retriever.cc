@@ -395,7 +395,7 @@ absl::StatusOr<std::vector<SearchResult>> Retriever::SearchLocked(const std::vec
                     : std::make_shared<const std::vector<uint64_t>>(
                           internal::WordShingles(c->text, kNearDuplicateShingleWords));
       for (const auto& kept : kept_shingles) {
-        if (internal::ShingleContainment(*shingles, *kept) > near_dup) {
+        if (internal::ContainmentExceeds(*shingles, *kept, near_dup)) {
           duplicate = true;
           break;
         }

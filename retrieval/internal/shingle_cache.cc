@@ -9,11 +9,13 @@
 namespace ragkv::retrieval::internal {
 namespace {
 
-// An entry's footprint: its hashes plus the map slot, list node and
-// shared_ptr control block (an estimate; what matters is the hashes).
-constexpr size_t kEntryOverhead = 128;
+constexpr size_t kEntryOverhead = 128;  // see EntryBytes
 
 }  // namespace
+
+size_t ShingleCache::EntryBytes(size_t shingles) {
+  return shingles * sizeof(uint64_t) + kEntryOverhead;
+}
 
 ShingleCache::ShingleCache(size_t capacity_bytes, int shingle_words)
     : capacity_(capacity_bytes), words_(shingle_words) {}
@@ -30,7 +32,9 @@ Shingles ShingleCache::Get(int64_t id, std::string_view text) {
     }
     ++misses_;
   }
-  auto s = std::make_shared<const std::vector<uint64_t>>(WordShingles(text, words_));
+  std::vector<uint64_t> v = WordShingles(text, words_);
+  v.shrink_to_fit();  // WordShingles reserved a slot per word position
+  auto s = std::make_shared<const std::vector<uint64_t>>(std::move(v));
   MutexLock lock(&mu_);
   Keep(id, h, s);
   return s;
@@ -38,7 +42,7 @@ Shingles ShingleCache::Get(int64_t id, std::string_view text) {
 
 void ShingleCache::Keep(int64_t id, uint64_t text_hash, Shingles s) {
   Erase(id);
-  const size_t bytes = s->size() * sizeof(uint64_t) + kEntryOverhead;
+  const size_t bytes = EntryBytes(s->capacity());
   if (bytes > capacity_) return;
   lru_.push_front(id);
   map_[id] = Entry{text_hash, std::move(s), bytes, lru_.begin()};

@@ -22,7 +22,7 @@ using Shingles = std::shared_ptr<const std::vector<uint64_t>>;
 // ShingleCache: chunk id -> WordShingles(text, n), least recently used
 // first out once the kept sets pass `capacity_bytes`. Each entry also keeps
 // the xxh3 of the text it was computed from, and a lookup whose text hashes
-// otherwise recomputes: a chunk whose text changed under the same id is
+// differently recomputes: a chunk whose text changed under the same id is
 // never given stale shingles. An entry larger than the whole capacity is
 // computed and returned but not kept; capacity 0 keeps nothing.
 //
@@ -38,6 +38,11 @@ class ShingleCache {
   ShingleCache(size_t capacity_bytes, int shingle_words);
   ShingleCache(const ShingleCache&) = delete;
   ShingleCache& operator=(const ShingleCache&) = delete;
+
+  // EntryBytes: what an entry of `shingles` hashes counts against the
+  // capacity (the hashes plus a fixed estimate of the map slot, list node
+  // and shared_ptr block).
+  static size_t EntryBytes(size_t shingles);
 
   // Get: the shingles of chunk `id`, whose text is `text`.
   Shingles Get(int64_t id, std::string_view text) ABSL_LOCKS_EXCLUDED(mu_);

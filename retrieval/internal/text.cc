@@ -171,6 +171,28 @@ double ShingleContainment(const std::vector<uint64_t>& a, const std::vector<uint
   return static_cast<double>(common) / static_cast<double>(std::min(a.size(), b.size()));
 }
 
+bool ContainmentExceeds(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b,
+                        double threshold) {
+  if (a.empty() || b.empty()) return 0.0 > threshold;
+  // The same test as ShingleContainment's c / m > threshold: c / m is
+  // monotone in c, so it is decided once c or its upper bound crosses.
+  const double m = static_cast<double>(std::min(a.size(), b.size()));
+  size_t i = 0, j = 0, common = 0;
+  while (i < a.size() && j < b.size()) {
+    if (static_cast<double>(common) / m > threshold) return true;
+    const size_t left = std::min(a.size() - i, b.size() - j);
+    if (static_cast<double>(common + left) / m <= threshold) return false;
+    if (a[i] < b[j]) {
+      ++i;
+    } else if (b[j] < a[i]) {
+      ++j;
+    } else {
+      ++common, ++i, ++j;
+    }
+  }
+  return static_cast<double>(common) / m > threshold;
+}
+
 namespace {
 bool IsSpace(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';

@@ -44,6 +44,12 @@ std::vector<uint64_t> WordShingles(std::string_view text, int n);
 // all in the other (e.g. a chunk that is a window of another).
 double ShingleContainment(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b);
 
+// ContainmentExceeds: ShingleContainment(a, b) > threshold, leaving the
+// merge as soon as the answer is known (enough shared shingles found, or too
+// few left to find). Distinct texts, the common case, exit early.
+bool ContainmentExceeds(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b,
+                        double threshold);
+
 // WordSpan: a whitespace-delimited word [begin, end) in bytes, plus flags the
 // chunker uses to prefer good cut points after it.
 struct WordSpan {

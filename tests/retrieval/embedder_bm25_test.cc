@@ -131,6 +131,13 @@ TEST(WordShingles, ContainmentMatchesNaiveWordTupleSets) {
         const double c = ShingleContainment(sh[i], sh[j]);
         EXPECT_DOUBLE_EQ(c, naive_containment(naive_set(texts[i], n), naive_set(texts[j], n)))
             << texts[i] << " | " << texts[j];
+        // The early-exit test agrees with the full count at every threshold,
+        // the containment's own value (not exceeded) and its neighbours
+        // included.
+        for (double t : {-1.0, 0.0, 0.3, 0.5, 0.7, 0.9, 1.0, c, std::nextafter(c, -1.0)}) {
+          EXPECT_EQ(internal::ContainmentExceeds(sh[i], sh[j], t), c > t)
+              << texts[i] << " | " << texts[j] << " t=" << t;
+        }
         EXPECT_DOUBLE_EQ(c, ShingleContainment(sh[j], sh[i]));
       }
     }

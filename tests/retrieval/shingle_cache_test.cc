@@ -24,9 +24,8 @@ std::string Text(int i, int words) {
   return t;
 }
 
-// Footprint of one entry of `words` words: its shingles plus the overhead
-// the cache counts (128 bytes; the test only needs it bounded).
-size_t Bytes(int words) { return (words - kWords + 1) * sizeof(uint64_t) + 128; }
+// Footprint of one entry of `words` distinct words, as the cache counts it.
+size_t Bytes(int words) { return ShingleCache::EntryBytes(words - kWords + 1); }
 
 TEST(ShingleCache, GivesWhatWordShinglesGives) {
   ShingleCache cache(1 << 20, kWords);
