@@ -520,7 +520,9 @@ TEST_F(SidecarTest, BlendAutoModeAppliesTheControllersRatio) {
     EXPECT_GE(th.stats.ratio, last) << t;
     EXPECT_LE(th.stats.ratio, 0.3f) << t;
     last = th.stats.ratio;
-    if (t == 0.5f) EXPECT_NEAR(th.stats.ratio, blend::BlendOptions().adaptive_min, 0.01);
+    if (t == 0.5f) {
+      EXPECT_NEAR(th.stats.ratio, blend::BlendOptions().adaptive_min, 0.01);
+    }
   }
   EXPECT_NEAR(last, 0.3f, 0.01);
   // adaptive_budget (overrides both): the first request of a budget gets the
@@ -839,7 +841,9 @@ TEST(SidecarKvTiersTest, SsdOnlySidecarServesBlendsFromSsd) {
     ASSERT_TRUE(client->Blend(req, &sink).ok());
     EXPECT_TRUE(sink.info.spans[0].cache_hit);
     EXPECT_TRUE(sink.info.spans[1].cache_hit);
-    if (round == 1) EXPECT_THAT(sink.stats.controller_reason, HasSubstr("ssd"));
+    if (round == 1) {
+      EXPECT_THAT(sink.stats.controller_reason, HasSubstr("ssd"));
+    }
   }
   auto stats = client->GetStats();
   ASSERT_TRUE(stats.ok()) << stats.status();

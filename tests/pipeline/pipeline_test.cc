@@ -182,7 +182,9 @@ TEST_F(PipelineTest, BadPromptsAreRefusedByName) {
   EXPECT_EQ(pipe->Run(chunk_last, RequestOptions{}, &sink).status().code(),
             absl::StatusCode::kInvalidArgument);
   Prompt by_id;
-  by_id.segments.push_back({Segment::Source::kChunkId, 42});
+  by_id.segments.emplace_back();
+  by_id.segments.back().source = Segment::Source::kChunkId;
+  by_id.segments.back().chunk_id = 42;
   by_id.segments.emplace_back().tokens = query_;
   EXPECT_EQ(pipe->Run(by_id, RequestOptions{}, &sink).status().code(),
             absl::StatusCode::kFailedPrecondition);  // no retriever
