@@ -41,7 +41,7 @@ std::string ChunkIndexText(std::string_view title, std::string_view chunk_text) 
 
 Retriever::Retriever(RetrieverOptions options)
     : options_(std::move(options)), bm25_(options_.bm25) {
-  if (options_.near_duplicate_containment > 0 && options_.shingle_cache_bytes > 0) {
+  if (options_.near_duplicate_containment > 0) {  // capacity 0: shingles, keeps none
     shingles_ = std::make_unique<internal::ShingleCache>(options_.shingle_cache_bytes,
                                                          kNearDuplicateShingleWords);
   }
@@ -390,10 +390,7 @@ absl::StatusOr<std::vector<SearchResult>> Retriever::SearchLocked(const std::vec
     if (!c) continue;  // not (or no longer) in the catalogue: never returned
     bool duplicate = false;
     if (near_dup > 0) {
-      internal::Shingles shingles =
-          shingles_ ? shingles_->Get(h.id, c->text)
-                    : std::make_shared<const std::vector<uint64_t>>(
-                          internal::WordShingles(c->text, kNearDuplicateShingleWords));
+      internal::Shingles shingles = shingles_->Get(h.id, c->text);
       for (const auto& kept : kept_shingles) {
         if (internal::ContainmentExceeds(*shingles, *kept, near_dup)) {
           duplicate = true;

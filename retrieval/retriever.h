@@ -340,7 +340,8 @@ class Retriever {
   std::string IndexPath() const;
 
   RetrieverOptions options_;
-  // shingles_: the near-duplicate demotion's cache (null when it is off).
+  // shingles_: the near-duplicate demotion's shingle sets (null when the
+  // demotion is off; with shingle_cache_bytes 0 it computes and keeps none).
   std::unique_ptr<internal::ShingleCache> shingles_;
   std::unique_ptr<Chunker> chunker_;
   std::unique_ptr<Catalogue> catalogue_;

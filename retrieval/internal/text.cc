@@ -173,15 +173,20 @@ double ShingleContainment(const std::vector<uint64_t>& a, const std::vector<uint
 
 bool ContainmentExceeds(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b,
                         double threshold) {
-  if (a.empty() || b.empty()) return 0.0 > threshold;
-  // The same test as ShingleContainment's c / m > threshold: c / m is
-  // monotone in c, so it is decided once c or its upper bound crosses.
-  const double m = static_cast<double>(std::min(a.size(), b.size()));
+  if (threshold < 0) return true;     // c / m >= 0 (0 for an empty set)
+  if (!(threshold < 1)) return false;  // c / m <= 1 (NaN: never exceeded)
+  if (a.empty() || b.empty()) return false;
+  // need: the fewest shared shingles c with c / m > threshold, evaluated as
+  // ShingleContainment evaluates it (c / m is monotone in c).
+  const size_t m = std::min(a.size(), b.size());
+  auto exceeds = [&](size_t c) { return static_cast<double>(c) / static_cast<double>(m) > threshold; };
+  size_t need = static_cast<size_t>(threshold * static_cast<double>(m));
+  while (need > 0 && exceeds(need - 1)) --need;
+  while (!exceeds(need)) ++need;  // ends by m at the latest (threshold < 1)
   size_t i = 0, j = 0, common = 0;
   while (i < a.size() && j < b.size()) {
-    if (static_cast<double>(common) / m > threshold) return true;
-    const size_t left = std::min(a.size() - i, b.size() - j);
-    if (static_cast<double>(common + left) / m <= threshold) return false;
+    if (common >= need) return true;
+    if (common + std::min(a.size() - i, b.size() - j) < need) return false;
     if (a[i] < b[j]) {
       ++i;
     } else if (b[j] < a[i]) {
@@ -190,7 +195,7 @@ bool ContainmentExceeds(const std::vector<uint64_t>& a, const std::vector<uint64
       ++common, ++i, ++j;
     }
   }
-  return static_cast<double>(common) / m > threshold;
+  return common >= need;
 }
 
 namespace {
