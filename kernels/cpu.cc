@@ -121,7 +121,11 @@ bool VnniPanelsActive() {
 
 void SetVnniPanelsEnabled(bool on) { VnniPanelsRef().store(on); }
 
-bool Int8PrefillActive() { return AmxActive() || VnniPanelsActive(); }
+bool Avx2PanelsActive() {
+  return ActiveIsa() == Isa::kAvx2 && VnniPanelsRef().load(std::memory_order_relaxed);
+}
+
+bool Int8PrefillActive() { return AmxActive() || VnniPanelsActive() || Avx2PanelsActive(); }
 
 const char* IsaName(Isa isa) {
   switch (isa) {

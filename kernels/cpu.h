@@ -42,11 +42,17 @@ void SetAmxEnabled(bool on);
 // RAGKV_VNNI_PANELS=0 turned it off. Otherwise such rows dequantize a tile
 // and run sgemm.
 bool VnniPanelsActive();
-// Int8PrefillActive: AmxActive() || VnniPanelsActive(): prefill rows of
-// quantized weights multiply in int8 (activations rounded as llama.cpp
-// rounds them).
+// Avx2PanelsActive: whether prefill rows of quantized weights multiply in
+// int8 on AVX2 panels (docs/kernels.md "AVX2 panels"): ActiveIsa() is kAvx2
+// (an AVX2-only CPU, or RAGKV_ISA=avx2), and the panel switch below is on.
+bool Avx2PanelsActive();
+// Int8PrefillActive: AmxActive() || VnniPanelsActive() || Avx2PanelsActive():
+// prefill rows of quantized weights multiply in int8 (activations rounded as
+// llama.cpp rounds them).
 bool Int8PrefillActive();
-// SetVnniPanelsEnabled: tests and benches compare the two prefill paths.
+// SetVnniPanelsEnabled: the switch for the panels without AMX (the AVX-512
+// VNNI and the AVX2 ones; RAGKV_VNNI_PANELS=0 turns it off at start): tests
+// and benches compare them with dequantize-then-sgemm.
 void SetVnniPanelsEnabled(bool on);
 
 // SetMaxThreads: cap for OpenMP kernels (>= 1). Default: hardware threads.

@@ -133,19 +133,20 @@ void Int8Panels(const WeightMatrix& w, int64_t pack_bytes, bool amx, int amx_k_b
 }
 
 // PrefillPath: how rows beyond kDotRows multiply quantized weights in int8.
-enum class PrefillPath { kNone, kAmx, kVnni };
+enum class PrefillPath { kNone, kAmx, kVnni, kAvx2 };
 
 PrefillPath Int8Prefill(int64_t m) {
   if (m <= kDotRows) return PrefillPath::kNone;
   if (AmxActive()) return PrefillPath::kAmx;
-  return VnniPanelsActive() ? PrefillPath::kVnni : PrefillPath::kNone;
+  if (VnniPanelsActive()) return PrefillPath::kVnni;
+  return Avx2PanelsActive() ? PrefillPath::kAvx2 : PrefillPath::kNone;
 }
 
 // GemmQ8: weights in blocks of 32 (internal::Block32: q8_0, q4_0, q4_1,
 // q5_0, q5_1): x quantized to q8_0 blocks once (internal/q8.h, llama.cpp's
 // rule), then int8 products: packed panels of 32 weight rows (AMX tiles, or
-// AVX-512 VNNI without AMX) for prefill rows, SIMD tiles of weight rows for
-// decode rows.
+// AVX-512 VNNI without AMX, or AVX2) for prefill rows, SIMD tiles of weight
+// rows for decode rows.
 absl::Status GemmQ8(TensorView x, const WeightMatrix& w, TensorView y, float beta) {
   const int64_t m = x.shape[0], k = w.cols, ldy = y.stride[0];
   const PrefillPath path = Int8Prefill(m);
@@ -163,8 +164,11 @@ absl::Status GemmQ8(TensorView x, const WeightMatrix& w, TensorView y, float bet
     Int8Panels(w, internal::AmxPackBytes(k), amx, 32, [&](int64_t j0, int64_t n, uint8_t* pack) {
       if (amx) {
         internal::Q8PanelAmx(acts, w.type, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta, pack);
-      } else {
+      } else if (path == PrefillPath::kVnni) {
         internal::Q8PanelVnni(acts, zp.data(), w.type, w.row(j0), w.row_bytes, n, yd + j0, ldy,
+                              beta, pack);
+      } else {
+        internal::Q8PanelAvx2(acts, zp.data(), w.type, w.row(j0), w.row_bytes, n, yd + j0, ldy,
                               beta, pack);
       }
     });
@@ -177,11 +181,12 @@ absl::Status GemmQ8(TensorView x, const WeightMatrix& w, TensorView y, float bet
   return absl::OkStatus();
 }
 
-// QKPanels: prefill rows of q4_K / q5_K / q6_K on packed panels (AMX or
-// VNNI, path).
+// QKPanels: prefill rows of q4_K / q5_K / q6_K on packed panels (AMX,
+// VNNI or AVX2: path).
 void QKPanels(const internal::Q8KActs& acts, const WeightMatrix& w, PrefillPath path, float* yd,
               int64_t ldy, float beta) {
-  const bool amx = path == PrefillPath::kAmx, q6 = w.type == GgmlType::kQ6_K;
+  const bool amx = path == PrefillPath::kAmx, avx2 = path == PrefillPath::kAvx2;
+  const bool q6 = w.type == GgmlType::kQ6_K;
   static thread_local std::vector<int32_t> calling_thread_zp;
   std::vector<int32_t>& zp = calling_thread_zp;
   if (!amx) internal::ZeroPointSums(acts.q.data(), acts.m, w.cols, q6 ? 16 : 32, &zp);
@@ -190,11 +195,16 @@ void QKPanels(const internal::Q8KActs& acts, const WeightMatrix& w, PrefillPath 
     const uint8_t* wr = w.row(j0);
     if (amx && q6) internal::Q6KPanelAmx(acts, wr, w.row_bytes, n, yd + j0, ldy, beta, pack);
     if (amx && !q6) internal::Q4KPanelAmx(acts, w.type, wr, w.row_bytes, n, yd + j0, ldy, beta, pack);
-    if (!amx && q6) {
+    if (!amx && !avx2 && q6) {
       internal::Q6KPanelVnni(acts, zp.data(), wr, w.row_bytes, n, yd + j0, ldy, beta, pack);
     }
-    if (!amx && !q6) {
+    if (!amx && !avx2 && !q6) {
       internal::Q4KPanelVnni(acts, zp.data(), w.type, wr, w.row_bytes, n, yd + j0, ldy, beta, pack);
+    }
+    if (avx2 && q6)
+      internal::Q6KPanelAvx2(acts, zp.data(), wr, w.row_bytes, n, yd + j0, ldy, beta, pack);
+    if (avx2 && !q6) {
+      internal::Q4KPanelAvx2(acts, zp.data(), w.type, wr, w.row_bytes, n, yd + j0, ldy, beta, pack);
     }
   });
 }
