@@ -71,8 +71,12 @@ TEST(CpuTest, EnvironmentCapsDispatch) {
   }
   const std::string want = env;
   EXPECT_LE(static_cast<int>(ActiveIsa()), static_cast<int>(IsaCap()));
-  if (want == "avx2") EXPECT_EQ(IsaCap(), Isa::kAvx2);
-  if (want == "scalar") EXPECT_EQ(ActiveIsa(), Isa::kScalar);
+  if (want == "avx2") {
+    EXPECT_EQ(IsaCap(), Isa::kAvx2);
+  }
+  if (want == "scalar") {
+    EXPECT_EQ(ActiveIsa(), Isa::kScalar);
+  }
   EXPECT_LE(static_cast<int>(Isas().back()), static_cast<int>(IsaCap()));
 }
 

@@ -1,7 +1,8 @@
 // Q8_0 weights: activations quantized to q8_0 blocks (llama.cpp's x86 rule,
 // kernels/internal/q8.h) and int8 products (and q4_K / q6_K decode rows
-// with q8_K activations; every type's prefill rows on AMX or AVX-512 VNNI
-// panels), on every kernel this machine has (scalar, AVX2, VNNI, AMX), against a naive reference written here:
+// with q8_K activations; every type's prefill rows on AMX, AVX-512 VNNI or
+// AVX2 panels), on every kernel this machine has (scalar, AVX2, VNNI, AMX),
+// against a naive reference written here:
 // the same rule in plain scalar code, then exact int dots scaled and
 // summed in double.
 #include <cmath>
@@ -95,12 +96,13 @@ TEST(Q8Acts, QuantizationFollowsTheRule) {
   }
 }
 
-// Path: the prefill-row kernel under test (AMX tiles, AVX-512 VNNI panels,
-// or, both off, the SIMD row tiles called directly).
-enum class Path { kAmx, kVnni, kTiles };
+// Path: the prefill-row kernel under test (AMX tiles; the panels without
+// AMX: AVX-512 VNNI under the AVX-512 cap, AVX2 under the AVX2 cap; or, all
+// off, the SIMD row tiles called directly).
+enum class Path { kAmx, kPanels, kTiles };
 class Q8GemmTest : public ::testing::TestWithParam<Path> {};
 
-// AmxSettings: AMX on, and also off where the CPU has it (the VNNI panels
+// AmxSettings: AMX on, and also off where the CPU has it (the panels
 // then run the prefill rows), restored when the scope ends.
 std::vector<bool> AmxSettings() { return AmxDetected() ? std::vector<bool>{true, false} : std::vector<bool>{true}; }
 struct AmxScope {
@@ -172,15 +174,18 @@ TEST_P(Q8GemmTest, MatchesTheNaiveInt8Reference) {
     ~Restore() { SetAmxEnabled(true), SetVnniPanelsEnabled(true); }
   } restore;
   SetAmxEnabled(path == Path::kAmx);
-  SetVnniPanelsEnabled(path == Path::kVnni);
-  if (path == Path::kVnni && !VnniPanelsActive()) GTEST_SKIP() << "no AVX512-VNNI here";
-  const char* name = path == Path::kAmx ? "amx" : path == Path::kVnni ? "vnni" : "tiles";
+  SetVnniPanelsEnabled(path == Path::kPanels);
+  if (path == Path::kPanels && DetectedIsa() < Isa::kAvx2) GTEST_SKIP() << "no AVX2 here";
+  const char* name = path == Path::kAmx ? "amx" : path == Path::kPanels ? "panels" : "tiles";
   for (const Q8Shape& shape : {Q8Shape{300, 512}, Q8Shape{280, 544}}) CheckQ8(shape, name);
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, Q8GemmTest, ::testing::Values(Path::kAmx, Path::kVnni, Path::kTiles),
+INSTANTIATE_TEST_SUITE_P(Paths, Q8GemmTest,
+                         ::testing::Values(Path::kAmx, Path::kPanels, Path::kTiles),
                          [](const auto& p) {
-                           return p.param == Path::kAmx ? "amx" : p.param == Path::kVnni ? "vnni" : "tiles";
+                           return p.param == Path::kAmx      ? "amx"
+                                  : p.param == Path::kPanels ? "panels"
+                                                             : "tiles";
                          });
 
 // RandomKRows: q4_K / q5_K (d, dmin at 0, 2) or q6_K (d at 208) rows:
@@ -281,7 +286,8 @@ TEST_P(QKGemmTest, DecodeRowsMatchTheNaiveInt8Reference) {
     AmxScope amx_scope(amx);
     IsaScope scope(isa);
     std::vector<int64_t> ms = {1, 3, 4, 5, 8};
-    if (Int8PrefillActive()) ms.insert(ms.end(), {9, 34, 103});  // AMX or VNNI panels (row tails 1, 2, 3)
+    if (Int8PrefillActive())
+      ms.insert(ms.end(), {9, 34, 103});  // AMX or panels (row tails 1, 2, 3)
     for (int64_t m : ms) {
       for (float beta : {0.0f, 1.0f}) {
         std::vector<float> x = testing::RandomVec(m * k, 23 + m, -2, 2);
@@ -349,6 +355,87 @@ TEST(Int8Panels, ANonFiniteBlockMakesItsRowNaN) {
   }
 }
 
+// The panels' int16 steps at their limits (q8_panel_avx2.cc): every
+// activation code at +-127 (x all +-1.5) against weight rows whose codes are
+// all at one end of their range (q8_0 -128 or 127, the sign trick's worst
+// pair 2 x 128 x 127; q6_K and q5_0 at both ends, biased to 63 / 31 and to
+// 0), so a saturating pair or a wrong bias shows as an error of ~1%. On every
+// ISA (the AVX2 panels under the AVX2 cap), against the dequantized weights
+// times the naively quantized x.
+TEST(Int8Panels, ExtremeCodesAndActivationsStayExact) {
+  struct Restore {
+    ~Restore() { SetVnniPanelsEnabled(true); }
+  } restore;
+  SetVnniPanelsEnabled(true);
+  const int64_t n = 40, k = 512, m = 12;
+  int checked = 0;
+  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ6_K, GgmlType::kQ5_0}) {
+    const GgmlTypeInfo info = *GgmlTypeOf(static_cast<uint32_t>(type));
+    const int64_t bpr = k / info.block_elems * info.block_bytes;
+    std::vector<uint8_t> wb(n * bpr);
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t o = 0; o < bpr; o += info.block_bytes) {
+        uint8_t* blk = &wb[j * bpr + o];
+        const uint16_t h = FloatToHalf(0.01f);
+        if (type == GgmlType::kQ8_0) {  // d, then 32 codes
+          std::memcpy(blk, &h, 2);
+          std::memset(blk + 2, j % 2 == 0 ? 0x80 : 0x7F, 32);
+        } else if (type == GgmlType::kQ6_K) {  // ql, qh, 16 int8 scales, d
+          std::memset(blk, j % 2 == 0 ? 0xFF : 0x00, 192);
+          std::memset(blk + 192, 100, 16);
+          std::memcpy(blk + 208, &h, 2);
+        } else {  // q5_0: d, qh (4 bytes), 16 nibble bytes
+          std::memcpy(blk, &h, 2);
+          std::memset(blk + 2, j % 2 == 0 ? 0xFF : 0x00, 20);
+        }
+      }
+    }
+    absl::StatusOr<WeightMatrix> w = MakeWeightMatrix(type, wb.data(), n, k);
+    ASSERT_TRUE(w.ok()) << w.status();
+    std::vector<float> wd(n * k);
+    ASSERT_TRUE(DequantizeRows(*w, 0, n, wd.data()).ok());
+    std::vector<float> x(m * k);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t t = 0; t < k; ++t)
+        x[i * k + t] = (i % 3 == 2 ? (t % 2 == 0 ? 1.5f : -1.5f) : i % 3 == 0 ? 1.5f : -1.5f);
+    }
+    // Every x code is +-127 under both rules; d_x is q8_0's f16 scale or
+    // q8_K's f32 one.
+    const int block = type == GgmlType::kQ6_K ? 256 : 32;
+    std::vector<int8_t> q(m * k);
+    std::vector<float> d(m * k / 32);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t b = 0; b < k / block; ++b) {
+        const int64_t at = i * k + b * block;
+        if (block == 32) NaiveQuantize(&x[at], &q[at], &d[i * k / 32 + b]);
+        if (block == 256) NaiveQuantizeK(&x[at], &q[at], &d[i * k / 32 + b]);
+      }
+    }
+    for (Isa isa : Isas()) {
+      IsaScope scope(isa);
+      if (!Int8PrefillActive()) continue;  // prefill rows dequantize (x unrounded)
+      ++checked;
+      std::vector<float> y(m * n, 0.0f);
+      ASSERT_TRUE(WeightGemm(TensorView::Contiguous(x.data(), DType::kF32, {m, k}), *w,
+                             TensorView::Contiguous(y.data(), DType::kF32, {m, n}), 0.0f)
+                      .ok());
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          double ref = 0, mag = 0;
+          for (int64_t t = 0; t < k; ++t) {
+            const double xv = double(d[i * k / 32 + t / block]) * q[i * k + t];
+            ref += xv * wd[j * k + t];
+            mag += std::abs(xv * wd[j * k + t]);
+          }
+          ASSERT_NEAR(y[i * n + j], ref, 1e-5 * mag + 1e-6)
+              << info.name << " " << IsaName(isa) << " at " << i << "," << j;
+        }
+      }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no int8 prefill panels here";
+}
+
 // RandomBlock32Rows: rows of a block-32 encoding: random code bits, small
 // f16 d (and m, signed, for q4_1 / q5_1) at offsets 0 (and 2).
 std::vector<uint8_t> RandomBlock32Rows(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {
@@ -372,7 +459,8 @@ std::vector<uint8_t> RandomBlock32Rows(GgmlType type, int64_t rows, int64_t cols
 class Block32GemmTest : public ::testing::TestWithParam<GgmlType> {};
 
 // Rows of q4_0 / q4_1 / q5_0 / q5_1: decode rows on every ISA (scalar,
-// AVX2, AVX-512 VNNI tiles) and prefill rows on AMX: int8 products with
+// AVX2, AVX-512 VNNI tiles) and prefill rows on AMX or the panels (AVX-512
+// VNNI, AVX2): int8 products with
 // q8_0 activations (the mins term from d_x * sum(q_x)) vs the dequantized
 // weights (ggml's to_float) times the naively quantized x. k = 544: an odd
 // number of blocks; n = 300 / 280: partial last tiles and panels; x and y
@@ -423,7 +511,8 @@ TEST_P(Block32GemmTest, RowsMatchTheNaiveInt8Reference) {
       AmxScope amx_scope(amx);
       IsaScope scope(isa);
       std::vector<int64_t> ms = {1, 3, 4, 5, 8};
-      if (Int8PrefillActive()) ms.insert(ms.end(), {9, 34, 103});  // AMX or VNNI panels (row tails 1, 2, 3)
+      if (Int8PrefillActive())
+        ms.insert(ms.end(), {9, 34, 103});  // AMX or panels (row tails 1, 2, 3)
       for (int64_t m : ms) {
         CheckBlock32(type, n, m, *w, wd, IsaName(isa));
         if (HasFatalFailure()) return;

@@ -104,7 +104,9 @@ TEST(QuantInt4Test, GroupsFollowTheStatedRulesOnBothAxes) {
     for (Int4Axis axis : {Int4Axis::kRows, Int4Axis::kChannels}) {
       const Coded c = Quantize(x, H, T, D, axis);
       ExpectRules(x, c, H, T, D, axis);
-      if ((H * T * D) & 1) EXPECT_EQ(c.codes.back() >> 4, 0) << "unused high nibble";
+      if ((H * T * D) & 1) {
+        EXPECT_EQ(c.codes.back() >> 4, 0) << "unused high nibble";
+      }
     }
   }
 }

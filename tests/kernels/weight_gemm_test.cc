@@ -62,7 +62,7 @@ std::vector<uint8_t> RandomBlocks(GgmlType type, int64_t rows, int64_t cols, uin
 
 // BlockStep: the quantized encodings multiply by activations rounded to
 // int8 steps of max|block| / 127 (kernels/internal/q8.h) on decode rows (m
-// <= 8), and on every row with AMX or VNNI panels: blocks of 32 for q8_0 / q4_0 / q4_1 /
+// <= 8), and on every row with AMX or the panels: blocks of 32 for q8_0 / q4_0 / q4_1 /
 // q5_0 / q5_1, of 256 for q4_K / q5_K / q6_K. Every other product uses x
 // itself.
 double BlockStep(GgmlType type, int64_t m, const float* row, int64_t t) {
@@ -92,8 +92,9 @@ TEST_P(WeightGemmTest, MatchesDequantizeThenNaiveMatmul) {
   struct PanelsOn {
     ~PanelsOn() { SetVnniPanelsEnabled(true); }
   } restore;
-  // Panels on (int8 prefill rows where the CPU has them) and off (prefill
-  // rows dequantize, then sgemm: the path of AVX2-only CPUs, here on every ISA).
+  // Panels on (int8 prefill rows where the CPU has them: AMX, AVX-512 VNNI,
+  // AVX2) and off (prefill rows dequantize, then sgemm; AMX stays on where
+  // the CPU has it).
   for (bool panels : {true, false})
   for (Isa isa : Isas()) {
     SetVnniPanelsEnabled(panels);
