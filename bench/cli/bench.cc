@@ -45,6 +45,10 @@ class BenchPrefillCommand : public Command {
                     "llama.cpp: the same GGUF through the pinned llama.cpp, interleaved");
     cmd->add_option("--llamacpp-dir", o_.llamacpp_dir,
                     "llama.cpp library dir (default: scripts/setup-llamacpp's)");
+    cmd->add_option(
+        "--llamacpp-cpu", o_.llamacpp_cpu,
+        "load only this llama.cpp CPU variant (e.g. haswell: its AVX2 build, to set beside "
+        "RAGKV_ISA=avx2); default: the best for this CPU");
     cmd->add_option("--encoding", o_.encoding,
                     "synthetic model's GGUF encoding under --compare: f32|f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|"
                     "q5_k_m|q6_k")

@@ -193,7 +193,9 @@ absl::StatusOr<PrefillBenchResult> RunPrefillOn(const PrefillBenchOptions& o,
       res.ragkv_rss_bytes = ProcessRssBytes() - rss0;
     }
     const int64_t rss1 = ProcessRssBytes();
-    ASSIGN_OR_RETURN(b.llama, LlamaCppRunner::Open(lib_dir, o.model, max_t + 32, res.threads));
+    ASSIGN_OR_RETURN(
+        b.llama, LlamaCppRunner::Open(lib_dir, o.model, max_t + 32, res.threads, o.llamacpp_cpu));
+    res.llamacpp_cpu = o.llamacpp_cpu;
     RETURN_IF_ERROR(b.Llama(max_t).status());
     res.llamacpp_rss_bytes = ProcessRssBytes() - rss1;
     std::error_code ec;
@@ -227,7 +229,8 @@ void PrintPrefillBench(const PrefillBenchResult& r, std::ostream& out) {
                            x.achieved_gflops, x.bound_s * 1e3, x.fraction * 100);
   }
   if (r.llamacpp_rss_bytes < 0) return;
-  out << "compare llama.cpp (same file, prompt, threads; runs interleaved):\n";
+  out << "compare llama.cpp (same file, prompt, threads; runs interleaved; CPU variant: "
+      << (r.llamacpp_cpu.empty() ? "the best for this CPU" : r.llamacpp_cpu) << "):\n";
   out << absl::StrFormat("%8s %12s %12s %10s\n", "tokens", "ragkv tok/s", "llama tok/s", "ratio");
   for (const auto& x : r.rows) {
     out << absl::StrFormat("%8d %12.0f %12.0f %9.2fx\n", x.tokens, x.tokens_per_s,

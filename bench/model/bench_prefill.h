@@ -33,6 +33,9 @@ struct PrefillBenchOptions {
   // LlamaCppRunner::DefaultLibDir()), interleaved with ragkv's runs; GGUF only.
   std::string compare;
   std::string llamacpp_dir;
+  // llamacpp_cpu: llama.cpp's CPU variant to load alone (e.g. "haswell", its
+  // AVX2 build, beside RAGKV_ISA=avx2); empty: the best for this CPU.
+  std::string llamacpp_cpu;
   // encoding of a synthetic model under --compare (and of a moe: one): it is written as a GGUF
   // (f32, f16, or quantized by llama.cpp: q8_0, q4_0, q4_k_m, ...) into a
   // temp file both engines load. Ignored for a real --model file.
@@ -63,6 +66,7 @@ struct PrefillBenchResult {
   // tokens/s (16 steps after the shortest prompt, decode_context tokens;
   // the median of `repeats` interleaved runs; reported, no target).
   int64_t ragkv_rss_bytes = -1, llamacpp_rss_bytes = -1, file_bytes = -1;
+  std::string llamacpp_cpu;  // the CPU variant loaded alone, or empty: the best
   double ragkv_decode_tokens_per_s = 0, llamacpp_decode_tokens_per_s = 0;
   int decode_context = 0;
 };

@@ -80,6 +80,25 @@ void Quiet(ggml_log_level level, const char* text, void*) {
   if (level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
 }
 
+// LoadCpuBackend: every CPU variant of lib_dir (llama.cpp keeps the best
+// for this CPU), or only libggml-cpu-<variant>.so.
+absl::Status LoadCpuBackend(void* ggml, const std::string& lib_dir, const std::string& variant) {
+  if (variant.empty()) {
+    decltype(&ggml_backend_load_all_from_path) load_all = nullptr;
+    RETURN_IF_ERROR(Resolve(ggml, "ggml_backend_load_all_from_path", &load_all));
+    load_all(lib_dir.c_str());
+    return absl::OkStatus();
+  }
+  decltype(&ggml_backend_load) load = nullptr;
+  RETURN_IF_ERROR(Resolve(ggml, "ggml_backend_load", &load));
+  const std::string file = absl::StrCat(lib_dir, "/libggml-cpu-", variant, ".so");
+  if (load(file.c_str()) == nullptr) {
+    return absl::NotFoundError(absl::StrCat("llama.cpp: cannot load the CPU variant ", file,
+                                            " (missing, or this CPU lacks its instructions)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ResolveAll(LlamaCppRunner::Impl* m) {
   for (absl::Status s : {Resolve(m->llama, "llama_backend_init", &m->backend_init),
                          Resolve(m->llama, "llama_log_set", &m->log_set),
@@ -101,9 +120,9 @@ absl::Status ResolveAll(LlamaCppRunner::Impl* m) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LlamaCppRunner>> LlamaCppRunner::Open(const std::string& lib_dir,
-                                                                      const std::string& path,
-                                                                      int n_ctx, int threads) {
+absl::StatusOr<std::unique_ptr<LlamaCppRunner>> LlamaCppRunner::Open(
+    const std::string& lib_dir, const std::string& path, int n_ctx, int threads,
+    const std::string& cpu_variant) {
   auto m = std::make_unique<Impl>();
   m->llama = dlopen((lib_dir + "/libllama.v0.4.0.so").c_str(), RTLD_NOW | RTLD_LOCAL);
   m->ggml = dlopen((lib_dir + "/libggml.v0.4.0.so").c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -112,10 +131,8 @@ absl::StatusOr<std::unique_ptr<LlamaCppRunner>> LlamaCppRunner::Open(const std::
                                             " (scripts/setup-llamacpp installs them): ", dlerror()));
   }
   if (absl::Status s = ResolveAll(m.get()); !s.ok()) return s;
-  decltype(&ggml_backend_load_all_from_path) load_all = nullptr;
-  if (absl::Status s = Resolve(m->ggml, "ggml_backend_load_all_from_path", &load_all); !s.ok()) return s;
   m->log_set(Quiet, nullptr);
-  load_all(lib_dir.c_str());
+  RETURN_IF_ERROR(LoadCpuBackend(m->ggml, lib_dir, cpu_variant));
   m->backend_init();
   llama_model_params mp = m->model_defaults();
   mp.n_gpu_layers = 0;
@@ -185,8 +202,8 @@ LlamaCppRunner::~LlamaCppRunner() {
 struct LlamaCppRunner::Impl {};
 
 absl::StatusOr<std::unique_ptr<LlamaCppRunner>> LlamaCppRunner::Open(const std::string&,
-                                                                      const std::string&, int,
-                                                                      int) {
+                                                                     const std::string&, int, int,
+                                                                     const std::string&) {
   return absl::UnimplementedError(
       "built without the pinned llama.cpp headers (run scripts/setup-llamacpp, reconfigure)");
 }

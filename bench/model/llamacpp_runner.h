@@ -23,9 +23,14 @@ class LlamaCppRunner {
   static std::string DefaultLibDir();
   // Open: dlopen the libraries in lib_dir, load the CPU backends, load
   // `model_path` with a context of n_ctx tokens (one batch) and `threads`.
+  // cpu_variant empty: the best CPU variant for this machine
+  // (ggml_backend_load_all_from_path); else only lib_dir's
+  // libggml-cpu-<cpu_variant>.so (e.g. "haswell": AVX2 on an AVX-512 box),
+  // NotFound if it is missing or this CPU cannot run it.
   static absl::StatusOr<std::unique_ptr<LlamaCppRunner>> Open(const std::string& lib_dir,
                                                               const std::string& model_path,
-                                                              int n_ctx, int threads);
+                                                              int n_ctx, int threads,
+                                                              const std::string& cpu_variant = "");
   ~LlamaCppRunner();
   // Prefill: clears the cache and decodes `tokens` (positions 0..n-1, logits
   // of the last only); returns seconds.
