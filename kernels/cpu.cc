@@ -69,6 +69,14 @@ std::atomic<bool>& VnniPanelsRef() {
   return v;
 }
 
+std::atomic<bool>& VnniEnabledRef() {
+  static std::atomic<bool> v{[] {
+    const char* e = std::getenv("RAGKV_VNNI");
+    return e == nullptr || std::strcmp(e, "0") != 0;
+  }()};
+  return v;
+}
+
 bool DetectVnni() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512vnni") != 0;
@@ -113,9 +121,22 @@ bool AmxActive() {
 
 void SetAmxEnabled(bool on) { AmxEnabledRef().store(on); }
 
-bool VnniPanelsActive() {
+bool VnniDetected() {
   static const bool vnni = DetectVnni();
-  return vnni && ActiveIsa() == Isa::kAvx512 && !AmxActive() &&
+  return vnni;
+}
+
+bool VnniActive() { return VnniDetected() && VnniEnabledRef().load(std::memory_order_relaxed); }
+
+void SetVnniEnabled(bool on) { VnniEnabledRef().store(on); }
+
+bool VnniPanelsActive() {
+  return VnniActive() && ActiveIsa() == Isa::kAvx512 && !AmxActive() &&
+         VnniPanelsRef().load(std::memory_order_relaxed);
+}
+
+bool BwPanelsActive() {
+  return !VnniActive() && ActiveIsa() == Isa::kAvx512 && !AmxActive() &&
          VnniPanelsRef().load(std::memory_order_relaxed);
 }
 
@@ -125,7 +146,9 @@ bool Avx2PanelsActive() {
   return ActiveIsa() == Isa::kAvx2 && VnniPanelsRef().load(std::memory_order_relaxed);
 }
 
-bool Int8PrefillActive() { return AmxActive() || VnniPanelsActive() || Avx2PanelsActive(); }
+bool Int8PrefillActive() {
+  return AmxActive() || VnniPanelsActive() || BwPanelsActive() || Avx2PanelsActive();
+}
 
 const char* IsaName(Isa isa) {
   switch (isa) {

@@ -42,16 +42,30 @@ void SetAmxEnabled(bool on);
 // RAGKV_VNNI_PANELS=0 turned it off. Otherwise such rows dequantize a tile
 // and run sgemm.
 bool VnniPanelsActive();
+// VnniActive: the CPU has AVX512-VNNI and neither SetVnniEnabled(false) nor
+// RAGKV_VNNI=0 hid it: the int8 decode tiles and the prefill panels use
+// vpdpbusd. Hidden, an AVX-512 run takes the paths of an AVX-512 CPU without
+// VNNI (Skylake-SP / X): the AVX2 decode tiles and the AVX-512BW panels;
+// tests and benches use it to cover those CPUs on a newer one.
+bool VnniActive();
+void SetVnniEnabled(bool on);
+// VnniDetected: the CPU has AVX512-VNNI (whatever the switch).
+bool VnniDetected();
+// BwPanelsActive: whether prefill rows of quantized weights multiply in int8
+// on AVX-512BW panels (vpmaddubsw, docs/kernels.md "AVX2 panels"):
+// ActiveIsa() is kAvx512, VnniActive() and AmxActive() are false, and the
+// panel switch below is on.
+bool BwPanelsActive();
 // Avx2PanelsActive: whether prefill rows of quantized weights multiply in
 // int8 on AVX2 panels (docs/kernels.md "AVX2 panels"): ActiveIsa() is kAvx2
 // (an AVX2-only CPU, or RAGKV_ISA=avx2), and the panel switch below is on.
 bool Avx2PanelsActive();
-// Int8PrefillActive: AmxActive() || VnniPanelsActive() || Avx2PanelsActive():
+// Int8PrefillActive: AmxActive() or one of the panels above is active:
 // prefill rows of quantized weights multiply in int8 (activations rounded as
 // llama.cpp rounds them).
 bool Int8PrefillActive();
 // SetVnniPanelsEnabled: the switch for the panels without AMX (the AVX-512
-// VNNI and the AVX2 ones; RAGKV_VNNI_PANELS=0 turns it off at start): tests
+// VNNI, AVX-512BW and AVX2 ones; RAGKV_VNNI_PANELS=0 turns it off at start): tests
 // and benches compare them with dequantize-then-sgemm.
 void SetVnniPanelsEnabled(bool on);
 

@@ -133,12 +133,13 @@ void Int8Panels(const WeightMatrix& w, int64_t pack_bytes, bool amx, int amx_k_b
 }
 
 // PrefillPath: how rows beyond kDotRows multiply quantized weights in int8.
-enum class PrefillPath { kNone, kAmx, kVnni, kAvx2 };
+enum class PrefillPath { kNone, kAmx, kVnni, kBw, kAvx2 };
 
 PrefillPath Int8Prefill(int64_t m) {
   if (m <= kDotRows) return PrefillPath::kNone;
   if (AmxActive()) return PrefillPath::kAmx;
   if (VnniPanelsActive()) return PrefillPath::kVnni;
+  if (BwPanelsActive()) return PrefillPath::kBw;
   return Avx2PanelsActive() ? PrefillPath::kAvx2 : PrefillPath::kNone;
 }
 
@@ -167,6 +168,9 @@ absl::Status GemmQ8(TensorView x, const WeightMatrix& w, TensorView y, float bet
       } else if (path == PrefillPath::kVnni) {
         internal::Q8PanelVnni(acts, zp.data(), w.type, w.row(j0), w.row_bytes, n, yd + j0, ldy,
                               beta, pack);
+      } else if (path == PrefillPath::kBw) {
+        internal::Q8PanelBw(acts, zp.data(), w.type, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta,
+                            pack);
       } else {
         internal::Q8PanelAvx2(acts, zp.data(), w.type, w.row(j0), w.row_bytes, n, yd + j0, ldy,
                               beta, pack);
@@ -182,29 +186,33 @@ absl::Status GemmQ8(TensorView x, const WeightMatrix& w, TensorView y, float bet
 }
 
 // QKPanels: prefill rows of q4_K / q5_K / q6_K on packed panels (AMX,
-// VNNI or AVX2: path).
+// VNNI, AVX-512BW or AVX2: path).
 void QKPanels(const internal::Q8KActs& acts, const WeightMatrix& w, PrefillPath path, float* yd,
               int64_t ldy, float beta) {
-  const bool amx = path == PrefillPath::kAmx, avx2 = path == PrefillPath::kAvx2;
-  const bool q6 = w.type == GgmlType::kQ6_K;
+  namespace in = internal;
+  const bool amx = path == PrefillPath::kAmx, q6 = w.type == GgmlType::kQ6_K;
   static thread_local std::vector<int32_t> calling_thread_zp;
   std::vector<int32_t>& zp = calling_thread_zp;
-  if (!amx) internal::ZeroPointSums(acts.q.data(), acts.m, w.cols, q6 ? 16 : 32, &zp);
-  const int64_t pack_bytes = q6 ? internal::AmxPackBytesQ6K(w.cols) : internal::AmxPackBytesQ4K(w.cols);
+  if (!amx) in::ZeroPointSums(acts.q.data(), acts.m, w.cols, q6 ? 16 : 32, &zp);
+  const int64_t pack_bytes = q6 ? in::AmxPackBytesQ6K(w.cols) : in::AmxPackBytesQ4K(w.cols);
+  const int32_t* z = zp.data();
+  const uint64_t rb = w.row_bytes;
   Int8Panels(w, pack_bytes, amx, q6 ? 16 : 32, [&](int64_t j0, int64_t n, uint8_t* pack) {
     const uint8_t* wr = w.row(j0);
-    if (amx && q6) internal::Q6KPanelAmx(acts, wr, w.row_bytes, n, yd + j0, ldy, beta, pack);
-    if (amx && !q6) internal::Q4KPanelAmx(acts, w.type, wr, w.row_bytes, n, yd + j0, ldy, beta, pack);
-    if (!amx && !avx2 && q6) {
-      internal::Q6KPanelVnni(acts, zp.data(), wr, w.row_bytes, n, yd + j0, ldy, beta, pack);
-    }
-    if (!amx && !avx2 && !q6) {
-      internal::Q4KPanelVnni(acts, zp.data(), w.type, wr, w.row_bytes, n, yd + j0, ldy, beta, pack);
-    }
-    if (avx2 && q6)
-      internal::Q6KPanelAvx2(acts, zp.data(), wr, w.row_bytes, n, yd + j0, ldy, beta, pack);
-    if (avx2 && !q6) {
-      internal::Q4KPanelAvx2(acts, zp.data(), w.type, wr, w.row_bytes, n, yd + j0, ldy, beta, pack);
+    float* out = yd + j0;
+    switch (path) {
+      case PrefillPath::kAmx:
+        return q6 ? in::Q6KPanelAmx(acts, wr, rb, n, out, ldy, beta, pack)
+                  : in::Q4KPanelAmx(acts, w.type, wr, rb, n, out, ldy, beta, pack);
+      case PrefillPath::kVnni:
+        return q6 ? in::Q6KPanelVnni(acts, z, wr, rb, n, out, ldy, beta, pack)
+                  : in::Q4KPanelVnni(acts, z, w.type, wr, rb, n, out, ldy, beta, pack);
+      case PrefillPath::kBw:
+        return q6 ? in::Q6KPanelBw(acts, z, wr, rb, n, out, ldy, beta, pack)
+                  : in::Q4KPanelBw(acts, z, w.type, wr, rb, n, out, ldy, beta, pack);
+      default:  // kAvx2 (kNone never gets here)
+        return q6 ? in::Q6KPanelAvx2(acts, z, wr, rb, n, out, ldy, beta, pack)
+                  : in::Q4KPanelAvx2(acts, z, w.type, wr, rb, n, out, ldy, beta, pack);
     }
   });
 }

@@ -1,8 +1,8 @@
 // panel.h (internal): packed weight panels for int8 prefill rows, and the
-// three kernels that consume them: AMX tiles (q8_amx.cc, q8k_amx.cc),
-// AVX-512 VNNI (q8_panel_vnni.cc) where AMX is not active, and AVX2
-// (q8_panel_avx2.cc) where the active ISA is AVX2 (docs/kernels.md, "AVX-512
-// VNNI panels", "AVX2 panels").
+// kernels that consume them: AMX tiles (q8_amx.cc, q8k_amx.cc), AVX-512
+// VNNI (q8_panel_vnni.cc) where AMX is not active, and vpmaddubsw where
+// there is no VNNI: AVX-512BW (q8_panel_bw.cc) and AVX2 (q8_panel_avx2.cc)
+// (docs/kernels.md, "AVX-512 VNNI panels", "AVX2 panels").
 //
 // A panel is kPanelRows (32) weight rows, repacked per call into steps: one
 // step is a span of K (a block of 32 for q8_0 / q4_0 / q4_1 / q5_0 / q5_1 and
@@ -59,8 +59,9 @@ void Q4KPanelVnni(const Q8KActs& a, const int32_t* zp, GgmlType type, const uint
 void Q6KPanelVnni(const Q8KActs& a, const int32_t* zp, const uint8_t* w, uint64_t w_row_bytes,
                   int64_t n, float* y, int64_t ldy, float beta, uint8_t* pack);
 
-// AVX2 panels: the same products from the same layouts and `zp` on AVX2
-// (vpmaddubsw; exact: see q8_panel_avx2.cc).
+// AVX2 / AVX-512BW panels: the same products from the same layouts and
+// `zp` on vpmaddubsw (exact: see q8_panel_maddubs.inc), for CPUs without
+// VNNI.
 void Q8PanelAvx2(const Q8Acts& a, const int32_t* zp, GgmlType type, const uint8_t* w,
                  uint64_t w_row_bytes, int64_t n, float* y, int64_t ldy, float beta, uint8_t* pack);
 void Q4KPanelAvx2(const Q8KActs& a, const int32_t* zp, GgmlType type, const uint8_t* w,
@@ -68,6 +69,12 @@ void Q4KPanelAvx2(const Q8KActs& a, const int32_t* zp, GgmlType type, const uint
                   uint8_t* pack);
 void Q6KPanelAvx2(const Q8KActs& a, const int32_t* zp, const uint8_t* w, uint64_t w_row_bytes,
                   int64_t n, float* y, int64_t ldy, float beta, uint8_t* pack);
+void Q8PanelBw(const Q8Acts& a, const int32_t* zp, GgmlType type, const uint8_t* w,
+               uint64_t w_row_bytes, int64_t n, float* y, int64_t ldy, float beta, uint8_t* pack);
+void Q4KPanelBw(const Q8KActs& a, const int32_t* zp, GgmlType type, const uint8_t* w,
+                uint64_t w_row_bytes, int64_t n, float* y, int64_t ldy, float beta, uint8_t* pack);
+void Q6KPanelBw(const Q8KActs& a, const int32_t* zp, const uint8_t* w, uint64_t w_row_bytes,
+                int64_t n, float* y, int64_t ldy, float beta, uint8_t* pack);
 
 }  // namespace ragkv::kernels::internal
 

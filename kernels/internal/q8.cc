@@ -32,14 +32,6 @@ void QuantizeBlock(const float* x, int8_t* q, float* d) {
   for (int t = 0; t < kQ8Block; ++t) q[t] = static_cast<int8_t>(std::nearbyint(x[t] * id));
 }
 
-bool HasVnni() {
-  static const bool v = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512vnni") != 0;
-  }();
-  return v;
-}
-
 }  // namespace
 
 void QuantizeActsQ8(const float* x, int64_t m, int64_t ldx, int64_t k, int64_t pad, Q8Acts* a) {
@@ -153,7 +145,8 @@ void ZeroPointSums(const int8_t* q, int64_t rows, int64_t k, int step, std::vect
 
 Q8TileFn ActiveQ8Tile() {
   switch (ActiveIsa()) {
-    case Isa::kAvx512: return HasVnni() ? Q8TileVnni : Q8TileAvx2;
+    case Isa::kAvx512:
+      return VnniActive() ? Q8TileVnni : Q8TileAvx2;
     case Isa::kAvx2: return Q8TileAvx2;
     case Isa::kScalar: break;
   }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kernels/convert.h"
 #include "kernels/internal/q8.h"
@@ -102,12 +103,22 @@ TEST(Q8Acts, QuantizationFollowsTheRule) {
 enum class Path { kAmx, kPanels, kTiles };
 class Q8GemmTest : public ::testing::TestWithParam<Path> {};
 
-// AmxSettings: AMX on, and also off where the CPU has it (the panels
-// then run the prefill rows), restored when the scope ends.
-std::vector<bool> AmxSettings() { return AmxDetected() ? std::vector<bool>{true, false} : std::vector<bool>{true}; }
-struct AmxScope {
-  explicit AmxScope(bool on) { SetAmxEnabled(on); }
-  ~AmxScope() { SetAmxEnabled(true); }
+// Features: AMX and VNNI as the CPU has them, then each turned off in turn
+// (AMX off: the VNNI panels run the prefill rows; VNNI off too: the
+// AVX-512BW panels and the AVX2 decode tiles of a CPU without VNNI), set by
+// a scope and restored when it ends.
+struct Features {
+  bool amx, vnni;
+};
+std::vector<Features> FeatureSettings() {
+  std::vector<Features> f = {{true, true}};
+  if (AmxDetected()) f.push_back({false, true});
+  if (VnniDetected()) f.push_back({false, false});
+  return f;
+}
+struct FeatureScope {
+  explicit FeatureScope(Features f) { SetAmxEnabled(f.amx), SetVnniEnabled(f.vnni); }
+  ~FeatureScope() { SetAmxEnabled(true), SetVnniEnabled(true); }
 };
 
 // Q8Case: n 300 / 280 leaves a last panel of 12 / 24 rows (one or two
@@ -171,13 +182,18 @@ TEST_P(Q8GemmTest, MatchesTheNaiveInt8Reference) {
   const Path path = GetParam();
   if (path == Path::kAmx && !AmxDetected()) GTEST_SKIP() << "no AMX-INT8 here";
   struct Restore {
-    ~Restore() { SetAmxEnabled(true), SetVnniPanelsEnabled(true); }
+    ~Restore() { SetAmxEnabled(true), SetVnniPanelsEnabled(true), SetVnniEnabled(true); }
   } restore;
   SetAmxEnabled(path == Path::kAmx);
   SetVnniPanelsEnabled(path == Path::kPanels);
   if (path == Path::kPanels && DetectedIsa() < Isa::kAvx2) GTEST_SKIP() << "no AVX2 here";
   const char* name = path == Path::kAmx ? "amx" : path == Path::kPanels ? "panels" : "tiles";
-  for (const Q8Shape& shape : {Q8Shape{300, 512}, Q8Shape{280, 544}}) CheckQ8(shape, name);
+  for (bool vnni : {true, false}) {  // off: the AVX-512BW panels where the CPU has VNNI
+    if (!vnni && !VnniDetected()) continue;
+    SetVnniEnabled(vnni);
+    for (const Q8Shape& shape : {Q8Shape{300, 512}, Q8Shape{280, 544}}) CheckQ8(shape, name);
+  }
+  SetVnniEnabled(true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, Q8GemmTest,
@@ -281,41 +297,42 @@ TEST_P(QKGemmTest, DecodeRowsMatchTheNaiveInt8Reference) {
   ASSERT_TRUE(w.ok()) << w.status();
   std::vector<float> wd(n * k);
   ASSERT_TRUE(DequantizeRows(*w, 0, n, wd.data()).ok());
-  for (bool amx : AmxSettings())
-  for (Isa isa : Isas()) {
-    AmxScope amx_scope(amx);
-    IsaScope scope(isa);
-    std::vector<int64_t> ms = {1, 3, 4, 5, 8};
-    if (Int8PrefillActive())
-      ms.insert(ms.end(), {9, 34, 103});  // AMX or panels (row tails 1, 2, 3)
-    for (int64_t m : ms) {
-      for (float beta : {0.0f, 1.0f}) {
-        std::vector<float> x = testing::RandomVec(m * k, 23 + m, -2, 2);
-        for (int t = 256; t < 512; ++t) x[t] = 0;  // row 0, block 1: all zero
-        std::vector<float> y = testing::RandomVec(m * n, 29 + m), y0 = y;
-        ASSERT_TRUE(WeightGemm(TensorView::Contiguous(x.data(), DType::kF32, {m, k}), *w,
-                               TensorView::Contiguous(y.data(), DType::kF32, {m, n}), beta)
-                        .ok());
-        for (int64_t i = 0; i < m; ++i) {
-          std::vector<int8_t> q(k);
-          std::vector<float> d(k / 256);
-          for (int64_t b = 0; b < k / 256; ++b) NaiveQuantizeK(&x[i * k + b * 256], &q[b * 256], &d[b]);
-          for (int64_t j = 0; j < n; ++j) {
-            double ref = beta * y0[i * n + j], mag = std::abs(ref);
-            for (int64_t t = 0; t < k; ++t) {
-              const double xv = double(d[t / 256]) * q[t];
-              ref += xv * wd[j * k + t];
-              mag += std::abs(xv) * (std::abs(wd[j * k + t]) + 0.02);  // + dmin * 63 terms
+  for (Features f : FeatureSettings())
+    for (Isa isa : Isas()) {
+      FeatureScope feature_scope(f);
+      IsaScope scope(isa);
+      std::vector<int64_t> ms = {1, 3, 4, 5, 8};
+      if (Int8PrefillActive())
+        ms.insert(ms.end(), {9, 34, 103});  // AMX or panels (row tails 1, 2, 3)
+      for (int64_t m : ms) {
+        for (float beta : {0.0f, 1.0f}) {
+          std::vector<float> x = testing::RandomVec(m * k, 23 + m, -2, 2);
+          for (int t = 256; t < 512; ++t) x[t] = 0;  // row 0, block 1: all zero
+          std::vector<float> y = testing::RandomVec(m * n, 29 + m), y0 = y;
+          ASSERT_TRUE(WeightGemm(TensorView::Contiguous(x.data(), DType::kF32, {m, k}), *w,
+                                 TensorView::Contiguous(y.data(), DType::kF32, {m, n}), beta)
+                          .ok());
+          for (int64_t i = 0; i < m; ++i) {
+            std::vector<int8_t> q(k);
+            std::vector<float> d(k / 256);
+            for (int64_t b = 0; b < k / 256; ++b)
+              NaiveQuantizeK(&x[i * k + b * 256], &q[b * 256], &d[b]);
+            for (int64_t j = 0; j < n; ++j) {
+              double ref = beta * y0[i * n + j], mag = std::abs(ref);
+              for (int64_t t = 0; t < k; ++t) {
+                const double xv = double(d[t / 256]) * q[t];
+                ref += xv * wd[j * k + t];
+                mag += std::abs(xv) * (std::abs(wd[j * k + t]) + 0.02);  // + dmin * 63 terms
+              }
+              // ints exact; f32 scale products and a few sums per super-block.
+              ASSERT_NEAR(y[i * n + j], ref, 1e-5 * mag + 1e-7)
+                  << IsaName(isa) << " amx " << f.amx << " vnni " << f.vnni << " n=" << n
+                  << " m=" << m << " beta=" << beta << " at " << i << "," << j;
             }
-            // ints exact; f32 scale products and a few sums per super-block.
-            ASSERT_NEAR(y[i * n + j], ref, 1e-5 * mag + 1e-7)
-                << IsaName(isa) << " n=" << n << " m=" << m << " beta=" << beta << " at " << i
-                << "," << j;
           }
         }
       }
     }
-  }
   }
 }
 
@@ -411,27 +428,30 @@ TEST(Int8Panels, ExtremeCodesAndActivationsStayExact) {
         if (block == 256) NaiveQuantizeK(&x[at], &q[at], &d[i * k / 32 + b]);
       }
     }
-    for (Isa isa : Isas()) {
-      IsaScope scope(isa);
-      if (!Int8PrefillActive()) continue;  // prefill rows dequantize (x unrounded)
-      ++checked;
-      std::vector<float> y(m * n, 0.0f);
-      ASSERT_TRUE(WeightGemm(TensorView::Contiguous(x.data(), DType::kF32, {m, k}), *w,
-                             TensorView::Contiguous(y.data(), DType::kF32, {m, n}), 0.0f)
-                      .ok());
-      for (int64_t i = 0; i < m; ++i) {
-        for (int64_t j = 0; j < n; ++j) {
-          double ref = 0, mag = 0;
-          for (int64_t t = 0; t < k; ++t) {
-            const double xv = double(d[i * k / 32 + t / block]) * q[i * k + t];
-            ref += xv * wd[j * k + t];
-            mag += std::abs(xv * wd[j * k + t]);
+    for (Features f : FeatureSettings())
+      for (Isa isa : Isas()) {
+        FeatureScope feature_scope(f);
+        IsaScope scope(isa);
+        if (!Int8PrefillActive()) continue;  // prefill rows dequantize (x unrounded)
+        ++checked;
+        std::vector<float> y(m * n, 0.0f);
+        ASSERT_TRUE(WeightGemm(TensorView::Contiguous(x.data(), DType::kF32, {m, k}), *w,
+                               TensorView::Contiguous(y.data(), DType::kF32, {m, n}), 0.0f)
+                        .ok());
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            double ref = 0, mag = 0;
+            for (int64_t t = 0; t < k; ++t) {
+              const double xv = double(d[i * k / 32 + t / block]) * q[i * k + t];
+              ref += xv * wd[j * k + t];
+              mag += std::abs(xv * wd[j * k + t]);
+            }
+            ASSERT_NEAR(y[i * n + j], ref, 1e-5 * mag + 1e-6)
+                << info.name << " " << IsaName(isa) << " amx " << f.amx << " vnni " << f.vnni
+                << " at " << i << "," << j;
           }
-          ASSERT_NEAR(y[i * n + j], ref, 1e-5 * mag + 1e-6)
-              << info.name << " " << IsaName(isa) << " at " << i << "," << j;
         }
       }
-    }
   }
   if (checked == 0) GTEST_SKIP() << "no int8 prefill panels here";
 }
@@ -506,18 +526,19 @@ TEST_P(Block32GemmTest, RowsMatchTheNaiveInt8Reference) {
     ASSERT_TRUE(w.ok()) << w.status();
     std::vector<float> wd(n * k);
     ASSERT_TRUE(DequantizeRows(*w, 0, n, wd.data()).ok());
-    for (bool amx : AmxSettings())
-    for (Isa isa : Isas()) {
-      AmxScope amx_scope(amx);
-      IsaScope scope(isa);
-      std::vector<int64_t> ms = {1, 3, 4, 5, 8};
-      if (Int8PrefillActive())
-        ms.insert(ms.end(), {9, 34, 103});  // AMX or panels (row tails 1, 2, 3)
-      for (int64_t m : ms) {
-        CheckBlock32(type, n, m, *w, wd, IsaName(isa));
-        if (HasFatalFailure()) return;
+    for (Features f : FeatureSettings())
+      for (Isa isa : Isas()) {
+        FeatureScope feature_scope(f);
+        IsaScope scope(isa);
+        std::vector<int64_t> ms = {1, 3, 4, 5, 8};
+        if (Int8PrefillActive())
+          ms.insert(ms.end(), {9, 34, 103});  // AMX or panels (row tails 1, 2, 3)
+        for (int64_t m : ms) {
+          CheckBlock32(type, n, m, *w, wd,
+                       absl::StrCat(IsaName(isa), " amx ", f.amx, " vnni ", f.vnni));
+          if (HasFatalFailure()) return;
+        }
       }
-    }
   }
 }
 

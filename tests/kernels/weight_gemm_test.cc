@@ -90,43 +90,46 @@ TEST_P(WeightGemmTest, MatchesDequantizeThenNaiveMatmul) {
   std::vector<float> wd(n * k);
   ASSERT_TRUE(DequantizeRows(*w, 0, n, wd.data()).ok());
   struct PanelsOn {
-    ~PanelsOn() { SetVnniPanelsEnabled(true); }
+    ~PanelsOn() { SetVnniPanelsEnabled(true), SetVnniEnabled(true); }
   } restore;
   // Panels on (int8 prefill rows where the CPU has them: AMX, AVX-512 VNNI,
   // AVX2) and off (prefill rows dequantize, then sgemm; AMX stays on where
   // the CPU has it).
-  for (bool panels : {true, false})
-  for (Isa isa : Isas()) {
-    SetVnniPanelsEnabled(panels);
-    IsaScope scope(isa);
-    for (int64_t m : {1, 3, 8, 9, 64}) {
-      for (float beta : {0.0f, 1.0f}) {
-        const std::vector<float> x = testing::RandomVec(m * k, 11 + m);
-        std::vector<float> y = testing::RandomVec(m * n, 17 + m), y0 = y;
-        ASSERT_TRUE(WeightGemm(TensorView::Contiguous(x.data(), DType::kF32, {m, k}), *w,
-                               TensorView::Contiguous(y.data(), DType::kF32, {m, n}), beta)
-                        .ok());
-        double step = 0;
-        for (int64_t i = 0; i < m; ++i) {
-          for (int64_t j = 0; j < n; ++j) {
-            double ref = beta * y0[i * n + j], mag = std::abs(beta * y0[i * n + j]), act = 0;
-            for (int64_t t = 0; t < k; ++t) {
-              ref += double(x[i * k + t]) * wd[j * k + t];
-              mag += std::abs(double(x[i * k + t]) * wd[j * k + t]);
-              if (t % 32 == 0) step = BlockStep(type, m, &x[i * k], t);
-              act += std::abs(double(wd[j * k + t])) * step;
+  // VNNI off: the AVX-512BW panels of a CPU without it.
+  for (int setting = 0; setting < 3; ++setting)
+    for (Isa isa : Isas()) {
+      const bool panels = setting != 1;
+      SetVnniPanelsEnabled(panels);
+      SetVnniEnabled(setting != 2);
+      IsaScope scope(isa);
+      for (int64_t m : {1, 3, 8, 9, 64}) {
+        for (float beta : {0.0f, 1.0f}) {
+          const std::vector<float> x = testing::RandomVec(m * k, 11 + m);
+          std::vector<float> y = testing::RandomVec(m * n, 17 + m), y0 = y;
+          ASSERT_TRUE(WeightGemm(TensorView::Contiguous(x.data(), DType::kF32, {m, k}), *w,
+                                 TensorView::Contiguous(y.data(), DType::kF32, {m, n}), beta)
+                          .ok());
+          double step = 0;
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t j = 0; j < n; ++j) {
+              double ref = beta * y0[i * n + j], mag = std::abs(beta * y0[i * n + j]), act = 0;
+              for (int64_t t = 0; t < k; ++t) {
+                ref += double(x[i * k + t]) * wd[j * k + t];
+                mag += std::abs(double(x[i * k + t]) * wd[j * k + t]);
+                if (t % 32 == 0) step = BlockStep(type, m, &x[i * k], t);
+                act += std::abs(double(wd[j * k + t])) * step;
+              }
+              // f32 accumulation over k = 512 terms: a few ulp of the magnitude;
+              // plus x's int8 rounding where it is quantized (<= 0.6 of a step per
+              // element).
+              ASSERT_NEAR(y[i * n + j], ref, 1e-5 * mag + 0.6 * act + 1e-7)
+                  << IsaName(isa) << " setting=" << setting << " m=" << m << " beta=" << beta
+                  << " at " << i << "," << j;
             }
-            // f32 accumulation over k = 512 terms: a few ulp of the magnitude;
-            // plus x's int8 rounding where it is quantized (<= 0.6 of a step per
-            // element).
-            ASSERT_NEAR(y[i * n + j], ref, 1e-5 * mag + 0.6 * act + 1e-7)
-                << IsaName(isa) << " panels=" << panels << " m=" << m << " beta=" << beta
-                << " at " << i << "," << j;
           }
         }
       }
     }
-  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, WeightGemmTest,
