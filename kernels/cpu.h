@@ -45,8 +45,9 @@ bool VnniPanelsActive();
 // VnniActive: the CPU has AVX512-VNNI and neither SetVnniEnabled(false) nor
 // RAGKV_VNNI=0 hid it: the int8 decode tiles and the prefill panels use
 // vpdpbusd. Hidden, an AVX-512 run takes the paths of an AVX-512 CPU without
-// VNNI (Skylake-SP / X): the AVX2 decode tiles and the AVX-512BW panels;
-// tests and benches use it to cover those CPUs on a newer one.
+// VNNI (Skylake-SP / X): the AVX2 decode tiles and the AVX-512BW panels
+// (on an AMX CPU, with AMX off too); tests and benches use it to cover
+// those CPUs on a newer one.
 bool VnniActive();
 void SetVnniEnabled(bool on);
 // VnniDetected: the CPU has AVX512-VNNI (whatever the switch).

@@ -149,6 +149,9 @@ absl::StatusOr<PrefillBenchResult> RunPrefillBench(const PrefillBenchOptions& o)
   if (!o.compare.empty() && o.compare != "llama.cpp") {
     return absl::InvalidArgumentError("bench prefill: --compare takes llama.cpp, got " + o.compare);
   }
+  if (!o.llamacpp_cpu.empty() && o.compare.empty()) {
+    return absl::InvalidArgumentError("bench prefill: --llamacpp-cpu needs --compare llama.cpp");
+  }
   if (o.threads > 0) kernels::SetMaxThreads(o.threads);
   const int max_t = *std::max_element(o.tokens.begin(), o.tokens.end());
   const int min_t = *std::min_element(o.tokens.begin(), o.tokens.end());

@@ -45,7 +45,8 @@ void PackQ6K(const uint8_t* w, uint64_t w_row_bytes, int64_t n, int64_t nb, uint
 
 // ZeroPointSums: out[i * (k / step) + s] = -128 * (sum of the `step` codes of
 // step s of row i), rows [0, rows) of q (k codes a row): the term that
-// turns the VNNI panels' unsigned products back into signed ones.
+// turns the VNNI panels' unsigned products back into signed ones (and,
+// divided by 128 and times the bias, the maddubs panels' biased ones).
 void ZeroPointSums(const int8_t* q, int64_t rows, int64_t k, int step, std::vector<int32_t>* out);
 
 // VNNI panels: the AMX panels' products (q8.h) on AVX-512 VNNI, from the

@@ -3,8 +3,6 @@
 // q8_panel_maddubs.inc on 512-bit vectors, one a group of 16 columns.
 #include <immintrin.h>
 
-#include <algorithm>
-
 #include "kernels/internal/q8_panel_maddubs.inc"
 
 namespace ragkv::kernels::internal {

@@ -1,7 +1,8 @@
 // Q8_0 weights: activations quantized to q8_0 blocks (llama.cpp's x86 rule,
 // kernels/internal/q8.h) and int8 products (and q4_K / q6_K decode rows
-// with q8_K activations; every type's prefill rows on AMX, AVX-512 VNNI or
-// AVX2 panels), on every kernel this machine has (scalar, AVX2, VNNI, AMX),
+// with q8_K activations; every type's prefill rows on AMX or the panels:
+// AVX-512 VNNI, AVX-512BW, AVX2), on every kernel this machine has (scalar,
+// AVX2, VNNI, AMX, and each with VNNI / AMX hidden),
 // against a naive reference written here:
 // the same rule in plain scalar code, then exact int dots scaled and
 // summed in double.
@@ -344,40 +345,53 @@ INSTANTIATE_TEST_SUITE_P(Types, QKGemmTest,
 
 // A block of x holding NaN or inf turns its row's products into NaN on the
 // prefill panels too (q8.h: q = 0, d = NaN), and leaves the other rows
-// finite: q8_0 (blocks of 32) and q4_K / q6_K (super-blocks of 256).
+// finite: q8_0 (blocks of 32) and q4_K / q6_K (super-blocks of 256), on
+// every panel this machine has.
 TEST(Int8Panels, ANonFiniteBlockMakesItsRowNaN) {
-  if (!Int8PrefillActive()) GTEST_SKIP() << "no int8 prefill panels here";
-  for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
-    const int64_t n = 40, k = 512, m = 11;
-    const std::vector<uint8_t> wb =
-        type == GgmlType::kQ8_0 ? RandomQ8Rows(n, k, 7) : RandomKRows(type, n, k, 7);
-    absl::StatusOr<WeightMatrix> w = MakeWeightMatrix(type, wb.data(), n, k);
-    ASSERT_TRUE(w.ok()) << w.status();
-    for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
-      std::vector<float> x = testing::RandomVec(m * k, 41, -2, 2), y(m * n, 0.0f);
-      x[5 * k + 300] = bad;  // row 5
-      ASSERT_TRUE(WeightGemm(TensorView::Contiguous(x.data(), DType::kF32, {m, k}), *w,
-                             TensorView::Contiguous(y.data(), DType::kF32, {m, n}), 0.0f)
-                      .ok());
-      for (int64_t i = 0; i < m; ++i) {
-        for (int64_t j = 0; j < n; ++j) {
-          if (i == 5) {
-            ASSERT_TRUE(std::isnan(y[i * n + j])) << int(type) << " at " << i << "," << j;
-          } else {
-            ASSERT_TRUE(std::isfinite(y[i * n + j])) << int(type) << " at " << i << "," << j;
+  int checked = 0;
+  for (Features f : FeatureSettings())
+    for (Isa isa : Isas()) {
+      FeatureScope feature_scope(f);
+      IsaScope scope(isa);
+      if (!Int8PrefillActive()) continue;
+      ++checked;
+      for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+        const int64_t n = 40, k = 512, m = 11;
+        const std::vector<uint8_t> wb =
+            type == GgmlType::kQ8_0 ? RandomQ8Rows(n, k, 7) : RandomKRows(type, n, k, 7);
+        absl::StatusOr<WeightMatrix> w = MakeWeightMatrix(type, wb.data(), n, k);
+        ASSERT_TRUE(w.ok()) << w.status();
+        for (float bad :
+             {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+          std::vector<float> x = testing::RandomVec(m * k, 41, -2, 2), y(m * n, 0.0f);
+          x[5 * k + 300] = bad;  // row 5
+          ASSERT_TRUE(WeightGemm(TensorView::Contiguous(x.data(), DType::kF32, {m, k}), *w,
+                                 TensorView::Contiguous(y.data(), DType::kF32, {m, n}), 0.0f)
+                          .ok());
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t j = 0; j < n; ++j) {
+              if (i == 5) {
+                ASSERT_TRUE(std::isnan(y[i * n + j]))
+                    << int(type) << " " << IsaName(isa) << " at " << i << "," << j;
+              } else {
+                ASSERT_TRUE(std::isfinite(y[i * n + j]))
+                    << int(type) << " " << IsaName(isa) << " at " << i << "," << j;
+              }
+            }
           }
         }
       }
     }
-  }
+  if (checked == 0) GTEST_SKIP() << "no int8 prefill panels here";
 }
 
-// The panels' int16 steps at their limits (q8_panel_avx2.cc): every
+// The panels' int16 steps at their limits (q8_panel_maddubs.inc): every
 // activation code at +-127 (x all +-1.5) against weight rows whose codes are
 // all at one end of their range (q8_0 -128 or 127, the sign trick's worst
 // pair 2 x 128 x 127; q6_K and q5_0 at both ends, biased to 63 / 31 and to
 // 0), so a saturating pair or a wrong bias shows as an error of ~1%. On every
-// ISA (the AVX2 panels under the AVX2 cap), against the dequantized weights
+// ISA and feature setting (the AVX2 panels under the AVX2 cap, the
+// AVX-512BW ones with VNNI hidden), against the dequantized weights
 // times the naively quantized x.
 TEST(Int8Panels, ExtremeCodesAndActivationsStayExact) {
   struct Restore {
@@ -480,7 +494,7 @@ class Block32GemmTest : public ::testing::TestWithParam<GgmlType> {};
 
 // Rows of q4_0 / q4_1 / q5_0 / q5_1: decode rows on every ISA (scalar,
 // AVX2, AVX-512 VNNI tiles) and prefill rows on AMX or the panels (AVX-512
-// VNNI, AVX2): int8 products with
+// VNNI, AVX-512BW, AVX2): int8 products with
 // q8_0 activations (the mins term from d_x * sum(q_x)) vs the dequantized
 // weights (ggml's to_float) times the naively quantized x. k = 544: an odd
 // number of blocks; n = 300 / 280: partial last tiles and panels; x and y

@@ -90,17 +90,18 @@ TEST_P(WeightGemmTest, MatchesDequantizeThenNaiveMatmul) {
   std::vector<float> wd(n * k);
   ASSERT_TRUE(DequantizeRows(*w, 0, n, wd.data()).ok());
   struct PanelsOn {
-    ~PanelsOn() { SetVnniPanelsEnabled(true), SetVnniEnabled(true); }
+    ~PanelsOn() { SetVnniPanelsEnabled(true), SetVnniEnabled(true), SetAmxEnabled(true); }
   } restore;
-  // Panels on (int8 prefill rows where the CPU has them: AMX, AVX-512 VNNI,
-  // AVX2) and off (prefill rows dequantize, then sgemm; AMX stays on where
-  // the CPU has it).
-  // VNNI off: the AVX-512BW panels of a CPU without it.
+  // Settings: 0 the panels on (int8 prefill rows where the CPU has them:
+  // AMX, AVX-512 VNNI, AVX2); 1 off (prefill rows dequantize, then sgemm;
+  // AMX stays on where the CPU has it); 2 AMX and VNNI hidden (the
+  // AVX-512BW panels of a CPU without VNNI).
   for (int setting = 0; setting < 3; ++setting)
     for (Isa isa : Isas()) {
       const bool panels = setting != 1;
       SetVnniPanelsEnabled(panels);
       SetVnniEnabled(setting != 2);
+      SetAmxEnabled(setting != 2);
       IsaScope scope(isa);
       for (int64_t m : {1, 3, 8, 9, 64}) {
         for (float beta : {0.0f, 1.0f}) {
