@@ -117,6 +117,13 @@ std::vector<Features> FeatureSettings() {
   if (VnniDetected()) f.push_back({false, false});
   return f;
 }
+// RowCounts: decode row counts, and prefill ones where AMX or the panels
+// run them (row tails 1, 2, 3).
+std::vector<int64_t> RowCounts() {
+  std::vector<int64_t> ms = {1, 3, 4, 5, 8};
+  if (Int8PrefillActive()) ms.insert(ms.end(), {9, 34, 103});
+  return ms;
+}
 struct FeatureScope {
   explicit FeatureScope(Features f) { SetAmxEnabled(f.amx), SetVnniEnabled(f.vnni); }
   ~FeatureScope() { SetAmxEnabled(true), SetVnniEnabled(true); }
@@ -302,10 +309,7 @@ TEST_P(QKGemmTest, DecodeRowsMatchTheNaiveInt8Reference) {
     for (Isa isa : Isas()) {
       FeatureScope feature_scope(f);
       IsaScope scope(isa);
-      std::vector<int64_t> ms = {1, 3, 4, 5, 8};
-      if (Int8PrefillActive())
-        ms.insert(ms.end(), {9, 34, 103});  // AMX or panels (row tails 1, 2, 3)
-      for (int64_t m : ms) {
+      for (int64_t m : RowCounts()) {
         for (float beta : {0.0f, 1.0f}) {
           std::vector<float> x = testing::RandomVec(m * k, 23 + m, -2, 2);
           for (int t = 256; t < 512; ++t) x[t] = 0;  // row 0, block 1: all zero
@@ -544,10 +548,7 @@ TEST_P(Block32GemmTest, RowsMatchTheNaiveInt8Reference) {
       for (Isa isa : Isas()) {
         FeatureScope feature_scope(f);
         IsaScope scope(isa);
-        std::vector<int64_t> ms = {1, 3, 4, 5, 8};
-        if (Int8PrefillActive())
-          ms.insert(ms.end(), {9, 34, 103});  // AMX or panels (row tails 1, 2, 3)
-        for (int64_t m : ms) {
+        for (int64_t m : RowCounts()) {
           CheckBlock32(type, n, m, *w, wd,
                        absl::StrCat(IsaName(isa), " amx ", f.amx, " vnni ", f.vnni));
           if (HasFatalFailure()) return;
