@@ -220,10 +220,25 @@ absl::StatusOr<PrefillBenchResult> RunPrefillOn(const PrefillBenchOptions& o,
   return res;
 }
 
+namespace {
+
+// Int8PrefillName: what multiplies quantized weights by more than 8 rows here.
+const char* Int8PrefillName() {
+  if (kernels::AmxActive()) return "AMX tiles";
+  if (kernels::VnniPanelsActive()) return "AVX-512 VNNI panels";
+  if (kernels::BwPanelsActive()) return "AVX-512BW panels";
+  if (kernels::Avx2PanelsActive()) return "AVX2 panels";
+  return "dequantize + sgemm";
+}
+
+}  // namespace
+
 void PrintPrefillBench(const PrefillBenchResult& r, std::ostream& out) {
-  out << absl::StrFormat("model: %s\nfingerprint: %s\nthreads: %d\nsgemm ceiling: %.1f GFLOP/s "
-                         "(OpenBLAS core %s)\n",
-                         r.model, r.fingerprint, r.threads, r.sgemm_gflops, kernels::BlasCoreName());
+  out << absl::StrFormat(
+      "model: %s\nfingerprint: %s\nthreads: %d\nsgemm ceiling: %.1f GFLOP/s "
+      "(OpenBLAS core %s)\nkernels: %s, quantized prefill rows on %s\n",
+      r.model, r.fingerprint, r.threads, r.sgemm_gflops, kernels::BlasCoreName(),
+      kernels::IsaName(kernels::ActiveIsa()), Int8PrefillName());
   out << absl::StrFormat("%8s %10s %10s %12s %10s %10s %10s %9s\n", "tokens", "best_ms",
                          "median_ms", "tokens/s", "GFLOP", "GFLOP/s", "bound_ms", "fraction");
   for (const auto& x : r.rows) {
