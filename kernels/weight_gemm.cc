@@ -143,6 +143,12 @@ PrefillPath Int8Prefill(int64_t m) {
   return Avx2PanelsActive() ? PrefillPath::kAvx2 : PrefillPath::kNone;
 }
 
+// Panels: the kernels of a path without AMX (kVnni, kBw or kAvx2).
+const internal::PanelKernels& Panels(PrefillPath path) {
+  if (path == PrefillPath::kVnni) return internal::kVnniPanels;
+  return path == PrefillPath::kBw ? internal::kBwPanels : internal::kAvx2Panels;
+}
+
 // GemmQ8: weights in blocks of 32 (internal::Block32: q8_0, q4_0, q4_1,
 // q5_0, q5_1): x quantized to q8_0 blocks once (internal/q8.h, llama.cpp's
 // rule), then int8 products: packed panels of 32 weight rows (AMX tiles, or
@@ -165,15 +171,9 @@ absl::Status GemmQ8(TensorView x, const WeightMatrix& w, TensorView y, float bet
     Int8Panels(w, internal::AmxPackBytes(k), amx, 32, [&](int64_t j0, int64_t n, uint8_t* pack) {
       if (amx) {
         internal::Q8PanelAmx(acts, w.type, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta, pack);
-      } else if (path == PrefillPath::kVnni) {
-        internal::Q8PanelVnni(acts, zp.data(), w.type, w.row(j0), w.row_bytes, n, yd + j0, ldy,
-                              beta, pack);
-      } else if (path == PrefillPath::kBw) {
-        internal::Q8PanelBw(acts, zp.data(), w.type, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta,
-                            pack);
       } else {
-        internal::Q8PanelAvx2(acts, zp.data(), w.type, w.row(j0), w.row_bytes, n, yd + j0, ldy,
-                              beta, pack);
+        Panels(path).q8(acts, zp.data(), w.type, w.row(j0), w.row_bytes, n, yd + j0, ldy, beta,
+                        pack);
       }
     });
     return absl::OkStatus();
@@ -200,20 +200,13 @@ void QKPanels(const internal::Q8KActs& acts, const WeightMatrix& w, PrefillPath 
   Int8Panels(w, pack_bytes, amx, q6 ? 16 : 32, [&](int64_t j0, int64_t n, uint8_t* pack) {
     const uint8_t* wr = w.row(j0);
     float* out = yd + j0;
-    switch (path) {
-      case PrefillPath::kAmx:
-        return q6 ? in::Q6KPanelAmx(acts, wr, rb, n, out, ldy, beta, pack)
-                  : in::Q4KPanelAmx(acts, w.type, wr, rb, n, out, ldy, beta, pack);
-      case PrefillPath::kVnni:
-        return q6 ? in::Q6KPanelVnni(acts, z, wr, rb, n, out, ldy, beta, pack)
-                  : in::Q4KPanelVnni(acts, z, w.type, wr, rb, n, out, ldy, beta, pack);
-      case PrefillPath::kBw:
-        return q6 ? in::Q6KPanelBw(acts, z, wr, rb, n, out, ldy, beta, pack)
-                  : in::Q4KPanelBw(acts, z, w.type, wr, rb, n, out, ldy, beta, pack);
-      default:  // kAvx2 (kNone never gets here)
-        return q6 ? in::Q6KPanelAvx2(acts, z, wr, rb, n, out, ldy, beta, pack)
-                  : in::Q4KPanelAvx2(acts, z, w.type, wr, rb, n, out, ldy, beta, pack);
+    if (amx) {
+      return q6 ? in::Q6KPanelAmx(acts, wr, rb, n, out, ldy, beta, pack)
+                : in::Q4KPanelAmx(acts, w.type, wr, rb, n, out, ldy, beta, pack);
     }
+    const in::PanelKernels& p = Panels(path);
+    return q6 ? p.q6k(acts, z, wr, rb, n, out, ldy, beta, pack)
+              : p.q4k(acts, z, w.type, wr, rb, n, out, ldy, beta, pack);
   });
 }
 

@@ -49,33 +49,23 @@ void PackQ6K(const uint8_t* w, uint64_t w_row_bytes, int64_t n, int64_t nb, uint
 // divided by 128 and times the bias, the maddubs panels' biased ones).
 void ZeroPointSums(const int8_t* q, int64_t rows, int64_t k, int step, std::vector<int32_t>* out);
 
-// VNNI panels: the AMX panels' products (q8.h) on AVX-512 VNNI, from the
-// same packed layouts; `zp` is ZeroPointSums of the activations with step
-// 32 (Block32, q4_K, q5_K) or 16 (q6_K). Any a.m_pad.
-void Q8PanelVnni(const Q8Acts& a, const int32_t* zp, GgmlType type, const uint8_t* w,
-                 uint64_t w_row_bytes, int64_t n, float* y, int64_t ldy, float beta, uint8_t* pack);
-void Q4KPanelVnni(const Q8KActs& a, const int32_t* zp, GgmlType type, const uint8_t* w,
-                  uint64_t w_row_bytes, int64_t n, float* y, int64_t ldy, float beta,
-                  uint8_t* pack);
-void Q6KPanelVnni(const Q8KActs& a, const int32_t* zp, const uint8_t* w, uint64_t w_row_bytes,
-                  int64_t n, float* y, int64_t ldy, float beta, uint8_t* pack);
-
-// AVX2 / AVX-512BW panels: the same products from the same layouts and
-// `zp` on vpmaddubsw (exact: see q8_panel_maddubs.inc), for CPUs without
-// VNNI.
-void Q8PanelAvx2(const Q8Acts& a, const int32_t* zp, GgmlType type, const uint8_t* w,
-                 uint64_t w_row_bytes, int64_t n, float* y, int64_t ldy, float beta, uint8_t* pack);
-void Q4KPanelAvx2(const Q8KActs& a, const int32_t* zp, GgmlType type, const uint8_t* w,
-                  uint64_t w_row_bytes, int64_t n, float* y, int64_t ldy, float beta,
-                  uint8_t* pack);
-void Q6KPanelAvx2(const Q8KActs& a, const int32_t* zp, const uint8_t* w, uint64_t w_row_bytes,
-                  int64_t n, float* y, int64_t ldy, float beta, uint8_t* pack);
-void Q8PanelBw(const Q8Acts& a, const int32_t* zp, GgmlType type, const uint8_t* w,
-               uint64_t w_row_bytes, int64_t n, float* y, int64_t ldy, float beta, uint8_t* pack);
-void Q4KPanelBw(const Q8KActs& a, const int32_t* zp, GgmlType type, const uint8_t* w,
-                uint64_t w_row_bytes, int64_t n, float* y, int64_t ldy, float beta, uint8_t* pack);
-void Q6KPanelBw(const Q8KActs& a, const int32_t* zp, const uint8_t* w, uint64_t w_row_bytes,
-                int64_t n, float* y, int64_t ldy, float beta, uint8_t* pack);
+// PanelKernels: the panels without AMX, one set per ISA, each reading the
+// AMX panels' packed layouts (q8.h's products). `zp` is ZeroPointSums of the
+// activations with step 32 (Block32, q4_K, q5_K) or 16 (q6_K). Any a.m_pad.
+struct PanelKernels {
+  void (*q8)(const Q8Acts& a, const int32_t* zp, GgmlType type, const uint8_t* w,
+             uint64_t w_row_bytes, int64_t n, float* y, int64_t ldy, float beta, uint8_t* pack);
+  void (*q4k)(const Q8KActs& a, const int32_t* zp, GgmlType type, const uint8_t* w,
+              uint64_t w_row_bytes, int64_t n, float* y, int64_t ldy, float beta, uint8_t* pack);
+  void (*q6k)(const Q8KActs& a, const int32_t* zp, const uint8_t* w, uint64_t w_row_bytes,
+              int64_t n, float* y, int64_t ldy, float beta, uint8_t* pack);
+};
+// AVX-512 VNNI (q8_panel_vnni.cc), and vpmaddubsw for CPUs without VNNI
+// (exact: see q8_panel_maddubs.inc): AVX-512BW (q8_panel_bw.cc) and AVX2
+// (q8_panel_avx2.cc).
+extern const PanelKernels kVnniPanels;
+extern const PanelKernels kBwPanels;
+extern const PanelKernels kAvx2Panels;
 
 }  // namespace ragkv::kernels::internal
 

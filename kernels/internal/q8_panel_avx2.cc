@@ -44,21 +44,6 @@ struct Ymm {
 
 }  // namespace
 
-void Q8PanelAvx2(const Q8Acts& a, const int32_t* zp, GgmlType type, const uint8_t* w,
-                 uint64_t w_row_bytes, int64_t n, float* y, int64_t ldy, float beta,
-                 uint8_t* pack) {
-  Q8PanelImpl<Ymm>(a, zp, type, w, w_row_bytes, n, y, ldy, beta, pack);
-}
-
-void Q4KPanelAvx2(const Q8KActs& a, const int32_t* zp, GgmlType type, const uint8_t* w,
-                  uint64_t w_row_bytes, int64_t n, float* y, int64_t ldy, float beta,
-                  uint8_t* pack) {
-  Q4KPanelImpl<Ymm>(a, zp, type, w, w_row_bytes, n, y, ldy, beta, pack);
-}
-
-void Q6KPanelAvx2(const Q8KActs& a, const int32_t* zp, const uint8_t* w, uint64_t w_row_bytes,
-                  int64_t n, float* y, int64_t ldy, float beta, uint8_t* pack) {
-  Q6KPanelImpl<Ymm>(a, zp, w, w_row_bytes, n, y, ldy, beta, pack);
-}
+const PanelKernels kAvx2Panels{Q8PanelImpl<Ymm>, Q4KPanelImpl<Ymm>, Q6KPanelImpl<Ymm>};
 
 }  // namespace ragkv::kernels::internal

@@ -44,19 +44,6 @@ struct Zmm {
 
 }  // namespace
 
-void Q8PanelBw(const Q8Acts& a, const int32_t* zp, GgmlType type, const uint8_t* w,
-               uint64_t w_row_bytes, int64_t n, float* y, int64_t ldy, float beta, uint8_t* pack) {
-  Q8PanelImpl<Zmm>(a, zp, type, w, w_row_bytes, n, y, ldy, beta, pack);
-}
-
-void Q4KPanelBw(const Q8KActs& a, const int32_t* zp, GgmlType type, const uint8_t* w,
-                uint64_t w_row_bytes, int64_t n, float* y, int64_t ldy, float beta, uint8_t* pack) {
-  Q4KPanelImpl<Zmm>(a, zp, type, w, w_row_bytes, n, y, ldy, beta, pack);
-}
-
-void Q6KPanelBw(const Q8KActs& a, const int32_t* zp, const uint8_t* w, uint64_t w_row_bytes,
-                int64_t n, float* y, int64_t ldy, float beta, uint8_t* pack) {
-  Q6KPanelImpl<Zmm>(a, zp, w, w_row_bytes, n, y, ldy, beta, pack);
-}
+const PanelKernels kBwPanels{Q8PanelImpl<Zmm>, Q4KPanelImpl<Zmm>, Q6KPanelImpl<Zmm>};
 
 }  // namespace ragkv::kernels::internal

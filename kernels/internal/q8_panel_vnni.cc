@@ -118,8 +118,6 @@ void Panel(int64_t m, const Rows& x, int64_t steps, int64_t group_bytes, const S
   }
 }
 
-}  // namespace
-
 void Q8PanelVnni(const Q8Acts& a, const int32_t* zp, GgmlType type, const uint8_t* w,
                  uint64_t w_row_bytes, int64_t n, float* y, int64_t ldy, float beta, uint8_t* pack) {
   const int64_t nb = a.blocks();
@@ -186,5 +184,9 @@ void Q6KPanelVnni(const Q8KActs& a, const int32_t* zp, const uint8_t* w, uint64_
   const auto none = [](int64_t, int, Acc*) {};
   Panel<16>(a.m, x, nb * 16, 256, at, none, n, y, ldy, beta);
 }
+
+}  // namespace
+
+const PanelKernels kVnniPanels{Q8PanelVnni, Q4KPanelVnni, Q6KPanelVnni};
 
 }  // namespace ragkv::kernels::internal
