@@ -215,25 +215,26 @@ kvstore::ChunkKey NeighbourKeyOf(const kvstore::Fingerprint& fp, const Neighbour
 absl::StatusOr<StoreChunk> EncodeNeighbourRecord(const ChunkKV& chunk,
                                                  const NeighbourContext& context,
                                                  kvstore::Codec codec,
-                                                 kvstore::Compression compression) {
+                                                 kvstore::Compression compression,
+                                                 const kvstore::Fingerprint* key_fp) {
   const int64_t P = static_cast<int64_t>(context.Tokens().size());
   if (P == 0 || chunk.info.first_position != P) {
     return absl::InvalidArgumentError(absl::StrCat(
         "EncodeNeighbourRecord: the rows start at position ", chunk.info.first_position,
         ", the context holds ", P, " tokens (want the chunk computed right after it, P > 0)"));
   }
-  return Encode(chunk, NeighbourKeyOf(chunk.info.fingerprint, context, chunk.tokens),
+  const kvstore::Fingerprint& fp = key_fp != nullptr ? *key_fp : chunk.info.fingerprint;
+  return Encode(chunk, NeighbourKeyOf(fp, context, chunk.tokens),
                 kvstore::RecordContext::kNeighbours, codec, compression);
 }
 
-absl::StatusOr<uint64_t> PrecomputeAndStoreWithNeighbours(const model::Model& model,
-                                                          kvstore::TieredStore* store,
-                                                          const NeighbourContext& context,
-                                                          absl::Span<const int32_t> tokens,
-                                                          kvstore::Codec codec) {
+absl::StatusOr<uint64_t> PrecomputeAndStoreWithNeighbours(
+    const model::Model& model, kvstore::TieredStore* store, const NeighbourContext& context,
+    absl::Span<const int32_t> tokens, kvstore::Codec codec, const kvstore::Fingerprint* key_fp) {
   ASSIGN_OR_RETURN(ChunkKV kv, PrecomputeChunkInContext(model, context.Tokens(), tokens,
                                                         model.config().kv_dtype));
-  ASSIGN_OR_RETURN(StoreChunk enc, EncodeNeighbourRecord(kv, context, codec));
+  ASSIGN_OR_RETURN(StoreChunk enc,
+                   EncodeNeighbourRecord(kv, context, codec, kvstore::Compression::kNone, key_fp));
   const uint64_t bytes = enc.chunk->TotalBytes();
   RETURN_IF_ERROR(store->Put(enc.key, enc.chunk));
   return bytes;

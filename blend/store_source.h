@@ -124,23 +124,26 @@ kvstore::ChunkKey NeighbourKeyOf(const kvstore::Fingerprint& fp, const Neighbour
 
 // EncodeNeighbourRecord: `chunk` (PrecomputeChunkInContext of
 // context.Tokens(), so info.first_position = its length) encoded under
-// NeighbourKeyOf, its header naming the context (RecordContext::kNeighbours)
-// and first_position. InvalidArgument when info.first_position is not the
-// context's length (the rows were not computed in this context).
+// NeighbourKeyOf (of `key_fp` when given: a salted namespace, kvstore::
+// SaltedFingerprint; else the chunk's fingerprint), its header naming the
+// context (RecordContext::kNeighbours) and first_position. InvalidArgument
+// when info.first_position is not the context's length (the rows were not
+// computed in this context).
 absl::StatusOr<StoreChunk> EncodeNeighbourRecord(
     const ChunkKV& chunk, const NeighbourContext& context,
     kvstore::Codec codec = kvstore::Codec::kRaw,
-    kvstore::Compression compression = kvstore::Compression::kNone);
+    kvstore::Compression compression = kvstore::Compression::kNone,
+    const kvstore::Fingerprint* key_fp = nullptr);
 
 // PrecomputeAndStoreWithNeighbours: PrecomputeChunkInContext(model,
 // context.Tokens(), tokens) in the model's KV dtype, EncodeNeighbourRecord,
-// Put. Returns the bytes stored. Errors: those of the three steps (an empty
-// context: InvalidArgument; over the model's context: OutOfRange).
-absl::StatusOr<uint64_t> PrecomputeAndStoreWithNeighbours(const model::Model& model,
-                                                          kvstore::TieredStore* store,
-                                                          const NeighbourContext& context,
-                                                          absl::Span<const int32_t> tokens,
-                                                          kvstore::Codec codec = kvstore::Codec::kRaw);
+// Put (`key_fp` as for EncodeNeighbourRecord). Returns the bytes stored.
+// Errors: those of the three steps (an empty context: InvalidArgument; over
+// the model's context: OutOfRange).
+absl::StatusOr<uint64_t> PrecomputeAndStoreWithNeighbours(
+    const model::Model& model, kvstore::TieredStore* store, const NeighbourContext& context,
+    absl::Span<const int32_t> tokens, kvstore::Codec codec = kvstore::Codec::kRaw,
+    const kvstore::Fingerprint* key_fp = nullptr);
 
 // ThroughCodec: what a reader of the store gets back for `chunk` stored with
 // `codec`: the chunk encoded (EncodeForStore), every layer decoded to f32

@@ -66,6 +66,11 @@ class ServeCommand : public Command {
                     "`ragkv precompute --neighbours k`), the plain record when absent")
         ->check(CLI::Range(0, 16))
         ->capture_default_str();
+    cmd->add_option("--first-position-records", so_.first_position_records,
+                    "serve the prompt's first chunk from its KV computed right after the "
+                    "prompt's exact prefix (exact rows) when stored; store-back writes it when "
+                    "not (needs --store-back)")
+        ->capture_default_str();
     cmd->add_option("--fused-cache-pool", pool_,
                     "memory of finished fused caches kept for the next blend (bytes, K/M/G "
                     "suffix; 0: none)")

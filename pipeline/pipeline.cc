@@ -216,6 +216,12 @@ absl::Status Pipeline::Prepare(const Prompt& prompt, RunState* run) const {
         internal::ResolveSegments(o, traffic, prompt.segments, &run->pieces, &run->ms.fetch));
   }
   run->layout.traffic = traffic;
+  if (o.first_position_records) {
+    size_t first = 0;
+    const std::vector<int32_t> lead = internal::LeadOf(o, run->ro->add_bos, run->pieces, &first);
+    RETURN_IF_ERROR(
+        internal::OpenFirstPosition(o, traffic, lead, first, &run->pieces, &run->ms.fetch));
+  }
   internal::MapSegments(o, run->ro->add_bos, run->pieces, &run->layout);
   run->bo = internal::StrategyOptions(o, *run->ro);
   // kAuto: the loading controller picks r among the tiers that served the
@@ -350,10 +356,20 @@ absl::StatusOr<RequestResult> Pipeline::Finish(RunState* run, blend::BlendResult
   FillResult(*run, *r, &res);
   if (store_back_ != nullptr) {
     for (internal::Miss& m : misses) store_back_->Schedule(m.key, std::move(m.tokens));
+    ScheduleFirstPosition(*run);
     internal::StorePrefixCache(o, PrefixCacheOn() ? store_back_.get() : nullptr, run->layout,
                                run->pieces, r->cache, exact_rows);
   }
   return res;
+}
+
+void Pipeline::ScheduleFirstPosition(const RunState& run) const {
+  if (run.layout.first >= run.pieces.size()) return;
+  const Piece& p = run.pieces[run.layout.first];
+  if (!p.first_position_miss || p.covered || p.released) return;
+  blend::NeighbourContext context;
+  context.lead = run.layout.prefix;
+  store_back_->ScheduleInContext(run.layout.traffic, std::move(context), p.tokens);
 }
 
 void Pipeline::FillResult(const RunState& run, const blend::BlendResult& r,
@@ -370,7 +386,8 @@ void Pipeline::FillResult(const RunState& run, const blend::BlendResult& r,
   res->failed = run.failed;
   for (const internal::Piece& p : run.pieces) {
     const bool neighbour = p.context == kvstore::RecordContext::kNeighbours;
-    res->neighbour_records += neighbour && p.stored && !p.failed;
+    res->neighbour_records += neighbour && p.stored && !p.failed && !p.first_position;
+    res->first_position_records += p.first_position && !p.failed && !p.covered;
     res->neighbour_fallbacks += p.neighbour_fallback || (neighbour && p.failed);
   }
   res->timings = r.timings;

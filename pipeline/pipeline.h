@@ -85,6 +85,16 @@ class Pipeline {
     // RequestResult::neighbour_fallbacks). Needs the retriever. Default 0:
     // plain records only.
     int neighbour_records = 0;
+    // first_position_records: the prompt's first chunk, right after the
+    // prefix (BOS and the leading fresh text: a system prompt, a chat
+    // template's head), is looked up first as its first-position record: its
+    // KV computed right after exactly that prefix (a neighbour-aware record
+    // with the prefix as its lead and no neighbour, keyed under the request's
+    // fingerprint), so its rows are exact. Absent, the plain record is used
+    // and store-back computes the first-position record for the next request
+    // that puts this chunk first after the same prefix. docs/blend.md
+    // "First-position records". Default off.
+    bool first_position_records = false;
   };
 
   // Create: InvalidArgument without a model or blender; errors of the
@@ -136,6 +146,9 @@ class Pipeline {
   absl::StatusOr<blend::BlendResult> BlendOnce(RunState* run) const;
   absl::StatusOr<bool> RecoverFailedLoad(const absl::Status& st, RunState* run) const;
   absl::StatusOr<RequestResult> Finish(RunState* run, blend::BlendResult* r) const;
+  // ScheduleFirstPosition: store-back of the first chunk's first-position
+  // record when it was looked for and missed.
+  void ScheduleFirstPosition(const RunState& run) const;
   void FillResult(const RunState& run, const blend::BlendResult& r, RequestResult* res) const;
   bool PrefixCacheOn() const;
 

@@ -181,6 +181,9 @@ struct RequestResult {
   // such record, or no neighbour found).
   int neighbour_records = 0;
   int neighbour_fallbacks = 0;
+  // Options::first_position_records: 1 when the first chunk was served from
+  // its first-position record (its rows exact), else 0.
+  int first_position_records = 0;
 };
 
 }  // namespace ragkv::pipeline

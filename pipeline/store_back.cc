@@ -1,5 +1,6 @@
 #include "pipeline/store_back.h"
 
+#include <functional>
 #include <utility>
 
 #include "base/log.h"
@@ -21,15 +22,38 @@ absl::StatusOr<std::unique_ptr<StoreBack>> StoreBack::Create(const model::Model*
 StoreBack::~StoreBack() { Stop(); }
 
 void StoreBack::Schedule(const kvstore::ChunkKey& key, std::vector<int32_t> tokens) {
-  if (tokens.empty() || stopping_.load()) return;
+  if (tokens.empty()) return;
+  Submit(
+      key,
+      [this, key, t = std::move(tokens)] {
+        return blend::PrecomputeAndStore(*model_, store_, t, codec_, &key);
+      },
+      "ragkv_kv_stored_back_chunks_total");
+}
+
+void StoreBack::ScheduleInContext(const kvstore::Fingerprint& fp, blend::NeighbourContext context,
+                                  std::vector<int32_t> tokens) {
+  if (tokens.empty() || (context.lead.empty() && context.neighbours.empty())) return;
+  const kvstore::ChunkKey key = blend::NeighbourKeyOf(fp, context, tokens);
+  Submit(
+      key,
+      [this, fp, c = std::move(context), t = std::move(tokens)] {
+        return blend::PrecomputeAndStoreWithNeighbours(*model_, store_, c, t, codec_, &fp);
+      },
+      "ragkv_kv_stored_back_in_context_total");
+}
+
+void StoreBack::Submit(const kvstore::ChunkKey& key, std::function<absl::StatusOr<uint64_t>()> put,
+                       const char* counter) {
+  if (stopping_.load()) return;
   {
     MutexLock lock(&mu_);
     if (!in_flight_.insert(key).second) return;
   }
   absl::Status s = executor_->TrySubmit(
-      [this, key, t = std::move(tokens), rid = CurrentRequestId()]() mutable {
+      [this, key, p = std::move(put), counter, rid = CurrentRequestId()]() mutable {
         ScopedRequestId scoped(rid);  // the request whose miss this is
-        Run(key, t);
+        Run(key, p, counter);
       });
   if (!s.ok()) {  // queue full or stopping: the next miss tries again
     metrics_->Add("ragkv_kv_store_back_skipped_total", "");
@@ -38,17 +62,18 @@ void StoreBack::Schedule(const kvstore::ChunkKey& key, std::vector<int32_t> toke
   }
 }
 
-void StoreBack::Run(const kvstore::ChunkKey& key, const std::vector<int32_t>& tokens) {
-  // Nothing to do when stopping, or when the chunk was stored meanwhile
+void StoreBack::Run(const kvstore::ChunkKey& key,
+                    const std::function<absl::StatusOr<uint64_t>()>& put, const char* counter) {
+  // Nothing to do when stopping, or when the record was stored meanwhile
   // (precompute, an earlier miss): the lookup runs here, off the request.
   if (!stopping_.load() && !store_->Contains(key)) {
-    absl::StatusOr<uint64_t> bytes = blend::PrecomputeAndStore(*model_, store_, tokens, codec_, &key);
+    absl::StatusOr<uint64_t> bytes = put();
     if (bytes.ok()) {
-      metrics_->Add("ragkv_kv_stored_back_chunks_total", "");
+      metrics_->Add(counter, "");
       metrics_->Add("ragkv_kv_stored_back_bytes_total", "", static_cast<double>(*bytes));
     } else {
       metrics_->Add("ragkv_kv_store_back_errors_total", "");
-      RAGKV_LOG(WARNING) << "store-back of chunk " << key.ToHex() << ": " << bytes.status();
+      RAGKV_LOG(WARNING) << "store-back of record " << key.ToHex() << ": " << bytes.status();
     }
   }
   MutexLock lock(&mu_);

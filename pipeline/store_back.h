@@ -17,16 +17,17 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
-#include "base/sync.h"
-#include "kvstore/chunk_key.h"
-#include "blend/store_source.h"
-#include "kvstore/kv_chunk.h"
 #include "base/executor.h"
+#include "base/sync.h"
+#include "blend/store_source.h"
+#include "kvstore/chunk_key.h"
+#include "kvstore/kv_chunk.h"
 #include "pipeline/metric_sink.h"
 
 namespace ragkv::model {
@@ -58,6 +59,12 @@ class StoreBack {
   // under `key` (its content key under the model's or a salted
   // fingerprint) unless it is queued already. Never blocks on the store.
   void Schedule(const kvstore::ChunkKey& key, std::vector<int32_t> tokens);
+  // ScheduleInContext: stores the record of the chunk `tokens` computed
+  // right after `context` (blend::PrecomputeAndStoreWithNeighbours, keyed by
+  // blend::NeighbourKeyOf under `fp`) unless it is queued already: a
+  // first-position record (pipeline.h Options::first_position_records).
+  void ScheduleInContext(const kvstore::Fingerprint& fp, blend::NeighbourContext context,
+                         std::vector<int32_t> tokens);
   // SchedulePut: stores `records` (prefix blocks: pipeline/internal/
   // prefix_cache.h) the store does not hold yet, in one task; skipped
   // (counted) when the queue is full. Never blocks on the store.
@@ -73,7 +80,12 @@ class StoreBack {
   StoreBack(const model::Model* model, kvstore::TieredStore* store, MetricSink* metrics,
             kvstore::Codec codec)
       : model_(model), store_(store), metrics_(metrics), codec_(codec) {}
-  void Run(const kvstore::ChunkKey& key, const std::vector<int32_t>& tokens);
+  // Submit: `put` on the executor unless `key` is in flight; Run: it, when
+  // the store does not hold `key` yet, counted in `counter`.
+  void Submit(const kvstore::ChunkKey& key, std::function<absl::StatusOr<uint64_t>()> put,
+              const char* counter);
+  void Run(const kvstore::ChunkKey& key, const std::function<absl::StatusOr<uint64_t>()>& put,
+           const char* counter);
 
   const model::Model* model_;
   kvstore::TieredStore* store_;

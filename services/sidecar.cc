@@ -335,6 +335,7 @@ absl::Status InitPipeline(Sidecar::Impl* impl) {
   po.prefix_cache.block_tokens = o.prefix_block_tokens;
   po.prefix_cache.max_tokens = o.prefix_cache_max_tokens;
   po.neighbour_records = o.neighbour_records;
+  po.first_position_records = o.first_position_records;
   ASSIGN_OR_RETURN(impl->pipeline, pipeline::Pipeline::Create(std::move(po)));
   impl->ctx.pipeline = impl->pipeline.get();
   return absl::OkStatus();
@@ -575,6 +576,10 @@ std::string Sidecar::MetricsText() const { return impl_->metrics.Render(); }
 
 const model::Model* Sidecar::model() const {
   return impl_->backends != nullptr ? impl_->backends->model.get() : nullptr;
+}
+
+void Sidecar::DrainStoreBack() const {
+  if (impl_->pipeline != nullptr) impl_->pipeline->DrainStoreBack();
 }
 
 int Sidecar::metrics_port() const {

@@ -101,6 +101,11 @@ struct SidecarOptions {
   // k > 0 serves a catalogue chunk's record computed after its k nearest
   // chunks when stored (`ragkv precompute --neighbours k`). Default 0: off.
   int neighbour_records = 0;
+  // First-position records (pipeline::Pipeline::Options::
+  // first_position_records): the prompt's first chunk is served from its
+  // KV computed right after the prompt's exact prefix when stored, and
+  // store-back writes that record when it is not. Default off.
+  bool first_position_records = false;
   // fused_cache_pool_bytes: memory of finished fused caches kept for the
   // next blend (model/kv_cache_pool.h): a fresh 100 MB cache costs ~240 ms
   // of page faults on a VM. 0 = every blend allocates. Default 1 GiB.
@@ -176,6 +181,9 @@ class Sidecar {
   // lives. An engine front end in this process reads its fingerprint and
   // config here rather than loading the file a second time.
   const model::Model* model() const;
+  // DrainStoreBack: waits until the store-back work queued so far is done
+  // (benchmarks and tests; a no-op without a blend service or store-back).
+  void DrainStoreBack() const;
 
   // Shutdown: see the file comment. Idempotent.
   void Shutdown(absl::Duration grace = absl::Seconds(10));

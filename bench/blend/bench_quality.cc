@@ -296,7 +296,10 @@ void PrintHeader(const QualityBenchOptions& o, double secs, const CorpusPrompts*
       "continuation=%d, kv=%s, chunks precomputed %s, selector=%s, %.1f s\n",
       o.model_path, o.prompts, o.seed, o.chunks, o.chunk_tokens_min, o.chunk_tokens_max,
       o.query_tokens, o.continuation_tokens, kernels::DTypeName(o.kv_dtype),
-      o.condition_on_prefix ? "after the prefix" : "alone", SelectorName(o.blend.selector), secs);
+      o.condition_on_prefix ? "after the prefix"
+      : o.first_position    ? "alone, the first after the prefix"
+                            : "alone",
+      SelectorName(o.blend.selector), secs);
 }
 
 // Pass: every strategy of `strats` (and full prefill) over the same prompts.

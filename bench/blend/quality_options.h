@@ -32,6 +32,10 @@ struct QualityBenchOptions {
   // Precompute each chunk after the system prefix (PrecomputeChunkAfter)
   // instead of alone at position 0.
   bool condition_on_prefix = false;
+  // The first chunk's record computed right after the prompt's prefix
+  // (PrecomputeChunkInContext; what `ragkv serve --first-position-records`
+  // serves once stored), the others alone (`--first-position`).
+  bool first_position = false;
   // KV dtype of the cached chunks (f32 isolates the algorithm's error).
   kernels::DType kv_dtype = kernels::DType::kF32;
   // Template for every CacheBlend strategy (deviation, gradual schedule...);

@@ -79,9 +79,14 @@ absl::Status Precompute(const model::Model& m, const QualityBenchOptions& o, Pro
   p->kv.push_back(std::make_unique<ChunkKV>(std::move(pk)));
   for (const auto& c : p->chunks) {
     const auto t0 = Clock::now();
-    ASSIGN_OR_RETURN(ChunkKV ck, o.condition_on_prefix
-                                     ? PrecomputeChunkAfter(m, p->prefix, c, m.config().kv_dtype)
-                                     : PrecomputeChunk(m, c));
+    // --first-position: the first chunk's record computed right after the
+    // prompt's prefix (its rows exact: pipeline.h first_position_records).
+    const bool first = o.first_position && !p->prefix.empty() && &c == &p->chunks[0];
+    ASSIGN_OR_RETURN(ChunkKV ck,
+                     first ? PrecomputeChunkInContext(m, p->prefix, c, m.config().kv_dtype)
+                     : o.condition_on_prefix
+                         ? PrecomputeChunkAfter(m, p->prefix, c, m.config().kv_dtype)
+                         : PrecomputeChunk(m, c));
     if (cost != nullptr) {
       (*cost)[0].seconds += SecondsSince(t0);
       ASSIGN_OR_RETURN(StoreChunk enc, EncodeForStore(ck));

@@ -202,6 +202,9 @@ class BenchQualityCommand : public Command {
                     "--chunk-tokens-max: bench engine's default prompts)")
         ->check(CLI::IsMember({"cut", "chunker"}))
         ->capture_default_str();
+    cmd->add_flag("--first-position", o_.first_position,
+                  "the first chunk's record computed right after the prompt's prefix (what "
+                  "`ragkv serve --first-position-records` serves), the others alone");
     cmd->add_option("--neighbours", o_.neighbours,
                     "musique: also neighbour-aware records after each chunk's k nearest "
                     "passages, per k (e.g. 1,2; docs/kv_format.md)")

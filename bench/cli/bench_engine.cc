@@ -64,6 +64,10 @@ class BenchEngineCommand : public Command {
                     "adaptive CacheBlend strategies by the budget rule: the mean ratio each "
                     "spends over its prompts")
         ->delimiter(',');
+    cmd->add_flag("--first-position-records", o_.first_position_records,
+                  "serve each prompt's first chunk from its first-position record (its KV "
+                  "computed right after the prompt's prefix), written by store-back in a warm "
+                  "pass before the recorded rounds");
     cmd->add_option("--adaptive-max", o_.adaptive_max, "the adaptive strategies' ratio cap")
         ->capture_default_str();
     cmd->add_option("--sidecar-query", o_.sidecar_query,

@@ -100,6 +100,12 @@ struct EngineBenchOptions {
   int threads = 2;   // llama.cpp threads and ragkv kernel threads
   int repeats = 1;   // rounds over the prompts
   std::vector<std::string> tiers = {"ram"};  // the sidecar's KV tiers
+  // first_position_records: the sidecar serves each prompt's first chunk
+  // from its first-position record (pipeline.h Options::
+  // first_position_records); before the recorded rounds a warm pass sends
+  // every prompt once (full reuse) and waits for store-back to write them,
+  // the state of a server where each document has led a prompt before.
+  bool first_position_records = false;
   std::string out_dir;      // samples.csv, summary.json, ttft.png; empty: none
   std::string scratch_dir;  // empty: a fresh /tmp dir, removed afterwards
   uint64_t seed = 1;

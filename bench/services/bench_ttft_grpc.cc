@@ -42,6 +42,10 @@ absl::StatusOr<std::unique_ptr<GrpcTtftPath>> GrpcTtftPath::Start(const GrpcTtft
   so.kv_tiers = o.kv_tiers.empty() ? std::vector<std::string>{"ram"} : o.kv_tiers;
   so.redis_url = o.redis_url;
   so.store_back = false;  // the bench stores every chunk itself; no background prefills while timed
+  if (o.first_position_records) {  // written by store-back in a warm pass, drained before timing
+    so.first_position_records = true;
+    so.store_back = true;
+  }
   auto impl = std::make_unique<Impl>();
   impl->data_dir = o.data_dir;
   ASSIGN_OR_RETURN(impl->sidecar, Sidecar::Start(so));
@@ -53,6 +57,8 @@ absl::StatusOr<std::unique_ptr<GrpcTtftPath>> GrpcTtftPath::Start(const GrpcTtft
   RETURN_IF_ERROR(impl->client->HealthCheck());
   return std::unique_ptr<GrpcTtftPath>(new GrpcTtftPath(std::move(impl)));
 }
+
+void GrpcTtftPath::DrainStoreBack() const { impl_->sidecar->DrainStoreBack(); }
 
 std::string GrpcTtftPath::address() const { return impl_->sidecar->address(); }
 

@@ -41,6 +41,9 @@ struct GrpcTtftOptions {
   // {"ram"}. "redis" needs redis_url.
   std::vector<std::string> kv_tiers;
   std::string redis_url;
+  // first_position_records: SidecarOptions::first_position_records, with
+  // store-back on to write them (DrainStoreBack waits for it).
+  bool first_position_records = false;
 };
 
 // CatalogueChunk: one ingested chunk as the sidecar's catalogue holds it.
@@ -91,6 +94,8 @@ class GrpcTtftPath {
   absl::StatusOr<GrpcOutcome> Generate(const std::vector<uint64_t>& chunk_ids,
                                        const std::vector<int32_t>& query, blend::Strategy strategy,
                                        double ratio, bool auto_ratio = false);
+  // DrainStoreBack: waits for the sidecar's store-back (Sidecar::DrainStoreBack).
+  void DrainStoreBack() const;
   // data_dir: the sidecar's data directory (its SSD tier under kv/).
   const std::string& data_dir() const;
   // client: a connector client of the sidecar (owned by the path).

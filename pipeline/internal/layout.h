@@ -33,6 +33,11 @@ struct Piece {
   kvstore::RecordContext context = kvstore::RecordContext::kChunkLocal;
   kvstore::ChunkKey record_key;
   bool neighbour_fallback = false;
+  // first_position: `source` reads the chunk's first-position record
+  // (context kNeighbours, record_key its key); first_position_miss: one was
+  // looked for and not found (store-back computes it).
+  bool first_position = false;
+  bool first_position_miss = false;
   int64_t chunk_begin = 0;  // the chunk's first row in this piece (raw prompts)
   std::unique_ptr<blend::KvSource> source;  // null: computed fresh
   blend::StoreKvSource* store = nullptr;    // the store stream under source

@@ -182,6 +182,45 @@ absl::Status OpenMatch(const Pipeline::Options& o, const retrieval::ChunkMatch& 
 
 }  // namespace
 
+absl::Status OpenFirstPosition(const Pipeline::Options& o, const kvstore::Fingerprint& traffic,
+                               const std::vector<int32_t>& lead, size_t first,
+                               std::vector<Piece>* pieces, double* fetch_ms) {
+  if (!o.first_position_records || o.store == nullptr || lead.empty() ||
+      first + 1 >= pieces->size()) {
+    return absl::OkStatus();
+  }
+  Piece& p = (*pieces)[first];
+  if (!p.is_chunk || !p.whole.empty() || p.chunk_begin != 0) return absl::OkStatus();
+  blend::NeighbourContext context;
+  context.lead = lead;
+  const kvstore::ChunkKey key = blend::NeighbourKeyOf(traffic, context, p.tokens);
+  const auto t0 = Clock::now();
+  absl::StatusOr<std::unique_ptr<blend::StoreKvSource>> s = blend::StoreKvSource::Open(
+      o.store, key, o.model->fingerprint(), 2, kvstore::RecordContext::kNeighbours);
+  *fetch_ms += MsSince(t0);
+  if (!s.ok()) {
+    RAGKV_LOG(WARNING) << "first-position record " << key.ToHex() << ": " << s.status()
+                       << "; using the plain record";
+    if (!absl::IsUnavailable(s.status()) && !absl::IsDeadlineExceeded(s.status())) {
+      if (absl::Status d = o.store->Delete(key); !d.ok()) {
+        RAGKV_LOG(WARNING) << "deleting first-position record " << key.ToHex() << ": " << d;
+      }
+    }
+  }
+  if (!s.ok() || *s == nullptr) {
+    p.first_position_miss = true;
+    return absl::OkStatus();
+  }
+  p.store = s->get();
+  p.source = std::move(*s);
+  p.stored = true;
+  p.context = kvstore::RecordContext::kNeighbours;
+  p.record_key = key;
+  p.first_position = true;
+  p.neighbour_fallback = false;
+  return absl::OkStatus();
+}
+
 absl::Status ReopenAll(const Pipeline::Options& o, std::vector<Piece>* pieces, double* fetch_ms) {
   for (Piece& p : *pieces) {
     p.source.reset();

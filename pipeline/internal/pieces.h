@@ -30,6 +30,18 @@ absl::Status ResolveSegments(const Pipeline::Options& o, const kvstore::Fingerpr
 absl::Status ResolveRaw(const Pipeline::Options& o, const kvstore::Fingerprint& traffic,
                         const Prompt& prompt, std::vector<Piece>* pieces, double* fetch_ms);
 
+// OpenFirstPosition: with Options::first_position_records, the first-
+// position record of (*pieces)[first] (a whole chunk right after `lead`, a
+// non-empty prefix) becomes its source when the store holds one: the
+// chunk's KV computed right after exactly `lead`, keyed by
+// blend::NeighbourKeyOf(traffic, {lead}, tokens). Otherwise the piece keeps
+// what it had and is marked first_position_miss. A record that cannot be
+// opened is a miss too (deleted unless the tier is unavailable), never the
+// request's error.
+absl::Status OpenFirstPosition(const Pipeline::Options& o, const kvstore::Fingerprint& traffic,
+                               const std::vector<int32_t>& lead, size_t first,
+                               std::vector<Piece>* pieces, double* fetch_ms);
+
 // ReopenAll: every piece's stored record opened again, but the failed ones
 // (the streams were consumed by a blend that failed on one load); a miss
 // leaves a piece fresh.

@@ -15,16 +15,25 @@
 
 namespace ragkv::pipeline::internal {
 
+std::vector<int32_t> LeadOf(const Pipeline::Options& o, bool add_bos,
+                            const std::vector<Piece>& pieces, size_t* first) {
+  std::vector<int32_t> lead;
+  const model::Tokenizer* tok = o.tokenizer;
+  if (add_bos && tok != nullptr && tok->add_bos()) lead.push_back(tok->bos_id());
+  size_t i = 0;
+  while (i + 1 < pieces.size() && !pieces[i].is_chunk) {
+    lead.insert(lead.end(), pieces[i].tokens.begin(), pieces[i].tokens.end());
+    ++i;
+  }
+  *first = i;
+  return lead;
+}
+
 void MapSegments(const Pipeline::Options& o, bool add_bos, const std::vector<Piece>& pieces,
                  BlendLayout* out) {
-  std::vector<int32_t>& prefix = out->prefix;
-  const model::Tokenizer* tok = o.tokenizer;
-  if (add_bos && tok != nullptr && tok->add_bos()) prefix.push_back(tok->bos_id());
   size_t first = 0;
-  while (first + 1 < pieces.size() && !pieces[first].is_chunk) {
-    prefix.insert(prefix.end(), pieces[first].tokens.begin(), pieces[first].tokens.end());
-    ++first;
-  }
+  out->prefix = LeadOf(o, add_bos, pieces, &first);
+  const std::vector<int32_t>& prefix = out->prefix;
   out->first = first;
   BuildSegs(pieces, out);
   uint32_t pos = 0;

@@ -15,6 +15,11 @@
 
 namespace ragkv::pipeline::internal {
 
+// LeadOf: the prompt's prefix (the optional BOS, then the leading fresh
+// pieces, never the last piece) and the index of the first piece after it.
+std::vector<int32_t> LeadOf(const Pipeline::Options& o, bool add_bos,
+                            const std::vector<Piece>& pieces, size_t* first);
+
 // MapSegments: fills *out from the resolved pieces: leading fresh pieces
 // (after an optional BOS) -> one prefix; chunks and fresh pieces between
 // them -> chunks (fresh = a miss); the last -> the query; the spans.
