@@ -389,6 +389,11 @@ void Pipeline::FillResult(const RunState& run, const blend::BlendResult& r,
     res->neighbour_records += neighbour && p.stored && !p.failed && !p.first_position;
     res->first_position_records += p.first_position && !p.failed && !p.covered;
     res->neighbour_fallbacks += p.neighbour_fallback || (neighbour && p.failed);
+    if (p.first_position || p.first_position_miss) {
+      const bool hit = p.first_position && !p.failed && !p.covered;
+      options_.metrics->Add("ragkv_first_position_records_total",
+                            hit ? "result=\"hit\"" : "result=\"miss\"");
+    }
   }
   res->timings = r.timings;
   res->ms = run.ms;

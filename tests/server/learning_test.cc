@@ -74,6 +74,31 @@ TEST_F(LearningTest, PastedPassagesAreLearnedFromTraffic) {
   EXPECT_TRUE(r[1]["ragkv"]["fallback"].is_null()) << r[1];
 }
 
+// --first-position-records: the first document of a chat (right after the
+// chat template's head) is served from its KV computed right after that
+// head once store-back has written it; a server without the flag never
+// looks one up. ragkv.mode cacheblend: no slot's kept cells serve it.
+TEST_F(LearningTest, TheFirstDocumentIsServedFromItsFirstPositionRecord) {
+  const json body = {{"messages", {{{"role", "user"}, {"content", "Who was it about?"}}}},
+                     {"documents", {{{"text", kT1}}, {{"text", kT2}}}},
+                     {"ragkv", {{"mode", "cacheblend"}}},
+                     {"temperature", 0},
+                     {"max_tokens", 4}};
+  const std::string hit = "ragkv_first_position_records_total{result=\"hit\"}";
+  pid_t pid = -1;
+  std::string url;
+  ASSERT_NO_FATAL_FAILURE(SpawnWith("--first-position-records", "true", "first-data", &pid, &url));
+  const json on =
+      Node("until_metric", {{"body", body}, {"metric", hit}, {"min", 1}, {"tries", 40}}, url);
+  Stop(pid);
+  EXPECT_GE(on["value"].get<double>(), 1) << on;
+  EXPECT_GE(on["tries"].get<int>(), 2) << on;  // the first request missed
+  EXPECT_EQ(on["last"]["finish_reason"], "length") << on;
+  const json off =
+      Node("until_metric", {{"body", body}, {"metric", hit}, {"min", 1}, {"tries", 3}});
+  EXPECT_EQ(off["value"].get<double>(), 0) << off;
+}
+
 // A salted tenant's passages are its own: another salt (or none) pasting
 // the same text reuses nothing, the same salt reuses them.
 TEST_F(LearningTest, CacheSaltKeepsATenantsKvToItself) {

@@ -177,6 +177,21 @@ const cases = {
     }
     return out;
   },
+  // until_metric: input.body again and again (at most input.tries, 100 ms
+  // apart) until the /metrics line that starts with input.metric reaches
+  // input.min (store-back lands after a response); the last response, the
+  // tries and the value (0: no such line).
+  until_metric: async () => {
+    let last, value = 0, tries = 0;
+    do {
+      if (tries) await new Promise((r) => setTimeout(r, 100));
+      last = await chat(input.body);
+      const text = await (await fetch(base + "/metrics")).text();
+      const line = text.split("\n").find((l) => l.startsWith(input.metric));
+      value = line ? Number(line.split(" ").pop()) : 0;
+    } while (++tries < input.tries && value < input.min);
+    return { last, tries, value };
+  },
   // deadline: a request past --request-timeout, whole and streamed; then one
   // that fits.
   deadline: async () => {
