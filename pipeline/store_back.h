@@ -9,6 +9,7 @@
 // one task per chunk, skipped when the chunk is queued already, found in
 // the store when its task runs, or when the queue is full; counted in
 // /metrics (ragkv_kv_stored_back_{chunks,bytes}_total,
+// ragkv_kv_stored_back_in_context_total for first-position records,
 // ragkv_kv_store_back_skipped_total, ragkv_kv_store_back_errors_total).
 // Thread safety: Schedule is thread-safe; Stop / the destructor drop the
 // queued work and wait for the task running.
