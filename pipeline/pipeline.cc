@@ -387,12 +387,17 @@ void Pipeline::FillResult(const RunState& run, const blend::BlendResult& r,
   for (const internal::Piece& p : run.pieces) {
     const bool neighbour = p.context == kvstore::RecordContext::kNeighbours;
     res->neighbour_records += neighbour && p.stored && !p.failed && !p.first_position;
-    res->first_position_records += p.first_position && !p.failed && !p.covered;
-    res->neighbour_fallbacks += p.neighbour_fallback || (neighbour && p.failed);
+    // A first-position record found but not read (the strategy released
+    // it, the exact prefix covered it, its load failed) is "unused".
+    const bool served = p.first_position && !p.failed && !p.covered && !p.released;
+    res->first_position_records += served;
+    res->neighbour_fallbacks +=
+        p.neighbour_fallback || (neighbour && p.failed && !p.first_position);
     if (p.first_position || p.first_position_miss) {
-      const bool hit = p.first_position && !p.failed && !p.covered;
-      options_.metrics->Add("ragkv_first_position_records_total",
-                            hit ? "result=\"hit\"" : "result=\"miss\"");
+      options_.metrics->Add("ragkv_first_position_records_total", served ? "result=\"hit\""
+                                                                  : p.first_position
+                                                                      ? "result=\"unused\""
+                                                                      : "result=\"miss\"");
     }
   }
   res->timings = r.timings;

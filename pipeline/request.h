@@ -182,7 +182,8 @@ struct RequestResult {
   int neighbour_records = 0;
   int neighbour_fallbacks = 0;
   // Options::first_position_records: 1 when the first chunk was served from
-  // its first-position record (its rows exact), else 0.
+  // its first-position record (its rows exact), else 0 (also when one was
+  // found but the strategy did not read it).
   int first_position_records = 0;
 };
 

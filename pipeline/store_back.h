@@ -1,18 +1,16 @@
-// store_back.h: StoreBack (pipeline step 5, pipeline/pipeline.h) writes the KV of chunks that a blend had to
-// compute fresh (their record missed in the store) back to the store after
-// the response, so the next request hits (issue 20, "fresh KV is stored
-// back"; LMCache #2029). The record is the one precompute writes
-// (blend::PrecomputeAndStore: the chunk alone at positions 0.., the
-// server's --kv-codec, under its content key), so serving and precompute
-// agree and a duplicate write is harmless. Off the request path and best
-// effort, on its own small executor (so it never delays or sheds requests):
-// one task per chunk, skipped when the chunk is queued already, found in
+// store_back.h: StoreBack (pipeline step 5, pipeline/pipeline.h) writes the KV of chunks that a
+// blend had to compute fresh (their record missed in the store) back to the store after the
+// response, so the next request hits (issue 20, "fresh KV is stored back"; LMCache #2029). The
+// record is the one precompute writes (blend::PrecomputeAndStore: the chunk alone at positions 0..,
+// the server's --kv-codec, under its content key), so serving and precompute agree and a duplicate
+// write is harmless. Off the request path and best effort, on its own small executor (so it never
+// delays or sheds requests): one task per chunk, skipped when the chunk is queued already, found in
 // the store when its task runs, or when the queue is full; counted in
 // /metrics (ragkv_kv_stored_back_{chunks,bytes}_total,
 // ragkv_kv_stored_back_in_context_total for first-position records,
 // ragkv_kv_store_back_skipped_total, ragkv_kv_store_back_errors_total).
-// Thread safety: Schedule is thread-safe; Stop / the destructor drop the
-// queued work and wait for the task running.
+// Thread safety: Schedule, ScheduleInContext and SchedulePut are thread-safe; Stop / the destructor
+// drop the queued work and wait for the task running.
 #ifndef RAGKV_PIPELINE_STORE_BACK_H_
 #define RAGKV_PIPELINE_STORE_BACK_H_
 

@@ -234,8 +234,7 @@ absl::Status Coded(const std::vector<Strat>& strats, PromptData* p,
     for (const auto& kv : p->kv) {
       uint64_t n = 0;
       if (codec == kvstore::Codec::kRaw) {  // the records' size only: raw reads back as is
-        ASSIGN_OR_RETURN(StoreChunk enc, EncodeForStore(*kv));
-        n = enc.chunk->TotalBytes();
+        RETURN_IF_ERROR(ThroughCodec(*kv, codec, &n).status());
       } else {
         ASSIGN_OR_RETURN(ChunkKV coded, ThroughCodec(*kv, codec, &n));
         p->coded[c].push_back(std::make_unique<ChunkKV>(std::move(coded)));
@@ -296,9 +295,9 @@ void PrintHeader(const QualityBenchOptions& o, double secs, const CorpusPrompts*
       "continuation=%d, kv=%s, chunks precomputed %s, selector=%s, %.1f s\n",
       o.model_path, o.prompts, o.seed, o.chunks, o.chunk_tokens_min, o.chunk_tokens_max,
       o.query_tokens, o.continuation_tokens, kernels::DTypeName(o.kv_dtype),
-      o.condition_on_prefix ? "after the prefix"
-      : o.first_position    ? "alone, the first after the prefix"
-                            : "alone",
+      o.first_position        ? "alone, the first after the prefix"
+      : o.condition_on_prefix ? "after the prefix"
+                              : "alone",
       SelectorName(o.blend.selector), secs);
 }
 

@@ -45,6 +45,7 @@ absl::StatusOr<std::unique_ptr<GrpcTtftPath>> GrpcTtftPath::Start(const GrpcTtft
   if (o.first_position_records) {  // written by store-back in a warm pass, drained before timing
     so.first_position_records = true;
     so.store_back = true;
+    so.prefix_cache = false;  // like the plain arm: only the records differ
   }
   auto impl = std::make_unique<Impl>();
   impl->data_dir = o.data_dir;

@@ -26,10 +26,11 @@ struct Piece {
   // model's fingerprint, a document's or passage's under the request's
   // (salted) one; store-back writes a miss under it.
   kvstore::ChunkKey key;
-  // context: kNeighbours when `source` reads the chunk's neighbour-aware
-  // record, stored under record_key (key stays the plain one: store-back
-  // writes plain records only); neighbour_fallback: one was looked for and
-  // the plain record (or fresh rows) used instead.
+  // context: kNeighbours when `source` reads the chunk's neighbour-aware or
+  // first-position record, stored under record_key (key stays the plain
+  // one, which store-back writes on a miss); neighbour_fallback: a
+  // neighbour-aware record was looked for and the plain record (or fresh
+  // rows) used instead.
   kvstore::RecordContext context = kvstore::RecordContext::kChunkLocal;
   kvstore::ChunkKey record_key;
   bool neighbour_fallback = false;

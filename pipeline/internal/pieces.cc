@@ -190,7 +190,11 @@ absl::Status OpenFirstPosition(const Pipeline::Options& o, const kvstore::Finger
     return absl::OkStatus();
   }
   Piece& p = (*pieces)[first];
-  if (!p.is_chunk || !p.whole.empty() || p.chunk_begin != 0) return absl::OkStatus();
+  // Only beside its plain record: deleting or forgetting that one (the
+  // chunk's content key) retires this one too.
+  if (!p.is_chunk || !p.stored || !p.whole.empty() || p.chunk_begin != 0) {
+    return absl::OkStatus();
+  }
   blend::NeighbourContext context;
   context.lead = lead;
   const kvstore::ChunkKey key = blend::NeighbourKeyOf(traffic, context, p.tokens);

@@ -32,6 +32,10 @@ class FirstPositionTest : public PipelineTest {
     o.store = store_.get();
     o.cache_pool = &pool_;
     o.first_position_records = true;
+    // Off here: fresh or fully prefilled rows stored as exact-prefix blocks
+    // would cover the first chunk in later requests (served exact by that
+    // cache, so no first-position record is read or written for it).
+    o.prefix_cache.enabled = false;
     auto p = Pipeline::Create(o);
     EXPECT_TRUE(p.ok()) << p.status();
     return std::move(p).value();
@@ -133,16 +137,40 @@ TEST_F(FirstPositionTest, OnlyTheSamePrefixFindsIt) {
   EXPECT_EQ(r.first_position_records, 0);
   RunMode(pipe.get(), DocsPrompt({0, 1}), Mode::kFullReuse, &r);  // no prefix: plain is exact
   EXPECT_EQ(r.first_position_records, 0);
+  // A salted request: its documents' plain records are stored back by the
+  // first, its first-position record by the second (the unsalted one is
+  // never read), and the third reads it.
   RequestOptions salted;
   salted.mode = Mode::kFullReuse;
   salted.cache_salt = "tenant-a";
-  CaptureSink sink;
-  auto s = pipe->Run(WithSystem(system_a_, {0, 1}), salted, &sink);
-  ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(s->first_position_records, 0);
-  pipe->DrainStoreBack();
   const kvstore::Fingerprint fp = kvstore::SaltedFingerprint(model_->fingerprint(), "tenant-a");
-  EXPECT_TRUE(store_->Contains(KeyAfter(system_a_, 0, fp)));
+  for (int i = 0; i < 3; ++i) {
+    CaptureSink sink;
+    auto s = pipe->Run(WithSystem(system_a_, {0, 1}), salted, &sink);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->first_position_records, i == 2 ? 1 : 0) << "salted request " << i;
+    EXPECT_EQ(store_->Contains(KeyAfter(system_a_, 0, fp)), i == 2) << "salted request " << i;
+    pipe->DrainStoreBack();
+  }
+}
+
+// Served only when read and only beside the plain record: full prefill
+// does not count it, and deleting the chunk's content key (what deleting a
+// document or forgetting a passage does) retires it.
+TEST_F(FirstPositionTest, CountedWhenReadAndRetiredWithThePlainRecord) {
+  auto pipe = MakeFirstPosition();
+  const Prompt p = WithSystem(system_a_, {0, 1});
+  RunMode(pipe.get(), p, Mode::kFullReuse);
+  pipe->DrainStoreBack();
+  RequestResult r;
+  RunMode(pipe.get(), p, Mode::kFullPrefill, &r);
+  EXPECT_EQ(r.first_position_records, 0);
+  RunMode(pipe.get(), p, Mode::kCacheBlend, &r);
+  EXPECT_EQ(r.first_position_records, 1);
+  ASSERT_TRUE(store_->Delete(kvstore::ChunkKey::Of(model_->fingerprint(), docs_[0])).ok());
+  RunMode(pipe.get(), p, Mode::kFullReuse, &r);
+  EXPECT_EQ(r.first_position_records, 0);
+  EXPECT_TRUE(store_->Contains(KeyAfter(system_a_, 0, model_->fingerprint())));  // never read
 }
 
 // A chunk-local record put under the first-position key (a writer's bug)

@@ -180,17 +180,19 @@ const cases = {
   // until_metric: input.body again and again (at most input.tries, 100 ms
   // apart) until the /metrics line that starts with input.metric reaches
   // input.min (store-back lands after a response); the last response, the
-  // tries and the value (0: no such line).
+  // tries, the value (0: no such line) and every /metrics line that starts
+  // with input.family.
   until_metric: async () => {
-    let last, value = 0, tries = 0;
+    let last, value = 0, tries = 0, family = [];
     do {
       if (tries) await new Promise((r) => setTimeout(r, 100));
       last = await chat(input.body);
-      const text = await (await fetch(base + "/metrics")).text();
-      const line = text.split("\n").find((l) => l.startsWith(input.metric));
+      const lines = (await (await fetch(base + "/metrics")).text()).split("\n");
+      const line = lines.find((l) => l.startsWith(input.metric));
       value = line ? Number(line.split(" ").pop()) : 0;
+      family = lines.filter((l) => input.family && l.startsWith(input.family));
     } while (++tries < input.tries && value < input.min);
-    return { last, tries, value };
+    return { last, tries, value, family };
   },
   // deadline: a request past --request-timeout, whole and streamed; then one
   // that fits.
