@@ -387,17 +387,18 @@ void Pipeline::FillResult(const RunState& run, const blend::BlendResult& r,
   for (const internal::Piece& p : run.pieces) {
     const bool neighbour = p.context == kvstore::RecordContext::kNeighbours;
     res->neighbour_records += neighbour && p.stored && !p.failed && !p.first_position;
-    // A first-position record found but not read (the strategy released
-    // it, the exact prefix covered it, its load failed) is "unused".
+    // "unused": the first chunk's rows came from elsewhere, whether or not
+    // its record was found (the strategy released it, the exact prefix
+    // covered it, its load failed).
     const bool served = p.first_position && !p.failed && !p.covered && !p.released;
     res->first_position_records += served;
     res->neighbour_fallbacks +=
         p.neighbour_fallback || (neighbour && p.failed && !p.first_position);
     if (p.first_position || p.first_position_miss) {
-      options_.metrics->Add("ragkv_first_position_records_total", served ? "result=\"hit\""
-                                                                  : p.first_position
-                                                                      ? "result=\"unused\""
-                                                                      : "result=\"miss\"");
+      const bool unused = p.covered || p.released || p.failed;
+      options_.metrics->Add("ragkv_first_position_records_total", served   ? "result=\"hit\""
+                                                                  : unused ? "result=\"unused\""
+                                                                           : "result=\"miss\"");
     }
   }
   res->timings = r.timings;

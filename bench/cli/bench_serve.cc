@@ -32,7 +32,8 @@ class BenchServeCommand : public Command {
                     "share of requests sending `documents` (the rest paste)")
         ->capture_default_str();
     cmd->add_option("--seed", w.seed)->capture_default_str();
-    cmd->add_option("--servers", o_.servers, "ragkv,ragkv-local,llama-server[,ragkv-reorder]")
+    cmd->add_option("--servers", o_.servers,
+                    "ragkv,ragkv-local,llama-server[,ragkv-reorder][,ragkv-first]")
         ->delimiter(',')
         ->capture_default_str();
     cmd->add_option("--clients", o_.clients, "closed-loop concurrency levels")
@@ -57,8 +58,9 @@ class BenchServeCommand : public Command {
     cmd->add_option("--work-dir", o_.work_dir, "default: a fresh temp dir, removed after");
     cmd->add_option("--out-dir", o_.out_dir, "serve.csv, serve.json, serve_ttft.png");
     cmd->add_option("--request-timeout", o_.request_timeout_s, "seconds")->capture_default_str();
-    cmd->add_option("--ragkv-mode", o_.ragkv_mode,
-                    "ragkv.mode of the ragkv and ragkv-reorder requests (default: the server's)");
+    cmd->add_option(
+        "--ragkv-mode", o_.ragkv_mode,
+        "ragkv.mode of the ragkv, ragkv-reorder and ragkv-first requests (default: the server's)");
   }
   int Run() override {
     auto r = bench_serve::RunServeBench(o_, std::cerr);

@@ -208,7 +208,7 @@ std::pair<double, int> Agreement(const ServeBenchReport& rep, const std::string&
 
 void Agreements(ServeBenchReport* rep) {
   std::tie(rep->first_token_agreement, rep->agreement_n) = Agreement(*rep, "ragkv");
-  for (const char* other : {"ragkv-reorder"}) {
+  for (const char* other : {"ragkv-reorder", "ragkv-first"}) {
     const auto a = Agreement(*rep, other);
     if (a.second > 0) rep->agreements.push_back({other, a});
   }
@@ -254,7 +254,7 @@ absl::StatusOr<std::vector<Server>> StartServers(const ServeBenchOptions& o, con
       continue;
     }
     ASSIGN_OR_RETURN(Server srv, internal::StartServer(name, o, s, progress));
-    if ((name == "ragkv" || name == "ragkv-reorder") && o.precompute) {
+    if ((name == "ragkv" || name == "ragkv-reorder" || name == "ragkv-first") && o.precompute) {
       RETURN_IF_ERROR(WarmRagkv(srv, w, sched, s, progress, rep));
     }
     servers.push_back(std::move(srv));
@@ -277,6 +277,24 @@ void Quiesce(std::vector<Server>& servers, std::ostream& progress) {
     if (idle) return;
     if (i % 30 == 29) progress << "bench serve: waiting for the servers to be idle" << std::endl;
   }
+}
+
+// FirstPositionNote: the first-position records' lookups of a
+// --first-position-records server over the whole run (warm-up included),
+// from its /metrics.
+std::string FirstPositionNote(const Server& srv) {
+  const auto [status, text] = HttpGet(srv.port, "/metrics");
+  std::string out = srv.name + " first-position records over the run (warm-up included):";
+  for (const char* result : {"hit", "miss", "unused"}) {
+    const std::string key =
+        absl::StrCat("ragkv_first_position_records_total{result=\"", result, "\"} ");
+    const size_t at = status == 200 ? text.find(key) : std::string::npos;
+    const double n = at == std::string::npos ? 0 : std::atof(text.c_str() + at + key.size());
+    absl::StrAppendFormat(&out, " %s %.0f", result, n);
+  }
+  if (status != 200)
+    absl::StrAppendFormat(&out, " (GET /metrics: %d %s)", status, text.substr(0, 80));
+  return out;
 }
 
 // RunCells: the warm-up pass, then each recombining cell on every server in
@@ -307,6 +325,7 @@ void RunCells(std::vector<Server>& servers, const Workload& w, const Schedule& s
   }
   for (Server& srv : servers) {
     rep->notes.push_back(absl::StrFormat("%s peak RSS seen %.0f MiB", srv.name, srv.max_rss_mb));
+    if (srv.name == "ragkv-first") rep->notes.push_back(FirstPositionNote(srv));
     srv.child->Stop();
   }
 }

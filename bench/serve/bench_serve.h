@@ -8,7 +8,8 @@
 // puts the run's passages into ragkv's store (`ragkv precompute`, and each
 // once as a `documents` entry; not measured), sends every server
 // the same warm-up requests (and "ragkv-reorder": ragkv whose requests ask
-// for the exact-prefix reorder pass, its store warmed as "ragkv"'s), then drives each in turn with closed-loop
+// for the exact-prefix reorder pass, its store warmed as "ragkv"'s; "ragkv-first": ragkv with
+// --first-position-records, warmed likewise), then drives each in turn with closed-loop
 // streaming chat requests (cells interleaved: for each cell, every server),
 // and stops them. Workload: bench/serve/workload.h.
 //
@@ -85,7 +86,7 @@ struct ServeBenchReport {
   // (full prefill), over every measured request both served (-1: n/a).
   double first_token_agreement = -1;
   int agreement_n = 0;
-  // The same for every other ragkv server ("ragkv-reorder"): server ->
+  // The same for every other ragkv server ("ragkv-reorder", "ragkv-first"): server ->
   // (agreement, n).
   std::vector<std::pair<std::string, std::pair<double, int>>> agreements;
   std::vector<std::string> notes;  // skipped servers, precompute, RSS

@@ -29,14 +29,18 @@ std::vector<std::string> Env(const ServeBenchOptions& o) {
 
 std::vector<std::string> RagkvArgv(const std::string& name, const ServeBenchOptions& o,
                                    const RunSettings& s) {
-  return {s.ragkv_bin, "serve", "--engine", "llama.cpp", "--model", s.gguf, "--http", "127.0.0.1:0",
-          "--listen", "127.0.0.1:0", "--metrics-port", "-1", "--data-dir",
-          s.work_dir + "/data-" + name, "--parallel", std::to_string(o.slots), "--ctx-size",
-          std::to_string(o.slots * o.ctx_per_slot), "--threads", std::to_string(o.threads),
-          "--sync-writes", "false",
-          // One chunk per passage (passages are cut shorter than this).
-          "--chunk-tokens", std::to_string(std::max(512, o.workload.passage_tokens * 2)),
-          "--corpus-root", s.work_dir + "/corpus"};
+  std::vector<std::string> argv = {
+      s.ragkv_bin, "serve", "--engine", "llama.cpp", "--model", s.gguf, "--http", "127.0.0.1:0",
+      "--listen", "127.0.0.1:0", "--metrics-port", "-1", "--data-dir", s.work_dir + "/data-" + name,
+      "--parallel", std::to_string(o.slots), "--ctx-size", std::to_string(o.slots * o.ctx_per_slot),
+      "--threads", std::to_string(o.threads), "--sync-writes", "false",
+      // One chunk per passage (passages are cut shorter than this).
+      "--chunk-tokens", std::to_string(std::max(512, o.workload.passage_tokens * 2)),
+      "--corpus-root", s.work_dir + "/corpus"};
+  if (name == "ragkv-first") {
+    argv.insert(argv.end(), {"--first-position-records", "true"});
+  }
+  return argv;
 }
 
 std::vector<std::string> LlamaServerArgv(const ServeBenchOptions& o, const RunSettings& s,
@@ -117,7 +121,8 @@ absl::StatusOr<Server> StartServer(const std::string& name, const ServeBenchOpti
   srv.body.max_tokens = o.max_tokens;
   srv.body.banned = s.banned;
   progress << "bench serve: starting " << name << std::endl;
-  if (name == "ragkv" || name == "ragkv-local" || name == "ragkv-reorder") {
+  if (name == "ragkv" || name == "ragkv-local" || name == "ragkv-reorder" ||
+      name == "ragkv-first") {
     srv.body.ragkv_mode = name == "ragkv-local" ? "local" : o.ragkv_mode;
     srv.body.reorder = name == "ragkv-reorder";
     ASSIGN_OR_RETURN(srv, StartRagkv(std::move(srv), o, s));
@@ -127,8 +132,9 @@ absl::StatusOr<Server> StartServer(const std::string& name, const ServeBenchOpti
     ASSIGN_OR_RETURN(srv.child, ChildProcess::Start(LlamaServerArgv(o, s, srv.port), Env(o),
                                                     s.work_dir + "/llama-server.log"));
   } else {
-    return absl::InvalidArgumentError("unknown server " + name +
-                                      " (ragkv, ragkv-local, ragkv-reorder, llama-server)");
+    return absl::InvalidArgumentError(
+        "unknown server " + name +
+        " (ragkv, ragkv-local, ragkv-reorder, ragkv-first, llama-server)");
   }
   if (!WaitHealthy(srv.child.get(), srv.port, kStartTimeoutS)) {
     return absl::UnavailableError(absl::StrCat(name, " is not healthy:\n", Tail(srv.child->Log())));

@@ -191,10 +191,10 @@ absl::Status OpenFirstPosition(const Pipeline::Options& o, const kvstore::Finger
   }
   Piece& p = (*pieces)[first];
   // Only beside its plain record: deleting or forgetting that one (the
-  // chunk's content key) retires this one too.
-  if (!p.is_chunk || !p.stored || !p.whole.empty() || p.chunk_begin != 0) {
-    return absl::OkStatus();
-  }
+  // chunk's content key) retires this one too. A raw prompt's match may
+  // hold only some of the chunk's rows (its first token tokenized with the
+  // text before it): the record holds exactly the rows the piece holds.
+  if (!p.is_chunk || !p.stored) return absl::OkStatus();
   blend::NeighbourContext context;
   context.lead = lead;
   const kvstore::ChunkKey key = blend::NeighbourKeyOf(traffic, context, p.tokens);
@@ -231,8 +231,10 @@ absl::Status ReopenAll(const Pipeline::Options& o, std::vector<Piece>* pieces, d
     p.store = nullptr;
     p.covered = false;
     if (!p.stored || p.failed || p.released) continue;
-    const int64_t whole = static_cast<int64_t>(p.whole.empty() ? p.tokens.size() : p.whole.size());
-    const int64_t begin = p.whole.empty() ? 0 : p.chunk_begin;
+    // A first-position record holds exactly the piece's rows.
+    const bool own = p.whole.empty() || p.first_position;
+    const int64_t whole = static_cast<int64_t>(own ? p.tokens.size() : p.whole.size());
+    const int64_t begin = own ? 0 : p.chunk_begin;
     RETURN_IF_ERROR(OpenStored(o, whole, begin, begin + static_cast<int64_t>(p.tokens.size()), &p,
                                fetch_ms));
   }

@@ -31,15 +31,14 @@ absl::Status ResolveRaw(const Pipeline::Options& o, const kvstore::Fingerprint& 
                         const Prompt& prompt, std::vector<Piece>* pieces, double* fetch_ms);
 
 // OpenFirstPosition: with Options::first_position_records, the first-
-// position record of (*pieces)[first] (a whole chunk right after `lead`, a
-// non-empty prefix, whose plain record was found) replaces the plain
-// record as its source when the store holds one: the chunk's KV computed
-// right after exactly `lead`, keyed by blend::NeighbourKeyOf(traffic,
-// {lead}, tokens). Otherwise the piece keeps the plain record and is
-// marked first_position_miss. A record that cannot be opened is a miss too
-// (deleted unless the tier is unavailable), never the request's error.
-// Cost: one more header lookup; a hit also drops the plain stream it
-// replaces.
+// position record of (*pieces)[first] (a chunk's rows right after `lead`,
+// a non-empty prefix, whose plain record was found) replaces the plain
+// record as its source when the store holds one: the KV of the piece's
+// tokens (the rows of the chunk the prompt holds) computed right after
+// exactly `lead`, keyed by blend::NeighbourKeyOf(traffic, {lead}, tokens). Otherwise the piece
+// keeps the plain record and is marked first_position_miss. A record that cannot be opened is a
+// miss too (deleted unless the tier is unavailable), never the request's error. Cost: one more
+// header lookup; a hit also drops the plain stream it replaces.
 absl::Status OpenFirstPosition(const Pipeline::Options& o, const kvstore::Fingerprint& traffic,
                                const std::vector<int32_t>& lead, size_t first,
                                std::vector<Piece>* pieces, double* fetch_ms);
