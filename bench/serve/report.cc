@@ -66,7 +66,8 @@ std::string Json(const ServeBenchReport& r) {
                      {"reorder_hits", c.reorder_hits},
                      {"reorder_gain_mean", c.reorder_gain_mean},
                      {"stored_prefix_mean", c.stored_prefix_mean},
-                     {"first_error", c.first_error}});
+                     {"first_error", c.first_error},
+                     {"first_content", c.first_content}});  // per request, for paired reads
   }
   nlohmann::json j = {{"description", r.description},
                       {"cells", cells},
