@@ -216,13 +216,10 @@ absl::Status Pipeline::Prepare(const Prompt& prompt, RunState* run) const {
         internal::ResolveSegments(o, traffic, prompt.segments, &run->pieces, &run->ms.fetch));
   }
   run->layout.traffic = traffic;
-  if (o.first_position_records) {
-    size_t first = 0;
-    const std::vector<int32_t> lead = internal::LeadOf(o, run->ro->add_bos, run->pieces, &first);
-    RETURN_IF_ERROR(
-        internal::OpenFirstPosition(o, traffic, lead, first, &run->pieces, &run->ms.fetch));
-  }
   internal::MapSegments(o, run->ro->add_bos, run->pieces, &run->layout);
+  if (internal::OpenFirstPosition(o, run->layout, &run->pieces, &run->ms.fetch)) {
+    internal::BuildSegs(run->pieces, &run->layout);  // the first chunk reads another record
+  }
   run->bo = internal::StrategyOptions(o, *run->ro);
   // kAuto: the loading controller picks r among the tiers that served the
   // chunks (ChooseRatioAndTier), then learns from the run.

@@ -13,6 +13,7 @@
 #include "blend/store_source.h"
 #include "kvstore/chunk_key.h"
 #include "model/tokenizer.h"
+#include "pipeline/internal/steps.h"
 #include "pipeline/neighbour_records.h"
 #include "retrieval/retriever.h"
 
@@ -182,22 +183,21 @@ absl::Status OpenMatch(const Pipeline::Options& o, const retrieval::ChunkMatch& 
 
 }  // namespace
 
-absl::Status OpenFirstPosition(const Pipeline::Options& o, const kvstore::Fingerprint& traffic,
-                               const std::vector<int32_t>& lead, size_t first,
-                               std::vector<Piece>* pieces, double* fetch_ms) {
-  if (!o.first_position_records || o.store == nullptr || lead.empty() ||
-      first + 1 >= pieces->size()) {
-    return absl::OkStatus();
+bool OpenFirstPosition(const Pipeline::Options& o, const BlendLayout& layout,
+                       std::vector<Piece>* pieces, double* fetch_ms) {
+  if (!o.first_position_records || o.store == nullptr || layout.prefix.empty() ||
+      layout.first + 1 >= pieces->size()) {
+    return false;
   }
-  Piece& p = (*pieces)[first];
+  Piece& p = (*pieces)[layout.first];
   // Only beside its plain record: deleting or forgetting that one (the
   // chunk's content key) retires this one too. A raw prompt's match may
   // hold only some of the chunk's rows (its first token tokenized with the
   // text before it): the record holds exactly the rows the piece holds.
-  if (!p.is_chunk || !p.stored) return absl::OkStatus();
+  if (!p.is_chunk || !p.stored) return false;
   blend::NeighbourContext context;
-  context.lead = lead;
-  const kvstore::ChunkKey key = blend::NeighbourKeyOf(traffic, context, p.tokens);
+  context.lead = layout.prefix;
+  const kvstore::ChunkKey key = blend::NeighbourKeyOf(layout.traffic, context, p.tokens);
   const auto t0 = Clock::now();
   absl::StatusOr<std::unique_ptr<blend::StoreKvSource>> s = blend::StoreKvSource::Open(
       o.store, key, o.model->fingerprint(), 2, kvstore::RecordContext::kNeighbours);
@@ -205,15 +205,11 @@ absl::Status OpenFirstPosition(const Pipeline::Options& o, const kvstore::Finger
   if (!s.ok()) {
     RAGKV_LOG(WARNING) << "first-position record " << key.ToHex() << ": " << s.status()
                        << "; using the plain record";
-    if (!absl::IsUnavailable(s.status()) && !absl::IsDeadlineExceeded(s.status())) {
-      if (absl::Status d = o.store->Delete(key); !d.ok()) {
-        RAGKV_LOG(WARNING) << "deleting first-position record " << key.ToHex() << ": " << d;
-      }
-    }
+    DropBadRecord(o, key, s.status());
   }
   if (!s.ok() || *s == nullptr) {
     p.first_position_miss = true;
-    return absl::OkStatus();
+    return false;
   }
   p.store = s->get();
   p.source = std::move(*s);
@@ -222,7 +218,7 @@ absl::Status OpenFirstPosition(const Pipeline::Options& o, const kvstore::Finger
   p.record_key = key;
   p.first_position = true;
   p.neighbour_fallback = false;
-  return absl::OkStatus();
+  return true;
 }
 
 absl::Status ReopenAll(const Pipeline::Options& o, std::vector<Piece>* pieces, double* fetch_ms) {

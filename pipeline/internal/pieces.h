@@ -31,17 +31,18 @@ absl::Status ResolveRaw(const Pipeline::Options& o, const kvstore::Fingerprint& 
                         const Prompt& prompt, std::vector<Piece>* pieces, double* fetch_ms);
 
 // OpenFirstPosition: with Options::first_position_records, the first-
-// position record of (*pieces)[first] (a chunk's rows right after `lead`,
-// a non-empty prefix, whose plain record was found) replaces the plain
-// record as its source when the store holds one: the KV of the piece's
-// tokens (the rows of the chunk the prompt holds) computed right after
-// exactly `lead`, keyed by blend::NeighbourKeyOf(traffic, {lead}, tokens). Otherwise the piece
+// position record of (*pieces)[layout.first] (a chunk's rows right after
+// layout.prefix, when non-empty, whose plain record was found) replaces
+// the plain record as its source when the store holds one: the KV of the
+// piece's tokens (the rows of the chunk the prompt holds) computed right
+// after exactly that prefix, keyed by blend::NeighbourKeyOf(layout.traffic,
+// {prefix}, tokens). Returns whether it did (layout's segments must then be
+// built again). Otherwise the piece
 // keeps the plain record and is marked first_position_miss. A record that cannot be opened is a
 // miss too (deleted unless the tier is unavailable), never the request's error. Cost: one more
 // header lookup; a hit also drops the plain stream it replaces.
-absl::Status OpenFirstPosition(const Pipeline::Options& o, const kvstore::Fingerprint& traffic,
-                               const std::vector<int32_t>& lead, size_t first,
-                               std::vector<Piece>* pieces, double* fetch_ms);
+bool OpenFirstPosition(const Pipeline::Options& o, const BlendLayout& layout,
+                       std::vector<Piece>* pieces, double* fetch_ms);
 
 // ReopenAll: every piece's stored record opened again, but the failed ones
 // (the streams were consumed by a blend that failed on one load); a miss

@@ -15,25 +15,24 @@
 
 namespace ragkv::pipeline::internal {
 
-std::vector<int32_t> LeadOf(const Pipeline::Options& o, bool add_bos,
-                            const std::vector<Piece>& pieces, size_t* first) {
-  std::vector<int32_t> lead;
-  const model::Tokenizer* tok = o.tokenizer;
-  if (add_bos && tok != nullptr && tok->add_bos()) lead.push_back(tok->bos_id());
-  size_t i = 0;
-  while (i + 1 < pieces.size() && !pieces[i].is_chunk) {
-    lead.insert(lead.end(), pieces[i].tokens.begin(), pieces[i].tokens.end());
-    ++i;
+void DropBadRecord(const Pipeline::Options& o, const kvstore::ChunkKey& key,
+                   const absl::Status& st) {
+  if (absl::IsUnavailable(st) || absl::IsDeadlineExceeded(st)) return;
+  if (absl::Status d = o.store->Delete(key); !d.ok()) {
+    RAGKV_LOG(WARNING) << "deleting failed record " << key.ToHex() << ": " << d;
   }
-  *first = i;
-  return lead;
 }
 
 void MapSegments(const Pipeline::Options& o, bool add_bos, const std::vector<Piece>& pieces,
                  BlendLayout* out) {
+  std::vector<int32_t>& prefix = out->prefix;
+  const model::Tokenizer* tok = o.tokenizer;
+  if (add_bos && tok != nullptr && tok->add_bos()) prefix.push_back(tok->bos_id());
   size_t first = 0;
-  out->prefix = LeadOf(o, add_bos, pieces, &first);
-  const std::vector<int32_t>& prefix = out->prefix;
+  while (first + 1 < pieces.size() && !pieces[first].is_chunk) {
+    prefix.insert(prefix.end(), pieces[first].tokens.begin(), pieces[first].tokens.end());
+    ++first;
+  }
   out->first = first;
   BuildSegs(pieces, out);
   uint32_t pos = 0;
@@ -195,16 +194,9 @@ bool MarkFailedLoad(const Pipeline::Options& o, const absl::Status& st,
   } else if (owner >= 0 && (*pieces)[static_cast<size_t>(owner)].source != nullptr) {
     Piece& bad = (*pieces)[static_cast<size_t>(owner)];
     bad.failed = true;
-    // A record that failed to verify (a layer missing, corrupt or cut) may
-    // still have its header, which store-back takes for "stored": delete
-    // it so that it is rewritten. An outage leaves the record alone.
-    if (!absl::IsUnavailable(st) && !absl::IsDeadlineExceeded(st)) {
-      const kvstore::ChunkKey& key =
-          bad.context == kvstore::RecordContext::kNeighbours ? bad.record_key : bad.key;
-      if (absl::Status d = o.store->Delete(key); !d.ok()) {
-        RAGKV_LOG(WARNING) << "blend: deleting failed record " << key.ToHex() << ": " << d;
-      }
-    }
+    // A layer missing, corrupt or cut: the record is rewritten.
+    DropBadRecord(o, bad.context == kvstore::RecordContext::kNeighbours ? bad.record_key : bad.key,
+                  st);
     fl->span = layout->SpanOf(static_cast<size_t>(owner));
     fl->chunk_id = bad.chunk_id;
   } else {

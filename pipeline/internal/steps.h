@@ -15,10 +15,12 @@
 
 namespace ragkv::pipeline::internal {
 
-// LeadOf: the prompt's prefix (the optional BOS, then the leading fresh
-// pieces, never the last piece) and the index of the first piece after it.
-std::vector<int32_t> LeadOf(const Pipeline::Options& o, bool add_bos,
-                            const std::vector<Piece>& pieces, size_t* first);
+// DropBadRecord: deletes the record under `key` that failed with `st` (a
+// record that failed to verify may still have a header, which store-back
+// takes for "stored": deleted, it is rewritten); an outage (Unavailable,
+// DeadlineExceeded) leaves it alone.
+void DropBadRecord(const Pipeline::Options& o, const kvstore::ChunkKey& key,
+                   const absl::Status& st);
 
 // MapSegments: fills *out from the resolved pieces: leading fresh pieces
 // (after an optional BOS) -> one prefix; chunks and fresh pieces between
